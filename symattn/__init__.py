@@ -1,0 +1,22 @@
+"""symattn: scaled dot-product attention in exact arithmetic, explained.
+
+>>> import symattn as sa
+>>> trace = sa.attend(sa.load_example("i-love-cats"))
+>>> str(trace.weights.decimal("I", "love", 3))
+'0.432'
+"""
+
+from symattn.certify import CertifiedDecimal, Rounding, certified_mpf, certify
+from symattn.errors import CertificationError, ParseError, ProblemError, SymattnError
+from symattn.exact import parse_expression, to_exact
+from symattn.examples import example_names, load_example
+from symattn.problem import Problem
+from symattn.trace import Step, Trace, attend
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CertificationError", "CertifiedDecimal", "ParseError", "Problem", "ProblemError",
+    "Rounding", "Step", "SymattnError", "Trace", "attend", "certified_mpf", "certify",
+    "example_names", "load_example", "parse_expression", "to_exact",
+]

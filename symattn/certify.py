@@ -1,0 +1,511 @@
+"""Certified decimals: correctly rounded digits, proved with ball arithmetic.
+
+A number reaches a user only through this module.  Rationals are rounded
+exactly with Python integers.  Anything else is evaluated in python-flint
+``arb`` balls (a proved enclosure) and a rounding is accepted only when BOTH
+ends of the ball round to the same decimal; otherwise the precision is
+raised.  A value exactly on a rounding boundary (a tie such as 0.125 at two
+places) never gets decided by a ball, so such values are recognised as exact
+rationals (minimal polynomial of an algebraic expression) instead, and the
+loop is capped with a clear error.
+
+Rounding is half away from zero, as people round by hand.  arb's own
+``str()`` is never trusted: it is a display, not a rounding proof.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import cached_property, lru_cache, reduce
+
+import flint
+import mpmath
+import mpmath.libmp
+import sympy
+from sympy.polys.numberfields import minimal_polynomial
+
+from symattn.errors import CertificationError, SymattnError
+
+__all__ = [
+    "MAX_DIGITS", "Rounding", "RoundingSpecError", "CertifiedDecimal",
+    "round_rational", "round_ball", "to_arb", "certify", "certified_mpf",
+    "guard_prec", "max_prec",
+]
+
+MAX_DIGITS = 100_000
+GUARD_BITS = 30          # extra bits beyond the digits asked for
+SCI_LOW = -4             # Python's %g: scientific below 1e-4 ...
+EXACT_PLAIN_MAX = 21     # ... exact values stay plain up to 1e21 (like JS)
+_LOG2_10 = math.log2(10)
+
+
+class RoundingSpecError(SymattnError, ValueError):
+    """A rounding request is malformed (both/neither of digits and places,
+    or out of range).  Lives here because only this module validates it."""
+
+
+@dataclass(frozen=True)
+class Rounding:
+    """How to round: ``digits`` significant digits OR ``places`` decimals."""
+
+    digits: int | None = None
+    places: int | None = None
+
+    def __post_init__(self) -> None:
+        d, p = self.digits, self.places
+        if (d is None) == (p is None):
+            raise RoundingSpecError("give exactly one of digits= or places= for a rounding")
+        name, value, low = ("digits", d, 1) if p is None else ("places", p, 0)
+        if type(value) is not int or not low <= value <= MAX_DIGITS:
+            raise RoundingSpecError(
+                f"{name}={value!r} is not allowed: use a whole number from {low} to {MAX_DIGITS:,}")
+
+    def __str__(self) -> str:
+        if self.digits is not None:
+            return f"{self.digits} significant digit" + ("s" if self.digits != 1 else "")
+        return f"{self.places} decimal place" + ("s" if self.places != 1 else "")
+
+
+# ---------------------------------------------------------------- integers
+
+_POW10 = [10**k for k in range(400)]
+
+
+@lru_cache(maxsize=64)
+def _pow10_big(k: int) -> int:
+    return 10**k
+
+
+def _p10(k: int) -> int:
+    return _POW10[k] if k < 400 else _pow10_big(k)
+
+
+def _ndigits(v: int) -> int:
+    """Number of decimal digits of v > 0, without int->str (slow, capped)."""
+    d = ((v.bit_length() - 1) * 1233 >> 12) + 1   # 1233/4096 < log10(2): d <= digits
+    while v >= _p10(d):
+        d += 1
+    return d
+
+
+def _digit_str(v: int) -> str:
+    """Decimal digits of v >= 0; flint converts fast and has no 4300 cap."""
+    return str(v) if v < _POW10[300] else str(flint.fmpz(v))
+
+
+def _round_scaled(num: int, den: int, t: int) -> tuple[int, bool]:
+    """Round num/den (>= 0) to a multiple of 10**t, half away from zero:
+    (how many multiples, whether exact).  Integers only: no context traps."""
+    if t >= 0:
+        den *= _p10(t)
+    else:
+        num *= _p10(-t)
+    q, r = divmod(num, den)
+    return (q + 1 if 2 * r >= den else q), r == 0
+
+
+# ---------------------------------------------------------------- results
+
+@dataclass(frozen=True, repr=False)
+class CertifiedDecimal:
+    """A proved rounding: the value ``mantissa * 10**exponent``.
+
+    Significant digits: ``mantissa`` has exactly ``digits`` digits (trailing
+    zeros are significant) unless it is 0.  Places: ``exponent == -places``.
+    ``exact`` is True only when it is PROVED that the rounded value equals
+    the exact value; a ball result says False when not proved.
+    """
+
+    mantissa: int
+    exponent: int
+    exact: bool
+    rounding: Rounding
+
+    @cached_property
+    def text(self) -> str:
+        """Formatted digits, built lazily (matrices make many of these)."""
+        return _format(self.mantissa, self.exponent, self.exact, self.rounding)
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:  # the default repr would int->str the mantissa
+        return f"CertifiedDecimal({self.text!r}, {self.rounding}, exact={self.exact})"
+
+    def as_fraction(self) -> Fraction:
+        """The rounded value exactly (never a float)."""
+        if self.exponent >= 0:
+            return Fraction(self.mantissa * _p10(self.exponent))
+        return Fraction(self.mantissa, _p10(-self.exponent))
+
+
+def _make(m: int, t: int, exact: bool, rounding: Rounding) -> CertifiedDecimal:
+    """Fast constructor for the hot path (a frozen dataclass's __init__ costs
+    a microsecond); the fields are the same, nothing is validated."""
+    obj = object.__new__(CertifiedDecimal)
+    obj.__dict__.update(mantissa=m, exponent=t, exact=exact, rounding=rounding)
+    return obj
+
+
+def _zero(rounding: Rounding) -> CertifiedDecimal:
+    exp = 0 if rounding.places is None else -rounding.places
+    return CertifiedDecimal(0, exp, True, rounding)
+
+
+def _format(m: int, t: int, exact: bool, rounding: Rounding) -> str:
+    """The text rules are listed in ``certify``'s docstring."""
+    sign = "-" if m < 0 else ""
+    s = _digit_str(abs(m))
+    if rounding.places is not None:
+        p = rounding.places
+        if p == 0:
+            return sign + s if m else "0"
+        s = s.rjust(p + 1, "0")
+        return (sign if m else "") + s[:-p] + "." + s[-p:]
+    if m == 0:
+        return "0"
+    limit = rounding.digits
+    if exact:                         # the exact value terminates: no padding
+        stripped = s.rstrip("0")
+        t += len(s) - len(stripped)
+        s = stripped
+        limit = max(limit, EXACT_PLAIN_MAX)
+    x = t + len(s) - 1                # decimal exponent of the leading digit
+    if x < SCI_LOW or x >= limit:
+        return sign + s[0] + ("." + s[1:] if len(s) > 1 else "") + f"e{x}"
+    if x < 0:
+        return sign + "0." + "0" * (-x - 1) + s
+    whole, frac = s[:x + 1].ljust(x + 1, "0"), s[x + 1:]
+    return sign + whole + ("." + frac if frac else "")
+
+
+def round_rational(q: Fraction | sympy.Rational | int, rounding: Rounding) -> CertifiedDecimal:
+    """Round an exact rational half away from zero, decided with integers
+    (no Decimal context, so no precision traps and no float anywhere)."""
+    if isinstance(q, sympy.Rational):
+        num, den = int(q.p), int(q.q)
+    elif isinstance(q, (Fraction, int)) and not isinstance(q, bool):
+        num, den = q.numerator, q.denominator
+    else:
+        raise TypeError(f"round_rational needs an exact rational, not {type(q).__name__}")
+    if num == 0:
+        return _zero(rounding)
+    sign, num = (-1 if num < 0 else 1), abs(num)
+    if rounding.places is not None:
+        m, exact = _round_scaled(num, den, -rounding.places)
+        return CertifiedDecimal(sign * m, -rounding.places, exact, rounding)
+    decade = _ndigits(num) - _ndigits(den)          # floor(log10) is this ...
+    if (num * _p10(-decade) if decade < 0 else num) < (den * _p10(decade) if decade > 0 else den):
+        decade -= 1                                  # ... or one less
+    t = decade - rounding.digits + 1
+    m, exact = _round_scaled(num, den, t)
+    if m == _p10(rounding.digits):                   # 9.995 -> 10.0 at 3 digits
+        m, t = m // 10, t + 1
+    return CertifiedDecimal(sign * m, t, exact, rounding)
+
+
+# ---------------------------------------------------------------- balls
+
+def _enclose(x: flint.arb, n: int, places: int | None) -> tuple[int, int, int]:
+    """x in [mid - rad, mid + rad] * 10**e, mid with about n digits (proved
+    by arb, including the binary->decimal conversion error)."""
+    if x.is_exact():                     # exact dyadic: exact decimal, no error
+        man, ex = (int(v) for v in x.man_exp())
+        return (man * 5**-ex, 0, ex) if ex < 0 else (man << ex, 0, 0)
+    mid, rad, e = x.mid_rad_10exp(n)
+    e = int(e)
+    if places is not None and e > -(places + 2):   # |x| >= 100: more digits
+        mid, rad, e = x.mid_rad_10exp(n + e + places + 2)
+        e = int(e)
+    return int(mid), int(rad), e
+
+
+def _judge(mid: int, rad: int, e: int, rounding: Rounding) -> CertifiedDecimal | None:
+    """The rounding of all of [mid - rad, mid + rad] * 10**e if it is one
+    decimal, else None.  Rounds |mid| once and checks that both ends stay in
+    that decimal's rounding cell, in integers (the hot path)."""
+    neg = mid < 0
+    a = -mid if neg else mid             # |x| lies in [a - rad, a + rad] * 10**e
+    if a <= rad:                         # the ends reach 0
+        return None
+    p = rounding.places
+    if p is None:
+        shift, edge = _ndigits(a) - rounding.digits, _p10(rounding.digits - 1)
+    else:
+        shift, edge = -p - e, -1
+    if shift <= 0:                       # short (exact) values: round both ends
+        scale = Fraction(10) ** e
+        d = round_rational((mid - rad) * scale, rounding)
+        if rad == 0:
+            return d
+        d2 = round_rational((mid + rad) * scale, rounding)
+        same = (d.mantissa, d.exponent) == (d2.mantissa, d2.exponent)
+        return _make(d.mantissa, d.exponent, False, rounding) if same else None
+    unit = _p10(shift)
+    q, r = divmod(a, unit)
+    m = q + 1 if 2 * r >= unit else q
+    # cell of m: [(m - 1/2) unit, (m + 1/2) unit), except at the bottom of a
+    # decade, where values down to (m - 1/20) unit (finer unit) round to m.
+    if m == edge:
+        inside = 20 * (a - rad) >= (20 * m - 1) * unit
+    else:
+        inside = 2 * (a - rad) >= (2 * m - 1) * unit
+    if not (inside and 2 * (a + rad) < (2 * m + 1) * unit):
+        return None
+    t = e + shift
+    if m == 10 * edge:                   # 9.996 -> 10.0: carried a decade up
+        m, t = edge, t + 1
+    return _make(-m if neg else m, t, rad == 0 and r == 0, rounding)
+
+
+def _decide(x: flint.arb, rounding: Rounding):
+    """(decimal or None, mid, rad, e) with x in [mid -+ rad] * 10**e.
+
+    First a short decimal conversion (a few digits more than asked: enough
+    unless x is close to a boundary), then, if that fails, one with all the
+    digits the ball holds."""
+    if not (x > 0 or x < 0):
+        if x.is_zero():
+            return _zero(rounding), 0, 0, 0
+        return None, 0, 0, 0             # contains 0, or nan/inf
+    p = rounding.places
+    n = rounding.digits + 3 if p is None else p + 5
+    mid, rad, e = _enclose(x, n, p)
+    d = _judge(mid, rad, e, rounding)
+    if d is None and rad:
+        full = int(x.rel_accuracy_bits() * 0.30103) + 5
+        if full > n:
+            mid, rad, e = _enclose(x, full, p)
+            d = _judge(mid, rad, e, rounding)
+    return d, mid, rad, e
+
+
+def round_ball(x: flint.arb, rounding: Rounding) -> CertifiedDecimal | None:
+    """The proved rounding of every number in the ball x, or None when the
+    ball does not decide it (its two ends round differently, it contains 0,
+    or it is not finite).  Cheap: one binary->decimal step, integer work."""
+    return _decide(x, rounding)[0]
+
+
+# ---------------------------------------------------------------- SymPy -> arb
+
+class _Unsupported(Exception):
+    def __init__(self, node: sympy.Basic, reason: str) -> None:
+        super().__init__(reason)
+        self.node, self.reason = node, reason
+
+
+def _short(expr: object, limit: int = 80) -> str:
+    text = sympy.sstr(expr) if isinstance(expr, sympy.Basic) else repr(expr)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _pow(node: sympy.Pow, base: flint.arb, ex: sympy.Expr, cache: dict) -> flint.arb:
+    if isinstance(ex, sympy.Integer):
+        return base ** int(ex)                   # exact power of the ball
+    if base < 0:
+        raise _Unsupported(node, "a negative number to a non-integer power is not real "
+                                 "(SymPy takes the complex principal value)")
+    if isinstance(ex, sympy.Rational):
+        return base.root(int(ex.q)) ** int(ex.p)
+    return (_arb(ex, cache) * base.log()).exp()  # needs base > 0 (else nan)
+
+
+_CONSTANTS = {sympy.pi: flint.arb.pi, sympy.E: flint.arb.const_e}
+_FUNCS = {sympy.exp: flint.arb.exp, sympy.log: flint.arb.log, sympy.Abs: abs}
+_NARY = {sympy.Add: operator.add, sympy.Mul: operator.mul,
+         sympy.Max: flint.arb.max, sympy.Min: flint.arb.min}
+
+
+def _arb(node: sympy.Basic, cache: dict) -> flint.arb:
+    """Evaluate one node (cached: exp(2/sqrt(3)) may appear twice)."""
+    hit = cache.get(node)
+    if hit is not None:
+        return hit
+    if isinstance(node, sympy.Rational):
+        v = flint.arb(flint.fmpq(int(node.p), int(node.q))) if node.q != 1 else flint.arb(int(node.p))
+    elif node in _CONSTANTS:
+        v = _CONSTANTS[node]()
+    elif node.func in _NARY:
+        v = reduce(_NARY[node.func], [_arb(a, cache) for a in node.args])
+    elif isinstance(node, sympy.Pow):
+        v = _pow(node, _arb(node.base, cache), node.exp, cache)
+    elif node.func in _FUNCS and len(node.args) == 1:
+        v = _FUNCS[node.func](_arb(node.args[0], cache))
+    elif node is sympy.I:
+        raise _Unsupported(node, "I is not a real number")
+    elif isinstance(node, sympy.Symbol):
+        raise _Unsupported(node, f"it contains the symbol {node}; substitute a number first")
+    elif node.is_number and node.is_infinite or node in (sympy.nan, sympy.zoo):
+        raise _Unsupported(node, f"{node} is not a finite real number")
+    elif isinstance(node, sympy.Float):
+        raise _Unsupported(node, "floats are not exact; write the number as a fraction")
+    else:
+        raise _Unsupported(node, f"{_short(node, 40)} is not supported here "
+                                 "(exact numbers, + * ** exp log Abs Max Min pi E only)")
+    cache[node] = v
+    return v
+
+
+def to_arb(expr: sympy.Expr, prec: int) -> flint.arb:
+    """A proved enclosure of a real SymPy number at ``prec`` bits.
+
+    Walks the tree itself (no evalf/sympify/lambdify), so the result is a
+    genuine ball; raises CertificationError for symbols, infinities and
+    unsupported functions.  flint's context is global (so this is not
+    thread-safe); it is always restored."""
+    if not isinstance(expr, sympy.Basic):
+        raise TypeError(f"to_arb needs a SymPy expression, not {type(expr).__name__}")
+    old = flint.ctx.prec
+    flint.ctx.prec = int(prec)
+    try:
+        return _arb(expr, {})
+    except _Unsupported as err:
+        where = "" if err.node == expr else f" (in {_short(err.node, 40)})"
+        raise CertificationError(
+            f"cannot certify {_short(expr)}: {err.reason}{where}") from None
+    finally:
+        flint.ctx.prec = old
+
+
+# ---------------------------------------------------------------- certify
+
+def guard_prec(rounding: Rounding, magnitude_hint: int = 0) -> int:
+    """Starting precision in bits.  arb's precision is relative, so for
+    significant digits the magnitude does not matter (cancellation is left
+    to the loop); for places, ``magnitude_hint`` (floor(log10|x|)) adds the
+    digits in front of the point."""
+    if rounding.digits is not None:
+        digits = rounding.digits
+    else:
+        digits = max(1, rounding.places + magnitude_hint + 1)
+    return math.ceil(digits * _LOG2_10) + GUARD_BITS
+
+
+def max_prec(start: int) -> int:
+    """The cap of the precision loop for a given starting precision."""
+    return 64 * start + 10_000
+
+
+def _is_algebraic(expr: sympy.Basic) -> bool:
+    if isinstance(expr, sympy.Rational):
+        return True
+    if isinstance(expr, (sympy.Add, sympy.Mul)):
+        return all(_is_algebraic(a) for a in expr.args)
+    if isinstance(expr, sympy.Pow):
+        return isinstance(expr.exp, sympy.Rational) and _is_algebraic(expr.base)
+    return False
+
+
+def _rational_value(expr: sympy.Expr) -> Fraction | None:
+    """The value as an exact rational, when the expression is algebraic and
+    its minimal polynomial has degree 1; None otherwise or if SymPy fails."""
+    if not _is_algebraic(expr):
+        return None
+    try:
+        poly = minimal_polynomial(expr, sympy.Dummy("x"), polys=True)
+    except Exception:  # noqa: BLE001 - SymPy may fail in many ways; then we know nothing
+        return None
+    if poly.degree() != 1:
+        return None
+    a, b = poly.all_coeffs()
+    r = sympy.Rational(-b, a)
+    return Fraction(int(r.p), int(r.q))
+
+
+def _contains(mid: int, rad: int, e: int, d: CertifiedDecimal) -> bool:
+    """Is the decimal d inside [mid - rad, mid + rad] * 10**e?"""
+    k = d.exponent - e
+    if k >= 0:
+        return abs(d.mantissa * _p10(k) - mid) <= rad
+    return abs(d.mantissa - mid * _p10(-k)) <= rad * _p10(-k)
+
+
+def _near(x: flint.arb, rounding: Rounding, prec: int) -> bool:
+    """Did the ball fail although it is far narrower than the rounding unit?
+    Then the value sits on a boundary (or is 0): worth an exact check."""
+    rad = x.rad()
+    if rounding.places is not None:
+        return rad * flint.arb(10) ** rounding.places * flint.arb(2) ** 64 < 1
+    if x > 0 or x < 0:
+        return rad * flint.arb(10) ** rounding.digits * flint.arb(2) ** 64 < abs(x.mid())
+    return rad * flint.arb(2) ** (prec // 2) < 1
+
+
+def certify(expr: sympy.Expr | Fraction | int, rounding: Rounding | int | None = None, *,
+            digits: int | None = None, places: int | None = None) -> CertifiedDecimal:
+    """Round a real SymPy number half away from zero, with a proof.
+
+    Rationals are rounded exactly.  Otherwise a precision loop raises the
+    bits until the ball decides the rounding; a ball that keeps straddling
+    a boundary while very narrow is checked for being an exact rational
+    (minimal polynomial, algebraic expressions only).  Past ``max_prec``
+    bits it raises CertificationError.  An int ``rounding`` means digits.
+
+    Text (``str``): places -> fixed with exactly that many decimals (also
+    for exact values; "-0.000" is written "0.000").  Digits -> like
+    ``%#.{d}g``: scientific when the exponent is < -4 or >= digits, written
+    "1.23e4"/"4.54e-7"; trailing zeros kept, except for a proved exact
+    value, which drops them and stays plain below 1e21 ("0.5", "100").
+    """
+    if rounding is None:
+        rounding = Rounding(digits=digits, places=places)
+    elif digits is not None or places is not None:
+        raise RoundingSpecError("give the rounding once: a Rounding, an int, digits= or places=")
+    elif type(rounding) is int:
+        rounding = Rounding(digits=rounding)
+    elif not isinstance(rounding, Rounding):
+        raise RoundingSpecError(f"rounding={rounding!r}: give a Rounding or a number of digits")
+    if isinstance(expr, (Fraction, int, sympy.Rational)) and not isinstance(expr, bool):
+        return round_rational(expr, rounding)
+    if not isinstance(expr, sympy.Expr):
+        raise TypeError(f"certify needs a SymPy expression or a rational, not {type(expr).__name__}")
+    hint = 0
+    if rounding.places is not None:               # fixed point: find the size first
+        x = to_arb(expr, 64)
+        if x > 0 or x < 0:
+            mid, _, e = x.mid_rad_10exp(5)
+            hint = _ndigits(abs(int(mid))) + int(e) - 1
+    prec = start = guard_prec(rounding, hint)
+    cap, tried = max_prec(start), False
+    while True:
+        x = to_arb(expr, prec)
+        d, mid, rad, e = _decide(x, rounding)
+        if d is not None:
+            if d.exact or d.mantissa == 0 or not _contains(mid, rad, e, d):
+                return d
+            # the ball holds the decimal itself: is the value exactly it?
+            d2, mid, rad, e = _decide(to_arb(expr, 2 * prec), rounding)
+            if d2 is not None and not _contains(mid, rad, e, d2):
+                return d2
+            q = _rational_value(expr)
+            return round_rational(q, rounding) if q is not None else d
+        if not tried and (prec >= cap or _near(x, rounding, prec)):
+            tried = True
+            q = _rational_value(expr)
+            if q is not None:
+                return round_rational(q, rounding)
+        if prec >= cap:
+            raise CertificationError(
+                f"could not prove the rounding of {_short(expr)} to {rounding} within "
+                f"{cap} bits: the value may be exactly 0 or on a rounding boundary")
+        prec = min(cap, 2 * prec)
+
+
+def certified_mpf(expr: sympy.Expr | Fraction | int, dps: int) -> mpmath.mpf:
+    """An mpmath number for the certified ``dps``-digit rounding of expr.
+
+    It is the binary number nearest the certified decimal, at dps digits'
+    precision or mpmath's current one if higher (so printing at the current
+    mp.dps shows no binary noise); ``mpmath.nstr(v, dps)`` shows exactly the
+    certified digits."""
+    d = certify(expr, Rounding(digits=dps))
+    if d.mantissa == 0:
+        return mpmath.mpf(0)
+    num, den = (d.mantissa * _p10(d.exponent), 1) if d.exponent >= 0 else (d.mantissa, _p10(-d.exponent))
+    prec = max(mpmath.libmp.dps_to_prec(dps), mpmath.mp.prec)
+    return mpmath.mp.make_mpf(mpmath.libmp.from_rational(num, den, prec, mpmath.libmp.round_nearest))

@@ -1,0 +1,65 @@
+"""Exact decisions about real numbers: sign, order, equality.
+
+The row maximum of the scaled scores must be *decided*, not guessed from
+floats: two scores may differ in the 40th digit, or be equal in different
+forms (2√2 and √8).  Rationals are compared directly; anything else is
+enclosed in arb balls of growing precision until the sign is clear, and a
+number whose balls keep straddling zero is tested for being exactly zero.
+"""
+
+from __future__ import annotations
+
+import sympy
+from sympy.polys.numberfields import minimal_polynomial
+
+from symattn.certify import to_arb
+from symattn.errors import CertificationError
+
+_START_PREC = 64
+_MAX_PREC = 1 << 14
+
+
+def _is_exactly_zero(expr: sympy.Expr) -> bool | None:
+    """True/False when an exact test settles whether ``expr`` is 0, else None."""
+    if expr.is_algebraic:
+        x = sympy.Dummy("x")
+        try:
+            return minimal_polynomial(expr, x) == x
+        except (NotImplementedError, ValueError):
+            pass
+    verdict = expr.equals(0)
+    return verdict if isinstance(verdict, bool) else None
+
+
+def sign(expr: sympy.Expr) -> int:
+    """The exact sign (-1, 0 or 1) of a real number given as a SymPy expression."""
+    if not isinstance(expr, sympy.Basic):
+        expr = sympy.Rational(expr)  # ints and Fractions; strings never reach here
+    if expr.is_Rational:
+        return 1 if expr.p > 0 else (-1 if expr.p < 0 else 0)
+    prec = _START_PREC
+    while prec <= _MAX_PREC:
+        ball = to_arb(expr, prec)
+        if ball > 0:
+            return 1
+        if ball < 0:
+            return -1
+        if ball.is_exact() and ball.is_zero():
+            return 0
+        prec *= 2
+    if _is_exactly_zero(expr):
+        return 0
+    raise CertificationError(
+        f"cannot decide the sign of {str(expr)[:80]}: it is within 2^-{_MAX_PREC} of zero "
+        "and could not be proved zero"
+    )
+
+
+def compare(a: sympy.Expr, b: sympy.Expr) -> int:
+    """-1, 0 or 1 as a < b, a == b, a > b, decided exactly."""
+    return sign(sympy.expand(a - b))
+
+
+def equal(a: sympy.Expr, b: sympy.Expr) -> bool:
+    """Exact equality of two real numbers, whatever their written form."""
+    return a == b or compare(a, b) == 0

@@ -1,0 +1,354 @@
+"""The one implementation of attention: exact values and arb enclosures.
+
+Nothing here materialises a SymPy tree for the softmax up front.  The exact
+state of a problem is small: Q, K, V and the scores (rational matrices in
+flint when the inputs are rational, SymPy matrices otherwise), the scale,
+and per row the index of its maximum.  Every later entry is *structural*:
+
+    shifted[i, j] = scale · (scores[i, j] − scores[i, r_i])      (r_i = argmax)
+    exp[i, j]     = e^shifted[i, j]           (0 where masked)
+    row_sum[i]    = Σ_j exp[i, j]
+    weights[i, j] = exp[i, j] / row_sum[i]
+    output[i, c]  = Σ_j weights[i, j] · V[j, c]
+
+so an entry's SymPy expression is built only when asked for, and numbers
+come from arb balls computed row by row at the precision asked for.
+
+Which of these values are exact algebraic numbers is decided by
+Lindemann–Weierstrass: for distinct algebraic exponents the e^d are
+linearly independent over the algebraic numbers, so a ratio
+Σ_d a_d e^d / Σ_d b_d e^d is algebraic exactly when a_d = λ·b_d for every d,
+and then it equals λ.  That is how ties (1/3, or an output equal to a
+constant value column) are recognised instead of looping forever on a
+rounding boundary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Callable, Hashable
+
+import flint
+import sympy
+
+from symattn.certify import to_arb
+from symattn.compare import compare, equal, sign
+from symattn.problem import Problem
+
+
+class _NegInf:
+    """−∞ at a masked position; prints as the lesson writes it."""
+
+    _instance: "_NegInf | None" = None
+
+    def __new__(cls) -> "_NegInf":
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "-inf"
+
+    __str__ = __repr__
+
+
+NEG_INF = _NegInf()
+
+
+def _fmpq_to_sympy(q: flint.fmpq) -> sympy.Rational:
+    return sympy.Rational(int(q.p), int(q.q))
+
+
+def _fmpq_to_fraction(q: flint.fmpq) -> Fraction:
+    return Fraction(int(q.p), int(q.q))
+
+
+def _sympy_to_fmpq(r: sympy.Rational) -> flint.fmpq:
+    return flint.fmpq(int(r.p), int(r.q))
+
+
+class ExactMatrix:
+    """An exact matrix with a fast rational backend (flint) and a general one (SymPy)."""
+
+    def __init__(self, rational: flint.fmpq_mat | None = None,
+                 general: sympy.ImmutableMatrix | None = None) -> None:
+        self.rational = rational
+        self.general = general
+        src = rational if rational is not None else general
+        self.rows, self.cols = src.nrows() if rational is not None else src.rows, \
+            src.ncols() if rational is not None else src.cols
+        self._sympy: sympy.ImmutableMatrix | None = general
+
+    @classmethod
+    def from_sympy(cls, m: sympy.ImmutableMatrix) -> "ExactMatrix":
+        if all(e.is_Rational for e in m):
+            return cls(rational=flint.fmpq_mat(m.rows, m.cols, [_sympy_to_fmpq(e) for e in m]))
+        return cls(general=m)
+
+    @property
+    def is_rational(self) -> bool:
+        return self.rational is not None
+
+    def matmul(self, other: "ExactMatrix", transpose_other: bool = False) -> "ExactMatrix":
+        if self.is_rational and other.is_rational:
+            right = other.rational.transpose() if transpose_other else other.rational
+            return ExactMatrix(rational=self.rational * right)
+        right = other.to_sympy().T if transpose_other else other.to_sympy()
+        product = (self.to_sympy().as_mutable() * right.as_mutable()).applyfunc(sympy.expand)
+        return ExactMatrix.from_sympy(sympy.ImmutableMatrix(product))
+
+    def exact(self, i: int, j: int) -> sympy.Expr:
+        if self.is_rational:
+            return _fmpq_to_sympy(self.rational[i, j])
+        return self.general[i, j]
+
+    def key(self, i: int, j: int) -> Hashable:
+        """An exact, hashable form of an entry (for grouping equal values)."""
+        return self.rational[i, j] if self.is_rational else self.general[i, j]
+
+    def fraction(self, i: int, j: int) -> Fraction | None:
+        return _fmpq_to_fraction(self.rational[i, j]) if self.is_rational else None
+
+    def ball(self, i: int, j: int, prec: int) -> flint.arb:
+        if self.is_rational:
+            return flint.arb(self.rational[i, j])
+        return to_arb(self.general[i, j], prec)
+
+    def to_sympy(self) -> sympy.ImmutableMatrix:
+        if self._sympy is None:
+            self._sympy = sympy.ImmutableMatrix(
+                self.rows, self.cols, [_fmpq_to_sympy(e) for e in self.rational.entries()])
+        return self._sympy
+
+
+@dataclass(frozen=True)
+class RowPlan:
+    """What the softmax of one row needs: its allowed keys and its maximum."""
+
+    allowed: tuple[int, ...]   # key indices that may be attended to
+    argmax: int                # index of the row maximum of the scaled scores
+
+
+class Engine:
+    """Exact state of one problem, and arb enclosures of every step by row."""
+
+    def __init__(self, problem: Problem) -> None:
+        self.problem = p = problem
+        if p.projected:
+            X = ExactMatrix.from_sympy(p.X)
+            X_kv = ExactMatrix.from_sympy(p.X_kv) if p.X_kv is not None else X
+            self.inputs = {"X": X, "W_q": ExactMatrix.from_sympy(p.W_q),
+                           "W_k": ExactMatrix.from_sympy(p.W_k), "W_v": ExactMatrix.from_sympy(p.W_v)}
+            if p.X_kv is not None:
+                self.inputs["X_kv"] = X_kv
+            self.Q = X.matmul(self.inputs["W_q"])
+            self.K = X_kv.matmul(self.inputs["W_k"])
+            self.V = X_kv.matmul(self.inputs["W_v"])
+        else:
+            self.inputs = {}
+            self.Q = ExactMatrix.from_sympy(p.Q_given)
+            self.K = ExactMatrix.from_sympy(p.K_given)
+            self.V = ExactMatrix.from_sympy(p.V_given)
+        self.scores = self.Q.matmul(self.K, transpose_other=True)
+        self.scale = p.scale
+        self.scale_sign = sign(p.scale)
+        self.scale_rational = _sympy_to_fmpq(p.scale) if p.scale.is_Rational else None
+        self.mask = p.mask
+        self.n, self.m, self.d_v = p.n, p.m, p.d_v
+        self.rows = [self._plan_row(i) for i in range(self.n)]
+        # Lindemann–Weierstrass needs algebraic exponents and coefficients.
+        self.algebraic = bool(p.scale.is_algebraic) and (
+            self.V.is_rational or all(e.is_algebraic for e in self.V.to_sympy()))
+        self._balls: dict[tuple[str, int, int], list] = {}
+        self._groups: dict[int, dict[Hashable, list[int]]] = {}
+
+    # -- the row maximum, decided exactly ------------------------------------
+    def _allowed(self, i: int) -> tuple[int, ...]:
+        if self.mask is None:
+            return tuple(range(self.m))
+        return tuple(j for j in range(self.m) if self.mask[i, j])
+
+    def _plan_row(self, i: int) -> RowPlan:
+        allowed = self._allowed(i)
+        best = allowed[0]
+        if self.scale_sign != 0:
+            for j in allowed[1:]:
+                c = self._compare_scores(i, j, best)
+                if c * self.scale_sign > 0:
+                    best = j
+        return RowPlan(allowed, best)
+
+    def _compare_scores(self, i: int, a: int, b: int) -> int:
+        if self.scores.is_rational:
+            x, y = self.scores.rational[i, a], self.scores.rational[i, b]
+            return (x > y) - (x < y)
+        return compare(self.scores.general[i, a], self.scores.general[i, b])
+
+    def is_allowed(self, i: int, j: int) -> bool:
+        return self.mask is None or bool(self.mask[i, j])
+
+    # -- exact entries (SymPy) ------------------------------------------------
+    def delta(self, i: int, j: int) -> sympy.Expr:
+        """scores[i, j] − scores[i, argmax], exactly."""
+        r = self.rows[i].argmax
+        if self.scores.is_rational:
+            return _fmpq_to_sympy(self.scores.rational[i, j] - self.scores.rational[i, r])
+        return sympy.expand(self.scores.general[i, j] - self.scores.general[i, r])
+
+    def shifted(self, i: int, j: int) -> sympy.Expr:
+        if not self.is_allowed(i, j):
+            return sympy.S.NegativeInfinity
+        return self.scale * self.delta(i, j)
+
+    def exp(self, i: int, j: int) -> sympy.Expr:
+        if not self.is_allowed(i, j):
+            return sympy.S.Zero
+        return sympy.exp(self.shifted(i, j))
+
+    def row_sum(self, i: int) -> sympy.Expr:
+        return sympy.Add(*[self.exp(i, j) for j in self.rows[i].allowed])
+
+    def weight(self, i: int, j: int) -> sympy.Expr:
+        return self.exp(i, j) / self.row_sum(i)
+
+    def output(self, i: int, c: int) -> sympy.Expr:
+        numerator = sympy.Add(*[self.V.exact(j, c) * self.exp(i, j) for j in self.rows[i].allowed])
+        return numerator / self.row_sum(i)
+
+    # -- exact algebraic values, by Lindemann–Weierstrass ---------------------
+    def groups(self, i: int) -> dict[Hashable, list[int]]:
+        """Allowed keys of row i grouped by equal shifted score (one group if scale = 0)."""
+        if i not in self._groups:
+            groups: dict[Hashable, list[int]] = {}
+            if self.scale_sign == 0:
+                groups[0] = list(self.rows[i].allowed)
+            else:
+                r = self.rows[i].argmax
+                for j in self.rows[i].allowed:
+                    if self.scores.is_rational:
+                        key: Hashable = self.scores.rational[i, j] - self.scores.rational[i, r]
+                    else:
+                        key = self._canonical_key(groups, self.delta(i, j))
+                    groups.setdefault(key, []).append(j)
+            self._groups[i] = groups
+        return self._groups[i]
+
+    def top_group(self, i: int) -> frozenset[int]:
+        """The keys of row i whose shifted score is exactly 0 (e^0 = 1)."""
+        r = self.rows[i].argmax
+        return frozenset(next(g for g in self.groups(i).values() if r in g))
+
+    def softmax_is_rational(self, i: int) -> bool:
+        """True when every allowed key of row i ties, so its weights are 1/count."""
+        return len(self.groups(i)) == 1
+
+    @staticmethod
+    def _canonical_key(groups: dict, value: sympy.Expr) -> sympy.Expr:
+        for existing in groups:
+            if equal(existing, value):
+                return existing
+        return value
+
+    def algebraic_value(self, step: str, i: int, j: int) -> sympy.Expr | None:
+        """The exact value of a softmax-side entry when it is algebraic, else None."""
+        if step in ("exp", "weights") and not self.is_allowed(i, j):
+            return sympy.S.Zero
+        if not self.algebraic:
+            return None
+        groups = self.groups(i)
+        if step == "exp":
+            return sympy.S.One if j in self.top_group(i) else None
+        if step == "row_sum":
+            return sympy.Integer(len(self.rows[i].allowed)) if len(groups) == 1 else None
+        if step == "weights":
+            return sympy.Rational(1, len(self.rows[i].allowed)) if len(groups) == 1 else None
+        if step == "output":
+            return self._output_if_algebraic(i, j, groups)
+        raise ValueError(step)
+
+    def _output_if_algebraic(self, i: int, c: int, groups: dict) -> sympy.Expr | None:
+        value = None
+        for members in groups.values():
+            if self.V.is_rational:
+                total = sum((self.V.rational[j, c] for j in members), flint.fmpq(0))
+                mean: sympy.Expr = _fmpq_to_sympy(total / len(members))
+            else:
+                mean = sympy.Add(*[self.V.exact(j, c) for j in members]) / len(members)
+            if value is None:
+                value = mean
+            elif not equal(value, mean):
+                return None
+        return value
+
+    # -- arb enclosures, row by row --------------------------------------------
+    def balls(self, step: str, i: int, prec: int) -> list:
+        """Row i of a step as arb balls at ``prec`` bits (NEG_INF where masked)."""
+        key = (step, i, prec)
+        if key not in self._balls:
+            old = flint.ctx.prec
+            flint.ctx.prec = prec
+            try:
+                self._balls[key] = self._compute_row(step, i, prec)
+            finally:
+                flint.ctx.prec = old
+        return self._balls[key]
+
+    def matrix(self, step: str) -> ExactMatrix | None:
+        """The exact matrix behind an input or a projection step, else None."""
+        fixed = {"Q": self.Q, "K": self.K, "V": self.V, "scores": self.scores}
+        return fixed.get(step) or self.inputs.get(step)
+
+    def _scale_ball(self, prec: int) -> flint.arb:
+        if self.scale_rational is not None:
+            return flint.arb(self.scale_rational)
+        return to_arb(self.scale, prec)
+
+    def _compute_row(self, step: str, i: int, prec: int) -> list:
+        m = self.m
+        matrix = self.matrix(step)
+        if matrix is not None:
+            return [matrix.ball(i, j, prec) for j in range(matrix.cols)]
+        if step == "scaled":
+            s = self._scale_ball(prec)
+            return [s * self.scores.ball(i, j, prec) for j in range(m)]
+        if step == "masked":
+            row = self.balls("scaled", i, prec)
+            return [row[j] if self.is_allowed(i, j) else NEG_INF for j in range(m)]
+        if step == "shifted":
+            s = self._scale_ball(prec)
+            r = self.rows[i].argmax
+            top = self.scores.ball(i, r, prec)
+            return [s * (self.scores.ball(i, j, prec) - top) if self.is_allowed(i, j) else NEG_INF
+                    for j in range(m)]
+        if step == "exp":
+            return [x.exp() if x is not NEG_INF else flint.arb(0)
+                    for x in self.balls("shifted", i, prec)]
+        if step == "row_sum":
+            return [sum(self.balls("exp", i, prec), flint.arb(0))]
+        if step == "weights":
+            total = self.balls("row_sum", i, prec)[0]
+            return [e / total for e in self.balls("exp", i, prec)]
+        if step == "output":
+            w = flint.arb_mat([self.balls("weights", i, prec)])
+            product = w * self._V_balls(prec)
+            return [product[0, c] for c in range(self.d_v)]
+        raise ValueError(step)
+
+    def _V_balls(self, prec: int) -> flint.arb_mat:
+        key = ("V", -1, prec)
+        if key not in self._balls:
+            if self.V.is_rational:
+                self._balls[key] = flint.arb_mat(self.V.rational)
+            else:
+                self._balls[key] = flint.arb_mat(
+                    [[self.V.ball(j, c, prec) for c in range(self.d_v)] for j in range(self.m)])
+        return self._balls[key]
+
+    def forget(self, prec: int) -> None:
+        """Drop the cached balls at one precision (certification moved past it)."""
+        for key in [k for k in self._balls if k[2] == prec]:
+            del self._balls[key]
+
+
+ExactEntry = Callable[[int, int], sympy.Expr]

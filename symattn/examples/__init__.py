@@ -1,0 +1,44 @@
+"""The built-in example problems, shipped as TOML files beside this module.
+
+Each file is an ordinary problem file (so ``symattn examples --show NAME``
+is a starting point for your own); its ``about`` line says what it is for.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from importlib import resources
+
+from symattn.errors import ProblemError
+from symattn.exact import DecimalText
+from symattn.problem import Problem
+
+#: The example ``symattn explain`` works when given nothing.
+DEFAULT_EXAMPLE = "i-love-cats"
+
+
+def example_names() -> list[str]:
+    """Names of the built-in examples, the lesson's running example first."""
+    names = sorted(p.name[:-5] for p in resources.files(__package__).iterdir()
+                   if p.name.endswith(".toml"))
+    names.remove(DEFAULT_EXAMPLE)
+    return [DEFAULT_EXAMPLE, *names]
+
+
+def example_text(name: str) -> str:
+    """The TOML text of one example."""
+    if name not in example_names():
+        raise ProblemError(
+            f"no example named {name!r}; the examples are {', '.join(example_names())}")
+    return resources.files(__package__).joinpath(f"{name}.toml").read_text(encoding="utf-8")
+
+
+def example_about(name: str) -> str:
+    """The one-line description of an example."""
+    data = tomllib.loads(example_text(name), parse_float=DecimalText)
+    return str(data.get("about", data.get("title", name)))
+
+
+def load_example(name: str) -> Problem:
+    """The built-in example as a :class:`Problem`."""
+    return Problem.from_toml_text(example_text(name), source=f"example {name!r}")

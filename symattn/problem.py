@@ -1,0 +1,325 @@
+"""Problem: the validated, exact inputs of one attention computation.
+
+A problem is either self-/cross-attention from embeddings (``X`` with
+``W_q``, ``W_k``, ``W_v`` and optionally ``X_kv`` for the keys and values),
+or ``Q``, ``K``, ``V`` given directly (the lesson's soft dictionary).  Every
+entry is coerced to an exact SymPy number by :func:`symattn.exact.to_exact`;
+every inconsistency is a :class:`ProblemError` whose one-line message names
+the input and the fix.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import sympy
+
+from symattn.errors import ParseError, ProblemError
+from symattn.exact import DecimalText, to_exact
+
+Matrix = sympy.ImmutableMatrix
+
+#: The keys a problem file or dict may hold.
+PROBLEM_KEYS = (
+    "title", "about", "X", "W_q", "W_k", "W_v", "X_kv", "Q", "K", "V",
+    "tokens", "key_tokens", "scale", "mask",
+)
+_MAX_SIDE = 4096
+
+
+def _plain_scalar(value: object) -> object:
+    """numpy scalars become Python scalars (then read exactly, floats by text)."""
+    item = getattr(value, "item", None)
+    if item is not None and not isinstance(value, (sympy.Basic, str)) and callable(item):
+        try:
+            return item()
+        except (TypeError, ValueError):
+            return value
+    return value
+
+
+def _rows_of(name: str, value: object) -> list[list[object]]:
+    """Turn a matrix-like input into a list of rows, with clear shape errors."""
+    if isinstance(value, sympy.MatrixBase):
+        return [list(value.row(i)) for i in range(value.rows)]
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist) and not isinstance(value, (str, bytes)):
+        value = tolist()
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise ProblemError(
+            f"{name} must be a matrix (a list of rows such as [[1, 0], [0, 1]]), "
+            f"got {type(value).__name__}"
+        )
+    if len(value) == 0:
+        raise ProblemError(f"{name} is empty: give at least one row with at least one entry")
+    is_row = [isinstance(r, Sequence) and not isinstance(r, (str, bytes)) for r in value]
+    if not any(is_row):
+        return [list(value)]  # a flat list is one row
+    if not all(is_row):
+        raise ProblemError(f"{name} mixes rows and single numbers: write every row as a list")
+    rows = [list(r) for r in value]
+    if len(rows) > _MAX_SIDE:
+        raise ProblemError(f"{name} has {len(rows)} rows; symattn handles at most {_MAX_SIDE}")
+    width = len(rows[0])
+    for i, row in enumerate(rows):
+        if len(row) == 0:
+            raise ProblemError(f"{name} row {i} is empty: every row needs at least one entry")
+        if len(row) != width:
+            raise ProblemError(
+                f"{name} row {i} has {len(row)} entries but row 0 has {width}: "
+                "every row needs the same length"
+            )
+    if width > _MAX_SIDE:
+        raise ProblemError(f"{name} has {width} columns; symattn handles at most {_MAX_SIDE}")
+    return rows
+
+
+def exact_matrix(name: str, value: object, *, symbols: bool = False) -> Matrix:
+    """Coerce a matrix-like input entry by entry to an exact immutable matrix."""
+    rows = _rows_of(name, value)
+    out = [
+        [to_exact(_plain_scalar(v), where=f"{name}[{i}][{j}]", symbols=symbols)
+         for j, v in enumerate(row)]
+        for i, row in enumerate(rows)
+    ]
+    return Matrix(out)
+
+
+def _shape(m: Matrix) -> str:
+    return f"{m.rows}×{m.cols}"
+
+
+def _tokens(name: str, value: object, count: int, default_prefix: str) -> tuple[str, ...]:
+    if value is None:
+        return tuple(f"{default_prefix}{i}" for i in range(count))
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise ProblemError(f"{name} must be a list of names such as [\"I\", \"love\", \"cats\"]")
+    names = tuple(value)
+    for i, t in enumerate(names):
+        if not isinstance(t, str) or not t.strip():
+            raise ProblemError(f"{name}[{i}] must be a non-empty string, got {t!r}")
+        if t.strip().lstrip("-").isdigit():
+            raise ProblemError(
+                f"{name}[{i}] is {t!r}, which reads as an index: give tokens names that are not numbers"
+            )
+        if any(c in t for c in "[],"):
+            raise ProblemError(f"{name}[{i}] is {t!r}: token names cannot contain '[', ']' or ','")
+    if len(names) != count:
+        raise ProblemError(f"{name} has {len(names)} names but there are {count} rows to name")
+    if len(set(names)) != len(names):
+        dup = next(t for t in names if names.count(t) > 1)
+        raise ProblemError(f"{name} names {dup!r} twice: every token needs its own name")
+    return names
+
+
+def _mask(value: object, n: int, m: int) -> tuple[Matrix | None, str | None]:
+    """The mask as a 0/1 matrix (1 = may attend, PyTorch SDPA's boolean convention)."""
+    if value is None or value is False:
+        return None, None
+    if isinstance(value, str):
+        if value.strip().lower() != "causal":
+            raise ProblemError(f"mask is {value!r}: use \"causal\" or a 0/1 matrix where 1 = may attend")
+        # top-left alignment, as torch.nn.functional.scaled_dot_product_attention(is_causal=True)
+        return Matrix(n, m, lambda i, j: 1 if j <= i else 0), "causal"
+    rows = _rows_of("mask", value)
+    if len(rows) != n or len(rows[0]) != m:
+        raise ProblemError(
+            f"mask is {len(rows)}×{len(rows[0])} but the scores are {n}×{m} (queries × keys)"
+        )
+    out = []
+    for i, row in enumerate(rows):
+        out_row = []
+        for j, v in enumerate(row):
+            v = _plain_scalar(v)
+            if v is True or v is False or (isinstance(v, int) and v in (0, 1)):
+                out_row.append(int(v))
+            else:
+                raise ProblemError(f"mask[{i}][{j}] is {v!r}: use 1 (may attend) or 0 (blocked)")
+        out.append(out_row)
+    return Matrix(out), "matrix"
+
+
+class Problem:
+    """The exact inputs of scaled dot-product attention, validated.
+
+    Give ``X, W_q, W_k, W_v`` (self-attention; add ``X_kv`` for
+    cross-attention) or ``Q, K, V`` directly.  ``scale`` defaults to
+    1/√d_k; ``mask`` is ``"causal"`` or a 0/1 matrix (1 = may attend).
+    """
+
+    def __init__(
+        self,
+        *,
+        X: object = None,
+        W_q: object = None,
+        W_k: object = None,
+        W_v: object = None,
+        X_kv: object = None,
+        Q: object = None,
+        K: object = None,
+        V: object = None,
+        tokens: Sequence[str] | None = None,
+        key_tokens: Sequence[str] | None = None,
+        scale: object = None,
+        mask: object = None,
+        title: str | None = None,
+    ) -> None:
+        projected = {k: v for k, v in (("X", X), ("W_q", W_q), ("W_k", W_k), ("W_v", W_v),
+                                        ("X_kv", X_kv)) if v is not None}
+        direct = {k: v for k, v in (("Q", Q), ("K", K), ("V", V)) if v is not None}
+        if projected and direct:
+            raise ProblemError(
+                f"give either X with W_q, W_k, W_v or Q, K, V directly, not both "
+                f"(got {', '.join([*projected, *direct])})"
+            )
+        if not projected and not direct:
+            raise ProblemError("no inputs: give X with W_q, W_k and W_v, or Q, K and V")
+
+        self.title = title
+        self.X = self.W_q = self.W_k = self.W_v = self.X_kv = None
+        if projected:
+            for key in ("X", "W_q", "W_k", "W_v"):
+                if key not in projected:
+                    raise ProblemError(f"{key} is missing: X, W_q, W_k and W_v go together")
+            self.X = exact_matrix("X", X)
+            self.W_q = exact_matrix("W_q", W_q)
+            self.W_k = exact_matrix("W_k", W_k)
+            self.W_v = exact_matrix("W_v", W_v)
+            self.X_kv = exact_matrix("X_kv", X_kv) if X_kv is not None else None
+            self._check_projection_shapes()
+            source_kv = self.X_kv if self.X_kv is not None else self.X
+            self.n, self.m = self.X.rows, source_kv.rows
+            self.d_model = self.X.cols
+            self.d_k, self.d_v = self.W_q.cols, self.W_v.cols
+        else:
+            for key in ("Q", "K", "V"):
+                if key not in direct:
+                    raise ProblemError(f"{key} is missing: Q, K and V go together")
+            self.Q_given = exact_matrix("Q", Q)
+            self.K_given = exact_matrix("K", K)
+            self.V_given = exact_matrix("V", V)
+            self._check_direct_shapes()
+            self.n, self.m = self.Q_given.rows, self.K_given.rows
+            self.d_model = None
+            self.d_k, self.d_v = self.Q_given.cols, self.V_given.cols
+
+        self.tokens = _tokens("tokens", tokens, self.n, "t")
+        same_sequence = self.X_kv is None and self.m == self.n
+        if key_tokens is None and same_sequence:
+            self.key_tokens = self.tokens
+        else:
+            self.key_tokens = _tokens("key_tokens", key_tokens, self.m, "k")
+        self.scale_given = scale is not None
+        if scale is None:
+            self.scale = 1 / sympy.sqrt(self.d_k)
+        else:
+            self.scale = to_exact(_plain_scalar(scale), where="scale")
+            if self.scale.is_real is False or self.scale.has(sympy.zoo, sympy.oo, sympy.nan):
+                raise ProblemError(f"scale is {self.scale}, which is not a real number: give a real scale such as 1/sqrt(3)")
+        self.mask, self.mask_kind = _mask(mask, self.n, self.m)
+        if self.mask is not None:
+            for i in range(self.n):
+                if not any(self.mask[i, j] for j in range(self.m)):
+                    raise ProblemError(
+                        f"mask row {i} ({self.tokens[i]!r}) blocks every key: each query must be "
+                        "allowed at least one key (PyTorch returns NaN or zeros for such a row)"
+                    )
+
+    # -- validation --------------------------------------------------------
+    def _check_projection_shapes(self) -> None:
+        X, W_q, W_k, W_v = self.X, self.W_q, self.W_k, self.W_v
+        d_model = X.cols
+        for name, W in (("W_q", W_q), ("W_k", W_k), ("W_v", W_v)):
+            if W.rows != d_model:
+                raise ProblemError(
+                    f"{name} has {W.rows} rows but X has {d_model} columns (d_model = {d_model}): "
+                    f"{name} must be {d_model}×d"
+                )
+        if W_k.cols != W_q.cols:
+            raise ProblemError(
+                f"W_k has {W_k.cols} columns but W_q has {W_q.cols} (d_k = {W_q.cols}): "
+                "queries and keys need the same width"
+            )
+        if self.X_kv is not None and self.X_kv.cols != d_model:
+            raise ProblemError(
+                f"X_kv has {self.X_kv.cols} columns but X has {d_model} (d_model = {d_model}): "
+                "keys and values are projected by the same W_k, W_v"
+            )
+
+    def _check_direct_shapes(self) -> None:
+        Q, K, V = self.Q_given, self.K_given, self.V_given
+        if K.cols != Q.cols:
+            raise ProblemError(
+                f"K is {_shape(K)} but Q is {_shape(Q)} (d_k = {Q.cols}): "
+                "queries and keys need the same width"
+            )
+        if V.rows != K.rows:
+            raise ProblemError(
+                f"V has {V.rows} rows but K has {K.rows}: there is one value row per key"
+            )
+
+    # -- loading -----------------------------------------------------------
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, source: str = "problem") -> "Problem":
+        """Build a problem from a mapping with the problem-file keys."""
+        if not isinstance(data, Mapping):
+            raise ProblemError(f"{source} must be a table of problem keys")
+        unknown = [k for k in data if k not in PROBLEM_KEYS]
+        if unknown:
+            raise ProblemError(
+                f"{source}: unknown key {unknown[0]!r}; the keys are {', '.join(PROBLEM_KEYS)}"
+            )
+        title = data.get("title")
+        if title is not None and not isinstance(title, str):
+            raise ProblemError(f"{source}: title must be a string")
+        about = data.get("about")
+        if about is not None and not isinstance(about, str):
+            raise ProblemError(f"{source}: about must be a string")
+        kwargs = {k: data[k] for k in PROBLEM_KEYS if k in data and k != "about"}
+        try:
+            return cls(**kwargs)
+        except ParseError as exc:
+            raise ProblemError(f"{source}: {exc}") from None
+        except ProblemError as exc:
+            raise ProblemError(f"{source}: {exc}") from None
+
+    @classmethod
+    def from_toml_text(cls, text: str, *, source: str = "problem") -> "Problem":
+        """Read a problem file's text; TOML floats are read by their decimal text."""
+        try:
+            data = tomllib.loads(text, parse_float=DecimalText)
+        except tomllib.TOMLDecodeError as exc:
+            raise ProblemError(f"{source} is not valid TOML: {exc}") from None
+        return cls.from_dict(data, source=source)
+
+    @classmethod
+    def from_toml(cls, path: str | Path) -> "Problem":
+        """Read a problem file (TOML)."""
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ProblemError(f"{path}: no such file; give the path of a problem TOML file") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ProblemError(f"{path}: cannot read the file ({exc})") from None
+        return cls.from_toml_text(text, source=str(path))
+
+    # -- conveniences ------------------------------------------------------
+    @property
+    def projected(self) -> bool:
+        """True when Q, K, V come from X through W_q, W_k, W_v."""
+        return self.X is not None
+
+    @property
+    def default_scale(self) -> bool:
+        """True when the scale is the standard 1/√d_k."""
+        return not self.scale_given or sympy.simplify(self.scale - 1 / sympy.sqrt(self.d_k)) == 0
+
+    def __repr__(self) -> str:
+        kind = "X·W" if self.projected else "Q,K,V"
+        title = f" {self.title!r}" if self.title else ""
+        return (f"<Problem{title} {kind}: {self.n} queries × {self.m} keys, "
+                f"d_k={self.d_k}, d_v={self.d_v}, scale={self.scale}>")
