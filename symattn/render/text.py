@@ -56,10 +56,6 @@ class TextRenderer:
     def exact_cells(self, step: Step) -> list[list[str]]:
         return [[forms.unicode_text(v) for v in row] for row in step.rows()]
 
-    def all_exact_rational(self, step: Step) -> bool:
-        return step._rational is not None and all(
-            step._rational(i, j) is not None for i in range(step.shape[0]) for j in range(step.shape[1]))
-
     def matrix_block(self, step: Step, cells: list[list[str]], with_decimals: bool,
                      col_header: bool) -> list[str]:
         limit = self.options.limit
@@ -73,10 +69,8 @@ class TextRenderer:
     def show_matrix(self, step: Step, col_header: bool = False) -> list[str]:
         """Exact matrix, with decimals beside it unless every entry is an integer."""
         exact = self.exact_cells(step)
-        integers = self.all_exact_rational(step) and all(
-            step._rational(i, j).denominator == 1
-            for i in range(step.shape[0]) for j in range(step.shape[1]))
-        return self.matrix_block(step, exact, not integers, col_header)
+        same = exact == self.dec(step.name)  # integers, say: the decimals add nothing
+        return self.matrix_block(step, exact, not same, col_header)
 
     def heading(self, number: int, step: Step, extra: str = "") -> list[str]:
         r, c = step.shape
@@ -96,7 +90,8 @@ class TextRenderer:
         scale_line = f"scale = 1/√d_k = 1/√{p.d_k}" if p.default_scale else \
             f"scale = {forms.unicode_text(p.scale)} (instead of 1/√d_k)"
         lines = [title, "═" * len(title),
-                 f"{kind}: {p.n} queries ({', '.join(p.tokens)}) × {p.m} keys"
+                 f"{kind}: {_count(p.n, 'query', 'queries')} ({', '.join(p.tokens)}) × "
+                 f"{_count(p.m, 'key', 'keys')}"
                  f" ({', '.join(p.key_tokens)})",
                  f"d_k = {p.d_k}, d_v = {p.d_v}" + (f", d_model = {p.d_model}" if p.d_model else "")
                  + f"; {scale_line}"]
@@ -255,6 +250,10 @@ class TextRenderer:
                          f"{', '.join(self.dec('output')[r][c] for r in range(min(p.n, self.options.limit)))}"
                          f" ≤ {forms.unicode_text(high)}")
         return lines
+
+
+def _count(k: int, one: str, many: str) -> str:
+    return f"{k} {one if k == 1 else many}"
 
 
 def _paren(value: sympy.Expr) -> str:
