@@ -31,7 +31,7 @@ from symattn.errors import CertificationError, SymattnError
 
 __all__ = [
     "MAX_DIGITS", "Rounding", "RoundingSpecError", "CertifiedDecimal",
-    "round_rational", "round_ball", "to_arb", "certify", "certified_mpf",
+    "round_rational", "round_ratio", "round_ball", "to_arb", "certify", "certified_mpf",
     "guard_prec", "max_prec",
 ]
 
@@ -191,12 +191,17 @@ def round_rational(q: Fraction | sympy.Rational | int, rounding: Rounding) -> Ce
         num, den = q.numerator, q.denominator
     else:
         raise TypeError(f"round_rational needs an exact rational, not {type(q).__name__}")
+    return round_ratio(num, den, rounding)
+
+
+def round_ratio(num: int, den: int, rounding: Rounding) -> CertifiedDecimal:
+    """:func:`round_rational` of num/den (den > 0), for hot loops over matrices."""
     if num == 0:
         return _zero(rounding)
     sign, num = (-1 if num < 0 else 1), abs(num)
     if rounding.places is not None:
         m, exact = _round_scaled(num, den, -rounding.places)
-        return CertifiedDecimal(sign * m, -rounding.places, exact, rounding)
+        return _make(sign * m, -rounding.places, exact, rounding)
     decade = _ndigits(num) - _ndigits(den)          # floor(log10) is this ...
     if (num * _p10(-decade) if decade < 0 else num) < (den * _p10(decade) if decade > 0 else den):
         decade -= 1                                  # ... or one less
@@ -204,7 +209,7 @@ def round_rational(q: Fraction | sympy.Rational | int, rounding: Rounding) -> Ce
     m, exact = _round_scaled(num, den, t)
     if m == _p10(rounding.digits):                   # 9.995 -> 10.0 at 3 digits
         m, t = m // 10, t + 1
-    return CertifiedDecimal(sign * m, t, exact, rounding)
+    return _make(sign * m, t, exact, rounding)
 
 
 # ---------------------------------------------------------------- balls

@@ -82,8 +82,9 @@ class ExactMatrix:
 
     @classmethod
     def from_sympy(cls, m: sympy.ImmutableMatrix) -> "ExactMatrix":
-        if all(e.is_Rational for e in m):
-            return cls(rational=flint.fmpq_mat(m.rows, m.cols, [_sympy_to_fmpq(e) for e in m]))
+        entries = [e for row in m.tolist() for e in row]
+        if all(e.is_Rational for e in entries):
+            return cls(rational=flint.fmpq_mat(m.rows, m.cols, [_sympy_to_fmpq(e) for e in entries]))
         return cls(general=m)
 
     @property
@@ -162,6 +163,8 @@ class Engine:
             self.V.is_rational or all(e.is_algebraic for e in self.V.to_sympy()))
         self._balls: dict[tuple[str, int, int], list] = {}
         self._groups: dict[int, dict[Hashable, list[int]]] = {}
+        self._row_sums: dict[int, sympy.Expr] = {}
+        self._top: dict[int, frozenset[int]] = {}
 
     # -- the row maximum, decided exactly ------------------------------------
     def _allowed(self, i: int) -> tuple[int, ...]:
@@ -207,7 +210,9 @@ class Engine:
         return sympy.exp(self.shifted(i, j))
 
     def row_sum(self, i: int) -> sympy.Expr:
-        return sympy.Add(*[self.exp(i, j) for j in self.rows[i].allowed])
+        if i not in self._row_sums:
+            self._row_sums[i] = sympy.Add(*[self.exp(i, j) for j in self.rows[i].allowed])
+        return self._row_sums[i]
 
     def weight(self, i: int, j: int) -> sympy.Expr:
         return self.exp(i, j) / self.row_sum(i)
@@ -236,8 +241,10 @@ class Engine:
 
     def top_group(self, i: int) -> frozenset[int]:
         """The keys of row i whose shifted score is exactly 0 (e^0 = 1)."""
-        r = self.rows[i].argmax
-        return frozenset(next(g for g in self.groups(i).values() if r in g))
+        if i not in self._top:
+            r = self.rows[i].argmax
+            self._top[i] = frozenset(next(g for g in self.groups(i).values() if r in g))
+        return self._top[i]
 
     def softmax_is_rational(self, i: int) -> bool:
         """True when every allowed key of row i ties, so its weights are 1/count."""
@@ -251,11 +258,13 @@ class Engine:
         return value
 
     def algebraic_value(self, step: str, i: int, j: int) -> sympy.Expr | None:
-        """The exact value of a softmax-side entry when it is algebraic, else None."""
+        """The exact value of a softmax-side entry when the exponentials cancel, else None.
+
+        With algebraic inputs (``self.algebraic``), None means the entry is
+        transcendental, so no rounding boundary can stop the precision loop.
+        """
         if step in ("exp", "weights") and not self.is_allowed(i, j):
             return sympy.S.Zero
-        if not self.algebraic:
-            return None
         groups = self.groups(i)
         if step == "exp":
             return sympy.S.One if j in self.top_group(i) else None
@@ -280,6 +289,42 @@ class Engine:
             elif not equal(value, mean):
                 return None
         return value
+
+    # -- rationals known without any ball ----------------------------------------
+    def known_row(self, step: str, i: int) -> list:
+        """Row i of a step: an fmpq where the exact value is a known rational,
+        NEG_INF where masked, None where a ball must decide."""
+        matrix = self.matrix(step)
+        if matrix is not None:
+            if matrix.is_rational:
+                return [matrix.rational[i, j] for j in range(matrix.cols)]
+            return [None] * matrix.cols
+        m, allowed = self.m, self.is_allowed
+        if step in ("scaled", "masked", "shifted"):
+            row: list = [None] * m
+            if self.scale_rational is not None and self.scores.is_rational:
+                s, scores = self.scale_rational, self.scores.rational
+                top = scores[i, self.rows[i].argmax] if step == "shifted" else flint.fmpq(0)
+                row = [(scores[i, j] - top) * s for j in range(m)]
+            elif step == "shifted":
+                row = [flint.fmpq(0) if j in self.top_group(i) else None for j in range(m)]
+            if step != "scaled":
+                row = [x if allowed(i, j) else NEG_INF for j, x in enumerate(row)]
+            return row
+        if step == "output":
+            return [None] * self.d_v
+        count = len(self.rows[i].allowed)
+        tied = len(self.groups(i)) == 1
+        if step == "row_sum":
+            return [flint.fmpq(count) if tied else None]
+        if step == "exp":
+            top = self.top_group(i)
+            return [flint.fmpq(1) if j in top else (flint.fmpq(0) if not allowed(i, j) else None)
+                    for j in range(m)]
+        if step == "weights":
+            even = flint.fmpq(1, count) if tied else None
+            return [even if allowed(i, j) else flint.fmpq(0) for j in range(m)]
+        raise ValueError(step)
 
     # -- arb enclosures, row by row --------------------------------------------
     def balls(self, step: str, i: int, prec: int) -> list:

@@ -43,6 +43,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
+import mpmath
 import sympy
 
 from symattn.errors import ParseError
@@ -56,7 +57,7 @@ MAX_DIGITS = 5_000             # digits in one numeral
 MAX_DECIMAL_EXPONENT = 10_000  # |e| of a numeral such as 1.5e-3
 MAX_POWER_EXPONENT = 10_000    # |p| and q of an exponent p/q; |x| of exp(x) and b^x = e^x
 MAX_BITS = 1_000_000           # estimated bits of all numerals and powers in one string
-MAX_ROOT_BITS = 2_000          # bits under roots and logs: SymPy factors/primality-tests them
+MAX_ROOT_BITS = 2_000          # bits under roots, logs, b^x: SymPy factors or prime-tests them
 
 _HELP = "use numbers, sqrt(...), exp(...), log(...), pi or e"
 
@@ -344,6 +345,31 @@ def _bits(expr: sympy.Expr) -> int:
     return max(1, total)
 
 
+def _approx(x: sympy.Expr) -> mpmath.mpf | None:
+    """A real number's value to ~20 digits, or None when SymPy cannot tell.
+
+    Why not ``x.is_positive``: SymPy's assumption system may, in random
+    order, run a primality test on a big integer, which can take minutes.
+    """
+    if x.is_Rational:
+        return mpmath.mpf(x.p) / x.q
+    if x.free_symbols:
+        return None
+    try:
+        value = x.evalf(20, strict=True)
+    except (ArithmeticError, ValueError, TypeError):
+        return None
+    return mpmath.mpf(value) if value.is_Float else None
+
+
+def _sign(x: sympy.Expr) -> int | None:
+    """-1, 0 or 1 for a number (None when unknown or symbolic), without assumptions."""
+    if x.is_Rational:
+        return (x.p > 0) - (x.p < 0)
+    value = _approx(x)
+    return None if value is None else int(mpmath.sign(value))
+
+
 class Evaluator:
     """Turn an AST into a SymPy expression, checking domains and caps.
 
@@ -352,12 +378,12 @@ class Evaluator:
     """
 
     constants: dict[str, sympy.Expr] = {"pi": sympy.pi, "e": sympy.E}
-    # name: (SymPy function, sign a numeric argument must have, problem, guard method)
-    functions: dict[str, tuple[Callable[[sympy.Expr], sympy.Expr], str | None, str, str]] = {
-        "sqrt": (sympy.sqrt, "nonnegative", "the square root of a negative number", "guard_root"),
-        "exp": (sympy.exp, None, "", "guard_size"),
-        "log": (sympy.log, "positive", "the logarithm of a number that is not positive", "guard_root"),
-        "ln": (sympy.log, "positive", "the logarithm of a number that is not positive", "guard_root"),
+    # name: (SymPy function, signs a numeric argument may have (() = any), problem, guard)
+    functions: dict[str, tuple[Callable[[sympy.Expr], sympy.Expr], tuple[int, ...], str, str]] = {
+        "sqrt": (sympy.sqrt, (0, 1), "the square root of a negative number", "guard_root"),
+        "exp": (sympy.exp, (), "", "guard_exp"),
+        "log": (sympy.log, (1,), "the logarithm of a number that is not positive", "guard_root"),
+        "ln": (sympy.log, (1,), "the logarithm of a number that is not positive", "guard_root"),
     }
 
     def __init__(self, text: str, where: str = "input", symbols: bool = False) -> None:
@@ -379,16 +405,19 @@ class Evaluator:
     def guard_root(self, base: sympy.Expr, node: Node) -> None:
         self.root_bits += _bits(base)
         if self.root_bits > MAX_ROOT_BITS:
-            raise self.fail(f"the numbers under roots and logarithms exceed {MAX_ROOT_BITS:,} "
-                            "bits (MAX_ROOT_BITS)", node, "use smaller numbers there")
+            raise self.fail(f"the numbers under roots, logs and fractional powers exceed "
+                            f"{MAX_ROOT_BITS:,} bits (MAX_ROOT_BITS)", node,
+                            "use smaller numbers there")
 
-    def guard_size(self, x: sympy.Expr, node: Node) -> None:
-        """Refuse e^x for huge x: SymPy would take minutes to compare the result."""
-        if x.free_symbols:
-            return
-        size = abs(x) if x.is_Rational else abs(x.evalf(15))
-        if not size.is_comparable or size > MAX_POWER_EXPONENT:
-            raise self.fail(f"it would exceed e^{MAX_POWER_EXPONENT:,} (MAX_POWER_EXPONENT)",
+    def guard_exp(self, x: sympy.Expr, node: Node) -> None:
+        if not x.free_symbols:
+            self.guard_size(_approx(x), node)
+
+    def guard_size(self, log_size: mpmath.mpf | None, node: Node) -> None:
+        """Refuse e^x for huge |x|: SymPy could take minutes to compare the result."""
+        if log_size is None or abs(log_size) > MAX_POWER_EXPONENT:
+            problem = "its size cannot be bounded" if log_size is None else "it exceeds"
+            raise self.fail(f"{problem} e^{MAX_POWER_EXPONENT:,} (MAX_POWER_EXPONENT)",
                             node, "use a smaller exponent")
 
     def eval_Num(self, node: Num) -> sympy.Expr:
@@ -407,12 +436,12 @@ class Evaluator:
     def eval_Call(self, node: Call) -> sympy.Expr:
         if node.name not in self.functions:
             raise ParseError(f"unknown function {node.name!r} in {self.where}: {_HELP}")
-        function, sign, problem, guard = self.functions[node.name]
+        function, signs, problem, guard = self.functions[node.name]
         if len(node.args) != 1:
             raise self.fail(f"{node.name} takes 1 argument, not {len(node.args)}", node,
                             f"write {node.name}(x)")
         arg = self(node.args[0])
-        if sign and not arg.free_symbols and getattr(arg, f"is_{sign}") is not True:
+        if signs and not arg.free_symbols and _sign(arg) not in signs:
             raise self.fail(problem, node, "only real numbers are allowed")
         if guard:
             getattr(self, guard)(arg, node)
@@ -429,34 +458,51 @@ class Evaluator:
         factors = []
         for op, child in node.factors:
             value = self(child)
-            if op == "/" and value.is_zero:
-                raise self.fail("division by zero", child, "change the divisor")
-            factors.append(sympy.Pow(value, -1) if op == "/" else value)
+            if op == "/":
+                self.check_divisor(value, child)
+                value = sympy.Pow(value, -1)
+            factors.append(value)
         return sympy.Mul(*factors)
+
+    def check_divisor(self, value: sympy.Expr, node: Node) -> None:
+        # with symbols only a literal 0 is known to be zero
+        sign = (0 if value == 0 else 1) if value.free_symbols else _sign(value)
+        if sign == 0:
+            raise self.fail("division by zero", node, "change the divisor")
+        if sign is None:
+            raise self.fail("the divisor cannot be shown to be non-zero", node,
+                            "simplify the divisor")
 
     def eval_Power(self, node: Power) -> sympy.Expr:
         base, exponent = self(node.base), self(node.exponent)
-        numeric = not (base.free_symbols or exponent.free_symbols)
         if exponent.is_Rational:
-            p, q = exponent.p, exponent.q
-            if abs(p) > MAX_POWER_EXPONENT or q > MAX_POWER_EXPONENT:
-                raise self.fail(f"the exponent is over the cap of {MAX_POWER_EXPONENT:,} "
-                                "(MAX_POWER_EXPONENT)", node, "use a smaller exponent")
-            self.spend(_bits(base) * abs(p), node)
-            if base.is_zero and p < 0:
-                raise self.fail("division by zero (0 to a negative power)", node,
-                                "change the base or the exponent")
-            if q != 1 and numeric and base.is_negative:
-                raise self.fail("a fractional power of a negative number is not real",
-                                node, "take the root of a positive number, e.g. -(8^(1/3))")
-            if q != 1:
-                self.guard_root(base, node)
-        elif numeric:
-            if base.is_positive is not True:
-                raise self.fail("an irrational power needs a positive base", node,
-                                "only real numbers are allowed")
-            self.guard_size(exponent * sympy.log(base), node)
+            self.check_rational_power(base, exponent, node)
+        elif not (base.free_symbols or exponent.free_symbols):
+            self.check_irrational_power(base, exponent, node)
+        if not exponent.is_Integer:
+            self.guard_root(base, node)   # SymPy factors the base of a fractional power
         return sympy.Pow(base, exponent)
+
+    def check_rational_power(self, base: sympy.Expr, exponent: sympy.Rational, node: Node) -> None:
+        p, q = exponent.p, exponent.q
+        if abs(p) > MAX_POWER_EXPONENT or q > MAX_POWER_EXPONENT:
+            raise self.fail(f"the exponent is over the cap of {MAX_POWER_EXPONENT:,} "
+                            "(MAX_POWER_EXPONENT)", node, "use a smaller exponent")
+        self.spend(_bits(base) * abs(p), node)
+        sign = None if base.free_symbols else _sign(base)
+        if sign == 0 and p < 0:
+            raise self.fail("division by zero (0 to a negative power)", node,
+                            "change the base or the exponent")
+        if q != 1 and not base.free_symbols and sign not in (0, 1):
+            raise self.fail("a fractional power of a negative number is not real", node,
+                            "take the root of a positive number, e.g. -(8^(1/3))")
+
+    def check_irrational_power(self, base: sympy.Expr, exponent: sympy.Expr, node: Node) -> None:
+        if _sign(base) != 1:
+            raise self.fail("an irrational power needs a positive base", node,
+                            "only real numbers are allowed")
+        size = _approx(exponent)
+        self.guard_size(None if size is None else size * mpmath.log(_approx(base)), node)
 
 
 # ------------------------------------------------------------- public API
@@ -473,23 +519,26 @@ def parse_ast(text: str, *, where: str = "input") -> Node:
     return Parser(text, where).parse()
 
 
-def _check_value(value: sympy.Expr, where: str, symbols: bool,
-                 fail: Callable[[str, str], ParseError]) -> sympy.Expr:
-    """Insist on a finite real number (or, with symbols, a real expression)."""
+def _check_finite(value: sympy.Expr, where: str, symbols: bool,
+                  fail: Callable[[str, str], ParseError]) -> sympy.Expr:
+    """Refuse infinities, NaN, I and (unless allowed) symbols in a result."""
     if value.free_symbols and not symbols:
         names = ", ".join(sorted(str(s) for s in value.free_symbols))
         raise fail(f"it contains the symbols {names}", "pass symbols=True to allow them")
-    special = value.has(sympy.nan, sympy.zoo, sympy.oo, -sympy.oo, sympy.I)
-    if special or value.is_real is False or (not value.free_symbols and value.is_real is not True):
+    if value.has(sympy.nan, sympy.zoo, sympy.oo, -sympy.oo, sympy.I):
         raise fail("it is not a finite real number", "only real numbers are allowed")
     return value
 
 
 def parse_expression(text: str, *, where: str = "input", symbols: bool = False) -> sympy.Expr:
-    """Read a typed expression exactly and safely: no eval, no sympify, capped sizes."""
+    """Read a typed expression exactly and safely: no eval, no sympify, capped sizes.
+
+    Every operation checks its domain as it is built, so a numeric result is
+    real by construction.
+    """
     value = Evaluator(text, where, symbols)(parse_ast(text, where=where))
     fail = lambda problem, fix: _fail(text, where, problem, None, fix)  # noqa: E731
-    return _check_value(value, where, symbols, fail)
+    return _check_finite(value, where, symbols, fail)
 
 
 _TEXT_FLOAT = re.compile(r"[+-]?[0-9](?:_?[0-9])*(?:\.(?:[0-9](?:_?[0-9])*)?)?"  # '5.' from SymPy
@@ -542,6 +591,9 @@ def to_exact(value: object, *, where: str = "input", symbols: bool = False) -> s
         value = value.xreplace({f: to_exact(f, where=where) for f in floats})
         fail = lambda problem, fix: ParseError(  # noqa: E731
             f"cannot use the SymPy value in {where}: {problem}; {fix}")
-        return _check_value(value, where, symbols, fail)
+        value = _check_finite(value, where, symbols, fail)
+        if value.is_real is False or (not value.free_symbols and value.is_real is not True):
+            raise fail("it is not a finite real number", "only real numbers are allowed")
+        return value
     raise ParseError(f"cannot use a {type(value).__name__} in {where}: give an int, a "
                      "Fraction, a decimal or an expression string such as '1/sqrt(3)'")

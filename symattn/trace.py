@@ -13,23 +13,18 @@ and columns are addressed by token name or by 0-based index.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from fractions import Fraction
 from functools import cached_property
 from typing import Callable, Iterator, Sequence
 
-import flint
 import mpmath
 import sympy
 
-from symattn.certify import (CertifiedDecimal, Rounding, certify, guard_prec,
-                             round_ball, round_rational)
+from symattn.certify import CertifiedDecimal, Rounding
 from symattn.engine import NEG_INF, Engine, ExactMatrix
-from symattn.errors import CertificationError, SymattnError
+from symattn.errors import SymattnError
 from symattn.problem import Problem
 from symattn.render import forms
-
-#: Bits beyond which a step's certification gives up (with a clear error).
-MAX_PREC_BITS = 1 << 20
+from symattn.stepcert import certify_entries
 
 Index = int | str
 
@@ -58,7 +53,6 @@ class Step:
     col_labels: tuple[str, ...]
     _exact: Callable[[int, int], sympy.Expr] = field(repr=False)
     _trace: "Trace" = field(repr=False)
-    _rational: Callable[[int, int], Fraction | None] | None = field(default=None, repr=False)
 
     # -- addressing -------------------------------------------------------------
     def _index(self, key: Index, labels: Sequence[str], axis: str) -> int:
@@ -107,12 +101,18 @@ class Step:
     # -- numbers ------------------------------------------------------------------
     def decimals(self, rounding: Rounding | int) -> list[list[CertifiedDecimal | object]]:
         """Every entry correctly rounded, proved with ball arithmetic (NEG_INF where masked)."""
-        return self._trace._certify_step(self, _as_rounding(rounding))
+        rounding = _as_rounding(rounding)
+        r, c = self.shape
+        found = certify_entries(self._trace.engine, self.name, self._exact, rounding,
+                                {i: list(range(c)) for i in range(r)})
+        return [[found[i][j] for j in range(c)] for i in range(r)]
 
     def decimal(self, i: Index, j: Index, rounding: Rounding | int) -> CertifiedDecimal | object:
         """One entry correctly rounded (certified)."""
         ri, cj = self.row_index(i), self.col_index(j)
-        return self._trace._certify_entries(self, _as_rounding(rounding), {ri: [cj]})[ri][cj]
+        found = certify_entries(self._trace.engine, self.name, self._exact, _as_rounding(rounding),
+                                {ri: [cj]})
+        return found[ri][cj]
 
     def to_mpmath(self, dps: int) -> mpmath.matrix:
         """The step as an mpmath matrix, each entry correctly rounded to ``dps`` digits."""
@@ -145,9 +145,6 @@ def _as_rounding(rounding: Rounding | int) -> Rounding:
     raise SymattnError(f"rounding must be a number of significant digits or a Rounding, got {rounding!r}")
 
 
-_SOFTMAX_STEPS = ("exp", "row_sum", "weights", "output")
-
-
 class Trace:
     """The named exact steps of attention for one :class:`Problem`."""
 
@@ -161,15 +158,13 @@ class Trace:
         steps: list[Step] = []
 
         def add(name: str, formula: str, latex: str, meaning: str, shape: tuple[int, int],
-                rows: tuple[str, ...], cols: tuple[str, ...], exact: Callable[[int, int], sympy.Expr],
-                rational: Callable[[int, int], Fraction | None] | None = None) -> None:
-            steps.append(Step(name, StepInfo(formula, latex, meaning), shape, rows, cols,
-                              exact, self, rational))
+                rows: tuple[str, ...], cols: tuple[str, ...],
+                exact: Callable[[int, int], sympy.Expr]) -> None:
+            steps.append(Step(name, StepInfo(formula, latex, meaning), shape, rows, cols, exact, self))
 
         def matrix_step(name: str, formula: str, latex: str, meaning: str, mat: ExactMatrix,
                         rows: tuple[str, ...], cols: tuple[str, ...]) -> None:
-            add(name, formula, latex, meaning, (mat.rows, mat.cols), rows, cols, mat.exact,
-                mat.fraction if mat.is_rational else None)
+            add(name, formula, latex, meaning, (mat.rows, mat.cols), rows, cols, mat.exact)
 
         if p.projected:
             dm_cols = tuple(str(c) for c in range(p.d_model))
@@ -200,32 +195,24 @@ class Trace:
         matrix_step("scores", "scores = Q·Kᵀ", r"S = Q K^\top",
                     "how well query i matches key j (dot products)", engine.scores, tok, keys)
         scale = p.scale
-        rational_scale = engine.scale_rational
 
         def scaled_exact(i: int, j: int) -> sympy.Expr:
             return scale * engine.scores.exact(i, j)
-
-        def scaled_rational(i: int, j: int) -> Fraction | None:
-            if rational_scale is None or not engine.scores.is_rational:
-                return None
-            return Fraction(int(rational_scale.p), int(rational_scale.q)) * engine.scores.fraction(i, j)
 
         scaled_formula = f"scaled = {forms.scale_formula(p)}"
         scaled_latex = (r"\frac{S}{\sqrt{d_k}}" if p.default_scale
                         else rf"{sympy.latex(scale)} \cdot S")
         add("scaled", scaled_formula, scaled_latex,
-            "scores scaled so they do not grow with the width d_k", (n, m), tok, keys,
-            scaled_exact, scaled_rational)
+            "scores scaled so they do not grow with the width d_k", (n, m), tok, keys, scaled_exact)
         if p.mask is not None:
             add("masked", "masked = scaled, −∞ where the mask blocks",
                 r"\tilde S = \text{scaled}, -\infty \text{ where blocked}",
                 "blocked positions get −∞, so their weight is exactly 0", (n, m), tok, keys,
-                lambda i, j: scaled_exact(i, j) if engine.is_allowed(i, j) else sympy.S.NegativeInfinity,
-                lambda i, j: scaled_rational(i, j) if engine.is_allowed(i, j) else None)
+                lambda i, j: scaled_exact(i, j) if engine.is_allowed(i, j) else sympy.S.NegativeInfinity)
         add("shifted", "shifted = scaled − max of its row",
             r"\text{scaled}_{ij} - \max_k \text{scaled}_{ik}",
             "the stability trick: the same weights, no large exponents", (n, m), tok, keys,
-            engine.shifted, self._shifted_rational)
+            engine.shifted)
         add("exp", "exp = e^shifted", r"e^{\text{shifted}}", "positive, in (0, 1], 1 at the row maximum",
             (n, m), tok, keys, engine.exp)
         add("row_sum", "row_sum = Σ_j exp", r"\sum_j e^{\text{shifted}_{ij}}",
@@ -238,14 +225,6 @@ class Trace:
             "each token's weighted average of the value rows", (n, p.d_v), tok, dv_cols,
             engine.output)
         self._steps = {s.name: s for s in steps}
-
-    def _shifted_rational(self, i: int, j: int) -> Fraction | None:
-        e = self.engine
-        if not e.is_allowed(i, j) or e.scale_rational is None or not e.scores.is_rational:
-            return None
-        r = e.rows[i].argmax
-        d = e.scores.rational[i, j] - e.scores.rational[i, r]
-        return Fraction(int(e.scale_rational.p), int(e.scale_rational.q)) * Fraction(int(d.p), int(d.q))
 
     # -- access -------------------------------------------------------------------
     @property
@@ -277,89 +256,6 @@ class Trace:
 
     def __repr__(self) -> str:
         return f"<Trace of {self.problem!r}: {' '.join(self._steps)}>"
-
-    # -- certification ------------------------------------------------------------
-    def _certify_step(self, step: Step, rounding: Rounding) -> list[list]:
-        r, c = step.shape
-        return self._certify_entries(step, rounding, {i: list(range(c)) for i in range(r)})
-
-    def _certify_entries(self, step: Step, rounding: Rounding,
-                         wanted: dict[int, list[int]]) -> dict[int, dict[int, object]] | list[list]:
-        """Certified decimals of the wanted entries: exact where rational, else by arb."""
-        result: dict[int, dict[int, object]] = {i: {} for i in wanted}
-        pending: dict[int, list[int]] = {}
-        for i, cols in wanted.items():
-            for j in cols:
-                value = self._exactly_roundable(step, i, j)
-                if value is not None:
-                    result[i][j] = value(rounding)
-                else:
-                    pending.setdefault(i, []).append(j)
-        prec = guard_prec(rounding)
-        tried_exact: set[tuple[int, int]] = set()
-        while pending:
-            if prec > MAX_PREC_BITS:
-                i, cols = next(iter(pending.items()))
-                raise CertificationError(
-                    f"could not prove the rounding of {step.name}[{i}, {cols[0]}] at {rounding} "
-                    f"within {MAX_PREC_BITS} bits")
-            still: dict[int, list[int]] = {}
-            for i, cols in pending.items():
-                balls = self.engine.balls(step.name, i, prec)
-                for j in cols:
-                    ball = balls[j]
-                    if ball is NEG_INF:
-                        result[i][j] = NEG_INF
-                        continue
-                    decided = round_ball(ball, rounding)
-                    if (i, j) not in tried_exact and (
-                            decided is None or _may_equal(ball, decided)):
-                        # on a rounding boundary, or possibly a terminating decimal:
-                        # settle it with the exact value when that is algebraic
-                        tried_exact.add((i, j))
-                        decided = self._certify_if_algebraic(step, i, j, rounding) or decided
-                    if decided is None:
-                        still.setdefault(i, []).append(j)
-                    else:
-                        result[i][j] = decided
-            self.engine.forget(prec)
-            pending, prec = still, prec * 2
-        if len(wanted) == step.shape[0] and all(len(c) == step.shape[1] for c in wanted.values()):
-            return [[result[i][j] for j in range(step.shape[1])] for i in range(step.shape[0])]
-        return result
-
-    def _exactly_roundable(self, step: Step, i: int, j: int):
-        """A rounding function for entries known to be rational, without any ball."""
-        if step._rational is not None:
-            q = step._rational(i, j)
-            if q is not None:
-                return lambda rounding: round_rational(q, rounding)
-        engine = self.engine
-        if step.name in ("masked", "shifted") and not engine.is_allowed(i, j):
-            return lambda rounding: NEG_INF
-        if step.name in ("exp", "weights", "row_sum"):
-            if step.name != "row_sum" and not engine.is_allowed(i, j):
-                return lambda rounding: round_rational(0, rounding)
-            if step.name == "exp" and j in engine.top_group(i):
-                return lambda rounding: round_rational(1, rounding)
-            if engine.algebraic and engine.softmax_is_rational(i):
-                count = len(engine.rows[i].allowed)
-                value = Fraction(1, count) if step.name == "weights" else Fraction(count)
-                return lambda rounding: round_rational(value, rounding)
-        return None
-
-    def _certify_if_algebraic(self, step: Step, i: int, j: int, rounding: Rounding):
-        """An undecided ball may sit on a boundary: round the exact value when it is algebraic."""
-        if step.name in _SOFTMAX_STEPS:
-            exact = self.engine.algebraic_value(step.name, i, j)
-            return None if exact is None else certify(exact, rounding)
-        return certify(step._exact(i, j), rounding)
-
-
-def _may_equal(ball, decided: CertifiedDecimal) -> bool:
-    """Whether the ball still admits the rounded decimal itself as the exact value."""
-    q = decided.as_fraction()
-    return bool(ball.overlaps(flint.arb(flint.fmpq(q.numerator, q.denominator))))
 
 
 def attend(problem: Problem | None = None, **inputs: object) -> Trace:
