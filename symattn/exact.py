@@ -30,26 +30,34 @@ Grammar, loosest binding first::
   ``8^(2/3)``); a fractional power needs a non-negative base.  Irrational
   exponents (``2^√2``, ``e^(2/sqrt(3))``) need a positive base and a result
   of at most e^MAX_POWER_EXPONENT.
+* Domains are checked as each node is built (square root of a negative, log
+  of a non-positive, division by zero).  Signs come from python-flint balls,
+  never from SymPy's assumptions (which may primality-test a huge integer);
+  a sign the balls cannot decide, as for the hidden zero √2+√3-√(5+2√6), is
+  refused rather than guessed.
 """
 
 from __future__ import annotations
 
 import decimal
 import fractions
+import functools
 import math
 import numbers
+import operator
 import re
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import ClassVar
 
-import mpmath
 import sympy
+from flint import arb, ctx, fmpq
 
 from symattn.errors import ParseError
 
-__all__ = ["DecimalText", "parse_expression", "parse_ast", "to_exact", "Parser",
-           "Evaluator", "Node", "Num", "Name", "Call", "Unary", "Power", "Sum", "Product"]
+__all__ = ["Call", "DecimalText", "Evaluator", "Name", "Node", "Num", "Parser", "Power",
+           "Product", "Sum", "Unary", "parse_ast", "parse_expression", "to_exact"]
 
 MAX_TEXT_LENGTH = 10_000       # characters in one string
 MAX_DEPTH = 100                # nested parentheses, calls, signs, √ and powers
@@ -132,6 +140,13 @@ def _fail(text: str, where: str, problem: str, pos: int | None, fix: str) -> Par
     return ParseError(f"cannot read {shown} in {where}: {problem}{at}; {fix}")
 
 
+def _failer(text: str, where: str, pos: int | None = None) -> Callable[[str, str], ParseError]:
+    """``_fail`` with the text and place bound, for helpers that only know the problem."""
+    def fail(problem: str, fix: str) -> ParseError:
+        return _fail(text, where, problem, pos, fix)
+    return fail
+
+
 _DECIMAL = re.compile(r"([+-]?)([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?[0-9]+))?")
 
 
@@ -159,8 +174,8 @@ def _decimal_value(numeral: str, fail: Callable[[str, str], ParseError]) -> symp
                    "(MAX_DECIMAL_EXPONENT)", "use a smaller exponent")
     shift = int(exp) - len(frac)
     value = _digits_to_int(whole + frac or "0")
-    value = sympy.Integer(value * 10 ** shift) if shift >= 0 else sympy.Rational(value, 10 ** -shift)
-    return -value if sign == "-" else value
+    value = value * 10**shift if shift >= 0 else sympy.Rational(value, 10**-shift)
+    return sympy.Rational(-value if sign == "-" else value)
 
 
 # -------------------------------------------------------------- tokenizer
@@ -305,7 +320,7 @@ class Parser:
     def atom(self) -> Node:
         token = self.advance()
         if token.kind == "num":
-            fail = lambda problem, fix: self.fail(problem, token.pos, fix)  # noqa: E731
+            fail = _failer(self.text, self.where, token.pos)
             return Num(token.text, _decimal_value(token.text, fail), token.pos)
         if token.kind == "name" and self.peek().value != "(":
             return Name(token.value, token.pos)
@@ -345,29 +360,53 @@ def _bits(expr: sympy.Expr) -> int:
     return max(1, total)
 
 
-def _approx(x: sympy.Expr) -> mpmath.mpf | None:
-    """A real number's value to ~20 digits, or None when SymPy cannot tell.
+def _ball(x: sympy.Expr) -> arb | None:
+    """An arb ball around an expression the Evaluator built (None if it cannot)."""
+    if x.is_Rational:
+        return arb(fmpq(x.p, x.q))
+    if x in _ARB_CONSTANTS:
+        return _ARB_CONSTANTS[x]()
+    args = [_ball(a) for a in x.args]
+    if not args or None in args:
+        return None
+    if x.is_Add or x.is_Mul:
+        return functools.reduce(operator.add if x.is_Add else operator.mul, args)
+    if x.is_Pow:
+        base, exponent = args
+        return base ** int(x.exp) if x.exp.is_Integer else (base ** exponent if base > 0 else None)
+    function = _ARB_FUNCTIONS.get(type(x))
+    return function(args[0]) if function and len(args) == 1 else None
+
+
+_ARB_CONSTANTS = {sympy.pi: arb.pi, sympy.E: arb.const_e}
+_ARB_FUNCTIONS = {sympy.exp: arb.exp, sympy.log: arb.log}
+
+
+def _approx(x: sympy.Expr, decide_sign: bool = False) -> arb | None:
+    """A certified ball around a number, narrow enough to show its sign if asked.
 
     Why not ``x.is_positive``: SymPy's assumption system may, in random
-    order, run a primality test on a big integer, which can take minutes.
+    order, run a primality test on a big integer (minutes), and ``evalf``
+    is slow on huge rationals; flint's balls are fast and rigorous.
     """
-    if x.is_Rational:
-        return mpmath.mpf(x.p) / x.q
     if x.free_symbols:
         return None
-    try:
-        value = x.evalf(20, strict=True)
-    except (ArithmeticError, ValueError, TypeError):
-        return None
-    return mpmath.mpf(value) if value.is_Float else None
+    for prec in (64, 256, 1024, 4096):
+        with ctx.workprec(prec):
+            ball = _ball(x)
+        if ball is None or not ball.is_finite():
+            return None
+        if not decide_sign or ball.is_exact() or not ball.contains(0):
+            return ball
+    return None
 
 
 def _sign(x: sympy.Expr) -> int | None:
-    """-1, 0 or 1 for a number (None when unknown or symbolic), without assumptions."""
+    """-1, 0 or 1 for a number; None when symbolic or not decided (see _approx)."""
     if x.is_Rational:
         return (x.p > 0) - (x.p < 0)
-    value = _approx(x)
-    return None if value is None else int(mpmath.sign(value))
+    ball = _approx(x, decide_sign=True)
+    return None if ball is None else (ball > 0) - (ball < 0)
 
 
 class Evaluator:
@@ -377,9 +416,9 @@ class Evaluator:
     tables; a subclass may extend them or add ``eval_<NodeClass>`` methods.
     """
 
-    constants: dict[str, sympy.Expr] = {"pi": sympy.pi, "e": sympy.E}
+    constants: ClassVar[dict[str, sympy.Expr]] = {"pi": sympy.pi, "e": sympy.E}
     # name: (SymPy function, signs a numeric argument may have (() = any), problem, guard)
-    functions: dict[str, tuple[Callable[[sympy.Expr], sympy.Expr], tuple[int, ...], str, str]] = {
+    functions: ClassVar[dict[str, tuple[Callable[..., sympy.Expr], tuple[int, ...], str, str]]] = {
         "sqrt": (sympy.sqrt, (0, 1), "the square root of a negative number", "guard_root"),
         "exp": (sympy.exp, (), "", "guard_exp"),
         "log": (sympy.log, (1,), "the logarithm of a number that is not positive", "guard_root"),
@@ -413,9 +452,10 @@ class Evaluator:
         if not x.free_symbols:
             self.guard_size(_approx(x), node)
 
-    def guard_size(self, log_size: mpmath.mpf | None, node: Node) -> None:
+    def guard_size(self, log_size: arb | None, node: Node) -> None:
         """Refuse e^x for huge |x|: SymPy could take minutes to compare the result."""
-        if log_size is None or abs(log_size) > MAX_POWER_EXPONENT:
+        bounded = log_size is not None and log_size.is_finite()
+        if not bounded or log_size.abs_upper() > MAX_POWER_EXPONENT:
             problem = "its size cannot be bounded" if log_size is None else "it exceeds"
             raise self.fail(f"{problem} e^{MAX_POWER_EXPONENT:,} (MAX_POWER_EXPONENT)",
                             node, "use a smaller exponent")
@@ -501,8 +541,8 @@ class Evaluator:
         if _sign(base) != 1:
             raise self.fail("an irrational power needs a positive base", node,
                             "only real numbers are allowed")
-        size = _approx(exponent)
-        self.guard_size(None if size is None else size * mpmath.log(_approx(base)), node)
+        size, base_ball = _approx(exponent), _approx(base)
+        self.guard_size(None if size is None or base_ball is None else size * base_ball.log(), node)
 
 
 # ------------------------------------------------------------- public API
@@ -537,8 +577,7 @@ def parse_expression(text: str, *, where: str = "input", symbols: bool = False) 
     real by construction.
     """
     value = Evaluator(text, where, symbols)(parse_ast(text, where=where))
-    fail = lambda problem, fix: _fail(text, where, problem, None, fix)  # noqa: E731
-    return _check_finite(value, where, symbols, fail)
+    return _check_finite(value, where, symbols, _failer(text, where))
 
 
 _TEXT_FLOAT = re.compile(r"[+-]?[0-9](?:_?[0-9])*(?:\.(?:[0-9](?:_?[0-9])*)?)?"  # '5.' from SymPy
@@ -552,8 +591,7 @@ def _from_text(numeral: str, where: str) -> sympy.Rational:
     if not _TEXT_FLOAT.fullmatch(numeral):
         raise _fail(numeral, where, "it is not a decimal number", None,
                     "write digits such as 0.25 or 1e-3")
-    fail = lambda problem, fix: _fail(numeral, where, problem, None, fix)  # noqa: E731
-    return _decimal_value(numeral.replace("_", ""), fail)
+    return _decimal_value(numeral.replace("_", ""), _failer(numeral, where))
 
 
 def _not_finite(kind: str, value: object, where: str) -> ParseError:
@@ -589,8 +627,8 @@ def to_exact(value: object, *, where: str = "input", symbols: bool = False) -> s
     if isinstance(value, sympy.Expr):
         floats = value.atoms(sympy.Float)
         value = value.xreplace({f: to_exact(f, where=where) for f in floats})
-        fail = lambda problem, fix: ParseError(  # noqa: E731
-            f"cannot use the SymPy value in {where}: {problem}; {fix}")
+        def fail(problem: str, fix: str) -> ParseError:
+            return ParseError(f"cannot use the SymPy value in {where}: {problem}; {fix}")
         value = _check_finite(value, where, symbols, fail)
         if value.is_real is False or (not value.free_symbols and value.is_real is not True):
             raise fail("it is not a finite real number", "only real numbers are allowed")

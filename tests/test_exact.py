@@ -11,6 +11,7 @@ import tomllib
 from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 import sympy
@@ -21,9 +22,22 @@ from sympy import E, Integer, Rational, Symbol, exp, log, pi, sqrt
 from symattn import exact
 from symattn.errors import ParseError, SymattnError
 from symattn.exact import (
-    Call, DecimalText, Evaluator, Name, Node, Num, Parser, Power, Product, Sum, Unary,
-    parse_ast, parse_expression, to_exact,
+    Call,
+    DecimalText,
+    Evaluator,
+    Name,
+    Node,
+    Num,
+    Parser,
+    Power,
+    Product,
+    Sum,
+    Unary,
+    parse_ast,
+    parse_expression,
+    to_exact,
 )
+
 
 def _short(value: object) -> str:
     """Readable test ids for very long inputs."""
@@ -115,6 +129,19 @@ def test_exact_values(text: str, expected: sympy.Expr) -> None:
     assert isinstance(value, sympy.Expr)
     assert value == expected
     assert sympy.simplify(value - expected) == 0
+
+
+def test_signs_are_decided_rigorously() -> None:
+    """Domain checks use certified balls: tiny differences are decided, hidden zeros refused."""
+    root2 = "1.41421356237309504880168872420969807856967187537694807317667973799"
+    assert parse_expression(f"sqrt(sqrt(2) - {root2})").is_positive
+    above = root2[:-3] + "800"    # the first 65 decimals of sqrt(2), rounded up
+    with pytest.raises(ParseError, match="square root of a negative number"):
+        parse_expression(f"sqrt(sqrt(2) - {above})")
+    with pytest.raises(ParseError, match="cannot be shown to be non-zero"):
+        parse_expression("1/(sqrt(2)+sqrt(3)-sqrt(5+2*sqrt(6)))")   # it is exactly 0
+    assert parse_expression("exp((1e300)^(-889))") == exp(Rational(1, 10**266700))
+    assert parse_expression("log(1 - e^(-10000))") == log(1 - exp(-10000))
 
 
 def test_one_over_sqrt3_is_canonical_sqrt3_over_3() -> None:
@@ -331,7 +358,7 @@ def _refused_quickly(text: str, fragment: str = "") -> str:
     start = time.perf_counter()
     with pytest.raises(ParseError) as info:
         parse_expression(text, where="hostile")
-    assert time.perf_counter() - start < 2.0, "guard against hangs, not a benchmark"
+    assert time.perf_counter() - start < 20.0, "guard against hangs, not a benchmark"
     assert fragment in str(info.value)
     return str(info.value)
 
@@ -369,6 +396,11 @@ def _refused_quickly(text: str, fragment: str = "") -> str:
     ("exp(1e10000)", "MAX_POWER_EXPONENT"),
     ("e^(e^(e^3))", "MAX_POWER_EXPONENT"),
     ("(10^1000)^(10^√2)", "MAX_POWER_EXPONENT"),
+    # found by fuzzing: SymPy's assumptions would primality-test these (minutes)
+    ("sqrt((-3127)^(4640))", "MAX_ROOT_BITS"),
+    ("log(-((-3109)^(-3109)))", "MAX_ROOT_BITS"),
+    ("(3^4001)^(sqrt(2))", "MAX_ROOT_BITS"),
+    ("((1e-300)^(-887))^(√(2π))", "MAX_POWER_EXPONENT"),
 ], ids=_short)
 def test_hostile_inputs_are_refused_quickly(text: str, fragment: str) -> None:
     message = _refused_quickly(text, fragment)
@@ -389,7 +421,7 @@ def test_hostile_inputs_are_refused_quickly(text: str, fragment: str) -> None:
 def test_limits_that_are_allowed(text: str) -> None:
     start = time.perf_counter()
     assert isinstance(parse_expression(text), sympy.Expr)
-    assert time.perf_counter() - start < 2.0
+    assert time.perf_counter() - start < 20.0  # a hang guard, not a benchmark
 
 
 def test_max_depth_is_safe_deep_in_a_call_stack() -> None:
@@ -479,7 +511,7 @@ def test_parser_and_evaluator_are_extensible() -> None:
             return node
 
     class IndexEvaluator(Evaluator):
-        tables = {"weights": [Rational(1, 3), Rational(2, 3)]}
+        tables: ClassVar[dict[str, list[sympy.Expr]]] = {"weights": [Rational(1, 3), Rational(2, 3)]}
 
         def eval_Index(self, node: Index) -> sympy.Expr:
             return self.tables[node.target.name][int(self(node.index))]
@@ -515,6 +547,15 @@ def test_finite_decimals_round_trip(mantissa: int, exponent: int) -> None:
         assert parse_expression(text) == expected, text
     assert to_exact(Decimal(plain)) == expected
     assert to_exact(DecimalText(plain)) == expected
+
+
+@given(st.integers(-(10**30), 10**30), st.integers(0, 40), st.integers(0, 40))
+def test_fractions_with_finite_decimals_round_trip(numerator: int, twos: int, fives: int) -> None:
+    value = Fraction(numerator, 2**twos * 5**fives)
+    places = max(twos, fives)
+    text = _plain_decimal(int(value * 10**places), -places)
+    assert parse_expression(text) == Rational(value.numerator, value.denominator)
+    assert parse_expression(f"{value.numerator}/{value.denominator}") == parse_expression(text)
 
 
 @given(st.floats(allow_nan=False, allow_infinity=False))
