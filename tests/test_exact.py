@@ -19,11 +19,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sympy import E, Integer, Rational, Symbol, exp, log, pi, sqrt
 
-from symattn import exact
+from symattn import exact, parser
 from symattn.errors import ParseError, SymattnError
-from symattn.exact import (
+from symattn.exact import DecimalText, to_exact
+from symattn.parser import (
     Call,
-    DecimalText,
     Evaluator,
     Name,
     Node,
@@ -35,7 +35,6 @@ from symattn.exact import (
     Unary,
     parse_ast,
     parse_expression,
-    to_exact,
 )
 
 
@@ -435,17 +434,18 @@ def test_max_depth_is_safe_deep_in_a_call_stack() -> None:
 
 
 def test_caps_are_documented_module_constants() -> None:
-    assert exact.MAX_TEXT_LENGTH == 10_000
-    assert exact.MAX_DEPTH == 100
-    assert exact.MAX_DIGITS == 5_000
-    assert exact.MAX_DECIMAL_EXPONENT == 10_000
-    assert exact.MAX_POWER_EXPONENT == 10_000
-    assert exact.MAX_BITS == 1_000_000
+    assert parser.MAX_TEXT_LENGTH == 10_000
+    assert parser.MAX_DEPTH == 100
+    assert parser.MAX_DIGITS == 5_000
+    assert parser.MAX_DECIMAL_EXPONENT == 10_000
+    assert parser.MAX_POWER_EXPONENT == 10_000
+    assert parser.MAX_BITS == 1_000_000
 
 
-def test_module_never_calls_a_string_evaluator() -> None:
-    """No eval/exec/compile/sympify/parse_expr/S(...) anywhere in exact.py."""
-    tree = ast.parse(Path(exact.__file__).read_text(encoding="utf-8"))
+@pytest.mark.parametrize("module", [exact, parser], ids=lambda m: m.__name__)
+def test_module_never_calls_a_string_evaluator(module) -> None:
+    """No eval/exec/compile/sympify/parse_expr/S(...) anywhere in the parser or coercion."""
+    tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
     forbidden = {"eval", "exec", "sympify", "parse_expr", "S", "__import__", "literal_eval"}
     called = []
     for node in ast.walk(tree):
