@@ -26,7 +26,6 @@ rounding boundary.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Callable, Hashable
 
 import flint
@@ -34,6 +33,7 @@ import sympy
 
 from symattn.certify import to_arb
 from symattn.compare import compare, equal, sign
+from symattn.matrix import ExactMatrix, _fmpq_to_sympy, _sympy_to_fmpq
 from symattn.problem import Problem
 
 
@@ -56,73 +56,6 @@ class _NegInf:
 NEG_INF = _NegInf()
 
 
-def _fmpq_to_sympy(q: flint.fmpq) -> sympy.Rational:
-    return sympy.Rational(int(q.p), int(q.q))
-
-
-def _fmpq_to_fraction(q: flint.fmpq) -> Fraction:
-    return Fraction(int(q.p), int(q.q))
-
-
-def _sympy_to_fmpq(r: sympy.Rational) -> flint.fmpq:
-    return flint.fmpq(int(r.p), int(r.q))
-
-
-class ExactMatrix:
-    """An exact matrix with a fast rational backend (flint) and a general one (SymPy)."""
-
-    def __init__(self, rational: flint.fmpq_mat | None = None,
-                 general: sympy.ImmutableMatrix | None = None) -> None:
-        self.rational = rational
-        self.general = general
-        src = rational if rational is not None else general
-        self.rows, self.cols = src.nrows() if rational is not None else src.rows, \
-            src.ncols() if rational is not None else src.cols
-        self._sympy: sympy.ImmutableMatrix | None = general
-
-    @classmethod
-    def from_sympy(cls, m: sympy.ImmutableMatrix) -> "ExactMatrix":
-        entries = [e for row in m.tolist() for e in row]
-        if all(e.is_Rational for e in entries):
-            return cls(rational=flint.fmpq_mat(m.rows, m.cols, [_sympy_to_fmpq(e) for e in entries]))
-        return cls(general=m)
-
-    @property
-    def is_rational(self) -> bool:
-        return self.rational is not None
-
-    def matmul(self, other: "ExactMatrix", transpose_other: bool = False) -> "ExactMatrix":
-        if self.is_rational and other.is_rational:
-            right = other.rational.transpose() if transpose_other else other.rational
-            return ExactMatrix(rational=self.rational * right)
-        right = other.to_sympy().T if transpose_other else other.to_sympy()
-        product = (self.to_sympy().as_mutable() * right.as_mutable()).applyfunc(sympy.expand)
-        return ExactMatrix.from_sympy(sympy.ImmutableMatrix(product))
-
-    def exact(self, i: int, j: int) -> sympy.Expr:
-        if self.is_rational:
-            return _fmpq_to_sympy(self.rational[i, j])
-        return self.general[i, j]
-
-    def key(self, i: int, j: int) -> Hashable:
-        """An exact, hashable form of an entry (for grouping equal values)."""
-        return self.rational[i, j] if self.is_rational else self.general[i, j]
-
-    def fraction(self, i: int, j: int) -> Fraction | None:
-        return _fmpq_to_fraction(self.rational[i, j]) if self.is_rational else None
-
-    def ball(self, i: int, j: int, prec: int) -> flint.arb:
-        if self.is_rational:
-            return flint.arb(self.rational[i, j])
-        return to_arb(self.general[i, j], prec)
-
-    def to_sympy(self) -> sympy.ImmutableMatrix:
-        if self._sympy is None:
-            self._sympy = sympy.ImmutableMatrix(
-                self.rows, self.cols, [_fmpq_to_sympy(e) for e in self.rational.entries()])
-        return self._sympy
-
-
 @dataclass(frozen=True)
 class RowPlan:
     """What the softmax of one row needs: its allowed keys and its maximum."""
@@ -137,20 +70,15 @@ class Engine:
     def __init__(self, problem: Problem) -> None:
         self.problem = p = problem
         if p.projected:
-            X = ExactMatrix.from_sympy(p.X)
-            X_kv = ExactMatrix.from_sympy(p.X_kv) if p.X_kv is not None else X
-            self.inputs = {"X": X, "W_q": ExactMatrix.from_sympy(p.W_q),
-                           "W_k": ExactMatrix.from_sympy(p.W_k), "W_v": ExactMatrix.from_sympy(p.W_v)}
-            if p.X_kv is not None:
-                self.inputs["X_kv"] = X_kv
-            self.Q = X.matmul(self.inputs["W_q"])
-            self.K = X_kv.matmul(self.inputs["W_k"])
-            self.V = X_kv.matmul(self.inputs["W_v"])
+            self.inputs = dict(p.inputs)
+            X = p.inputs["X"]
+            X_kv = p.inputs.get("X_kv", X)
+            self.Q = X.matmul(p.inputs["W_q"])
+            self.K = X_kv.matmul(p.inputs["W_k"])
+            self.V = X_kv.matmul(p.inputs["W_v"])
         else:
             self.inputs = {}
-            self.Q = ExactMatrix.from_sympy(p.Q_given)
-            self.K = ExactMatrix.from_sympy(p.K_given)
-            self.V = ExactMatrix.from_sympy(p.V_given)
+            self.Q, self.K, self.V = p.inputs["Q"], p.inputs["K"], p.inputs["V"]
         self.scores = self.Q.matmul(self.K, transpose_other=True)
         self.scale = p.scale
         self.scale_sign = sign(p.scale)

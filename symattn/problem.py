@@ -19,6 +19,7 @@ import sympy
 
 from symattn.errors import ParseError, ProblemError
 from symattn.exact import DecimalText, to_exact
+from symattn.matrix import ExactMatrix, _plain_scalar, _rows_of, exact_matrix
 
 Matrix = sympy.ImmutableMatrix
 
@@ -27,66 +28,6 @@ PROBLEM_KEYS = (
     "title", "about", "X", "W_q", "W_k", "W_v", "X_kv", "Q", "K", "V",
     "tokens", "key_tokens", "scale", "mask",
 )
-_MAX_SIDE = 4096
-
-
-def _plain_scalar(value: object) -> object:
-    """numpy scalars become Python scalars (then read exactly, floats by text)."""
-    item = getattr(value, "item", None)
-    if item is not None and not isinstance(value, (sympy.Basic, str)) and callable(item):
-        try:
-            return item()
-        except (TypeError, ValueError):
-            return value
-    return value
-
-
-def _rows_of(name: str, value: object) -> list[list[object]]:
-    """Turn a matrix-like input into a list of rows, with clear shape errors."""
-    if isinstance(value, sympy.MatrixBase):
-        return [list(value.row(i)) for i in range(value.rows)]
-    tolist = getattr(value, "tolist", None)
-    if callable(tolist) and not isinstance(value, (str, bytes)):
-        value = tolist()
-    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        raise ProblemError(
-            f"{name} must be a matrix (a list of rows such as [[1, 0], [0, 1]]), "
-            f"got {type(value).__name__}"
-        )
-    if len(value) == 0:
-        raise ProblemError(f"{name} is empty: give at least one row with at least one entry")
-    is_row = [isinstance(r, Sequence) and not isinstance(r, (str, bytes)) for r in value]
-    if not any(is_row):
-        return [list(value)]  # a flat list is one row
-    if not all(is_row):
-        raise ProblemError(f"{name} mixes rows and single numbers: write every row as a list")
-    rows = [list(r) for r in value]
-    if len(rows) > _MAX_SIDE:
-        raise ProblemError(f"{name} has {len(rows)} rows; symattn handles at most {_MAX_SIDE}")
-    width = len(rows[0])
-    for i, row in enumerate(rows):
-        if len(row) == 0:
-            raise ProblemError(f"{name} row {i} is empty: every row needs at least one entry")
-        if len(row) != width:
-            raise ProblemError(
-                f"{name} row {i} has {len(row)} entries but row 0 has {width}: "
-                "every row needs the same length"
-            )
-    if width > _MAX_SIDE:
-        raise ProblemError(f"{name} has {width} columns; symattn handles at most {_MAX_SIDE}")
-    return rows
-
-
-def exact_matrix(name: str, value: object, *, symbols: bool = False) -> Matrix:
-    """Coerce a matrix-like input entry by entry to an exact immutable matrix."""
-    rows = _rows_of(name, value)
-    out = [
-        [to_exact(_plain_scalar(v), where=f"{name}[{i}][{j}]", symbols=symbols)
-         for j, v in enumerate(row)]
-        for i, row in enumerate(rows)
-    ]
-    return Matrix(out)
-
 
 def _shape(m: Matrix) -> str:
     return f"{m.rows}×{m.cols}"
@@ -179,35 +120,30 @@ class Problem:
             raise ProblemError("no inputs: give X with W_q, W_k and W_v, or Q, K and V")
 
         self.title = title
-        self.X = self.W_q = self.W_k = self.W_v = self.X_kv = None
+        self.inputs: dict[str, ExactMatrix] = {}
         if projected:
             for key in ("X", "W_q", "W_k", "W_v"):
                 if key not in projected:
                     raise ProblemError(f"{key} is missing: X, W_q, W_k and W_v go together")
-            self.X = exact_matrix("X", X)
-            self.W_q = exact_matrix("W_q", W_q)
-            self.W_k = exact_matrix("W_k", W_k)
-            self.W_v = exact_matrix("W_v", W_v)
-            self.X_kv = exact_matrix("X_kv", X_kv) if X_kv is not None else None
+            for key, value in projected.items():
+                self.inputs[key] = exact_matrix(key, value)
             self._check_projection_shapes()
-            source_kv = self.X_kv if self.X_kv is not None else self.X
-            self.n, self.m = self.X.rows, source_kv.rows
-            self.d_model = self.X.cols
-            self.d_k, self.d_v = self.W_q.cols, self.W_v.cols
+            X, W_q, W_v = self.inputs["X"], self.inputs["W_q"], self.inputs["W_v"]
+            self.n, self.m = X.rows, self.inputs.get("X_kv", X).rows
+            self.d_model = X.cols
+            self.d_k, self.d_v = W_q.cols, W_v.cols
         else:
             for key in ("Q", "K", "V"):
                 if key not in direct:
                     raise ProblemError(f"{key} is missing: Q, K and V go together")
-            self.Q_given = exact_matrix("Q", Q)
-            self.K_given = exact_matrix("K", K)
-            self.V_given = exact_matrix("V", V)
+                self.inputs[key] = exact_matrix(key, direct[key])
             self._check_direct_shapes()
-            self.n, self.m = self.Q_given.rows, self.K_given.rows
+            self.n, self.m = self.inputs["Q"].rows, self.inputs["K"].rows
             self.d_model = None
-            self.d_k, self.d_v = self.Q_given.cols, self.V_given.cols
+            self.d_k, self.d_v = self.inputs["Q"].cols, self.inputs["V"].cols
 
         self.tokens = _tokens("tokens", tokens, self.n, "t")
-        same_sequence = self.X_kv is None and self.m == self.n
+        same_sequence = "X_kv" not in self.inputs and self.m == self.n
         if key_tokens is None and same_sequence:
             self.key_tokens = self.tokens
         else:
@@ -230,7 +166,8 @@ class Problem:
 
     # -- validation --------------------------------------------------------
     def _check_projection_shapes(self) -> None:
-        X, W_q, W_k, W_v = self.X, self.W_q, self.W_k, self.W_v
+        X, W_q, W_k, W_v = (self.inputs[k] for k in ("X", "W_q", "W_k", "W_v"))
+        X_kv = self.inputs.get("X_kv")
         d_model = X.cols
         for name, W in (("W_q", W_q), ("W_k", W_k), ("W_v", W_v)):
             if W.rows != d_model:
@@ -243,14 +180,14 @@ class Problem:
                 f"W_k has {W_k.cols} columns but W_q has {W_q.cols} (d_k = {W_q.cols}): "
                 "queries and keys need the same width"
             )
-        if self.X_kv is not None and self.X_kv.cols != d_model:
+        if X_kv is not None and X_kv.cols != d_model:
             raise ProblemError(
-                f"X_kv has {self.X_kv.cols} columns but X has {d_model} (d_model = {d_model}): "
+                f"X_kv has {X_kv.cols} columns but X has {d_model} (d_model = {d_model}): "
                 "keys and values are projected by the same W_k, W_v"
             )
 
     def _check_direct_shapes(self) -> None:
-        Q, K, V = self.Q_given, self.K_given, self.V_given
+        Q, K, V = self.inputs["Q"], self.inputs["K"], self.inputs["V"]
         if K.cols != Q.cols:
             raise ProblemError(
                 f"K is {_shape(K)} but Q is {_shape(Q)} (d_k = {Q.cols}): "
@@ -311,7 +248,21 @@ class Problem:
     @property
     def projected(self) -> bool:
         """True when Q, K, V come from X through W_q, W_k, W_v."""
-        return self.X is not None
+        return "X" in self.inputs
+
+    def _given(self, key: str) -> Matrix | None:
+        matrix = self.inputs.get(key)
+        return None if matrix is None else matrix.to_sympy()
+
+    # the inputs as exact SymPy matrices (None when not given)
+    X = property(lambda self: self._given("X"), doc="the embeddings (n × d_model)")
+    W_q = property(lambda self: self._given("W_q"), doc="the query projection")
+    W_k = property(lambda self: self._given("W_k"), doc="the key projection")
+    W_v = property(lambda self: self._given("W_v"), doc="the value projection")
+    X_kv = property(lambda self: self._given("X_kv"), doc="the key/value embeddings (cross-attention)")
+    Q_given = property(lambda self: self._given("Q"), doc="Q when given directly")
+    K_given = property(lambda self: self._given("K"), doc="K when given directly")
+    V_given = property(lambda self: self._given("V"), doc="V when given directly")
 
     @property
     def default_scale(self) -> bool:

@@ -85,7 +85,7 @@ class TextRenderer:
     def header(self) -> list[str]:
         p = self.trace.problem
         title = p.title or "Scaled dot-product attention"
-        kind = "cross-attention" if p.X_kv is not None else (
+        kind = "cross-attention" if "X_kv" in p.inputs else (
             "attention from Q, K, V given directly" if not p.projected else "self-attention")
         scale_line = f"scale = 1/√d_k = 1/√{p.d_k}" if p.default_scale else \
             f"scale = {forms.unicode_text(p.scale)} (instead of 1/√d_k)"
@@ -120,7 +120,7 @@ class TextRenderer:
             step = t.step(name)
             extra = ""
             if p.projected:
-                src = t.step("X_kv" if (p.X_kv is not None and name != "Q") else "X")
+                src = t.step("X_kv" if ("X_kv" in p.inputs and name != "Q") else "X")
                 extra = f"  = ({src.shape[0]}×{src.shape[1]})·({p.d_model}×{step.shape[1]})"
             lines += self.heading(k, step, extra)
             lines += indent(self.show_matrix(step), 3)

@@ -1,0 +1,170 @@
+"""ExactMatrix: an exact matrix, and the coercion of user matrices into one.
+
+Rational matrices (the common case: integers, decimals, fractions) live in
+python-flint's ``fmpq_mat``, so products and entry access are fast and no
+SymPy tree is built until someone asks for one; anything else (surds,
+symbols) is a SymPy immutable matrix.  Either way ``to_sympy()`` gives the
+exact SymPy matrix.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import Hashable
+
+import flint
+import sympy
+
+from symattn.certify import to_arb
+from symattn.errors import ProblemError
+from symattn.exact import to_exact
+
+_MAX_SIDE = 4096
+# a plain numeral, read straight into a rational: "-2.75", "12", "0.5"
+_NUMERAL = re.compile(r"([+-]?)([0-9]{1,60})(?:\.([0-9]{0,60}))?")
+
+
+def _fmpq_to_sympy(q: flint.fmpq) -> sympy.Rational:
+    return sympy.Rational(int(q.p), int(q.q))
+
+
+def _fmpq_to_fraction(q: flint.fmpq) -> Fraction:
+    return Fraction(int(q.p), int(q.q))
+
+
+def _sympy_to_fmpq(r: sympy.Rational) -> flint.fmpq:
+    return flint.fmpq(int(r.p), int(r.q))
+
+
+class ExactMatrix:
+    """An exact matrix with a fast rational backend (flint) and a general one (SymPy)."""
+
+    def __init__(self, rational: flint.fmpq_mat | None = None,
+                 general: sympy.ImmutableMatrix | None = None) -> None:
+        self.rational = rational
+        self.general = general
+        src = rational if rational is not None else general
+        self.rows, self.cols = src.nrows() if rational is not None else src.rows, \
+            src.ncols() if rational is not None else src.cols
+        self._sympy: sympy.ImmutableMatrix | None = general
+
+    @classmethod
+    def from_sympy(cls, m: sympy.ImmutableMatrix) -> "ExactMatrix":
+        entries = [e for row in m.tolist() for e in row]
+        if all(e.is_Rational for e in entries):
+            return cls(rational=flint.fmpq_mat(m.rows, m.cols, [_sympy_to_fmpq(e) for e in entries]))
+        return cls(general=m)
+
+    @property
+    def is_rational(self) -> bool:
+        return self.rational is not None
+
+    def matmul(self, other: "ExactMatrix", transpose_other: bool = False) -> "ExactMatrix":
+        if self.is_rational and other.is_rational:
+            right = other.rational.transpose() if transpose_other else other.rational
+            return ExactMatrix(rational=self.rational * right)
+        right = other.to_sympy().T if transpose_other else other.to_sympy()
+        product = (self.to_sympy().as_mutable() * right.as_mutable()).applyfunc(sympy.expand)
+        return ExactMatrix.from_sympy(sympy.ImmutableMatrix(product))
+
+    def exact(self, i: int, j: int) -> sympy.Expr:
+        if self.is_rational:
+            return _fmpq_to_sympy(self.rational[i, j])
+        return self.general[i, j]
+
+    def key(self, i: int, j: int) -> Hashable:
+        """An exact, hashable form of an entry (for grouping equal values)."""
+        return self.rational[i, j] if self.is_rational else self.general[i, j]
+
+    def fraction(self, i: int, j: int) -> Fraction | None:
+        return _fmpq_to_fraction(self.rational[i, j]) if self.is_rational else None
+
+    def ball(self, i: int, j: int, prec: int) -> flint.arb:
+        if self.is_rational:
+            return flint.arb(self.rational[i, j])
+        return to_arb(self.general[i, j], prec)
+
+    def to_sympy(self) -> sympy.ImmutableMatrix:
+        if self._sympy is None:
+            self._sympy = sympy.ImmutableMatrix(
+                self.rows, self.cols, [_fmpq_to_sympy(e) for e in self.rational.entries()])
+        return self._sympy
+
+
+def _plain_scalar(value: object) -> object:
+    """numpy scalars become Python scalars (then read exactly, floats by text)."""
+    item = getattr(value, "item", None)
+    if item is not None and not isinstance(value, (sympy.Basic, str)) and callable(item):
+        try:
+            return item()
+        except (TypeError, ValueError):
+            return value
+    return value
+
+
+def _rows_of(name: str, value: object) -> list[list[object]]:
+    """Turn a matrix-like input into a list of rows, with clear shape errors."""
+    if isinstance(value, sympy.MatrixBase):
+        return [list(value.row(i)) for i in range(value.rows)]
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist) and not isinstance(value, (str, bytes)):
+        value = tolist()
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise ProblemError(
+            f"{name} must be a matrix (a list of rows such as [[1, 0], [0, 1]]), "
+            f"got {type(value).__name__}"
+        )
+    if len(value) == 0:
+        raise ProblemError(f"{name} is empty: give at least one row with at least one entry")
+    is_row = [isinstance(r, Sequence) and not isinstance(r, (str, bytes)) for r in value]
+    if not any(is_row):
+        return [list(value)]  # a flat list is one row
+    if not all(is_row):
+        raise ProblemError(f"{name} mixes rows and single numbers: write every row as a list")
+    rows = [list(r) for r in value]
+    if len(rows) > _MAX_SIDE:
+        raise ProblemError(f"{name} has {len(rows)} rows; symattn handles at most {_MAX_SIDE}")
+    width = len(rows[0])
+    for i, row in enumerate(rows):
+        if len(row) == 0:
+            raise ProblemError(f"{name} row {i} is empty: every row needs at least one entry")
+        if len(row) != width:
+            raise ProblemError(
+                f"{name} row {i} has {len(row)} entries but row 0 has {width}: "
+                "every row needs the same length"
+            )
+    if width > _MAX_SIDE:
+        raise ProblemError(f"{name} has {width} columns; symattn handles at most {_MAX_SIDE}")
+    return rows
+
+
+def _entry(value: object, where: str, symbols: bool) -> flint.fmpq | sympy.Expr:
+    """One exact entry: an fmpq on the fast paths, else a SymPy number."""
+    value = _plain_scalar(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return flint.fmpq(value)
+    if isinstance(value, Fraction):
+        return flint.fmpq(value.numerator, value.denominator)
+    if isinstance(value, str):  # also a TOML float's DecimalText
+        match = _NUMERAL.fullmatch(str.__str__(value))
+        if match:
+            sign, whole, frac = match.groups()
+            frac = frac or ""
+            q = flint.fmpq(int(whole + frac), 10 ** len(frac))
+            return -q if sign == "-" else q
+    exact = to_exact(value, where=where, symbols=symbols)
+    return flint.fmpq(int(exact.p), int(exact.q)) if exact.is_Rational else exact
+
+
+def exact_matrix(name: str, value: object, *, symbols: bool = False) -> "ExactMatrix":
+    """Coerce a matrix-like input entry by entry to an :class:`ExactMatrix`."""
+    rows = _rows_of(name, value)
+    entries = [_entry(v, f"{name}[{i}][{j}]", symbols)
+               for i, row in enumerate(rows) for j, v in enumerate(row)]
+    r, c = len(rows), len(rows[0])
+    if all(isinstance(e, flint.fmpq) for e in entries):
+        return ExactMatrix(rational=flint.fmpq_mat(r, c, entries))
+    values = [_fmpq_to_sympy(e) if isinstance(e, flint.fmpq) else e for e in entries]
+    return ExactMatrix(general=sympy.ImmutableMatrix(r, c, values))
