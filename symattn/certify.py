@@ -19,11 +19,13 @@ import math
 import operator
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import cached_property, lru_cache, reduce
+from functools import lru_cache, reduce
 
 import flint
 import mpmath
 import mpmath.libmp
+from typing import NamedTuple
+
 import sympy
 from sympy.polys.numberfields import minimal_polynomial
 
@@ -109,14 +111,14 @@ def _round_scaled(num: int, den: int, t: int) -> tuple[int, bool]:
 
 # ---------------------------------------------------------------- results
 
-@dataclass(frozen=True, repr=False)
-class CertifiedDecimal:
+class CertifiedDecimal(NamedTuple):
     """A proved rounding: the value ``mantissa * 10**exponent``.
 
     Significant digits: ``mantissa`` has exactly ``digits`` digits (trailing
     zeros are significant) unless it is 0.  Places: ``exponent == -places``.
     ``exact`` is True only when it is PROVED that the rounded value equals
-    the exact value; a ball result says False when not proved.
+    the exact value; a ball result says False when not proved.  (A named
+    tuple: matrices make hundreds of thousands of these.)
     """
 
     mantissa: int
@@ -124,9 +126,9 @@ class CertifiedDecimal:
     exact: bool
     rounding: Rounding
 
-    @cached_property
+    @property
     def text(self) -> str:
-        """Formatted digits, built lazily (matrices make many of these)."""
+        """The formatted digits (see :func:`certify` for the rules)."""
         return _format(self.mantissa, self.exponent, self.exact, self.rounding)
 
     def __str__(self) -> str:
@@ -142,12 +144,12 @@ class CertifiedDecimal:
         return Fraction(self.mantissa, _p10(-self.exponent))
 
 
+_new_decimal = tuple.__new__
+
+
 def _make(m: int, t: int, exact: bool, rounding: Rounding) -> CertifiedDecimal:
-    """Fast constructor for the hot path (a frozen dataclass's __init__ costs
-    a microsecond); the fields are the same, nothing is validated."""
-    obj = object.__new__(CertifiedDecimal)
-    obj.__dict__.update(mantissa=m, exponent=t, exact=exact, rounding=rounding)
-    return obj
+    """Fast constructor for the hot path; the fields are the same, nothing is validated."""
+    return _new_decimal(CertifiedDecimal, (m, t, exact, rounding))
 
 
 def _zero(rounding: Rounding) -> CertifiedDecimal:
@@ -194,10 +196,39 @@ def round_rational(q: Fraction | sympy.Rational | int, rounding: Rounding) -> Ce
     return round_ratio(num, den, rounding)
 
 
+@lru_cache(maxsize=4096)
+def _decimal_shift(den: int) -> int | None:
+    """The k with den | 10**k when num/den terminates (k <= 60), else None."""
+    for k in range(61):
+        if _POW10[k] % den == 0:
+            return k
+    return None
+
+
+def _round_terminating(n: int, k: int, digits: int, rounding: Rounding) -> CertifiedDecimal:
+    """Round n / 10**k to significant digits: the common case of decimal inputs."""
+    a = -n if n < 0 else n
+    length = _ndigits(a)
+    cut = length - digits
+    if cut <= 0:  # it fits: exact, padded to ``digits`` digits
+        return _make(n * _POW10[-cut], -k + cut, True, rounding)
+    unit = _p10(cut)
+    m, r = divmod(a, unit)
+    if 2 * r >= unit:
+        m += 1
+        if m == _p10(digits):  # 9.995 -> 10.0 at 3 digits
+            m, cut = m // 10, cut + 1
+    return _make(-m if n < 0 else m, cut - k, r == 0, rounding)
+
+
 def round_ratio(num: int, den: int, rounding: Rounding) -> CertifiedDecimal:
     """:func:`round_rational` of num/den (den > 0), for hot loops over matrices."""
     if num == 0:
         return _zero(rounding)
+    if rounding.digits is not None and den < _POW10[60]:
+        k = _decimal_shift(den)
+        if k is not None:
+            return _round_terminating(num * (_POW10[k] // den), k, rounding.digits, rounding)
     sign, num = (-1 if num < 0 else 1), abs(num)
     if rounding.places is not None:
         m, exact = _round_scaled(num, den, -rounding.places)
@@ -292,6 +323,24 @@ def round_ball(x: flint.arb, rounding: Rounding) -> CertifiedDecimal | None:
     """The proved rounding of every number in the ball x, or None when the
     ball does not decide it (its two ends round differently, it contains 0,
     or it is not finite).  Cheap: one binary->decimal step, integer work."""
+    digits = rounding.digits
+    if digits is not None and digits < 300:
+        # The hot path of matrix certification: an inexact ball well inside
+        # one rounding cell, away from the edges of a decade.  Anything else
+        # takes the general path below.
+        mid, rad, e = x.mid_rad_10exp(digits + 3)
+        mid, rad = int(mid), int(rad)
+        a = -mid if mid < 0 else mid
+        if rad and a > rad:
+            shift = _ndigits(a) - digits
+            if shift > 0:
+                unit = _POW10[shift]
+                q, r = divmod(a, unit)
+                m = q + 1 if 2 * r >= unit else q
+                if (_POW10[digits - 1] < m < _POW10[digits]
+                        and 2 * (a - rad) >= (2 * m - 1) * unit
+                        and 2 * (a + rad) < (2 * m + 1) * unit):
+                    return _make(-m if mid < 0 else m, int(e) + shift, False, rounding)
     return _decide(x, rounding)[0]
 
 

@@ -157,10 +157,10 @@ class Engine:
             if self.scale_sign == 0:
                 groups[0] = list(self.rows[i].allowed)
             else:
-                r = self.rows[i].argmax
                 for j in self.rows[i].allowed:
-                    if self.scores.is_rational:
-                        key: Hashable = self.scores.rational[i, j] - self.scores.rational[i, r]
+                    if self.scores.is_rational:  # equal scores, equal shifted scores
+                        score = self.scores.rational[i, j]
+                        key: Hashable = (int(score.p), int(score.q))  # fmpq hashes slowly
                     else:
                         key = self._canonical_key(groups, self.delta(i, j))
                     groups.setdefault(key, []).append(j)
@@ -282,6 +282,15 @@ class Engine:
         matrix = self.matrix(step)
         if matrix is not None:
             return [matrix.ball(i, j, prec) for j in range(matrix.cols)]
+        if step in ("scaled", "shifted") and self.scores.is_rational:
+            exact = self.known_row(step, i)  # exact rationals when the scale is rational
+            if self.scale_rational is not None:
+                return [x if x is NEG_INF else flint.arb(x) for x in exact]
+            s = self._scale_ball(prec)
+            scores = self.scores.rational
+            top = scores[i, self.rows[i].argmax] if step == "shifted" else flint.fmpq(0)
+            return [s * flint.arb(scores[i, j] - top) if exact[j] is not NEG_INF else NEG_INF
+                    for j in range(m)]
         if step == "scaled":
             s = self._scale_ball(prec)
             return [s * self.scores.ball(i, j, prec) for j in range(m)]
@@ -318,9 +327,9 @@ class Engine:
                     [[self.V.ball(j, c, prec) for c in range(self.d_v)] for j in range(self.m)])
         return self._balls[key]
 
-    def forget(self, prec: int) -> None:
-        """Drop the cached balls at one precision (certification moved past it)."""
-        for key in [k for k in self._balls if k[2] == prec]:
+    def keep_only(self, prec: int) -> None:
+        """Drop the cached balls of every other precision (bounded memory at n = 512)."""
+        for key in [k for k in self._balls if k[2] != prec]:
             del self._balls[key]
 
 

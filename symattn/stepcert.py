@@ -33,6 +33,7 @@ def certify_entries(engine: Engine, step: str, exact: Callable[[int, int], sympy
     """Certified decimals of the wanted entries ``{row: [columns]}`` of one step."""
     result: dict[int, dict[int, Entry]] = {}
     pending: dict[int, list[int]] = {}
+    memo: dict[tuple[int, int], CertifiedDecimal] = {}  # inputs repeat few distinct values
     for i, cols in wanted.items():
         known = engine.known_row(step, i)
         row = result[i] = {}
@@ -43,12 +44,16 @@ def certify_entries(engine: Engine, step: str, exact: Callable[[int, int], sympy
             elif value is NEG_INF:
                 row[j] = NEG_INF
             else:
-                row[j] = round_ratio(int(value.p), int(value.q), rounding)
+                key = (int(value.p), int(value.q))  # hashing an fmpq is slow
+                decided = memo.get(key)
+                if decided is None:
+                    decided = memo[key] = round_ratio(key[0], key[1], rounding)
+                row[j] = decided
 
     # Only these can be exact decimals hidden inside a ball: an output equal to a
     # value-column mean, or an input entry that SymPy did not reduce to a rational.
     may_terminate = step == "output" or engine.matrix(step) is not None
-    prec = guard_prec(rounding)
+    prec = start = guard_prec(rounding)
     settled: set[tuple[int, int]] = set()
 
     def settle(i: int, j: int) -> CertifiedDecimal | None:
@@ -71,15 +76,16 @@ def certify_entries(engine: Engine, step: str, exact: Callable[[int, int], sympy
             for j in cols:
                 ball = balls[j]
                 decided = round_ball(ball, rounding)
-                if (i, j) not in settled and (
-                        decided is None or (may_terminate and _may_equal(ball, decided))):
+                if (decided is None or (may_terminate and _may_equal(ball, decided))) \
+                        and (i, j) not in settled:
                     decided = settle(i, j) or decided
                 if decided is None:
                     undecided.setdefault(i, []).append(j)
                 else:
                     row[j] = decided
-        engine.forget(prec)
         pending, prec = undecided, prec * 2
+    # keep the balls at the starting precision: the next steps are built from them
+    engine.keep_only(start)
     return result
 
 
