@@ -237,7 +237,7 @@ def work_big_digits(n: int, d: int, seed: int, dump: str | None) -> dict:
             total = mpmath.fsum(e)
             w = [x / total for x in e]
             o = [mpmath.fsum(w[j] * V[j][c] for j in range(n)) for c in range(d)]
-            for cert, ref in [*zip(weights[i], w), *zip(output[i], o)]:
+            for cert, ref in [*zip(weights[i], w, strict=True), *zip(output[i], o, strict=True)]:
                 unit = Fraction(10) ** cert.exponent
                 err = abs(cert.as_fraction() - Fraction(*_mpf_fraction(ref))) / unit
                 worst = max(worst, err)
@@ -407,7 +407,8 @@ def main_bench(args: argparse.Namespace) -> int:
     say(f"(b) naive SymPy: Rationals, Q*K.T/sqrt(d), exp, row sums, ratio, W*V, evalf({DIGITS}) "
         f"of every weight and output; one run, cap {cap:g} s")
     say("(c) numpy float64, best of 5.  Timings are wall clock and exclude interpreter "
-        "start-up and imports; (a) CPU is the child's process time (the gap is waiting for a core).")
+        "start-up and imports;\n    (a) CPU is the child's process time "
+        "(a gap to the wall clock is waiting for a core).")
     print(flush=True)
 
     tmp = tempfile.mkdtemp(prefix="symattn-bench-")
@@ -477,7 +478,7 @@ def main_bench(args: argparse.Namespace) -> int:
     def line(cells: list[str]) -> str:   # numbers right-aligned, the check column left
         last = len(cells) - 1
         return "  ".join(c.ljust(w) if k == last else c.rjust(w)
-                         for k, (c, w) in enumerate(zip(cells, widths))).rstrip()
+                         for k, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
 
     print(line(header))
     print("  ".join("-" * w for w in widths))
@@ -548,7 +549,7 @@ def main_bench(args: argparse.Namespace) -> int:
     print("targets (the issue's, measured on a 2-core machine)")
     widths = [max(len(t[k]) for t in targets) for k in range(4)]
     for t in targets:
-        print("  " + "  ".join(c.ljust(w) for c, w in zip(t, widths)).rstrip())
+        print("  " + "  ".join(c.ljust(w) for c, w in zip(t, widths, strict=True)).rstrip())
     naive_info = []
     for d in dims:
         for n in sizes:

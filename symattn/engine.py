@@ -236,7 +236,7 @@ class Engine:
                 row = [(scores[i, j] - top) * s for j in range(m)]
             elif step == "shifted":
                 row = [flint.fmpq(0) if j in self.top_group(i) else None for j in range(m)]
-            if step != "scaled":
+            if step != "scaled" and self.mask is not None:
                 row = [x if allowed(i, j) else NEG_INF for j, x in enumerate(row)]
             return row
         if step == "output":
@@ -245,14 +245,18 @@ class Engine:
         tied = len(self.groups(i)) == 1
         if step == "row_sum":
             return [flint.fmpq(count) if tied else None]
+        zero = flint.fmpq(0)
         if step == "exp":
-            top = self.top_group(i)
-            return [flint.fmpq(1) if j in top else (flint.fmpq(0) if not allowed(i, j) else None)
-                    for j in range(m)]
-        if step == "weights":
-            even = flint.fmpq(1, count) if tied else None
-            return [even if allowed(i, j) else flint.fmpq(0) for j in range(m)]
-        raise ValueError(step)
+            row = [None] * m
+            for j in self.top_group(i):
+                row[j] = flint.fmpq(1)
+        elif step == "weights":
+            row = [flint.fmpq(1, count) if tied else None] * m
+        else:
+            raise ValueError(step)
+        if self.mask is not None:
+            row = [x if allowed(i, j) else zero for j, x in enumerate(row)]
+        return row
 
     # -- arb enclosures, row by row --------------------------------------------
     def balls(self, step: str, i: int, prec: int) -> list:
