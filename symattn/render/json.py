@@ -1,7 +1,7 @@
 """The JSON view: a stable contract for programs that read symattn's results.
 
 ``{"digits": N, "steps": {NAME: {"shape": [r, c], "exact": [[...]],
-"decimal": [[...]]}}}``.  ``exact`` entries are SymPy's own string form, which
+"decimal": [[...]]}}}``.  ``exact`` entries are SymPy's string syntax, which
 ``sympy.sympify`` reads back to the same exact value (``"-oo"`` where a mask
 blocks); ``decimal`` entries are certified roundings to N significant digits
 (``"-inf"`` where masked).
@@ -13,9 +13,55 @@ import json
 from typing import Any
 
 import sympy
+from sympy.printing.str import StrPrinter
 
 from symattn.certify import Rounding
-from symattn.trace import Trace
+from symattn.trace import Step, Trace
+
+# Term order "none": SymPy's default printer sorts the terms of every sum,
+# which takes minutes for the 128-term denominators of a 128-token problem.
+_PRINTER = StrPrinter({"order": "none"})
+
+
+def _text(value: sympy.Expr) -> str:
+    return _PRINTER.doprint(value)
+
+
+def _factor(value: sympy.Expr) -> str:
+    text = _text(value)
+    return text if value.is_Atom and not text.startswith("-") else f"({text})"
+
+
+def exact_strings(trace: Trace, step: Step) -> list[list[str]]:
+    """A step's exact entries as SymPy syntax.
+
+    The softmax steps are written from the row's parts (each denominator is
+    printed once per row, not once per entry), so a 128-token problem takes
+    seconds; the value is the same exact number SymPy builds.
+    """
+    if step.name not in ("row_sum", "weights", "output"):
+        return [[_text(v) for v in row] for row in step.rows()]
+    engine = trace.engine
+    out: list[list[str]] = []
+    for i in range(step.shape[0]):
+        allowed = engine.rows[i].allowed
+        if len(engine.groups(i)) == 1:  # tied row: small exact numbers, print them as SymPy does
+            out.append([_text(step._exact(i, j)) for j in range(step.shape[1])])
+            continue
+        exps = {j: _text(engine.exp(i, j)) for j in allowed}
+        total = " + ".join(exps[j] for j in allowed)
+        if step.name == "row_sum":
+            out.append([total])
+        elif step.name == "weights":
+            out.append([f"{exps[j]}/({total})" if j in exps else "0" for j in range(step.shape[1])])
+        else:
+            row = []
+            for c in range(step.shape[1]):
+                terms = [f"{_factor(engine.V.exact(j, c))}*{exps[j]}" for j in allowed
+                         if engine.V.exact(j, c) != 0]
+                row.append(f"({' + '.join(terms) or '0'})/({total})")
+            out.append(row)
+    return out
 
 
 def trace_to_json(trace: Trace, digits: int, *, decimal_only: bool = False) -> dict[str, Any]:
@@ -27,7 +73,7 @@ def trace_to_json(trace: Trace, digits: int, *, decimal_only: bool = False) -> d
         entry: dict[str, Any] = {"shape": list(step.shape), "formula": step.info.formula,
                                  "rows": list(step.row_labels), "columns": list(step.col_labels)}
         if not decimal_only:
-            entry["exact"] = [[sympy.sstr(v) for v in row] for row in step.rows()]
+            entry["exact"] = exact_strings(trace, step)
         entry["decimal"] = [[str(d) for d in row] for row in step.decimals(rounding)]
         steps[step.name] = entry
     return {
@@ -36,7 +82,7 @@ def trace_to_json(trace: Trace, digits: int, *, decimal_only: bool = False) -> d
         "tokens": list(p.tokens),
         "key_tokens": list(p.key_tokens),
         "d_k": p.d_k,
-        "scale": sympy.sstr(p.scale),
+        "scale": _text(p.scale),
         "mask": p.mask_kind,
         "steps": steps,
     }
