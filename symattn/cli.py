@@ -1,5 +1,6 @@
 """The ``symattn`` command: a thin front end over the public functions.
 
+Each subcommand lives in its own module under :mod:`symattn.commands`.
 Every user error is one line on stderr and exit status 2; output is
 rendered whole before anything is written, so a failure never leaves half
 a file behind.
@@ -8,17 +9,16 @@ a file behind.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
+import pkgutil
 import sys
 import tempfile
 from pathlib import Path
 from typing import Sequence
 
+import symattn.commands
 from symattn.errors import SymattnError
-from symattn.examples import DEFAULT_EXAMPLE, example_about, example_names, example_text, load_example
-from symattn.problem import Problem
-
-MAX_DIGITS = 100_000
 
 
 class UsageError(SymattnError):
@@ -30,14 +30,10 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see '{self.prog} --help')")
 
 
-def _digits(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--digits must be a whole number, got {text!r}") from None
-    if not 1 <= value <= MAX_DIGITS:
-        raise argparse.ArgumentTypeError(f"--digits must be between 1 and {MAX_DIGITS}, got {value}")
-    return value
+def _command_modules() -> list:
+    modules = [importlib.import_module(f"symattn.commands.{info.name}")
+               for info in pkgutil.iter_modules(symattn.commands.__path__)]
+    return sorted(modules, key=lambda m: m.ORDER)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,61 +41,13 @@ def build_parser() -> argparse.ArgumentParser:
         "Scaled dot-product attention in exact arithmetic, explained step by step, "
         "with certified decimals."))
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
-
-    explain = sub.add_parser("explain", help="work a problem step by step (default: the lesson 'I love cats')")
-    source = explain.add_mutually_exclusive_group()
-    source.add_argument("problem", nargs="?", help="a problem file (TOML)")
-    source.add_argument("--example", metavar="NAME", help="a built-in example (see 'symattn examples')")
-    explain.add_argument("--format", choices=("text", "json"), default="text")
-    explain.add_argument("--digits", type=_digits, default=3, metavar="N",
-                         help="significant digits of every decimal (default 3)")
-    explain.add_argument("--decimal-only", action="store_true",
-                         help="JSON: leave out the exact strings (they grow fast with n)")
-    explain.add_argument("--row", metavar="TOKEN",
-                         help="the row worked by hand (token name or 0-based index)")
-    explain.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
-
-    examples = sub.add_parser("examples", help="list the built-in examples")
-    examples.add_argument("--show", metavar="NAME", help="print one example's problem file")
+    for module in _command_modules():
+        module.register(sub)
     return parser
 
 
-def _load(args: argparse.Namespace) -> Problem:
-    if args.problem:
-        return Problem.from_toml(args.problem)
-    return load_example(args.example or DEFAULT_EXAMPLE)
-
-
-def _explain(args: argparse.Namespace) -> str:
-    from symattn.trace import Trace
-
-    if args.decimal_only and args.format != "json":
-        raise UsageError("--decimal-only applies to --format json")
-    trace = Trace(_load(args))
-    if args.format == "json":
-        from symattn.render.json import render_json
-
-        return render_json(trace, args.digits, decimal_only=args.decimal_only)
-    from symattn.render.text import TextOptions, render_text
-
-    options = TextOptions(digits=args.digits, dot_row=args.row,
-                          softmax_row=args.row)
-    return render_text(trace, options)
-
-
-def _examples(args: argparse.Namespace) -> str:
-    if args.show:
-        return example_text(args.show)
-    names = example_names()
-    width = max(len(n) for n in names)
-    return "".join(f"{n.ljust(width)}  {example_about(n)}\n" for n in names)
-
-
-def _write(text: str, output: str | None) -> None:
-    if output is None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return
+def write_atomically(text: str, output: str) -> None:
+    """Write a whole file or nothing: a temporary file renamed into place."""
     target = Path(output)
     directory = target.parent if str(target.parent) else Path(".")
     if not directory.is_dir():
@@ -122,8 +70,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             parser.print_help()
             return 0
-        text = _explain(args) if args.command == "explain" else _examples(args)
-        _write(text, getattr(args, "output", None))
+        outcome = args.run(args)
+        output = getattr(args, "output", None)
+        if output is not None and outcome.text:
+            write_atomically(outcome.text, output)
+        elif outcome.text:
+            sys.stdout.write(outcome.text)
+            sys.stdout.flush()
+        return outcome.status
     except SymattnError as exc:
         print(f"symattn: error: {exc}", file=sys.stderr)
         return 2
@@ -133,4 +87,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except KeyboardInterrupt:
         return 130
-    return 0
