@@ -172,7 +172,8 @@ class TextRenderer:
         i = self.dot_row
         token = p.tokens[i]
         raw = bracket_row([forms.unicode_text(v) for v in t.step("scores")[i]])
-        lines += ["", f"   Row {token!r}: {raw} → {bracket_row(cells[i])} ≈ {bracket_row(self.dec('scaled')[i])}"]
+        lines += ["", f"   Row {token!r}: {raw} → "
+                  + _approx(bracket_row(cells[i]), bracket_row(self.dec('scaled')[i]))]
         return lines
 
     def masked(self) -> list[str]:
@@ -207,10 +208,12 @@ class TextRenderer:
         lines = ["", f"6. Softmax, worked on row {token!r} with the max-subtraction trick",
                  "   Subtracting the row maximum changes no weight (the factor cancels) but keeps e^z small.",
                  *blocked,
-                 f"   scaled[{token}] = {bracket_row(scaled_row)} ≈ {bracket_row(scaled_dec)}   (keys {', '.join(keys)})",
-                 f"   row maximum: {scaled_row[allowed.index(r)]} ≈ {scaled_dec[allowed.index(r)]} (key {p.key_tokens[r]!r})",
-                 f"   shifted = scaled − max = {bracket_row(shifted_txt)} ≈ "
-                 f"{bracket_row([self.dec('shifted')[i][j] for j in allowed])}",
+                 f"   scaled[{token}] = {_approx(bracket_row(scaled_row), bracket_row(scaled_dec))}"
+                 f"   (keys {', '.join(keys)})",
+                 f"   row maximum: {_approx(scaled_row[allowed.index(r)], scaled_dec[allowed.index(r)])}"
+                 f" (key {p.key_tokens[r]!r})",
+                 "   shifted = scaled − max = " + _approx(
+                     bracket_row(shifted_txt), bracket_row([self.dec('shifted')[i][j] for j in allowed])),
                  "   exponentials: " + ", ".join(
                      "e^0 = 1" if x == "1" else f"{x} ≈ {d}" for x, d in zip(exps, exp_dec)),
                  f"   row_sum = {forms.row_sum_text(t, i)} ≈ {self.dec('row_sum')[i][0]}",
@@ -250,6 +253,11 @@ class TextRenderer:
                          f"{', '.join(self.dec('output')[r][c] for r in range(min(p.n, self.options.limit)))}"
                          f" ≤ {forms.unicode_text(high)}")
         return lines
+
+
+def _approx(exact: str, decimal: str) -> str:
+    """``exact ≈ decimal``, or just the value when the two read the same."""
+    return exact if exact == decimal else f"{exact} ≈ {decimal}"
 
 
 def _count(k: int, one: str, many: str) -> str:
