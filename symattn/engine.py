@@ -37,6 +37,17 @@ from symattn.matrix import ExactMatrix, _fmpq_to_sympy, _sympy_to_fmpq
 from symattn.problem import Problem
 
 
+def _sign_or_none(expr: sympy.Expr) -> int | None:
+    """The exact sign of a number, or of a symbolic expression when its
+    assumptions settle it (``2*a**2 + 1`` with real a); None when they do not."""
+    if not expr.free_symbols:
+        return sign(expr)
+    for value, known in ((1, expr.is_positive), (-1, expr.is_negative), (0, expr.is_zero)):
+        if known:
+            return value
+    return None
+
+
 class _NegInf:
     """−∞ at a masked position; prints as the lesson writes it."""
 
@@ -61,7 +72,7 @@ class RowPlan:
     """What the softmax of one row needs: its allowed keys and its maximum."""
 
     allowed: tuple[int, ...]   # key indices that may be attended to
-    argmax: int                # index of the row maximum of the scaled scores
+    argmax: int | None         # index of the row maximum; None when symbols leave it open
 
 
 class Engine:
@@ -81,7 +92,8 @@ class Engine:
             self.Q, self.K, self.V = p.inputs["Q"], p.inputs["K"], p.inputs["V"]
         self.scores = self.Q.matmul(self.K, transpose_other=True)
         self.scale = p.scale
-        self.scale_sign = sign(p.scale)
+        self.symbolic = bool(p.free_symbols)
+        self.scale_sign = _sign_or_none(p.scale)
         self.scale_rational = _sympy_to_fmpq(p.scale) if p.scale.is_Rational else None
         self.mask = p.mask
         self.n, self.m, self.d_v = p.n, p.m, p.d_v
@@ -102,27 +114,51 @@ class Engine:
 
     def _plan_row(self, i: int) -> RowPlan:
         allowed = self._allowed(i)
+        if self.scale_sign is None:
+            return RowPlan(allowed, None)
         best = allowed[0]
         if self.scale_sign != 0:
             for j in allowed[1:]:
                 c = self._compare_scores(i, j, best)
+                if c is None:  # symbols leave the order open: assume nothing
+                    return RowPlan(allowed, None)
                 if c * self.scale_sign > 0:
                     best = j
         return RowPlan(allowed, best)
 
-    def _compare_scores(self, i: int, a: int, b: int) -> int:
+    def _compare_scores(self, i: int, a: int, b: int) -> int | None:
         if self.scores.is_rational:
             x, y = self.scores.rational[i, a], self.scores.rational[i, b]
             return (x > y) - (x < y)
-        return compare(self.scores.general[i, a], self.scores.general[i, b])
+        x, y = self.scores.general[i, a], self.scores.general[i, b]
+        if x.free_symbols or y.free_symbols:
+            return _sign_or_none(sympy.expand(x - y))
+        return compare(x, y)
+
+    def symbols_of(self, step: str) -> frozenset:
+        """The symbols a step's entries depend on (empty: it has numbers)."""
+        if not self.symbolic:
+            return frozenset()
+        matrix = self.matrix(step)
+        if matrix is not None:
+            return frozenset() if matrix.is_rational else frozenset(matrix.general.free_symbols)
+        found = self.symbols_of("scores") | self.scale.free_symbols
+        return found | self.symbols_of("V") if step == "output" else found
+
+    @property
+    def open_rows(self) -> tuple[int, ...]:
+        """Rows whose maximum the symbols leave undecided (exp is e^scaled there)."""
+        return tuple(i for i, plan in enumerate(self.rows) if plan.argmax is None)
 
     def is_allowed(self, i: int, j: int) -> bool:
         return self.mask is None or bool(self.mask[i, j])
 
     # -- exact entries (SymPy) ------------------------------------------------
     def delta(self, i: int, j: int) -> sympy.Expr:
-        """scores[i, j] − scores[i, argmax], exactly."""
+        """scores[i, j] − scores[i, argmax], exactly (the score itself in an open row)."""
         r = self.rows[i].argmax
+        if r is None:
+            return self.scores.exact(i, j)
         if self.scores.is_rational:
             return _fmpq_to_sympy(self.scores.rational[i, j] - self.scores.rational[i, r])
         return sympy.expand(self.scores.general[i, j] - self.scores.general[i, r])
@@ -130,12 +166,20 @@ class Engine:
     def shifted(self, i: int, j: int) -> sympy.Expr:
         if not self.is_allowed(i, j):
             return sympy.S.NegativeInfinity
+        if self.rows[i].argmax is None:  # the maximum stays a symbolic Max
+            scaled = [self.scale * self.scores.exact(i, k) for k in self.rows[i].allowed]
+            return self.scale * self.scores.exact(i, j) - sympy.Max(*scaled)
+        return self.scale * self.delta(i, j)
+
+    def exponent(self, i: int, j: int) -> sympy.Expr:
+        """The power of e in exp[i, j]: the shifted score (the scaled one in an open row)."""
         return self.scale * self.delta(i, j)
 
     def exp(self, i: int, j: int) -> sympy.Expr:
+        """e^shifted; in an open row e^scaled, which gives the same weights."""
         if not self.is_allowed(i, j):
             return sympy.S.Zero
-        return sympy.exp(self.shifted(i, j))
+        return sympy.exp(self.exponent(i, j))
 
     def row_sum(self, i: int) -> sympy.Expr:
         if i not in self._row_sums:
@@ -156,6 +200,9 @@ class Engine:
             groups: dict[Hashable, list[int]] = {}
             if self.scale_sign == 0:
                 groups[0] = list(self.rows[i].allowed)
+            elif self.symbolic:  # only structurally equal scores are known to tie
+                for j in self.rows[i].allowed:
+                    groups.setdefault(sympy.expand(self.scores.exact(i, j)), []).append(j)
             else:
                 for j in self.rows[i].allowed:
                     if self.scores.is_rational:  # equal scores, equal shifted scores
@@ -171,7 +218,8 @@ class Engine:
         """The keys of row i whose shifted score is exactly 0 (e^0 = 1)."""
         if i not in self._top:
             r = self.rows[i].argmax
-            self._top[i] = frozenset(next(g for g in self.groups(i).values() if r in g))
+            self._top[i] = frozenset() if r is None else frozenset(
+                next(g for g in self.groups(i).values() if r in g))
         return self._top[i]
 
     def softmax_is_rational(self, i: int) -> bool:

@@ -10,7 +10,7 @@ exact SymPy matrix.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from fractions import Fraction
 from typing import Hashable
 
@@ -140,7 +140,7 @@ def _rows_of(name: str, value: object) -> list[list[object]]:
     return rows
 
 
-def _entry(value: object, where: str, symbols: bool) -> flint.fmpq | sympy.Expr:
+def _entry(value: object, where: str, symbols: bool | Collection[str]) -> flint.fmpq | sympy.Expr:
     """One exact entry: an fmpq on the fast paths, else a SymPy number."""
     value = _plain_scalar(value)
     if isinstance(value, int) and not isinstance(value, bool):
@@ -154,12 +154,39 @@ def _entry(value: object, where: str, symbols: bool) -> flint.fmpq | sympy.Expr:
             frac = frac or ""
             q = flint.fmpq(int(whole + frac), 10 ** len(frac))
             return -q if sign == "-" else q
-    exact = to_exact(value, where=where, symbols=symbols)
-    return flint.fmpq(int(exact.p), int(exact.q)) if exact.is_Rational else exact
+    direct = isinstance(value, sympy.Basic)  # a SymPy value may hold symbols: that is intent
+    exact = to_exact(value, where=where, symbols=bool(symbols) or direct)
+    if exact.is_Rational:
+        return flint.fmpq(int(exact.p), int(exact.q))
+    if not direct:
+        check_symbols(exact, where, symbols)
+    return exact
 
 
-def exact_matrix(name: str, value: object, *, symbols: bool = False) -> "ExactMatrix":
-    """Coerce a matrix-like input entry by entry to an :class:`ExactMatrix`."""
+def check_symbols(value: sympy.Expr, where: str, allowed: bool | Collection[str]) -> None:
+    """Names in a string must be declared: a typo must not become a symbol."""
+    if isinstance(allowed, bool) or not value.free_symbols:
+        return
+    unknown = sorted(str(x) for x in value.free_symbols if str(x) not in allowed)
+    if unknown:
+        raise ProblemError(
+            f"{where} uses the name {unknown[0]!r}, which is not declared: add it to "
+            f"symbols = [...] or write a number")
+
+
+def symbol_matrix(prefix: str, rows: int, cols: int) -> sympy.ImmutableMatrix:
+    """A matrix of real symbols named ``{prefix}{i}{j}`` (``q00``, ``q01``, ...)."""
+    sep = "_" if rows > 9 or cols > 9 else ""
+    return sympy.ImmutableMatrix(rows, cols, lambda i, j: sympy.Symbol(
+        f"{prefix}{i}{sep}{j}", real=True))
+
+
+def exact_matrix(name: str, value: object, *,
+                 symbols: bool | Collection[str] = False) -> "ExactMatrix":
+    """Coerce a matrix-like input entry by entry to an :class:`ExactMatrix`.
+
+    ``symbols``: True allows any name in strings, a collection allows those
+    names; SymPy expressions passed directly may always hold symbols."""
     rows = _rows_of(name, value)
     entries = [_entry(v, f"{name}[{i}][{j}]", symbols)
                for i, row in enumerate(rows) for j, v in enumerate(row)]

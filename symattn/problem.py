@@ -19,14 +19,14 @@ import sympy
 
 from symattn.errors import ParseError, ProblemError
 from symattn.exact import DecimalText, to_exact
-from symattn.matrix import ExactMatrix, _plain_scalar, _rows_of, exact_matrix
+from symattn.matrix import ExactMatrix, _plain_scalar, _rows_of, check_symbols, exact_matrix
 
 Matrix = sympy.ImmutableMatrix
 
 #: The keys a problem file or dict may hold.
 PROBLEM_KEYS = (
     "title", "about", "X", "W_q", "W_k", "W_v", "X_kv", "Q", "K", "V",
-    "tokens", "key_tokens", "scale", "mask",
+    "tokens", "key_tokens", "scale", "mask", "symbols",
 )
 
 def _shape(m: Matrix) -> str:
@@ -89,6 +89,8 @@ class Problem:
     Give ``X, W_q, W_k, W_v`` (self-attention; add ``X_kv`` for
     cross-attention) or ``Q, K, V`` directly.  ``scale`` defaults to
     1/√d_k; ``mask`` is ``"causal"`` or a 0/1 matrix (1 = may attend).
+    ``symbols`` names the symbols that strings may use (``["a", "x_1"]``, or
+    True for any); SymPy expressions passed directly may hold symbols anyway.
     """
 
     def __init__(
@@ -107,7 +109,11 @@ class Problem:
         scale: object = None,
         mask: object = None,
         title: str | None = None,
+        symbols: bool | Sequence[str] = (),
     ) -> None:
+        if not isinstance(symbols, bool) and (
+                isinstance(symbols, str) or not all(isinstance(x, str) for x in symbols)):
+            raise ProblemError("symbols must be a list of names such as [\"a\", \"x_1\"]")
         projected = {k: v for k, v in (("X", X), ("W_q", W_q), ("W_k", W_k), ("W_v", W_v),
                                         ("X_kv", X_kv)) if v is not None}
         direct = {k: v for k, v in (("Q", Q), ("K", K), ("V", V)) if v is not None}
@@ -126,7 +132,7 @@ class Problem:
                 if key not in projected:
                     raise ProblemError(f"{key} is missing: X, W_q, W_k and W_v go together")
             for key, value in projected.items():
-                self.inputs[key] = exact_matrix(key, value)
+                self.inputs[key] = exact_matrix(key, value, symbols=symbols)
             self._check_projection_shapes()
             X, W_q, W_v = self.inputs["X"], self.inputs["W_q"], self.inputs["W_v"]
             self.n, self.m = X.rows, self.inputs.get("X_kv", X).rows
@@ -136,7 +142,7 @@ class Problem:
             for key in ("Q", "K", "V"):
                 if key not in direct:
                     raise ProblemError(f"{key} is missing: Q, K and V go together")
-                self.inputs[key] = exact_matrix(key, direct[key])
+                self.inputs[key] = exact_matrix(key, direct[key], symbols=symbols)
             self._check_direct_shapes()
             self.n, self.m = self.inputs["Q"].rows, self.inputs["K"].rows
             self.d_model = None
@@ -152,7 +158,11 @@ class Problem:
         if scale is None:
             self.scale = 1 / sympy.sqrt(self.d_k)
         else:
-            self.scale = to_exact(_plain_scalar(scale), where="scale")
+            scale = _plain_scalar(scale)
+            self.scale = to_exact(scale, where="scale",
+                                  symbols=bool(symbols) or isinstance(scale, sympy.Basic))
+            if not isinstance(scale, sympy.Basic):
+                check_symbols(self.scale, "scale", symbols)
             if self.scale.is_real is False or self.scale.has(sympy.zoo, sympy.oo, sympy.nan):
                 raise ProblemError(f"scale is {self.scale}, which is not a real number: give a real scale such as 1/sqrt(3)")
         self.mask, self.mask_kind = _mask(mask, self.n, self.m)
@@ -263,6 +273,31 @@ class Problem:
     Q_given = property(lambda self: self._given("Q"), doc="Q when given directly")
     K_given = property(lambda self: self._given("K"), doc="K when given directly")
     V_given = property(lambda self: self._given("V"), doc="V when given directly")
+
+    @property
+    def free_symbols(self) -> frozenset[sympy.Symbol]:
+        """The symbols of the inputs and the scale (empty for a numeric problem)."""
+        found: set[sympy.Symbol] = set(self.scale.free_symbols)
+        for matrix in self.inputs.values():
+            if not matrix.is_rational:
+                found |= matrix.general.free_symbols
+        return frozenset(found)
+
+    def subs(self, values: Mapping[sympy.Symbol | str, object]) -> "Problem":
+        """The same problem with symbols replaced by exact values (a numeric instance)."""
+        by_name = {str(k): k for k in self.free_symbols}
+        mapping = {}
+        for key, value in values.items():
+            symbol = by_name.get(str(key))
+            if symbol is None:
+                raise ProblemError(f"subs: the problem has no symbol {str(key)!r}")
+            mapping[symbol] = to_exact(value, where=f"the value of {key}",
+                                       symbols=isinstance(value, sympy.Basic))
+        inputs = {k: m.to_sympy().subs(mapping) for k, m in self.inputs.items()}
+        return Problem(**inputs, tokens=self.tokens,
+                       key_tokens=None if self.key_tokens == self.tokens else self.key_tokens,
+                       scale=self.scale.subs(mapping) if self.scale_given else None,
+                       mask=None if self.mask is None else self.mask.tolist(), title=self.title)
 
     @property
     def default_scale(self) -> bool:

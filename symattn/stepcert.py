@@ -31,6 +31,12 @@ Entry = CertifiedDecimal | object  # or NEG_INF
 def certify_entries(engine: Engine, step: str, exact: Callable[[int, int], sympy.Expr],
                     rounding: Rounding, wanted: dict[int, list[int]]) -> dict[int, dict[int, Entry]]:
     """Certified decimals of the wanted entries ``{row: [columns]}`` of one step."""
+    symbols = engine.symbols_of(step)
+    if symbols:
+        names = ", ".join(sorted(str(x) for x in symbols))
+        raise CertificationError(
+            f"{step} depends on the symbols {names}: decimals need numbers; "
+            "give values with problem.subs({...})")
     result: dict[int, dict[int, Entry]] = {}
     pending: dict[int, list[int]] = {}
     memo: dict[tuple[int, int], CertifiedDecimal] = {}  # inputs repeat few distinct values

@@ -160,7 +160,7 @@ def softmax_terms(trace: Trace, i: int) -> list[tuple[str, int, list[int]]]:
     """Row i's distinct exponentials: (text, multiplicity, keys), in key order."""
     terms: dict[str, tuple[int, list[int]]] = {}
     for j in trace.engine.rows[i].allowed:
-        text = exp_text(shifted_form(trace, i, j), trace.engine.shifted(i, j))
+        text = exp_text(shifted_form(trace, i, j), trace.engine.exponent(i, j))
         count, keys = terms.get(text, (0, []))
         terms[text] = (count + 1, [*keys, j])
     return [(t, c, k) for t, (c, k) in terms.items()]
@@ -192,7 +192,7 @@ def weight_text(trace: Trace, i: int, j: int) -> str:
     """A weight as the fraction of exponentials it is: ``e^(−2/√3) / (e^(−2/√3) + 2)``."""
     if not trace.engine.is_allowed(i, j):
         return "0"
-    top = exp_text(shifted_form(trace, i, j), trace.engine.shifted(i, j))
+    top = exp_text(shifted_form(trace, i, j), trace.engine.exponent(i, j))
     terms = softmax_terms(trace, i)
     if len(terms) == 1:
         return unicode_text(sympy.Rational(1, terms[0][1]))
@@ -211,3 +211,96 @@ def output_text(trace: Trace, i: int, c: int) -> str:
     if len(terms) == 1:
         return unicode_text(trace.engine.output(i, c))
     return f"({_join_sum(parts)}) / ({row_sum_text(trace, i)})"
+
+
+# -- LaTeX forms (the same hand-written shapes, for render/latex.py) ---------------
+
+def latex_text(expr: sympy.Expr) -> str:
+    """An exact value in LaTeX when it has no hand form (SymPy's printer, −∞ as -\\infty)."""
+    if expr is sympy.S.NegativeInfinity:
+        return r"-\infty"
+    return sympy.latex(expr)
+
+
+def factor_latex(value: sympy.Expr) -> str:
+    """A factor in a written product: ``(-3)``, ``(1 + \\sqrt{2})``, as by hand."""
+    text = latex_text(value)
+    if text.startswith("-") or any(op in text[1:] for op in ("+", "-")):
+        return f"({text})"
+    return text
+
+
+def scaled_latex(trace: Trace, score: sympy.Expr) -> str:
+    """``scale · score`` in LaTeX as a person writes it: ``\\frac{2}{\\sqrt{3}}``."""
+    form = scaled_form(trace, score)
+    return form.latex() if form is not None else latex_text(trace.problem.scale * score)
+
+
+def shifted_latex(trace: Trace, i: int, j: int) -> str:
+    """The shifted score of row i, key j, in LaTeX (``-\\infty`` where masked)."""
+    if not trace.engine.is_allowed(i, j):
+        return r"-\infty"
+    form = shifted_form(trace, i, j)
+    return form.latex() if form is not None else latex_text(trace.engine.shifted(i, j))
+
+
+def exp_entry_latex(trace: Trace, i: int, j: int) -> str:
+    """``e^{-\\frac{8}{\\sqrt{3}}}``, ``1`` for e^0, ``0`` where masked."""
+    if not trace.engine.is_allowed(i, j):
+        return "0"
+    return exp_latex(shifted_form(trace, i, j), trace.engine.shifted(i, j))
+
+
+def softmax_terms_latex(trace: Trace, i: int) -> list[tuple[str, int, list[int]]]:
+    """Row i's distinct exponentials in LaTeX: (latex, multiplicity, keys), in key order."""
+    terms: dict[str, tuple[int, list[int]]] = {}
+    for j in trace.engine.rows[i].allowed:
+        text = exp_entry_latex(trace, i, j)
+        count, keys = terms.get(text, (0, []))
+        terms[text] = (count + 1, [*keys, j])
+    return [(t, c, k) for t, (c, k) in terms.items()]
+
+
+def _times_latex(count: sympy.Expr, text: str) -> str:
+    if text == "1":
+        return latex_text(count)
+    if count == 1:
+        return text
+    return f"{factor_latex(count)}\\,{text}"
+
+
+def _join_sum_latex(parts: list[str]) -> str:
+    text = parts[0] if parts else "0"
+    for part in parts[1:]:
+        text += f" - {part[1:]}" if part.startswith("-") else f" + {part}"
+    return text
+
+
+def row_sum_latex(trace: Trace, i: int) -> str:
+    """The softmax denominator of row i in LaTeX, like terms collected."""
+    return _join_sum_latex([_times_latex(sympy.Integer(c), t)
+                            for t, c, _ in softmax_terms_latex(trace, i)])
+
+
+def weight_latex(trace: Trace, i: int, j: int) -> str:
+    """A weight as the fraction of exponentials it is: ``\\frac{e^{…}}{e^{…} + 2}``."""
+    if not trace.engine.is_allowed(i, j):
+        return "0"
+    terms = softmax_terms_latex(trace, i)
+    if len(terms) == 1:
+        return latex_text(sympy.Rational(1, terms[0][1]))
+    return rf"\frac{{{exp_entry_latex(trace, i, j)}}}{{{row_sum_latex(trace, i)}}}"
+
+
+def output_latex(trace: Trace, i: int, c: int) -> str:
+    """An output entry as Σ v·e^{…} over the row sum, like terms collected."""
+    terms = softmax_terms_latex(trace, i)
+    if len(terms) == 1:
+        return latex_text(trace.engine.output(i, c))
+    V = trace.engine.V
+    parts = []
+    for text, _count, keys in terms:
+        coefficient = sympy.Add(*[V.exact(j, c) for j in keys])
+        if coefficient != 0:
+            parts.append(_times_latex(coefficient, text))
+    return rf"\frac{{{_join_sum_latex(parts)}}}{{{row_sum_latex(trace, i)}}}"

@@ -48,9 +48,14 @@ class TextRenderer:
 
     # -- helpers ------------------------------------------------------------------
     def dec(self, name: str) -> list[list[str]]:
+        """Certified decimals of a step; its exact entries when symbols allow none."""
         if name not in self._decimals:
-            rows = self.trace.step(name).decimals(self.rounding)
-            self._decimals[name] = [[_minus(str(d)) for d in row] for row in rows]
+            if self.trace.engine.symbols_of(name):
+                cells = self.exact_cells(self.trace.step(name))
+            else:
+                rows = self.trace.step(name).decimals(self.rounding)
+                cells = [[_minus(str(d)) for d in row] for row in rows]
+            self._decimals[name] = cells
         return self._decimals[name]
 
     def exact_cells(self, step: Step) -> list[list[str]]:
@@ -97,6 +102,9 @@ class TextRenderer:
                  + f"; {scale_line}"]
         if p.mask is not None:
             lines.append(f"mask: {p.mask_kind} (1 = may attend, as PyTorch SDPA's boolean mask)")
+        if p.free_symbols:
+            names = ", ".join(sorted(str(x) for x in p.free_symbols))
+            lines.append(f"Symbols: {names}. Steps that depend on them are shown exactly, without decimals.")
         lines.append(f"Decimals are correctly rounded to {self.options.digits} significant digits "
                      "(certified with ball arithmetic).")
         return lines
@@ -199,12 +207,19 @@ class TextRenderer:
         shifted = [forms.shifted_form(t, i, j) for j in allowed]
         shifted_txt = [s.text() if s is not None else forms.unicode_text(e.shifted(i, j))
                        for s, j in zip(shifted, allowed)]
-        exps = [forms.exp_text(s, e.shifted(i, j)) for s, j in zip(shifted, allowed)]
+        exps = [forms.exp_text(s, e.exponent(i, j)) for s, j in zip(shifted, allowed)]
         exp_dec = [self.dec("exp")[i][j] for j in allowed]
         keys = [p.key_tokens[j] for j in allowed]
         blocked = [] if len(allowed) == p.m else [
             f"   (the mask blocks {', '.join(repr(p.key_tokens[j]) for j in range(p.m) if j not in allowed)}:"
             " weight exactly 0)"]
+        if r is None:
+            return ["", f"6. Softmax of row {token!r}", *blocked,
+                    f"   scaled[{token}] = {bracket_row(scaled_row)}   (keys {', '.join(keys)})",
+                    "   The symbols leave the row maximum open, so nothing is subtracted:",
+                    "   exp = e^scaled here, which gives the same weights.",
+                    f"   row_sum = {forms.row_sum_text(t, i)}",
+                    f"   weights[{token}, {p.key_tokens[allowed[0]]}] = {forms.weight_text(t, i, allowed[0])}"]
         lines = ["", f"6. Softmax, worked on row {token!r} with the max-subtraction trick",
                  "   Subtracting the row maximum changes no weight (the factor cancels) but keeps e^z small.",
                  *blocked,
