@@ -10,6 +10,7 @@ from symattn.certify import CertifiedDecimal, Rounding, certified_mpf, certify
 from symattn.errors import CertificationError, ParseError, ProblemError, SymattnError
 from symattn.exact import parse_expression, to_exact
 from symattn.examples import example_names, load_example
+from symattn.matrix import symbol_matrix
 from symattn.problem import Problem
 from symattn.trace import Step, Trace, attend
 
@@ -18,5 +19,5 @@ __version__ = "0.1.0"
 __all__ = [
     "CertificationError", "CertifiedDecimal", "ParseError", "Problem", "ProblemError",
     "Rounding", "Step", "SymattnError", "Trace", "attend", "certified_mpf", "certify",
-    "example_names", "load_example", "parse_expression", "to_exact",
+    "example_names", "load_example", "parse_expression", "symbol_matrix", "to_exact",
 ]
