@@ -1,10 +1,10 @@
-"""``symattn explain``: work a problem step by step (text or JSON)."""
+"""``symattn explain``: work a problem step by step (text, JSON, LaTeX or PDF)."""
 
 from __future__ import annotations
 
 import argparse
 
-from symattn.commands import Outcome, digits_argument
+from symattn.commands import MAX_DIGITS, Outcome, digits_argument
 from symattn.errors import SymattnError
 from symattn.examples import DEFAULT_EXAMPLE, load_example
 from symattn.problem import Problem
@@ -29,9 +29,19 @@ def load_problem(args: argparse.Namespace) -> Problem:
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("explain", help="work a problem step by step (default: the lesson 'I love cats')")
     add_problem_arguments(parser)
-    parser.add_argument("--format", choices=("text", "json"), default="text")
-    parser.add_argument("--digits", type=digits_argument, default=3, metavar="N",
-                        help="significant digits of every decimal (default 3)")
+    parser.add_argument("--format", choices=("text", "json", "latex"), default=None,
+                        help="text (default), json, or latex (a complete document)")
+    precision = parser.add_mutually_exclusive_group()
+    precision.add_argument("--digits", type=digits_argument, default=None, metavar="N",
+                           help="significant digits of every decimal (default 3)")
+    precision.add_argument("--places", type=places_argument, default=None, metavar="N",
+                           help="LaTeX: decimal places instead of significant digits")
+    parser.add_argument("--fragment", action="store_true",
+                        help="LaTeX: only the body, for pasting into a lesson")
+    parser.add_argument("--pdf", action="store_true",
+                        help="compile the LaTeX to a PDF (-o FILE.pdf; needs latexmk or pdflatex)")
+    parser.add_argument("--rows", metavar="I,cats",
+                        help="LaTeX: the rows worked by hand (token names or 0-based indices)")
     parser.add_argument("--decimal-only", action="store_true",
                         help="JSON: leave out the exact strings (they grow fast with n)")
     parser.add_argument("--row", metavar="TOKEN",
@@ -40,17 +50,74 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run)
 
 
+def places_argument(text: str) -> int:
+    """argparse type for ``--places``: decimal places, 0 to MAX_DIGITS."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--places must be a whole number, got {text!r}") from None
+    if not 0 <= value <= MAX_DIGITS:
+        raise argparse.ArgumentTypeError(f"--places must be between 0 and {MAX_DIGITS}, got {value}")
+    return value
+
+
+def _check_options(args: argparse.Namespace) -> str:
+    """The output format, after refusing combinations that cannot be honoured."""
+    fmt = args.format or ("latex" if args.pdf or args.fragment else "text")
+    if args.decimal_only and fmt != "json":
+        raise SymattnError("--decimal-only applies to --format json")
+    if fmt != "latex":
+        for flag, given in (("--pdf", args.pdf), ("--fragment", args.fragment),
+                            ("--places", args.places is not None), ("--rows", args.rows)):
+            if given:
+                raise SymattnError(f"{flag} applies to --format latex, not --format {fmt}")
+    if args.pdf and args.fragment:
+        raise SymattnError("--pdf compiles a whole document: leave out --fragment")
+    if args.pdf and not args.output:
+        raise SymattnError("--pdf needs -o FILE.pdf: a PDF is not written to the terminal")
+    return fmt
+
+
 def run(args: argparse.Namespace) -> Outcome:
     from symattn.trace import Trace
 
-    if args.decimal_only and args.format != "json":
-        raise SymattnError("--decimal-only applies to --format json")
+    fmt = _check_options(args)
+    if args.pdf:
+        from symattn.pdf import find_engine
+
+        find_engine()  # a missing TeX is reported before any work
     trace = Trace(load_problem(args))
-    if args.format == "json":
+    digits = args.digits if args.digits is not None else 3
+    if fmt == "json":
         from symattn.render.json import render_json
 
-        return Outcome(render_json(trace, args.digits, decimal_only=args.decimal_only))
+        return Outcome(render_json(trace, digits, decimal_only=args.decimal_only))
+    if fmt == "latex":
+        return _latex(trace, args, digits)
     from symattn.render.text import TextOptions, render_text
 
-    return Outcome(render_text(trace, TextOptions(digits=args.digits, dot_row=args.row,
+    return Outcome(render_text(trace, TextOptions(digits=digits, dot_row=args.row,
                                                   softmax_row=args.row)))
+
+
+def _latex(trace, args: argparse.Namespace, digits: int) -> Outcome:
+    from pathlib import Path
+
+    from symattn.certify import Rounding
+    from symattn.render.latex import LatexOptions, render_latex
+    from symattn.trace import IndexError_
+
+    rounding = Rounding(places=args.places) if args.places is not None else Rounding(digits=digits)
+    rows = tuple(r.strip() for r in args.rows.split(",") if r.strip()) if args.rows else (
+        (args.row,) if args.row else None)
+    try:
+        tex = render_latex(trace, LatexOptions(rounding=rounding, rows=rows), fragment=args.fragment)
+    except IndexError_ as exc:
+        raise SymattnError(f"--rows {args.rows or args.row}: {exc}") from None
+    if not args.pdf:
+        return Outcome(tex)
+    from symattn.pdf import compile_tex, write_bytes_atomically
+
+    target = Path(args.output)
+    write_bytes_atomically(compile_tex(tex, target.stem or "derivation"), target)
+    return Outcome("")

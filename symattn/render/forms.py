@@ -54,6 +54,16 @@ class Surd:
         bottom = root if den == 1 else f"{den}{root}"
         return rf"{sign}\frac{{{num}}}{{{bottom}}}"
 
+    def latex_slash(self) -> str:
+        """LaTeX with a slash, for exponents: ``-8/\\sqrt{3}``, ``5/(2\\sqrt{2})``."""
+        c = self.coefficient
+        sign = "-" if c < 0 else ""
+        num, den = abs(c.numerator), c.denominator
+        if self.radicand is None or c == 0:
+            return f"{sign}{num}" if den == 1 else f"{sign}{num}/{den}"
+        root = rf"\sqrt{{{self.radicand}}}"
+        return f"{sign}{num}/{root}" if den == 1 else f"{sign}{num}/({den}{root})"
+
 
 def _rational(x: sympy.Expr) -> Fraction | None:
     return Fraction(int(x.p), int(x.q)) if x.is_Rational else None
@@ -248,7 +258,10 @@ def exp_entry_latex(trace: Trace, i: int, j: int) -> str:
     """``e^{-\\frac{8}{\\sqrt{3}}}``, ``1`` for e^0, ``0`` where masked."""
     if not trace.engine.is_allowed(i, j):
         return "0"
-    return exp_latex(shifted_form(trace, i, j), trace.engine.shifted(i, j))
+    form = shifted_form(trace, i, j)
+    if form is not None:
+        return "1" if form.is_zero else f"e^{{{form.latex_slash()}}}"
+    return exp_latex(None, trace.engine.shifted(i, j))
 
 
 def softmax_terms_latex(trace: Trace, i: int) -> list[tuple[str, int, list[int]]]:

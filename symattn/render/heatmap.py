@@ -1,0 +1,54 @@
+"""The attention weights as a heat map: shaded cells on a fixed [0, 1] scale.
+
+A fixed scale (not stretched to each matrix's own range) lets a reader
+compare shades across rows, problems and worksheet versions.  Shading comes
+from the weights certified to two places (a whole percentage); the numbers
+in the cells are the certified decimals of the derivation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from symattn.certify import CertifiedDecimal
+from symattn.render.texutil import elide, tex_escape
+
+COLOR = "blue"
+WHITE_TEXT_FROM = 55   # percent of colour above which the number is printed in white
+
+
+def _percent(d: object) -> int:
+    assert isinstance(d, CertifiedDecimal) and d.rounding.places == 2
+    return max(0, min(100, d.mantissa))
+
+
+def _cell(text: str, percent: int) -> str:
+    number = f"\\textcolor{{white}}{{${text}$}}" if percent >= WHITE_TEXT_FROM else f"${text}$"
+    return f"\\cellcolor{{{COLOR}!{percent}}}{number}"
+
+
+def _ink(value: float, percent: int) -> str:
+    text = f"{value:g}"
+    return f"\\textcolor{{white}}{{{text}}}" if percent >= WHITE_TEXT_FROM else text
+
+
+def heatmap(cells: Sequence[Sequence[str]], shades: Sequence[Sequence[object]],
+            row_labels: Sequence[str], col_labels: Sequence[str], *, limit: int = 8) -> str:
+    """A LaTeX tabular: token labels on both axes, each cell shaded by its weight, plus a legend."""
+    rows = elide(list(range(len(cells))), limit)
+    cols = elide(list(range(len(cells[0]))), limit)
+    spec = "r|" + "".join(">{\\centering\\arraybackslash}p{1.9cm}" for _ in cols)
+    out = ["\\begin{center}", "\\renewcommand{\\arraystretch}{1.5}",
+           f"\\begin{{tabular}}{{{spec}}}",
+           " & " + " & ".join("$\\cdots$" if c is None else f"\\textbf{{{tex_escape(col_labels[c])}}}"
+                              for c in cols) + r" \\ \hline"]
+    for r in rows:
+        if r is None:
+            out.append("$\\vdots$ & " + " & ".join("$\\ddots$" if c is None else "$\\vdots$"
+                                                     for c in cols) + r" \\")
+            continue
+        entries = ["$\\cdots$" if c is None else _cell(cells[r][c], _percent(shades[r][c])) for c in cols]
+        out.append(f"\\textbf{{{tex_escape(row_labels[r])}}} & " + " & ".join(entries) + r" \\")
+    out += ["\\end{tabular}", "", "\\smallskip", "{\\small scale: " + " ".join(
+        f"\\colorbox{{{COLOR}!{p}}}{{\\makebox[2.2em]{{{_ink(p / 100, p)}}}}}" for p in (0, 25, 50, 75, 100)) + "}", "\\end{center}"]
+    return "\n".join(out)

@@ -1,0 +1,94 @@
+"""Small LaTeX building blocks shared by the LaTeX view and the worksheets.
+
+Only layout and escaping live here; every number arrives already certified.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from symattn.certify import CertifiedDecimal
+from symattn.engine import NEG_INF
+
+_SPECIAL = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "$": r"\$", "&": r"\&", "#": r"\#",
+            "^": r"\^{}", "_": r"\_", "%": r"\%", "~": r"\~{}",
+            # the Unicode math the text view and step meanings use
+            "−": r"\ensuremath{-}", "∞": r"\ensuremath{\infty}", "×": r"\ensuremath{\times}",
+            "·": r"\ensuremath{\cdot}", "√": r"\ensuremath{\surd}", "Σ": r"\ensuremath{\Sigma}",
+            "≈": r"\ensuremath{\approx}", "ᵀ": r"\ensuremath{^\top}", "≤": r"\ensuremath{\le}",
+            "≥": r"\ensuremath{\ge}", "<": r"\ensuremath{<}", ">": r"\ensuremath{>}"}
+
+
+def tex_escape(text: str) -> str:
+    """Plain text made safe for LaTeX (token names, titles)."""
+    return "".join(_SPECIAL.get(ch, ch) for ch in text)
+
+
+def decimal_latex(d: CertifiedDecimal | object, scientific: bool = False) -> str:
+    """A certified decimal in LaTeX: ``0.136``, ``-4.62``, ``1.14 \\times 10^{-7}``."""
+    if d is NEG_INF:
+        return r"-\infty"
+    assert isinstance(d, CertifiedDecimal)
+    if scientific and d.mantissa != 0:
+        digits = str(abs(d.mantissa))
+        power = d.exponent + len(digits) - 1
+        sign = "-" if d.mantissa < 0 else ""
+        lead = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+        return f"{sign}{lead} \\times 10^{{{power}}}"
+    text = d.text
+    if "e" in text:
+        lead, power = text.split("e")
+        return f"{lead} \\times 10^{{{int(power)}}}"
+    return text
+
+
+def cell_text(d: object) -> str:
+    """A decimal for a matrix cell (``-\\infty`` where masked)."""
+    return decimal_latex(d)
+
+
+def elide(items: Sequence, limit: int) -> list:
+    """The first and last items of a long sequence, with None where the middle is left out."""
+    if len(items) <= limit:
+        return list(items)
+    head = (limit + 1) // 2
+    tail = limit - head - 1
+    return [*items[:head], None, *items[len(items) - tail:]]
+
+
+def _label(text: str) -> str:
+    return f"\\text{{{tex_escape(text)}}}"
+
+
+def matrix_latex(cells: Sequence[Sequence[str]], row_labels: Sequence[str] | None = None,
+                 col_labels: Sequence[str] | None = None, *, limit: int = 8) -> str:
+    """A matrix: bracketed when unlabelled, a ruled array with token labels otherwise.
+
+    Beyond ``limit`` rows or columns the middle is elided with ⋯, ⋮ and ⋱.
+    """
+    rows = elide(list(range(len(cells))), limit)
+    cols = elide(list(range(len(cells[0]))), limit)
+
+    def entry(r: int | None, c: int | None) -> str:
+        if r is None:
+            return r"\ddots" if c is None else r"\vdots"
+        return r"\cdots" if c is None else cells[r][c]
+
+    body = [[entry(r, c) for c in cols] for r in rows]
+    if row_labels is None and col_labels is None:
+        lines = " \\\\ ".join(" & ".join(row) for row in body)
+        return f"\\left[\\begin{{array}}{{{'c' * len(cols)}}} {lines} \\end{{array}}\\right]"
+    spec = ("r|" if row_labels is not None else "") + "c" * len(cols)
+    out = []
+    if col_labels is not None:
+        head = ["" if c is None else _label(col_labels[c]) for c in cols]
+        out.append((" & " if row_labels is not None else "") + " & ".join(head) + r" \\ \hline")
+    for r, row in zip(rows, body):
+        label = "" if row_labels is None else ((r"\vdots" if r is None else _label(row_labels[r])) + " & ")
+        out.append(label + " & ".join(row) + r" \\")
+    return f"\\begin{{array}}{{{spec}}}\n" + "\n".join(out) + "\n\\end{array}"
+
+
+def row_latex(values: Sequence[str]) -> str:
+    """``[a, b, c]`` as the lesson writes a row."""
+    return r"\left[" + ",\\ ".join(values) + r"\right]"

@@ -1,0 +1,145 @@
+"""The LaTeX view: the lesson's derivation, its hand-written forms and its rules."""
+
+import subprocess
+import sys
+
+import pytest
+
+import symattn as sa
+from symattn.render import forms
+from symattn.render.latex import LatexOptions, render_latex, step_repr_latex, trace_repr_latex
+
+
+@pytest.fixture(scope="module")
+def lesson():
+    return sa.attend(sa.load_example("i-love-cats"))
+
+
+def test_document_is_complete_and_fragment_is_its_body(lesson):
+    doc = render_latex(lesson)
+    body = render_latex(lesson, fragment=True)
+    assert doc.startswith("\\documentclass") and doc.rstrip().endswith("\\end{document}")
+    assert "\\documentclass" not in body and body in doc
+
+
+def test_dot_products_in_index_order(lesson):
+    body = render_latex(lesson, fragment=True)
+    assert "1\\cdot 0 + 0\\cdot 1 + 2\\cdot 1 = 2" in body
+    assert "2\\cdot 4 + 2\\cdot 4 + 2\\cdot 0 = 16" in body   # a 3×3 problem: every entry written out
+
+
+def test_negatives_in_parentheses():
+    problem = sa.Problem(Q=[[2, 1]], K=[[-3, 1], [1, 0]], V=[[1], [2]])
+    body = render_latex(sa.attend(problem), fragment=True)
+    assert "2\\cdot(-3) + 1\\cdot 1 = -5" in body
+    assert "\\cdot -" not in body
+
+
+def test_scaled_scores_as_written_by_hand(lesson):
+    body = render_latex(lesson, fragment=True)
+    assert "\\frac{2}{\\sqrt{3}}" in body and "\\approx 1.73" in body
+    assert "\\left[1.15,\\ 2.31,\\ 2.31\\right]" in body
+    assert "\\frac{2 \\sqrt{3}}{3}" not in body and "2\\sqrt{3}/3" not in body
+
+
+def test_rational_scale_stays_a_fraction():
+    problem = sa.Problem(Q=[[1, 0, 0, 1]], K=[[1, 1, 0, 0], [0, 0, 0, 3]], V=[[1], [0]])
+    body = render_latex(sa.attend(problem), fragment=True)
+    assert "\\frac{1}{2}" in body and "\\frac{3}{2}" in body and "\\sqrt{4}" in body
+    assert "rational scale" in body
+
+
+def test_softmax_with_max_subtraction(lesson):
+    body = render_latex(lesson, fragment=True)
+    assert "\\max &= \\frac{12}{\\sqrt{3}} \\approx 6.93" in body
+    assert "\\left[-\\frac{8}{\\sqrt{3}},\\ 0,\\ -\\frac{2}{\\sqrt{3}}\\right] \\approx \\left[-4.62,\\ 0,\\ -1.15\\right]" in body
+    assert "e^{-8/\\sqrt{3}} \\approx 0.00986" in body
+    assert "\\text{row sum} &= e^{-8/\\sqrt{3}} + 1 + e^{-2/\\sqrt{3}} \\approx 1.33" in body
+    assert "\\approx \\left[0.00744,\\ 0.755,\\ 0.238\\right]" in body
+    assert "\\frac{e^{-8/\\sqrt{3}}}{e^{-8/\\sqrt{3}} + 1 + e^{-2/\\sqrt{3}}} \\approx 0.00744" in body
+
+
+def test_heat_map_on_fixed_scale_with_labels(lesson):
+    body = render_latex(lesson, fragment=True)
+    assert "\\cellcolor{blue!14}$0.136$" in body             # 0.136 → 14 % on the fixed [0, 1] scale
+    assert "\\cellcolor{blue!91}\\textcolor{white}{$0.909$}" in body
+    assert "\\textbf{love} &" in body and "\\textbf{cats}" in body
+    assert "scale:" in body and "blue!100" in body
+
+
+def test_sanity_checks_are_stated_for_the_instance(lesson):
+    body = render_latex(lesson, fragment=True)
+    assert "sums to exactly 1" in body
+    assert "\\frac{e^{-8/\\sqrt{3}} + 1 + e^{-2/\\sqrt{3}}}{e^{-8/\\sqrt{3}} + 1 + e^{-2/\\sqrt{3}}} = 1" in body
+    assert "1 &\\le 1.86,\\ 2.00,\\ 1.99 \\le 2" in body
+    assert "2 &\\le 6.32,\\ 7.81,\\ 7.48 \\le 8" in body
+
+
+def test_places_and_scientific_for_values_that_round_to_zero(lesson):
+    body = render_latex(lesson, LatexOptions(rounding=sa.Rounding(places=2)), fragment=True)
+    assert "8.90 \\times 10^{-4}" in body      # weights[love, I] = 0.000890...
+    assert "0.00" not in body.replace("0.001", "")  # never 0.00 for a value that is not 0
+    assert "2 decimal places" in body
+    body3 = render_latex(lesson, LatexOptions(rounding=sa.Rounding(places=3)), fragment=True)
+    assert "$0.136$" in body3 and "$0.001$" in body3
+
+
+def test_digits_are_significant(lesson):
+    body = render_latex(lesson, LatexOptions(rounding=sa.Rounding(digits=6)), fragment=True)
+    assert "0.136126" in body and "1.86387" in body
+
+
+def test_masked_positions_and_exact_zero():
+    trace = sa.attend(sa.load_example("i-love-cats-causal"))
+    body = render_latex(trace, LatexOptions(rounding=sa.Rounding(places=3)), fragment=True)
+    assert "-\\infty" in body and "Masking" in body
+    assert "\\cellcolor{blue!0}$0$" in body     # blocked: exactly 0, not scientific
+    assert "\\cellcolor{blue!100}\\textcolor{white}{$1.000$}" in body   # row 'I' sees only itself
+
+
+def test_large_problem_elides_and_limits_worked_rows():
+    n = 12
+    Q = [[(i + j) % 3 for j in range(2)] for i in range(n)]
+    K = [[(i * j) % 2 for j in range(2)] for i in range(n)]
+    V = [[i % 4] for i in range(n)]
+    trace = sa.attend(sa.Problem(Q=Q, K=K, V=V, tokens=[f"w{i}" for i in range(n)]))
+    body = render_latex(trace, LatexOptions(rows=("w5", 7)), fragment=True)
+    assert "\\cdots" in body and "\\vdots" in body and "\\ddots" in body
+    assert "\\text{w11}" in body and "\\text{w6}" not in body.split("Scaled scores")[0].split("Each score")[0]
+    assert "Row \\emph{w5}" in body and "Row \\emph{w7}" in body and "Row \\emph{w0}" not in body
+
+
+def test_token_names_are_escaped():
+    problem = sa.Problem(Q=[[1], [0]], K=[[1], [0]], V=[[1], [2]], tokens=["a_b", "50%"])
+    body = render_latex(sa.attend(problem), fragment=True)
+    assert "a\\_b" in body and "50\\%" in body
+
+
+def test_jupyter_display(lesson):
+    step = step_repr_latex(lesson.scaled)
+    assert step.startswith("$\\displaystyle") and step.endswith("$")
+    assert "\\frac{2}{\\sqrt{3}}" in step and "1.15" in step
+    whole = trace_repr_latex(lesson)
+    assert whole.startswith("$$\\begin{aligned}") and whole.endswith("\\end{aligned}$$")
+    assert "0.136" in whole and "1.86" in whole
+
+
+def test_cli_latex_to_file_and_bad_rows(tmp_path):
+    out = tmp_path / "lesson.tex"
+    done = subprocess.run([sys.executable, "-m", "symattn", "explain", "--format", "latex", "-o", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "\\begin{document}" in out.read_text()
+    bad = subprocess.run([sys.executable, "-m", "symattn", "explain", "--format", "latex", "--rows", "dogs"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--rows dogs" in bad.stderr and "its rows are I, love, cats" in bad.stderr
+    wrong = subprocess.run([sys.executable, "-m", "symattn", "explain", "--places", "2"],
+                           capture_output=True, text=True, timeout=120)
+    assert wrong.returncode == 2 and "--places applies to --format latex" in wrong.stderr
+
+
+def test_forms_latex_helpers_keep_hand_forms(lesson):
+    assert forms.scaled_latex(lesson, lesson.scores[0, 0]) == "\\frac{2}{\\sqrt{3}}"
+    assert forms.weight_latex(lesson, 0, 1) == "\\frac{1}{e^{-2/\\sqrt{3}} + 2}"
+    assert forms.output_latex(lesson, 0, 0) == "\\frac{e^{-2/\\sqrt{3}} + 4}{e^{-2/\\sqrt{3}} + 2}"
+    assert forms.factor_latex(lesson.scores[0, 0] * -1) == "(-2)"
