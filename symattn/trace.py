@@ -130,6 +130,12 @@ class Step:
     def _repr_pretty_(self, p, cycle) -> None:  # IPython plain-text display
         p.text(f"{self.name} = {self.info.formula}  ({self.shape[0]}×{self.shape[1]})\n{self}")
 
+    def _repr_latex_(self) -> str:
+        """Jupyter: the step as typeset math, exact beside certified decimals."""
+        from symattn.render.latex import step_repr_latex
+
+        return step_repr_latex(self)
+
 
 def _to_mpf(d: object) -> mpmath.mpf:
     if d is NEG_INF:
@@ -253,6 +259,18 @@ class Trace:
 
     def __iter__(self) -> Iterator[Step]:
         return iter(self._steps.values())
+
+    def _repr_latex_(self) -> str:
+        """Jupyter: every step as typeset math (IPython is not needed to call this)."""
+        from symattn.render.latex import trace_repr_latex
+
+        return trace_repr_latex(self)
+
+    def _repr_pretty_(self, p, cycle) -> None:
+        """IPython's plain-text display: the terminal derivation."""
+        from symattn.render.text import render_text
+
+        p.text(repr(self) if cycle else render_text(self))
 
     def __repr__(self) -> str:
         return f"<Trace of {self.problem!r}: {' '.join(self._steps)}>"

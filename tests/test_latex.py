@@ -143,3 +143,29 @@ def test_forms_latex_helpers_keep_hand_forms(lesson):
     assert forms.weight_latex(lesson, 0, 1) == "\\frac{1}{e^{-2/\\sqrt{3}} + 2}"
     assert forms.output_latex(lesson, 0, 0) == "\\frac{e^{-2/\\sqrt{3}} + 4}{e^{-2/\\sqrt{3}} + 2}"
     assert forms.factor_latex(lesson.scores[0, 0] * -1) == "(-2)"
+
+
+def test_trace_and_step_display_in_jupyter_without_ipython(lesson):
+    assert lesson._repr_latex_() == trace_repr_latex(lesson)
+    assert lesson.weights._repr_latex_().startswith("$\\displaystyle A = ")
+    assert "0.432" in lesson.weights._repr_latex_()
+
+    class Printer:  # the part of IPython's pretty printer that _repr_pretty_ uses
+        def __init__(self):
+            self.out = ""
+
+        def text(self, s):
+            self.out += s
+
+    printer = Printer()
+    lesson._repr_pretty_(printer, False)
+    assert "I love cats" in printer.out and "≈ [1.86, 6.32, 1.70]" in printer.out
+
+
+def test_symbols_render_exactly_without_decimals():
+    p = sa.Problem(Q=sa.symbol_matrix("q", 1, 2), K=[[1, 0], [0, 1]], V=[[1], [2]], scale=1)
+    trace = sa.attend(p)
+    body = render_latex(trace, fragment=True)
+    assert "e^{q_{00}}" in body and "left open by the symbols" in body
+    assert "cellcolor" not in body          # no heat map without numbers
+    assert "\\frac{e^{q_{00}} + 2 e^{q_{01}}}{e^{q_{00}} + e^{q_{01}}}" in trace._repr_latex_()

@@ -82,6 +82,9 @@ class LatexRenderer:
         """A step's certified decimals in LaTeX (scientific where the places round to 0)."""
         if name not in self._decimals:
             step = self.trace.step(name)
+            if self.trace.engine.symbols_of(name):  # symbols: no decimals, the exact entries
+                self._decimals[name] = self.exact_cells(step)
+                return self._decimals[name]
             self._decimals[name] = [[self._number(step, i, j, d) for j, d in enumerate(row)]
                                     for i, row in enumerate(self.raw(name))]
         return self._decimals[name]
@@ -291,8 +294,9 @@ class LatexRenderer:
         exp_terms = [f"{x} \\approx {d}" if x not in ("1", "0") else (f"e^{{0}} = 1" if x == "1" else "0")
                      for x, d in zip(pick(exps), dec("exp")) if x != r"\cdots"]
         eqs = [f"\\text{{scaled}} &= {row_latex(pick(scaled))} \\approx {row_latex(dec('scaled'))}",
-               f"\\max &= {scaled[r]} \\approx {self.dec('scaled')[i][r]}"
-               f" \\quad (\\text{{key {tex_escape(p.key_tokens[r])}}})",
+               (f"\\max &= {scaled[r]} \\approx {self.dec('scaled')[i][r]}"
+                f" \\quad (\\text{{key {tex_escape(p.key_tokens[r])}}})") if r is not None else
+               "\\max &: \\text{left open by the symbols, so nothing is subtracted}",
                f"\\text{{shifted}} = \\text{{scaled}} - \\max &= {row_latex(pick(shifted))} \\approx "
                f"{row_latex(dec('shifted'))}",
                "e^{\\text{shifted}} &: \\quad " + ",\\quad ".join(exp_terms),
@@ -312,6 +316,8 @@ class LatexRenderer:
         t = self.trace
         step = t.step("weights")
         lines = self.heading("7", step, "Attention weights")
+        if t.engine.symbols_of("weights"):
+            return [*lines, display(f"A = {self.labelled(step, self.dec('weights'))}")]
         shade = t.step("weights").decimals(Rounding(places=2))
         lines += ["Each row of the heat map is one query; shading runs on the fixed scale 0 (white) "
                   "to 1 (darkest), the certified weight in each cell.", "",
@@ -410,8 +416,11 @@ def step_math(step: Step, rounding: Rounding | None = None, limit: int = 8) -> s
     rounding = rounding or Rounding(digits=3)
     t = step._trace
     r, c = step.shape
-    decimals = [[cell_text(d) for d in row] for row in step.decimals(rounding)]
     name = step.name
+    if t.engine.symbols_of(name):  # symbols: the exact entries are all there is
+        cells = [[forms.latex_text(v) for v in row] for row in step.rows()]
+        return f"{_symbol(name)} = {matrix_latex(cells, step.row_labels, None, limit=limit)}"
+    decimals = [[cell_text(d) for d in row] for row in step.decimals(rounding)]
     if name in ("scaled", "masked"):
         scores = t.step("scores")
         exact = [[forms.scaled_latex(t, scores[i, j]) if t.engine.is_allowed(i, j) or name == "scaled"
@@ -433,8 +442,7 @@ def step_math(step: Step, rounding: Rounding | None = None, limit: int = 8) -> s
     cols = step.col_labels if name not in ("Q", "K", "V", "output", "X", "X_kv", "W_q", "W_k", "W_v",
                                            "row_sum") else None
     rows = step.row_labels if name not in ("W_q", "W_k", "W_v") else None
-    symbol = {"scores": "S", "weights": "A", "output": "O"}.get(name, f"\\text{{{tex_escape(name)}}}"
-                                                                if "_" in name or len(name) > 1 else name)
+    symbol = _symbol(name)
     right = matrix_latex(decimals, None, None, limit=limit)
     if exact is None:
         return f"{symbol} \\approx {matrix_latex(decimals, rows, cols, limit=limit)}"
@@ -442,6 +450,12 @@ def step_math(step: Step, rounding: Rounding | None = None, limit: int = 8) -> s
     if exact == decimals:
         return f"{symbol} = {left}"
     return f"{symbol} = {left} \\approx {right}"
+
+
+def _symbol(name: str) -> str:
+    named = {"scores": "S", "weights": "A", "output": "O", "W_q": "W_q", "W_k": "W_k", "W_v": "W_v",
+             "X_kv": "X_{kv}"}
+    return named.get(name, name if len(name) == 1 else f"\\text{{{tex_escape(name)}}}")
 
 
 def step_repr_latex(step: Step) -> str:
