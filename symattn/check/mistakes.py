@@ -1,0 +1,261 @@
+"""Named mistakes: each is the same engine run on a Problem with one named change.
+
+Why: a mistake is diagnosed by *reproducing* it exactly, never by a second
+implementation of attention.  Every variant here is a :class:`Problem` built
+from the base problem with one change and run through ``attend`` (or a
+documented view of such a trace), computed once per problem and reused for
+every figure and every student.
+
+========================  =====================================================
+code                      the change
+========================  =====================================================
+``unscaled``              scale c·(1/√d_k) becomes c: the √d_k is forgotten
+``scaled-by-d_k``         scale c/√d_k becomes c/d_k
+``transposed-scores``     K·Qᵀ instead of Q·Kᵀ: W_q and W_k swapped (or Q and K)
+``softmax-over-columns``  the weights of the transposed-scores trace, read
+                          transposed: a softmax down each column of the scores
+``wrong-step``            the answer is another step's value at the same place
+``early-rounding``        ``scaled`` or ``shifted`` rounded to k places before
+                          the softmax (a Problem whose Q is the rounded matrix,
+                          K the identity and scale 1); or the weights rounded to
+                          k places before the output: Σ_j round(w_ij)·V_jc, a
+                          product of trace values (the student's own product)
+========================  =====================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Callable
+
+import sympy
+
+from symattn.certify import CertifiedDecimal, Rounding, certify
+from symattn.check.targets import Cell, Source, TargetSpec, resolve
+from symattn.check.verdict import MistakeCell
+from symattn.errors import SymattnError
+from symattn.problem import Problem
+from symattn.trace import Trace, attend
+
+__all__ = ["Mistake", "Mistakes", "MISTAKE_CODES"]
+
+MISTAKE_CODES = ("unscaled", "scaled-by-d_k", "transposed-scores", "softmax-over-columns",
+                 "wrong-step", "early-rounding")
+
+_AFTER_SCORES = frozenset(("scaled", "masked", "shifted", "exp", "row_sum", "weights", "output"))
+_SOFTMAX = frozenset(("exp", "row_sum", "weights", "output"))
+_EARLY_PLACES = (2, 3)       # always tried, besides the places the figure is written at
+_MAX_EARLY_PLACES = 6
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """One named mistake: which steps it changes and the source to read them from."""
+
+    code: str
+    detail: str
+    steps: frozenset[str]
+    source: Source
+
+
+def _rebuild(p: Problem, **changes: object) -> Problem:
+    """The base problem with some keys changed (inputs as exact matrices)."""
+    keys: dict[str, object] = {k: m.to_sympy() for k, m in p.inputs.items()}
+    keys.update(tokens=list(p.tokens), key_tokens=list(p.key_tokens), scale=p.scale,
+                mask=_mask_rows(p))
+    keys.update(changes)
+    return Problem(**keys)
+
+
+def _mask_rows(p: Problem, transpose: bool = False) -> list[list[int]] | None:
+    if p.mask is None:
+        return None
+    m = p.mask.T if transpose else p.mask
+    return [[int(m[i, j]) for j in range(m.cols)] for i in range(m.rows)]
+
+
+def _direct(trace: Trace, Q: object, K: object, **changes: object) -> Problem:
+    """A Q, K, V problem from a trace's values (for changes below the projections)."""
+    p = trace.problem
+    keys: dict[str, object] = dict(Q=Q, K=K, V=trace.V.matrix, tokens=list(p.tokens),
+                                   key_tokens=list(p.key_tokens), scale=p.scale,
+                                   mask=_mask_rows(p))
+    keys.update(changes)
+    return Problem(**keys)
+
+
+class _RoundedWeightsSource(Source):
+    """The output computed from weights rounded to k places: Σ_j round(w_ij)·V_jc.
+
+    A documented transformation of trace values (the student's own product of
+    rounded weights and V), not a second softmax: the weights come from the trace.
+    """
+
+    def __init__(self, trace: Trace, places: int) -> None:
+        super().__init__(trace)
+        self.places = places
+        self._rows: dict[int, list[sympy.Rational]] = {}
+
+    def _weights(self, i: int) -> list[sympy.Rational]:
+        if not self._rows:
+            for r, row in enumerate(self.trace.weights.decimals(Rounding(places=self.places))):
+                self._rows[r] = [sympy.Rational(d.mantissa, 10**-d.exponent) for d in row]
+        return self._rows[i]
+
+    def exact(self, name: str, i: int, j: int) -> sympy.Expr:
+        if name != "output":
+            return super().exact(name, i, j)
+        V = self.trace.V
+        return sympy.Add(*[w * V[k, j] for k, w in enumerate(self._weights(i))])
+
+    def decimal(self, name: str, i: int, j: int, rounding: Rounding) -> CertifiedDecimal:
+        if name != "output":
+            return super().decimal(name, i, j, rounding)
+        return certify(self.exact(name, i, j), rounding)
+
+
+class Mistakes:
+    """Every named mistake of one problem, built lazily and once."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        self.problem = trace.problem
+        self._early: dict[tuple[str, int], Mistake | None] = {}
+        self._cells: dict[tuple[str, str, str], list[Cell] | None] = {}
+
+    # -- the fixed variants ------------------------------------------------------
+    def _attempt(self, build: Callable[[], Problem]) -> Trace | None:
+        try:
+            return attend(build())
+        except SymattnError:
+            return None    # the change is impossible for this problem (shapes, mask)
+
+    @cached_property
+    def _swapped(self) -> Trace | None:
+        p = self.problem
+        if p.projected and "X_kv" not in p.inputs:
+            return self._attempt(lambda: _rebuild(p, W_q=p.W_k, W_k=p.W_q))
+        if p.n != p.m:
+            return None
+        t = self.trace
+        return self._attempt(lambda: _direct(t, t.K.matrix, t.Q.matrix,
+                                             tokens=list(p.key_tokens), key_tokens=list(p.tokens)))
+
+    @cached_property
+    def _column_softmax(self) -> Trace | None:
+        p = self.problem
+        t = self.trace
+        return self._attempt(lambda: _direct(t, t.K.matrix, t.Q.matrix, tokens=list(p.key_tokens),
+                                             key_tokens=list(p.tokens),
+                                             mask=_mask_rows(p, transpose=True)))
+
+    @cached_property
+    def fixed(self) -> list[Mistake]:
+        """unscaled, scaled-by-d_k, transposed-scores, softmax-over-columns (where possible)."""
+        p = self.problem
+        root = sympy.sqrt(p.d_k)
+        c = p.scale * root          # the scale is c/√d_k: c is the sharpness (1 by default)
+        out: list[Mistake] = []
+        for code, detail, scale in (("unscaled", "no division by √d_k", c),
+                                    ("scaled-by-d_k", f"divided by d_k = {p.d_k}, not √d_k",
+                                     c / p.d_k)):
+            if p.d_k == 1 or sympy.simplify(scale - p.scale) == 0:
+                continue
+            trace = self._attempt(lambda s=scale: _rebuild(p, scale=s))
+            if trace is not None:
+                out.append(Mistake(code, detail, _AFTER_SCORES, Source(trace)))
+        if self._swapped is not None:
+            out.append(Mistake("transposed-scores", "K·Qᵀ instead of Q·Kᵀ",
+                               frozenset(("scores", *_AFTER_SCORES)), Source(self._swapped)))
+        if self._column_softmax is not None:
+            out.append(Mistake("softmax-over-columns", "each column sums to 1, not each row",
+                               frozenset(("weights",)),
+                               Source(self._column_softmax, frozenset(("weights",)))))
+        return out
+
+    # -- early rounding ---------------------------------------------------------------
+    def early(self, step: str, places: int) -> Mistake | None:
+        key = (step, places)
+        if key not in self._early:
+            self._early[key] = self._build_early(step, places)
+        return self._early[key]
+
+    def _build_early(self, step: str, places: int) -> Mistake | None:
+        t, p = self.trace, self.problem
+        detail = f"{step} rounded to {places} place{'s' if places != 1 else ''} first"
+        if step == "weights":
+            return Mistake("early-rounding", detail, frozenset(("output",)),
+                           _RoundedWeightsSource(t, places))
+        rounding = Rounding(places=places)
+        rows = []
+        for i, row in enumerate(t.step(step).decimals(rounding)):
+            rows.append([sympy.Rational(d.mantissa, 10**-d.exponent)
+                         if t.engine.is_allowed(i, j) else 0 for j, d in enumerate(row)])
+        identity = sympy.eye(p.m)
+        trace = self._attempt(lambda: _direct(t, sympy.Matrix(rows), identity, scale=1))
+        if trace is None:
+            return None
+        later = {"scaled": frozenset(("shifted", *_SOFTMAX)), "shifted": _SOFTMAX}[step]
+        return Mistake("early-rounding", detail, later, Source(trace))
+
+    def early_for(self, places: int | None) -> list[Mistake]:
+        ks = set(_EARLY_PLACES)
+        if places is not None and 1 <= places <= _MAX_EARLY_PLACES:
+            ks.add(places)
+        out = []
+        for k in sorted(ks):
+            for step in ("scaled", "shifted", "weights"):
+                m = self.early(step, k)
+                if m is not None:
+                    out.append(m)
+        return out
+
+    # -- cells of a target ----------------------------------------------------------
+    def _resolve(self, key: str, mistake: Mistake, spec: TargetSpec,
+                 shape: tuple[int, int]) -> list[Cell] | None:
+        cache_key = (key, mistake.detail, spec.text)
+        if cache_key not in self._cells:
+            try:
+                got_shape, cells = resolve(spec, mistake.source)
+                self._cells[cache_key] = cells if got_shape == shape else None
+            except SymattnError:
+                self._cells[cache_key] = None
+        return self._cells[cache_key]
+
+    def cells(self, spec: TargetSpec, shape: tuple[int, int],
+              places: int | None) -> list[list[MistakeCell]]:
+        """For each cell of the target, the mistakes' values there (in report order)."""
+        per_cell: list[list[MistakeCell]] = [[] for _ in range(shape[0] * shape[1])]
+        names = spec.steps()
+        candidates = [*self.fixed, *self.early_for(places)]
+        for mistake in candidates:
+            if not names & mistake.steps:
+                continue
+            cells = self._resolve(mistake.code, mistake, spec, shape)
+            if cells is not None:
+                for k, cell in enumerate(cells):
+                    per_cell[k].append(MistakeCell(mistake.code, mistake.detail, cell))
+        ref = spec.step_ref
+        if ref is not None:
+            self._wrong_steps(spec, ref[0], shape, per_cell)
+        return per_cell
+
+    def _wrong_steps(self, spec: TargetSpec, name: str, shape: tuple[int, int],
+                     per_cell: list[list[MistakeCell]]) -> None:
+        base = Source(self.trace)
+        target_shape = base.shape(name) if base.has(name) else None
+        for other in self.trace.step_names:
+            if other == name or base.shape(other) != target_shape:
+                continue
+            other_spec = TargetSpec(spec.text, _renamed(spec, other))
+            cells = self._resolve("wrong-step", Mistake("wrong-step", f"the {other} step",
+                                                        frozenset(), base), other_spec, shape)
+            if cells is not None:
+                for k, cell in enumerate(cells):
+                    per_cell[k].append(MistakeCell("wrong-step", f"{other} given for {name}", cell))
+
+
+def _renamed(spec: TargetSpec, other: str):
+    from dataclasses import replace
+    return replace(spec.node, name=other)

@@ -1,0 +1,350 @@
+"""Targets: what a figure claims to be, resolved to exact cells of a trace.
+
+A target is a step, optionally indexed by row and column (token name or
+0-based index): ``weights``, ``weights[I]``, ``weights[love, cats]``,
+``output[2]``; or an expression over steps and constants read by symattn's
+own parser (extended here with indexing), for figures a lesson prints that
+are not a step: ``sqrt(d_k)``, ``exp(scaled[I])`` (elementwise),
+``sum(exp(scaled[I]))`` (all entries added), ``rowsum(weights)`` (numpy's
+``weights.sum(axis=1)``), ``scores[I] / sqrt(d_k)``.
+
+Why elementwise evaluation by position: the parser's Evaluator builds exact
+SymPy scalars with domain checks and caps; evaluating the same AST once per
+cell (a step reference yields its entry at that cell) reuses all of it
+instead of writing a second, array-valued evaluator.
+
+A target is resolved against a :class:`Source` (a trace, or a documented
+view of one such as the transposed weights of softmax-over-columns), so the
+same target names the same cells of every mistake variant.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+import sympy
+
+from symattn.certify import CertifiedDecimal, Rounding, certify
+from symattn.errors import ParseError, SymattnError
+from symattn.parser import Call, Evaluator, Name, Node, Num, Parser, Power, Product, Sum, Unary
+from symattn.trace import Step, Trace
+
+__all__ = ["Cell", "Index", "Source", "TargetError", "TargetSpec", "parse_target", "resolve"]
+
+Shape = tuple[int, int] | None   # None: a scalar that broadcasts
+
+
+class TargetError(SymattnError, ValueError):
+    """A target names no step, a missing token, or has mismatched shapes."""
+
+
+@dataclass(frozen=True)
+class Index(Node):
+    """``step[row]`` or ``step[row, col]``: keys are token names or 0-based ints."""
+
+    name: str
+    keys: tuple[str | int, ...]
+    pos: int
+
+
+class TargetParser(Parser):
+    """The safe parser plus ``name[key]`` and ``name[key, key]``."""
+
+    def postfix(self, node: Node) -> Node:
+        if self.peek().value != "[":
+            return node
+        if not isinstance(node, Name):
+            raise self.fail("only a step can be indexed", self.peek().pos,
+                            "write step[row] or step[row, column]")
+        self.advance()
+        keys = [self.key()]
+        while self.peek().value == ",":
+            self.advance()
+            keys.append(self.key())
+        if self.peek().value != "]":
+            raise self.fail("expected ']'", self.peek().pos, "close the index with ']'")
+        self.advance()
+        if len(keys) > 2:
+            raise self.fail(f"{len(keys)} indices", node.pos, "give a row, or a row and a column")
+        return Index(node.name, tuple(keys), node.pos)
+
+    def key(self) -> str | int:
+        token = self.advance()
+        negative = token.value == "-"
+        if negative:
+            token = self.advance()
+        if token.kind == "num" and token.text.isdigit():
+            return -int(token.text) if negative else int(token.text)
+        if token.kind == "name" and not negative:
+            return token.text
+        raise self.fail(f"unexpected {token.text!r} in an index", token.pos,
+                        "index by token name or 0-based number, e.g. weights[love, cats]")
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    """A parsed target (reused for every source: the base trace and each variant)."""
+
+    text: str
+    node: Node
+
+    @property
+    def step_ref(self) -> tuple[str, tuple[str | int, ...]] | None:
+        """(step, keys) when the target is a plain (indexed) step, else None."""
+        if isinstance(self.node, Name):
+            return self.node.name, ()
+        if isinstance(self.node, Index):
+            return self.node.name, self.node.keys
+        return None
+
+    def steps(self) -> set[str]:
+        """Every name the target mentions (steps among them)."""
+        found: set[str] = set()
+        stack = [self.node]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (Name, Index)):
+                found.add(node.name)
+            for value in vars(node).values():
+                if isinstance(value, Node):
+                    stack.append(value)
+                elif isinstance(value, tuple):
+                    stack.extend(v for v in value if isinstance(v, Node))
+                    stack.extend(v[1] for v in value if isinstance(v, tuple) and len(v) == 2
+                                 and isinstance(v[1], Node))
+        return found
+
+
+def parse_target(text: str, where: str = "target") -> TargetSpec:
+    """Parse a target once; resolve it against any number of sources."""
+    if not isinstance(text, str) or not text.strip():
+        raise TargetError(f"{where} is empty: name a step such as weights[I] or an expression "
+                          "such as sqrt(d_k)")
+    if len(text) > 1000:
+        raise TargetError(f"{where} is {len(text):,} characters: a target is at most 1,000")
+    return TargetSpec(text.strip(), TargetParser(text.strip(), where).parse())
+
+
+class Source:
+    """Where a target's steps come from: a trace, or a named view of one."""
+
+    def __init__(self, trace: Trace, transposed: frozenset[str] = frozenset()) -> None:
+        self.trace = trace
+        self.transposed = transposed   # steps read transposed (softmax over columns)
+
+    def has(self, name: str) -> bool:
+        return name in self.trace.step_names
+
+    def step(self, name: str) -> Step:
+        return self.trace.step(name)
+
+    def shape(self, name: str) -> tuple[int, int]:
+        r, c = self.step(name).shape
+        return (c, r) if name in self.transposed else (r, c)
+
+    def labels(self, name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        s = self.step(name)
+        if name in self.transposed:
+            return s.col_labels, s.row_labels
+        return s.row_labels, s.col_labels
+
+    def where(self, name: str, i: int, j: int) -> tuple[int, int]:
+        """The entry of the underlying step that holds cell (i, j)."""
+        return (j, i) if name in self.transposed else (i, j)
+
+    def exact(self, name: str, i: int, j: int) -> sympy.Expr:
+        a, b = self.where(name, i, j)
+        return self.step(name)[a, b]
+
+    def decimal(self, name: str, i: int, j: int, rounding: Rounding) -> CertifiedDecimal:
+        a, b = self.where(name, i, j)
+        return self.step(name).decimal(a, b, rounding)
+
+
+@dataclass(eq=False)
+class Cell:
+    """One exact value a figure's entry is compared with, with cached roundings."""
+
+    label: str
+    _exact: Callable[[], sympy.Expr]
+    _round: Callable[[Rounding], CertifiedDecimal]
+    _cache: dict = field(default_factory=dict)
+
+    @property
+    def exact(self) -> sympy.Expr:
+        if "exact" not in self._cache:
+            self._cache["exact"] = self._exact()
+        return self._cache["exact"]
+
+    def rounded(self, rounding: Rounding) -> CertifiedDecimal:
+        hit = self._cache.get(rounding)
+        if hit is None:
+            hit = self._cache[rounding] = self._round(rounding)
+        return hit
+
+
+def _key_index(source: Source, name: str, key: str | int, axis: int) -> int:
+    labels = source.labels(name)[axis]
+    kind = "row" if axis == 0 else "column"
+    if isinstance(key, int):
+        if -len(labels) <= key < len(labels):
+            return key % len(labels)
+        raise TargetError(f"{name} has {len(labels)} {kind}s; {kind} {key} is out of range "
+                          f"(0..{len(labels) - 1})")
+    if key in labels:
+        return labels.index(key)
+    raise TargetError(f"{name} has no {kind} named {key!r}; its {kind}s are {', '.join(labels)}")
+
+
+class _Eval(Evaluator):
+    """The parser's Evaluator, at one cell: a step yields its entry there."""
+
+    functions = {**Evaluator.functions}
+
+    def __init__(self, spec: TargetSpec, source: Source) -> None:
+        super().__init__(spec.text, "target")
+        self.source = source
+        p = source.trace.problem
+        self.names = {"d_k": sympy.Integer(p.d_k), "d_v": sympy.Integer(p.d_v),
+                      "n": sympy.Integer(p.n), "m": sympy.Integer(p.m), "scale": p.scale}
+        if p.d_model is not None:
+            self.names["d_model"] = sympy.Integer(p.d_model)
+        self.pos: tuple[int, int] = (0, 0)
+
+    # -- shapes -------------------------------------------------------------
+    def shape(self, node: Node) -> Shape:
+        if isinstance(node, Num):
+            return None
+        if isinstance(node, Name):
+            return self.source.shape(node.name) if self.is_step(node.name) else None
+        if isinstance(node, Index):
+            self.need_step(node.name, node)
+            rows, cols = self.source.shape(node.name)
+            return (1, cols) if len(node.keys) == 1 else None
+        if isinstance(node, Call) and node.name == "sum":
+            self.shape(self.one_arg(node))
+            return None
+        if isinstance(node, Call) and node.name == "rowsum":
+            inner = self.shape(self.one_arg(node))
+            return None if inner is None else (inner[0], 1)
+        children = self.children(node)
+        shapes = {s for s in (self.shape(c) for c in children) if s is not None}
+        if len(shapes) > 1:
+            raise TargetError(f"target {self.text!r} combines shapes "
+                              f"{' and '.join(f'{r}×{c}' for r, c in sorted(shapes))}")
+        return shapes.pop() if shapes else None
+
+    @staticmethod
+    def children(node: Node) -> list[Node]:
+        if isinstance(node, (Sum, Product)):
+            return [n for _, n in (node.terms if isinstance(node, Sum) else node.factors)]
+        if isinstance(node, Unary):
+            return [node.operand]
+        if isinstance(node, Power):
+            return [node.base, node.exponent]
+        if isinstance(node, Call):
+            return list(node.args)
+        return []
+
+    def one_arg(self, node: Call) -> Node:
+        if len(node.args) != 1:
+            raise self.fail(f"{node.name} takes 1 argument", node, f"write {node.name}(...)")
+        return node.args[0]
+
+    def is_step(self, name: str) -> bool:
+        return name not in self.names and name not in self.constants and self.source.has(name)
+
+    def need_step(self, name: str, node: Node) -> None:
+        if not self.is_step(name):
+            steps = ", ".join(self.source.trace.step_names)
+            raise TargetError(f"target {self.text!r}: no step named {name!r}; the steps are {steps}")
+
+    # -- values at self.pos ---------------------------------------------------
+    def eval_Name(self, node: Name) -> sympy.Expr:
+        if node.name in self.names:
+            return self.names[node.name]
+        if self.is_step(node.name):
+            return self.source.exact(node.name, *self.pos)
+        if node.name in self.constants:
+            return self.constants[node.name]
+        names = ", ".join([*self.names, *self.source.trace.step_names])
+        raise TargetError(f"target {self.text!r}: unknown name {node.name!r}; use a step or "
+                          f"one of {names}")
+
+    def eval_Index(self, node: Index) -> sympy.Expr:
+        i = _key_index(self.source, node.name, node.keys[0], 0)
+        if len(node.keys) == 2:
+            return self.source.exact(node.name, i, _key_index(self.source, node.name, node.keys[1], 1))
+        return self.source.exact(node.name, i, self.pos[1])
+
+    def eval_Call(self, node: Call) -> sympy.Expr:
+        if node.name in ("sum", "rowsum"):
+            arg = self.one_arg(node)
+            shape = self.shape(arg) or (1, 1)
+            saved = self.pos
+            if node.name == "sum":
+                cells = [(i, j) for i in range(shape[0]) for j in range(shape[1])]
+            else:
+                cells = [(saved[0], j) for j in range(shape[1])]
+            try:
+                terms = []
+                for cell in cells:
+                    self.pos = cell
+                    terms.append(self(arg))
+            finally:
+                self.pos = saved
+            return sympy.Add(*terms)
+        return super().eval_Call(node)
+
+
+def resolve(spec: TargetSpec, source: Source) -> tuple[tuple[int, int], list[Cell]]:
+    """The shape of a target and its cells (row-major) in one source."""
+    ev = _Eval(spec, source)
+    try:
+        shape = ev.shape(spec.node) or (1, 1)
+        ref = spec.step_ref
+        if ref is not None and (ref[1] or ev.is_step(ref[0])):
+            return shape, _step_cells(spec, source, shape)
+        cells = []
+        for i in range(shape[0]):
+            for j in range(shape[1]):
+                ev.pos = (i, j)
+                value = ev(spec.node)
+                cells.append(Cell(_label(spec.text, shape, i, j), (lambda v=value: v),
+                                  (lambda r, v=value: certify(v, r))))
+        return shape, cells
+    except ParseError as exc:
+        raise TargetError(str(exc)) from None
+    except SymattnError as exc:
+        if isinstance(exc, TargetError):
+            raise
+        raise TargetError(f"target {spec.text!r}: {exc}") from None
+
+
+def _label(text: str, shape: tuple[int, int], i: int, j: int) -> str:
+    if shape == (1, 1):
+        return text
+    return f"{text}[{i}, {j}]"
+
+
+def _step_cells(spec: TargetSpec, source: Source, shape: tuple[int, int]) -> list[Cell]:
+    name, keys = spec.step_ref
+    _Eval(spec, source).need_step(name, spec.node)
+    rows, cols = source.labels(name)
+    if not keys:
+        positions = [(i, j) for i in range(len(rows)) for j in range(len(cols))]
+    elif len(keys) == 1:
+        i = _key_index(source, name, keys[0], 0)
+        positions = [(i, j) for j in range(len(cols))]
+    else:
+        positions = [(_key_index(source, name, keys[0], 0), _key_index(source, name, keys[1], 1))]
+    return [Cell(f"{name}[{rows[i]}, {cols[j]}]",
+                 (lambda i=i, j=j: source.exact(name, i, j)),
+                 (lambda r, i=i, j=j: source.decimal(name, i, j, r)))
+            for i, j in positions]
+
+
+def iter_cells(shape: tuple[int, int], cells: list[Cell]) -> Iterator[tuple[int, int, Cell]]:
+    for k, cell in enumerate(cells):
+        yield k // shape[1], k % shape[1], cell

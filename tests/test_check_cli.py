@@ -1,0 +1,96 @@
+"""`symattn check` run as a user runs it: a subprocess."""
+
+import json
+import subprocess
+import sys
+from importlib import resources
+
+import pytest
+
+
+def run(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "symattn", *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=300)
+
+
+def lesson_figures() -> str:
+    return resources.files("symattn.examples").joinpath("figures/i-love-cats.toml").read_text()
+
+
+def test_the_lesson_checks_every_printed_number():
+    result = run("check", "--example", "i-love-cats")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "figures:" in out and "0 not" in out
+    assert "sqrt(d_k)" in out and "rounded" in out
+
+
+def test_json_contract():
+    result = run("check", "--example", "i-love-cats", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["summary"]["all_right"] is True
+    assert data["summary"]["figures"] == len(data["figures"]) >= 45
+    first_row = next(f for f in data["figures"] if f["target"] == "weights[I]")
+    assert first_row["verdict"] == "rounded" and first_row["variant"] is None
+    assert first_row["expected"] == ["0.136", "0.432", "0.432"]
+    assert [e["verdict"] for e in first_row["entries"]] == ["rounded"] * 3
+    unscaled = next(f for f in data["figures"] if f.get("variant") == "unscaled")
+    assert unscaled["target"] == "weights[love]"
+    assert unscaled["expected"] == ["0.00", "0.98", "0.02"]
+    scalar = next(f for f in data["figures"] if f["target"] == "sqrt(d_k)")
+    assert scalar["exact"] == "sqrt(3)" and scalar["expected"] == "1.73"
+    assert "entries" not in scalar
+
+
+def test_typos_exit_1_and_are_named(tmp_path):
+    text = lesson_figures().replace('"[0.136, 0.432, 0.432]"', '"[0.137, 0.432, 0.432]"')
+    text = text.replace('"[2.31, 9.24, 6.93]"', '"[2.31, 9.42, 6.93]"')
+    path = tmp_path / "typos.toml"
+    path.write_text(text, encoding="utf-8")
+    result = run("check", str(path), "--json")
+    assert result.returncode == 1, result.stderr
+    data = json.loads(result.stdout)
+    bad = [f["target"] for f in data["figures"] if f["verdict"] not in ("exact", "rounded")]
+    assert bad == ["scaled[love]", "weights[I]"]
+    text_result = run("check", str(path))
+    assert text_result.returncode == 1
+    assert "9.42 is not scaled[love, love]" in text_result.stdout
+
+
+def test_a_bad_figure_is_reported_and_the_rest_checked(tmp_path):
+    path = tmp_path / "f.toml"
+    path.write_text('example = "i-love-cats"\n'
+                    '[[figure]]\ntarget = "weights[I, I]"\ntext = "0.136"\n'
+                    '[[figure]]\ntarget = "weights[I, I]"\ntext = "9^9^9^9"\n'
+                    '[[figure]]\ntarget = "weights"\ntext = "[[0.1, 0.2], [0.3, 0.4], [0.5, 0.6]]"\n',
+                    encoding="utf-8")
+    result = run("check", str(path), "--json")
+    assert result.returncode == 1, result.stderr
+    verdicts = [f["verdict"] for f in json.loads(result.stdout)["figures"]]
+    assert verdicts == ["rounded", "invalid", "invalid"]
+
+
+@pytest.mark.parametrize("content, words", [
+    ("example = \n", "not valid TOML"),
+    ("example = 'i-love-cats'\n", "no figures"),
+    (b"\xff\xfe example", "UTF-8"),
+])
+def test_an_invalid_file_is_one_line_and_exit_2(tmp_path, content, words):
+    path = tmp_path / "bad.toml"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content, encoding="utf-8")
+    result = run("check", str(path))
+    assert result.returncode == 2
+    assert result.stderr.startswith("symattn: error: ")
+    assert words in result.stderr and "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1
+
+
+def test_missing_file_and_unknown_example():
+    result = run("check", "nope.toml")
+    assert result.returncode == 2 and "no such file" in result.stderr
+    result = run("check", "--example", "nope")
+    assert result.returncode == 2 and "no figures shipped" in result.stderr
