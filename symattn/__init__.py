@@ -21,3 +21,9 @@ __all__ = [
     "Rounding", "Step", "SymattnError", "Trace", "attend", "certified_mpf", "certify",
     "example_names", "load_example", "parse_expression", "symbol_matrix", "to_exact",
 ]
+
+# issue 5: experiments (facts with proofs, multi-head, float reference)
+from symattn import facts  # noqa: E402
+from symattn.facts import Claims, Proof  # noqa: E402
+
+__all__ += ["Claims", "Proof", "facts"]

@@ -1,0 +1,54 @@
+"""``symattn facts``: prove facts about attention, exactly, on a problem and in general."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from symattn.commands import Outcome
+from symattn.commands.explain import add_problem_arguments, load_problem
+
+ORDER = 40
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "facts", help="prove facts about attention (rows sum to 1, shift invariance, ...) with proofs",
+        description="Each fact is proved in general (SymPy on symbols) and checked exactly on the "
+                    "problem (default: the lesson 'I love cats'). Exit status 1 when a fact fails "
+                    "(only claimed figures can make one fail).")
+    add_problem_arguments(parser)
+    parser.add_argument("--json", action="store_true", help='print [{"fact": NAME, "holds": true|false, ...}]')
+    parser.add_argument("--latex", action="store_true", help="print the proofs as a LaTeX fragment")
+    parser.add_argument("--fact", action="append", metavar="NAME",
+                        help="only this fact (repeatable); names as in --json")
+    parser.add_argument("--claims", metavar="FILE",
+                        help="a TOML file with weights = [[...]] and/or output = [[...]] to check the facts on")
+    parser.add_argument("--general", action="store_true",
+                        help="only the general proofs (no problem)")
+    parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> Outcome:
+    from symattn.errors import SymattnError
+    from symattn.facts import FACTS, Claims, check_facts
+
+    if args.json and args.latex:
+        raise SymattnError("give --json or --latex, not both")
+    if args.general and (args.problem or args.example):
+        raise SymattnError("--general proves the facts without a problem: leave out the problem")
+    for name in args.fact or []:
+        if name not in FACTS:
+            raise SymattnError(f"--fact {name}: no such fact; the facts are {', '.join(FACTS)}")
+    claims = Claims.from_toml(args.claims) if args.claims else None
+    problem = None if args.general else load_problem(args)
+    proofs = check_facts(problem, claims, args.fact)
+    status = 0 if all(p.holds for p in proofs) else 1
+    if args.json:
+        return Outcome(json.dumps([p.to_json() for p in proofs], indent=2, ensure_ascii=False) + "\n", status)
+    if args.latex:
+        return Outcome("".join(p.latex() for p in proofs), status)
+    held = sum(p.holds for p in proofs)
+    head = f"{held} of {len(proofs)} facts hold" + ("" if held == len(proofs) else " — see ✗ below")
+    return Outcome(head + "\n\n" + "\n".join(p.text() for p in proofs), status)

@@ -1,0 +1,69 @@
+"""Facts about attention, with proofs: checked exactly on given data and in general.
+
+>>> import symattn as sa
+>>> proof = sa.facts.prove("rows-sum-to-one", sa.load_example("i-love-cats"))
+>>> proof.holds
+True
+
+Every fact has a stable name (used by ``symattn facts --json``).  A fact
+is a theorem, so on true attention it holds; it fails only on figures a
+person claims (:class:`Claims`), and then the proof carries the
+counterexample.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from symattn.errors import SymattnError
+from symattn.facts.claims import Claims
+from symattn.facts.proof import Line, Proof
+from symattn.facts.softmax_facts import (rows_sum_to_one, shift_invariance, softmax_jacobian,
+                                         weights_in_open_interval)
+from symattn.facts.structure_facts import (causal_prefix, convex_hull, permutation_equivariance,
+                                           temperature_limits, variance_d_k)
+from symattn.facts.symbolic import softmax, symbol_matrix, symbol_vector
+from symattn.problem import Problem
+from symattn.trace import Trace
+
+__all__ = ["FACTS", "Claims", "Line", "Proof", "check_facts", "prove", "softmax", "symbol_matrix",
+           "symbol_vector"]
+
+#: name -> function(trace, claims) -> Proof, in the order they are reported.
+FACTS: dict[str, Callable[[Trace | None, Claims | None], Proof]] = {
+    "rows-sum-to-one": rows_sum_to_one,
+    "weights-in-open-interval": weights_in_open_interval,
+    "shift-invariance": lambda t, c: shift_invariance(t),
+    "convex-hull": convex_hull,
+    "temperature-limits": lambda t, c: temperature_limits(t),
+    "variance-d_k": lambda t, c: variance_d_k(t),
+    "softmax-jacobian": lambda t, c: softmax_jacobian(t),
+    "causal-prefix": lambda t, c: causal_prefix(t),
+    "permutation-equivariance": lambda t, c: permutation_equivariance(t),
+}
+
+
+def _trace(subject: Problem | Trace | None) -> Trace | None:
+    if subject is None or isinstance(subject, Trace):
+        return subject
+    if isinstance(subject, Problem):
+        return Trace(subject)
+    raise SymattnError(f"facts are checked on a Problem or a Trace, not a {type(subject).__name__}")
+
+
+def prove(name: str, subject: Problem | Trace | None = None, claims: Claims | None = None) -> Proof:
+    """Prove one fact in general and, when given, check it exactly on a problem and/or claims."""
+    if name not in FACTS:
+        raise SymattnError(f"no fact named {name!r}; the facts are {', '.join(FACTS)}")
+    trace = _trace(subject)
+    if claims is not None and trace is not None:
+        claims.check_shapes(trace.problem.n, trace.problem.m, trace.problem.d_v)
+    return FACTS[name](trace, claims)
+
+
+def check_facts(subject: Problem | Trace | None = None, claims: Claims | None = None,
+                names: list[str] | None = None) -> list[Proof]:
+    """Every fact (or the named ones), in the order of :data:`FACTS`."""
+    trace = _trace(subject)
+    wanted = list(FACTS) if names is None else names
+    return [prove(name, trace, claims) for name in wanted]

@@ -1,0 +1,244 @@
+"""Facts about the softmax itself: rows sum to 1, weights in (0, 1), shift
+invariance, the Jacobian and the temperature limits.
+
+Each function returns a :class:`~symattn.facts.proof.Proof` with a general
+argument verified by SymPy on symbols, and, when given a Trace (and/or a
+person's claimed weights), exact checks on those values.  Concrete values
+always come from the engine's Trace; the symbols are only for identities.
+"""
+
+from __future__ import annotations
+
+import sympy
+
+from symattn.certify import certify
+from symattn.compare import equal, sign
+from symattn.facts.claims import Claims
+from symattn.facts.proof import Line, Proof
+from symattn.facts.symbolic import indexed_softmax, is_zero, rename_dummies, softmax, symbol_vector
+from symattn.problem import Problem
+from symattn.trace import Trace
+
+SMALL_N = (2, 3, 4)
+
+
+def dec(expr: sympy.Expr, digits: int = 3) -> str:
+    """A certified decimal of an exact value (the only way numbers are shown)."""
+    return str(certify(expr, digits))
+
+
+def allowed(trace: Trace, i: int) -> tuple[int, ...]:
+    """The keys row i may attend (all of them without a mask)."""
+    return trace.engine.rows[i].allowed
+
+
+def same(a: sympy.Expr, b: sympy.Expr) -> bool:
+    """Exact equality: structural, then a SymPy identity, then the exact decision of compare."""
+    return a == b or is_zero(a - b) or equal(a, b)
+
+
+def _row_label(trace: Trace | None, i: int) -> str:
+    return repr(trace.problem.tokens[i]) if trace is not None else str(i)
+
+
+# ------------------------------------------------------------ rows-sum-to-one
+
+def rows_sum_to_one(trace: Trace | None = None, claims: Claims | None = None) -> Proof:
+    """Σ_j weights[i, j] = 1 for every row (masked weights are 0 and add nothing)."""
+    n, s, total, p = indexed_softmax()
+    j = sympy.Symbol("j", integer=True)
+    summed = sympy.factor_terms(sympy.Sum(p(j), (j, 0, n - 1)))
+    ok = sympy.simplify(rename_dummies(summed, j) - 1) == 0
+    general = (Line("Σ_j e^{s_j} / Σ_k e^{s_k} = (Σ_j e^{s_j}) / (Σ_k e^{s_k}) = 1 for any n ≥ 1 "
+                    f"and any real s (SymPy: {'0' if ok else 'not 0'} after simplifying the difference)",
+                    r"\sum_{j} \frac{e^{s_j}}{\sum_k e^{s_k}} = \frac{\sum_j e^{s_j}}{\sum_k e^{s_k}} = 1"),)
+    checks, counter = [], None
+    if trace is not None:
+        for i in range(trace.problem.n):
+            row_sum = sympy.Add(*[trace.weights[i, c] for c in range(trace.problem.m)])
+            exact = is_zero(row_sum - 1) or equal(row_sum, 1)
+            ok &= exact
+            shown = " + ".join(dec(trace.weights[i, c]) for c in range(trace.problem.m))
+            checks.append(Line(f"row {_row_label(trace, i)}: {shown} → Σ = 1 exactly",
+                               rf"\sum_j A_{{{i}j}} = 1"))
+            if not exact:  # cannot happen for true attention; kept honest
+                counter = {"row": trace.problem.tokens[i], "sum": sympy.sstr(row_sum)}
+    if claims is not None and claims.weights is not None:
+        W = claims.weights
+        for i in range(W.rows):
+            total_i = sympy.Add(*W.row(i))
+            label = _row_label(trace, i)
+            if total_i == 1:
+                checks.append(Line(f"claimed row {label}: Σ = 1 exactly", rf"\sum_j \hat A_{{{i}j}} = 1"))
+            else:
+                ok = False
+                checks.append(Line(f"claimed row {label}: Σ = {sympy.sstr(total_i)} ≠ 1",
+                                   rf"\sum_j \hat A_{{{i}j}} = {sympy.latex(total_i)} \ne 1"))
+                if counter is None:
+                    counter = {"row": trace.problem.tokens[i] if trace else i,
+                               "claimed": [sympy.sstr(x) for x in W.row(i)],
+                               "sum": sympy.sstr(total_i), "sum_decimal": dec(total_i, 6)}
+    return Proof("rows-sum-to-one", ok, Line("each row of weights sums to 1",
+                                             r"\sum_j A_{ij} = 1 \text{ for every row } i"),
+                 general, tuple(checks), counter)
+
+
+# ---------------------------------------------------- weights-in-open-interval
+
+def weights_in_open_interval(trace: Trace | None = None, claims: Claims | None = None) -> Proof:
+    """0 < weight < 1 when a row has ≥ 2 allowed keys; masked weights are exactly 0."""
+    general = (Line("e^{s_j} > 0 for real s_j, so 0 < e^{s_j} < e^{s_j} + Σ_{k≠j} e^{s_k} when the row "
+                    "has another allowed key: 0 < p_j < 1; a masked key contributes e^{−∞} = 0, "
+                    "so its weight is exactly 0; a row with one allowed key gives that key 1",
+                    r"0 < e^{s_j} < \sum_k e^{s_k} \Rightarrow 0 < p_j < 1"),)
+    s = symbol_vector("s", 2)
+    general += (Line(f"SymPy: p_0 = {sympy.sstr(softmax(s)[0])} is positive: "
+                     f"{sympy.ask(sympy.Q.positive(softmax(s)[0]))}", r"p_0 > 0"),)
+    ok, checks, counter = True, [], None
+    m = trace.problem.m if trace is not None else None
+    if trace is not None:
+        for i in range(trace.problem.n):
+            keys = allowed(trace, i)
+            blocked = [j for j in range(m) if j not in keys]
+            for j in blocked:
+                if trace.weights[i, j] != 0:
+                    ok = False
+                    counter = counter or {"row": trace.problem.tokens[i], "key": trace.problem.key_tokens[j]}
+            if len(keys) == 1:
+                good = equal(trace.weights[i, keys[0]], 1)
+                note = "its one allowed key has weight exactly 1"
+            else:
+                good = all(sign(trace.weights[i, j]) > 0 and sign(1 - trace.weights[i, j]) > 0
+                           for j in keys)
+                note = f"{len(keys)} weights strictly between 0 and 1 (signs decided exactly)"
+            ok &= good
+            extra = f"; {len(blocked)} masked weight(s) exactly 0" if blocked else ""
+            checks.append(Line(f"row {_row_label(trace, i)}: {note}{extra}",
+                               rf"0 < A_{{{i}j}} < 1"))
+    if claims is not None and claims.weights is not None:
+        W = claims.weights
+        for i in range(W.rows):
+            for j in range(W.cols):
+                x = W[i, j]
+                if trace is not None and j not in allowed(trace, i):
+                    good, want = x == 0, "0 (masked)"
+                elif trace is not None and len(allowed(trace, i)) == 1:
+                    good, want = x == 1, "1 (the only allowed key)"
+                else:
+                    good, want = 0 < x < 1, "in (0, 1)"
+                if not good:
+                    ok = False
+                    checks.append(Line(f"claimed weight [{i}, {j}] = {sympy.sstr(x)} is not {want}",
+                                       rf"\hat A_{{{i}{j}}} = {sympy.latex(x)}"))
+                    counter = counter or {"row": i, "key": j, "claimed": sympy.sstr(x), "expected": want}
+        if counter is None:
+            checks.append(Line("claimed weights: every one in (0, 1) (0 where masked)", r"0 < \hat A_{ij} < 1"))
+    return Proof("weights-in-open-interval", ok,
+                 Line("every weight is in (0, 1); masked weights are exactly 0 "
+                      "(a row with a single allowed key gives it weight 1)",
+                      r"0 < A_{ij} < 1,\quad A_{ij} = 0 \text{ where masked}"),
+                 general, tuple(checks), counter)
+
+
+# ------------------------------------------------------------ shift-invariance
+
+def _shift_problem(trace: Trace, shifts: list[sympy.Expr]) -> Problem:
+    """The same problem with shifts[i] added to every score of row i, through the engine:
+    Q gains a column shifts[i]/1 and K a column of ones (the scale is kept as given)."""
+    p = trace.problem
+    Q, K = trace.Q.matrix, trace.K.matrix
+    Q2 = Q.row_join(sympy.ImmutableMatrix([[c] for c in shifts]))
+    K2 = K.row_join(sympy.ones(K.rows, 1))
+    mask = None if p.mask is None else [[int(x) for x in row] for row in p.mask.tolist()]
+    return Problem(Q=Q2, K=K2, V=trace.V.matrix, scale=p.scale, mask=mask,
+                   tokens=p.tokens, key_tokens=p.key_tokens)
+
+
+def shift_invariance(trace: Trace | None = None) -> Proof:
+    """softmax(s + c) = softmax(s): why subtracting the row maximum is safe."""
+    n, s, total, p = indexed_softmax()
+    c, j = sympy.Symbol("c", real=True), sympy.Symbol("j", integer=True)
+    k = sympy.Symbol("k", integer=True)
+    shifted = sympy.exp(s[j] + c) / sympy.Sum(sympy.exp(s[k] + c), (k, 0, n - 1))
+    ok = sympy.simplify(shifted - p(j)) == 0
+    general = (Line("e^{s_j + c} / Σ_k e^{s_k + c} = e^c e^{s_j} / (e^c Σ_k e^{s_k}) = e^{s_j} / Σ_k e^{s_k} "
+                    f"for any n, s and c (SymPy: difference simplifies to {'0' if ok else 'non-zero'})",
+                    r"\frac{e^{s_j + c}}{\sum_k e^{s_k + c}} = \frac{e^{s_j}}{\sum_k e^{s_k}}"),)
+    checks = []
+    counter = None
+    if trace is not None:
+        shifts = [sympy.Rational(5, 2) + i for i in range(trace.problem.n)]
+        other = Trace(_shift_problem(trace, shifts))
+        for i in range(trace.problem.n):
+            kept = all(same(other.weights[i, j_], trace.weights[i, j_]) for j_ in allowed(trace, i))
+            ok &= kept
+            checks.append(Line(f"row {_row_label(trace, i)}: scores + {shifts[i]} (recomputed by the engine) "
+                               f"give {'the same' if kept else 'DIFFERENT'} weights exactly",
+                               rf"\operatorname{{softmax}}(S_{{{i}}} + {sympy.latex(shifts[i])}) = "
+                               rf"\operatorname{{softmax}}(S_{{{i}}})"))
+            if not kept:
+                counter = counter or {"row": trace.problem.tokens[i], "shift": str(shifts[i])}
+    return Proof("shift-invariance", ok,
+                 Line("adding a constant to a row of scores leaves its weights unchanged",
+                      r"\operatorname{softmax}(s + c\mathbf{1}) = \operatorname{softmax}(s)"),
+                 general, tuple(checks), counter)
+
+
+# ------------------------------------------------------------ softmax-jacobian
+
+def _jacobian_identity(size: int) -> bool:
+    s = symbol_vector("s", size)
+    p = softmax(s)
+    J = sympy.Matrix(size, size, lambda a, b: sympy.diff(p[a], s[b]))
+    target = sympy.Matrix(size, size, lambda a, b: (p[a] if a == b else 0) - p[a] * p[b])
+    return all(is_zero(J[a, b] - target[a, b]) for a in range(size) for b in range(size))
+
+
+def softmax_jacobian(trace: Trace | None = None) -> Proof:
+    """∂p_a/∂s_b = δ_ab p_a − p_a p_b: symmetric, with the ones vector in its null space."""
+    n, s, total, p = indexed_softmax()
+    a, b = sympy.symbols("a b", integer=True)
+    J = sympy.diff(p(a), s[b])
+    target = sympy.KroneckerDelta(a, b) * p(a) - p(a) * p(b)
+    rest = sympy.simplify(J - target)
+    # SymPy leaves "e^{s_b} if 0 ≤ b ≤ n−1": b indexes a score, so it is in range
+    rest = rest.replace(lambda e: isinstance(e, sympy.Piecewise), lambda e: e.args[0].expr)
+    ok = sympy.simplify(rest) == 0
+    small = all(_jacobian_identity(size) for size in SMALL_N)
+    ok &= small
+    general = (
+        Line("∂/∂s_b (e^{s_a} / Σ_k e^{s_k}) = δ_ab p_a − p_a p_b for any n "
+             f"(SymPy on indexed symbols: {'verified' if ok else 'FAILED'}; "
+             f"and entry by entry for n = {', '.join(map(str, SMALL_N))})",
+             r"\frac{\partial p_a}{\partial s_b} = \delta_{ab} p_a - p_a p_b,\quad "
+             r"J = \operatorname{diag}(p) - p p^\top"),
+        Line("J = diag(p) − p pᵀ is symmetric, and J·1 = p − p (Σ_b p_b) = 0: "
+             "adding a constant to every score changes nothing (shift invariance, to first order)",
+             r"J = J^\top,\quad J\mathbf{1} = p - p\,(\mathbf{1}^\top p) = 0"),
+    )
+    checks, counter = [], None
+    if trace is not None:
+        for i in range(min(trace.problem.n, 8)):
+            keys = allowed(trace, i)
+            sv = symbol_vector("s", len(keys))
+            probs = softmax(sv)
+            values = {sv[t]: trace.shifted[i, j] for t, j in enumerate(keys)}
+            w = [trace.weights[i, j] for j in keys]
+            size = len(keys)
+            good = True
+            for x in range(size):
+                for y in range(size):
+                    entry = sympy.diff(probs[x], sv[y]).xreplace(values)
+                    want = (w[x] if x == y else 0) - w[x] * w[y]
+                    good &= same(entry, want)
+                good &= is_zero(sympy.Add(*[(w[x] if x == y else 0) - w[x] * w[y] for y in range(size)]))
+            ok &= good
+            checks.append(Line(f"row {_row_label(trace, i)}: the derivative of the softmax at this row's "
+                               f"scaled scores equals diag(p) − p pᵀ entry by entry; its rows sum to 0 exactly",
+                               rf"J^{{({i})}} = \operatorname{{diag}}(A_{{{i}}}) - A_{{{i}}}^\top A_{{{i}}}"))
+            if not good:
+                counter = counter or {"row": trace.problem.tokens[i]}
+    return Proof("softmax-jacobian", ok,
+                 Line("the softmax Jacobian is diag(p) − p pᵀ: symmetric, with the ones vector in its null space",
+                      r"\frac{\partial \operatorname{softmax}(s)}{\partial s} = \operatorname{diag}(p) - p p^\top"),
+                 general, tuple(checks), counter)

@@ -1,0 +1,293 @@
+"""Facts about attention as a whole: temperature limits, the convex hull of
+the values, Var(q·k) = d_k, the causal prefix property and permutation
+equivariance.
+
+Concrete checks rebuild variant problems (a causal mask, a prefix, permuted
+tokens) and run them through the same engine, then compare exactly.
+"""
+
+from __future__ import annotations
+
+from functools import cmp_to_key, lru_cache
+
+import sympy
+from sympy import stats
+
+from symattn.compare import compare
+from symattn.facts.claims import Claims
+from symattn.facts.proof import Line, Proof
+from symattn.facts.softmax_facts import allowed, dec, same
+from symattn.facts.symbolic import is_zero, softmax, symbol_vector
+from symattn.problem import Problem
+from symattn.trace import Trace
+
+
+def rebuild(problem: Problem, rows: list[int] | None = None, key_rows: list[int] | None = None,
+            mask: object = "keep") -> Problem:
+    """The same inputs with query rows / key rows selected or reordered, through Problem.
+
+    ``rows`` picks the query rows (and, for self-attention, the key rows too);
+    ``mask`` is "keep" (the given mask, reindexed), None, "causal" or a 0/1 list.
+    """
+    p = problem
+    rows = list(range(p.n)) if rows is None else rows
+    key_rows = (rows if p.n == p.m and "X_kv" not in p.inputs else list(range(p.m))) \
+        if key_rows is None else key_rows
+    pick = lambda M, r: sympy.ImmutableMatrix([list(M.row(i)) for i in r])  # noqa: E731
+    if p.projected:
+        inputs = {"X": pick(p.X, rows), "W_q": p.W_q, "W_k": p.W_k, "W_v": p.W_v}
+        if "X_kv" in p.inputs:
+            inputs["X_kv"] = pick(p.X_kv, key_rows)
+    else:
+        inputs = {"Q": pick(p.Q_given, rows), "K": pick(p.K_given, key_rows),
+                  "V": pick(p.V_given, key_rows)}
+    if mask == "keep":
+        mask = None if p.mask is None else [[int(p.mask[a, b]) for b in key_rows] for a in rows]
+    same_seq = p.key_tokens == p.tokens
+    return Problem(**inputs, scale=p.scale, mask=mask, tokens=[p.tokens[i] for i in rows],
+                   key_tokens=None if same_seq else [p.key_tokens[j] for j in key_rows])
+
+
+def _mean(values: list[sympy.Expr]) -> sympy.Expr:
+    return sympy.Add(*values) / len(values)
+
+
+# ---------------------------------------------------------- temperature-limits
+
+def temperature_limits(trace: Trace | None = None) -> Proof:
+    """Scale × τ: τ → ∞ gives the argmax (ties split equally), τ → 0 the uniform average."""
+    tau = sympy.Symbol("tau", positive=True)
+    a, b = sympy.symbols("a b", positive=True)
+    s3 = symbol_vector("s", 3)
+    cases = [([0, -a, -b], sympy.oo, [1, 0, 0]), ([0, 0, -a], sympy.oo, [sympy.Rational(1, 2)] * 2 + [0]),
+             (s3, 0, [sympy.Rational(1, 3)] * 3)]
+    ok = all([sympy.limit(w, tau, where) for w in softmax([tau * x for x in s])] == want
+             for s, where, want in cases)
+    general = (
+        Line("write p_j(τ) = e^{τ s_j} / Σ_k e^{τ s_k} = e^{τ(s_j − M)} / Σ_k e^{τ(s_k − M)}, M = max s: "
+             "each term with s_k < M tends to 0 as τ → ∞, each with s_k = M is 1, so p → 1/#ties on "
+             "the maxima; as τ → 0 every e^{τ(s_k − M)} → 1, so p → 1/n and the output → the mean of V",
+             r"\lim_{\tau\to\infty} p_j(\tau) = \frac{[s_j = M]}{\#\{k : s_k = M\}},\quad "
+             r"\lim_{\tau\to 0} p_j(\tau) = \frac{1}{n}"),
+        Line(f"SymPy's limit: s = (0, −a, −b) → (1, 0, 0); s = (0, 0, −a) → (1/2, 1/2, 0); "
+             f"any s, τ → 0 → (1/3, 1/3, 1/3) ({'agrees' if ok else 'DISAGREES'})",
+             r"\lim \operatorname{softmax}(\tau s)"),
+    )
+    checks, limits = [], {}
+    if trace is not None:
+        eng, V = trace.engine, trace.V.matrix
+        for i in range(trace.problem.n):
+            keys = allowed(trace, i)
+            top = sorted(eng.top_group(i)) if eng.scale_sign != 0 else list(keys)
+            hot = [sympy.Rational(1, len(top)) if j in top else 0 for j in keys]
+            cold = [sympy.Rational(1, len(keys))] * len(keys)
+            if len(keys) <= 4:  # SymPy's limit as a second opinion on small rows
+                w = softmax([tau * trace.shifted[i, j] for j in keys])
+                ok &= [sympy.limit(x, tau, sympy.oo) for x in w] == hot
+                ok &= [sympy.limit(x, tau, 0) for x in w] == cold
+            out_hot = [_mean([V[j, c] for j in top]) for c in range(V.cols)]
+            out_cold = [_mean([V[j, c] for j in keys]) for c in range(V.cols)]
+            names = [trace.problem.key_tokens[j] for j in top]
+            limits[trace.problem.tokens[i]] = {
+                "keys": [trace.problem.key_tokens[j] for j in keys],
+                "weights_hot": [str(x) for x in hot], "weights_cold": [str(x) for x in cold],
+                "output_hot": [sympy.sstr(x) for x in out_hot],
+                "output_cold": [sympy.sstr(x) for x in out_cold]}
+            checks.append(Line(
+                f"row {trace.problem.tokens[i]!r}: τ → ∞: weights → [{', '.join(map(str, hot))}] "
+                f"(max at {', '.join(names)}), output → [{', '.join(map(sympy.sstr, out_hot))}]; "
+                f"τ → 0: weights → [{', '.join(map(str, cold))}], output → mean of V = "
+                f"[{', '.join(map(sympy.sstr, out_cold))}]",
+                rf"\lim_{{\tau\to\infty}} O_{{{i}}} = {sympy.latex(sympy.Matrix([out_hot]))},\ "
+                rf"\lim_{{\tau\to 0}} O_{{{i}}} = {sympy.latex(sympy.Matrix([out_cold]))}"))
+    return Proof("temperature-limits", ok,
+                 Line("as the scale grows the weights tend to the argmax (ties split equally); "
+                      "as it shrinks to 0 they tend to uniform and the output to the mean of V",
+                      r"\operatorname{softmax}(\tau s) \to \text{argmax}\ (\tau\to\infty),\ "
+                      r"\to \tfrac{1}{n}\mathbf{1}\ (\tau \to 0)"),
+                 general, tuple(checks), data={"limits": limits} if limits else {})
+
+
+# ------------------------------------------------------------------ convex-hull
+
+def convex_hull(trace: Trace | None = None, claims: Claims | None = None) -> Proof:
+    """min_j V[j, c] ≤ output[i, c] ≤ max_j V[j, c] over the allowed keys j."""
+    ok = True
+    for size in (2, 3):
+        w, v = softmax(symbol_vector("s", size)), symbol_vector("v", size)
+        out = sympy.Add(*[x * y for x, y in zip(w, v)])
+        ok &= is_zero(out - v[0] - sympy.Add(*[x * (y - v[0]) for x, y in zip(w, v)]))
+    general = (Line("o = Σ_j p_j v_j with p_j > 0 and Σ_j p_j = 1, so o − min v = Σ_j p_j (v_j − min v) ≥ 0 "
+                    "and max v − o = Σ_j p_j (max v − v_j) ≥ 0 (the identity verified by SymPy for n = 2, 3)",
+                    r"o - \min_j v_j = \sum_j p_j (v_j - \min_k v_k) \ge 0"),)
+    checks, counter = [], None
+    if trace is not None:
+        eng, V = trace.engine, trace.V.matrix
+        outputs = claims.output if claims is not None and claims.output is not None else None
+        for i in range(trace.problem.n):
+            keys = allowed(trace, i)
+            for c in range(V.cols):
+                column = [V[j, c] for j in keys]
+                lo, hi = min(column, key=_key), max(column, key=_key)
+                if outputs is not None:
+                    value, who = outputs[i, c], "claimed"
+                else:
+                    value = eng.algebraic_value("output", i, c) if eng.algebraic else None
+                    value, who = (trace.output[i, c] if value is None else value), "output"
+                inside = compare(lo, value) <= 0 <= compare(hi, value)
+                ok &= inside
+                if not inside and counter is None:
+                    counter = {"row": trace.problem.tokens[i], "column": c, who: sympy.sstr(value),
+                               "decimal": dec(value, 6), "min": sympy.sstr(lo), "max": sympy.sstr(hi)}
+            got = outputs if outputs is not None else None
+            shown = [sympy.sstr(got[i, c]) if got is not None else dec(trace.output[i, c])
+                     for c in range(V.cols)]
+            checks.append(Line(f"{'claimed ' if got is not None else ''}row {trace.problem.tokens[i]!r}: "
+                               f"[{', '.join(shown)}] lies between the column minima and maxima of V "
+                               f"over its allowed keys" + ("" if ok else " — NOT everywhere"),
+                               rf"\min_j V_{{jc}} \le O_{{{i}c}} \le \max_j V_{{jc}}"))
+    return Proof("convex-hull", ok,
+                 Line("each output lies in the convex hull of the value rows "
+                      "(between the column min and max of V)",
+                      r"\min_j V_{jc} \le O_{ic} \le \max_j V_{jc}"),
+                 general, tuple(checks), counter)
+
+
+_key = cmp_to_key(compare)  # order decided exactly, never by floats
+
+
+# ------------------------------------------------------------------ variance-d_k
+
+@lru_cache(maxsize=None)
+def _variance_facts() -> tuple[bool, sympy.Expr]:
+    q, k = stats.Normal("q", 0, 1), stats.Normal("k", 0, 1)
+    u, w = stats.Uniform("u", -sympy.sqrt(3), sympy.sqrt(3)), stats.Uniform("w", -sympy.sqrt(3), sympy.sqrt(3))
+    term_ok = (stats.E(q * k) == 0 and stats.variance(q * k) == 1
+               and sympy.simplify(stats.variance(u * w)) == 1 and sympy.simplify(stats.E(u * w)) == 0)
+    q1, k1 = stats.Normal("q1", 0, 1), stats.Normal("k1", 0, 1)
+    cov_ok = stats.covariance(q * k, q1 * k1) == 0
+    two = sympy.simplify(stats.variance(q * k + q1 * k1)) == 2
+    d, i = sympy.Symbol("d_k", integer=True, positive=True), sympy.Symbol("i", integer=True)
+    total = sympy.Sum(1, (i, 1, d)).doit()
+    return term_ok and cov_ok and two and total == d, total
+
+
+def variance_d_k(trace: Trace | None = None) -> Proof:
+    """Var(q·k) = d_k for independent zero-mean unit-variance entries: why scale by 1/√d_k."""
+    ok, total = _variance_facts()
+    d = sympy.Symbol("d_k", integer=True, positive=True)
+    general = (
+        Line("for independent q_i, k_i with mean 0 and variance 1: E[q_i k_i] = E[q_i] E[k_i] = 0 and "
+             "Var(q_i k_i) = E[q_i²] E[k_i²] − 0 = 1 (sympy.stats: Normal(0, 1), and Uniform(−√3, √3) "
+             "too: it is not about normality)", r"\operatorname{Var}(q_i k_i) = E[q_i^2]E[k_i^2] = 1"),
+        Line("distinct terms are independent, so Cov(q_i k_i, q_j k_j) = 0 (sympy.stats) and "
+             f"Var(q·k) = Σ_(i=1..d_k) Var(q_i k_i) = {sympy.sstr(total)} (checked directly for d_k = 2)",
+             r"\operatorname{Var}(q \cdot k) = \sum_{i=1}^{d_k} 1 = d_k"),
+        Line("hence Var(q·k / √d_k) = d_k / d_k = 1: the scaled scores keep unit variance at any width, "
+             "and the softmax does not saturate (\"Attention Is All You Need\", §3.2.1, footnote 4)",
+             r"\operatorname{Var}\left(\frac{q\cdot k}{\sqrt{d_k}}\right) = 1"),
+    )
+    checks = []
+    if trace is not None:
+        p = trace.problem
+        var = sympy.nsimplify(p.scale ** 2 * p.d_k) if p.scale.is_Rational else sympy.simplify(p.scale ** 2 * p.d_k)
+        checks.append(Line(f"this problem: d_k = {p.d_k}, scale = {sympy.sstr(p.scale)}, so random "
+                           f"unit-variance q, k give Var(scale · q·k) = {sympy.sstr(var)}"
+                           + ("" if var == 1 else " (not 1: the scores grow with d_k)"),
+                           rf"\operatorname{{Var}}(\text{{scale}}\cdot q\cdot k) = {sympy.latex(var)}"))
+    return Proof("variance-d_k", bool(ok),
+                 Line("Var(q·k) = d_k for independent zero-mean unit-variance entries (the reason for √d_k)",
+                      r"\operatorname{Var}(q\cdot k) = d_k"),
+                 general, tuple(checks), data={"d_k_symbolic": sympy.sstr(d)})
+
+
+# ------------------------------------------------------------------ causal-prefix
+
+def _symbolic_causal_outputs(length: int) -> list[sympy.Expr]:
+    q, k, v = (symbol_vector(x, length) for x in "qkv")
+    outs = []
+    for i in range(length):
+        w = softmax([q[i] * k[j] for j in range(i + 1)])
+        outs.append(sympy.Add(*[w[j] * v[j] for j in range(i + 1)]))
+    return outs
+
+
+def causal_prefix(trace: Trace | None = None) -> Proof:
+    """With a causal mask, appending tokens leaves earlier outputs unchanged (a KV cache is exact)."""
+    short, longer = _symbolic_causal_outputs(3), _symbolic_causal_outputs(4)
+    ok = short == longer[:3]
+    general = (Line("with a causal mask, output i = Σ_{j ≤ i} p_ij v_j with p_ij = softmax_j(q_i·k_j / √d_k) "
+                    "over j ≤ i only: nothing of a later token enters row i.  SymPy: the causal outputs "
+                    f"of rows 0–2 built for 3 and for 4 symbolic tokens are {'identical' if ok else 'DIFFERENT'}",
+                    r"o_i = \sum_{j \le i} \operatorname{softmax}_j\!\left(\frac{q_i\cdot k_j}{\sqrt{d_k}}\right) v_j"),)
+    checks, counter = [], None
+    if trace is not None:
+        p = trace.problem
+        if p.n != p.m or "X_kv" in p.inputs:
+            checks.append(Line("not checked here: the causal mask needs self-attention (keys = queries)",
+                               r"\text{(not applicable)}"))
+        else:
+            full = Trace(rebuild(p, mask="causal"))
+            for length in range(1, p.n):
+                prefix = Trace(rebuild(p, rows=list(range(length)), mask="causal"))
+                equal_rows = all(same(prefix.output[i, c], full.output[i, c])
+                                 for i in range(length) for c in range(p.d_v))
+                ok &= equal_rows
+                checks.append(Line(f"the first {length} token(s) alone, causally masked: outputs of rows "
+                                   f"{', '.join(map(repr, p.tokens[:length]))} equal those of all {p.n} "
+                                   f"tokens exactly" if equal_rows else f"prefix {length}: DIFFERENT",
+                                   rf"O^{{(1..{length})}} = O^{{(1..{p.n})}}_{{1..{length}}}"))
+                if not equal_rows:
+                    counter = counter or {"prefix": length}
+            if p.mask_kind not in (None, "causal"):
+                checks.append(Line("(the problem's own mask was replaced by the causal mask)", r""))
+    return Proof("causal-prefix", ok,
+                 Line("with a causal mask, appending tokens does not change earlier outputs "
+                      "(why a KV cache is exact)", r"O_{1..t}(x_{1..T}) = O(x_{1..t})"),
+                 general, tuple(checks), counter)
+
+
+# ------------------------------------------------------ permutation-equivariance
+
+def _symbolic_outputs(q, k, v) -> list[sympy.Expr]:
+    outs = []
+    for i in range(len(q)):
+        w = softmax([q[i] * kj for kj in k])
+        outs.append(sympy.Add(*[x * y for x, y in zip(w, v)]))
+    return outs
+
+
+def permutation_equivariance(trace: Trace | None = None) -> Proof:
+    """Permuting the tokens (no positions, the mask permuted with them) permutes the outputs."""
+    q, k, v = (symbol_vector(x, 3) for x in "qkv")
+    perm = [2, 0, 1]
+    base = _symbolic_outputs(q, k, v)
+    moved = _symbolic_outputs(*([x[i] for i in perm] for x in (q, k, v)))
+    ok = all(moved[a] == base[perm[a]] for a in range(3))
+    general = (Line("softmax of a row is a symmetric function of its keys (Σ does not care about order), "
+                    "so permuting keys and values together changes nothing and permuting queries "
+                    f"permutes the output rows.  SymPy, 3 symbolic tokens permuted by {perm}: "
+                    f"{'output rows permuted exactly' if ok else 'MISMATCH'}",
+                    r"\operatorname{Attn}(PQ, PK, PV) = P \operatorname{Attn}(Q, K, V)"),)
+    checks, counter = [], None
+    if trace is not None:
+        p = trace.problem
+        rows = list(reversed(range(p.n)))
+        key_rows = rows if p.n == p.m and "X_kv" not in p.inputs else list(reversed(range(p.m)))
+        other = Trace(rebuild(p, rows=rows, key_rows=key_rows))
+        good = all(same(other.output[a, c], trace.output[rows[a], c])
+                   for a in range(p.n) for c in range(p.d_v))
+        ok &= good
+        checks.append(Line(f"tokens reversed ({', '.join(p.tokens[i] for i in rows)}), the mask permuted "
+                           f"with them: the output rows are the old ones reversed, exactly"
+                           if good else "reversed tokens: outputs NOT permuted",
+                           r"O(PX) = P\,O(X)"))
+        if p.mask_kind == "causal":
+            checks.append(Line("note: the permuted causal mask is no longer causal — a causal mask is how "
+                               "order enters attention without positions", r""))
+        if not good:
+            counter = {"permutation": rows}
+    return Proof("permutation-equivariance", ok,
+                 Line("without positions, permuting the tokens permutes the outputs the same way",
+                      r"\operatorname{Attn}(PX) = P \operatorname{Attn}(X)"),
+                 general, tuple(checks), counter)

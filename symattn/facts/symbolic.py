@@ -1,0 +1,59 @@
+"""Symbols for general proofs: softmax of symbolic scores, and zero tests.
+
+Why this exists: a *general* fact (for all scores, not one problem) is an
+identity in symbols.  This is not a second implementation of attention: it
+is the textbook softmax of a vector of symbols, used only to state and
+verify identities.  Concrete problems always go through the engine
+(:func:`symattn.attend`).  When the engine accepts symbols (issue 5,
+part 1), the identities can be checked on symbolic Traces as well.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sympy
+
+
+def symbol_vector(name: str, n: int) -> list[sympy.Symbol]:
+    """n real symbols ``name0 .. name{n-1}``."""
+    return list(sympy.symbols(f"{name}0:{n}", real=True))
+
+
+def symbol_matrix(name: str, rows: int, cols: int) -> sympy.ImmutableMatrix:
+    """A rows×cols matrix of real symbols ``name_i_j``."""
+    return sympy.ImmutableMatrix(rows, cols, lambda i, j: sympy.Symbol(f"{name}_{i}_{j}", real=True))
+
+
+def softmax(vector: Sequence[sympy.Expr]) -> list[sympy.Expr]:
+    """e^{s_j} / Σ_k e^{s_k}, unsimplified (the definition itself)."""
+    total = sympy.Add(*[sympy.exp(s) for s in vector])
+    return [sympy.exp(s) / total for s in vector]
+
+
+def is_zero(expr: sympy.Expr) -> bool:
+    """True when SymPy proves expr ≡ 0 as an identity in its symbols."""
+    expr = sympy.powsimp(sympy.expand(expr))
+    if expr == 0:
+        return True
+    return sympy.simplify(sympy.cancel(sympy.together(expr))) == 0
+
+
+def indexed_softmax() -> tuple[sympy.Symbol, sympy.IndexedBase, sympy.Expr, callable]:
+    """Softmax over n symbolic scores s[0..n-1] for a symbolic n ≥ 1.
+
+    Returns (n, s, D, p) with D = Σ_k e^{s[k]} and p(i) = e^{s[i]} / D.
+    """
+    n = sympy.Symbol("n", integer=True, positive=True)
+    s = sympy.IndexedBase("s", real=True)
+    k = sympy.Symbol("k", integer=True)
+    total = sympy.Sum(sympy.exp(s[k]), (k, 0, n - 1))
+    return n, s, total, lambda i: sympy.exp(s[i]) / total
+
+
+def rename_dummies(expr: sympy.Expr, to: sympy.Symbol) -> sympy.Expr:
+    """Give every single-index Sum the same dummy, so equal sums compare equal."""
+    def rename(term: sympy.Sum) -> sympy.Sum:
+        (var, low, high), = term.limits
+        return sympy.Sum(term.function.xreplace({var: to}), (to, low, high))
+    return expr.replace(lambda e: isinstance(e, sympy.Sum) and len(e.limits) == 1, rename)

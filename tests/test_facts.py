@@ -1,0 +1,169 @@
+"""Facts: proved in general (symbols) and checked exactly on the lesson example."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import sympy
+
+import symattn as sa
+from symattn import facts
+from symattn.facts import Claims
+
+LESSON = sa.load_example("i-love-cats")
+
+
+@pytest.fixture(scope="module")
+def lesson():
+    return sa.attend(LESSON)
+
+
+@pytest.mark.parametrize("name", list(facts.FACTS))
+def test_each_fact_holds_on_the_lesson(lesson, name):
+    proof = facts.prove(name, lesson)
+    assert proof.holds is True
+    assert proof.fact == name
+    assert proof.general, "every fact has a general argument"
+    assert proof.checks, "and exact checks on the problem"
+    assert name in proof.text() and name in proof.latex()
+    assert proof.to_json()["holds"] is True
+
+
+@pytest.mark.parametrize("name", list(facts.FACTS))
+def test_each_fact_holds_in_general_without_a_problem(name):
+    proof = facts.prove(name)
+    assert proof.holds is True
+    assert proof.scope == "general"
+
+
+def test_rows_sum_to_one_shows_the_certified_weights(lesson):
+    proof = facts.prove("rows-sum-to-one", lesson)
+    assert "row 'I': 0.136 + 0.432 + 0.432 → Σ = 1 exactly" in proof.text()
+
+
+def test_a_false_claim_is_reported_false_with_its_counterexample(lesson):
+    claims = Claims.from_mapping({"weights": [[0.14, 0.43, 0.44], [0.001, 0.909, 0.09],
+                                              [0.007, 0.755, 0.238]]})
+    proof = facts.prove("rows-sum-to-one", lesson, claims)
+    assert proof.holds is False
+    assert proof.counterexample["row"] == "I"
+    assert proof.counterexample["sum"] == "101/100"
+    assert proof.counterexample["sum_decimal"] == "1.01"
+    assert "✗ FAILS" in proof.text()
+
+
+def test_a_true_claim_holds(lesson):
+    claims = Claims.from_mapping({"weights": [["1/4", "1/4", "1/2"]] * 3})
+    assert facts.prove("rows-sum-to-one", lesson, claims).holds is True
+
+
+def test_claimed_weight_outside_the_interval_fails():
+    claims = Claims.from_mapping({"weights": [[0, 1, 0], [0.5, 0.5, 0], [0.2, 0.3, 0.5]]})
+    proof = facts.prove("weights-in-open-interval", None, claims)
+    assert proof.holds is False
+    assert proof.counterexample == {"row": 0, "key": 0, "claimed": "0", "expected": "in (0, 1)"}
+
+
+def test_masked_weights_are_exactly_zero_and_a_claim_otherwise_fails():
+    trace = sa.attend(sa.load_example("i-love-cats-causal"))
+    assert trace.weights[0, 1] == 0 and trace.weights[0, 2] == 0 and trace.weights[1, 2] == 0
+    assert trace.weights[0, 0] == 1
+    proof = facts.prove("weights-in-open-interval", trace)
+    assert proof.holds
+    assert "2 masked weight(s) exactly 0" in proof.text()
+    bad = Claims.from_mapping({"weights": [[1, 0, 0], [0.4, 0.5, 0.1], [0.2, 0.3, 0.5]]})
+    proof = facts.prove("weights-in-open-interval", trace, bad)
+    assert proof.holds is False
+    assert proof.counterexample["expected"] == "0 (masked)"
+    assert proof.counterexample["claimed"] == "1/10"
+
+
+def test_convex_hull_rejects_a_claimed_output_outside_the_values(lesson):
+    V = lesson.V.matrix
+    assert [min(V.col(c)) for c in range(3)] == [1, 2, 0]
+    assert [max(V.col(c)) for c in range(3)] == [2, 8, 3]
+    claims = Claims.from_mapping({"output": [[1.86, 6.32, 1.70], [2.0, 8.5, 0.27], [1.99, 7.48, 0.74]]})
+    proof = facts.prove("convex-hull", lesson, claims)
+    assert proof.holds is False
+    assert proof.counterexample["row"] == "love" and proof.counterexample["column"] == 1
+    assert proof.counterexample["max"] == "8"
+
+
+def test_temperature_limits_on_the_lesson(lesson):
+    proof = facts.prove("temperature-limits", lesson)
+    limits = proof.data["limits"]
+    assert limits["I"]["weights_hot"] == ["0", "1/2", "1/2"]  # 'love' and 'cats' tie at 4
+    assert limits["I"]["output_hot"] == ["2", "7", "3/2"]
+    assert limits["cats"]["weights_hot"] == ["0", "1", "0"]
+    assert limits["cats"]["output_cold"] == ["5/3", "16/3", "2"]  # the mean of V
+    V = lesson.V.matrix
+    assert [sum(V.col(c)) / 3 for c in range(3)] == [sympy.Rational(5, 3), sympy.Rational(16, 3), 2]
+
+
+def test_variance_of_the_unscaled_problem_is_d_k():
+    proof = facts.prove("variance-d_k", sa.load_example("i-love-cats-unscaled"))
+    assert proof.holds
+    assert "Var(scale · q·k) = 3 (not 1" in proof.text()
+
+
+def test_causal_prefix_is_not_applicable_to_cross_attention():
+    proof = facts.prove("causal-prefix", sa.load_example("soft-dictionary"))
+    assert proof.holds and "needs self-attention" in proof.text()
+
+
+def test_permutation_equivariance_on_a_causal_problem_notes_the_mask():
+    proof = facts.prove("permutation-equivariance", sa.load_example("i-love-cats-causal"))
+    assert proof.holds and "no longer causal" in proof.text()
+
+
+def test_general_symbolic_helpers():
+    s = facts.symbol_vector("s", 3)
+    p = facts.softmax(s)
+    assert sympy.simplify(sum(p)) == 1
+    c = sympy.Symbol("c", real=True)
+    assert all(sympy.simplify(a - b) == 0 for a, b in zip(facts.softmax([x + c for x in s]), p))
+
+
+def test_latex_escapes_plain_notes():
+    text = facts.prove("causal-prefix", sa.load_example("soft-dictionary")).latex()
+    assert "$$" not in text
+
+
+def _run(*args):
+    return subprocess.run([sys.executable, "-m", "symattn", *args], capture_output=True, text=True)
+
+
+def test_cli_json_lists_every_fact():
+    done = _run("facts", "--example", "i-love-cats-causal", "--json")
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert [o["fact"] for o in out] == list(facts.FACTS)
+    assert all(o["holds"] is True for o in out)
+
+
+def test_cli_false_claim_exits_1(tmp_path):
+    path = tmp_path / "claims.toml"
+    path.write_text("weights = [[0.14, 0.43, 0.44], [0.001, 0.909, 0.09], [0.007, 0.755, 0.238]]\n")
+    done = _run("facts", "--claims", str(path), "--fact", "rows-sum-to-one", "--json")
+    assert done.returncode == 1
+    (out,) = json.loads(done.stdout)
+    assert out["holds"] is False and out["counterexample"]["sum"] == "101/100"
+
+
+@pytest.mark.parametrize("args, words", [
+    (("--fact", "nope"), "no such fact"),
+    (("--claims", "missing.toml"), "no such file"),
+    (("--general", "--example", "i-love-cats"), "--general"),
+])
+def test_cli_bad_input_is_one_line_exit_2(args, words):
+    done = _run("facts", *args)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and words in done.stderr and "Traceback" not in done.stderr
+
+
+def test_cli_claims_of_the_wrong_shape(tmp_path):
+    path = tmp_path / "claims.toml"
+    path.write_text("weights = [[0.5, 0.5]]\n")
+    done = _run("facts", "--claims", str(path))
+    assert done.returncode == 2 and "claimed weights is 1×2" in done.stderr
