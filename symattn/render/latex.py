@@ -130,9 +130,9 @@ class LatexRenderer:
                 f"${step.info.latex}$ \\quad (shape ${r} \\times {c}$)", ""]
 
     # -- sections ------------------------------------------------------------------
-    def body(self) -> str:
+    def body(self, header: bool = True) -> str:
         """The derivation without the document around it (for pasting into a lesson)."""
-        sections = [self.header(), self.inputs(), self.projections(), self.scores(), self.scaled(),
+        sections = [self.header() if header else [], self.inputs(), self.projections(), self.scores(), self.scaled(),
                     self.masked(), self.softmax(), self.weights(), self.output(), self.checks()]
         return "\n".join(line for section in sections for line in section) + "\n"
 

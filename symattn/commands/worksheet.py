@@ -1,0 +1,109 @@
+"""``symattn worksheet``: problem sheets and answer keys, one or many seeded versions."""
+
+from __future__ import annotations
+
+import argparse
+from fractions import Fraction
+
+from symattn.commands import Outcome, digits_argument
+from symattn.commands.explain import add_problem_arguments, places_argument
+from symattn.errors import SymattnError
+
+ORDER = 30
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--versions must be a whole number, got {text!r}") from None
+    if not 1 <= value <= 702:
+        raise argparse.ArgumentTypeError(f"--versions must be between 1 and 702 (A to ZZ), got {value}")
+    return value
+
+
+def _seed(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--seed must be a whole number, got {text!r}") from None
+
+
+def _fraction(text: str) -> Fraction:
+    try:
+        value = Fraction(text)
+    except (ValueError, ZeroDivisionError):
+        raise argparse.ArgumentTypeError(f"--min-weight must be a number such as 0.01, got {text!r}") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"--min-weight must be from 0 to below 1, got {text}")
+    return value
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("worksheet", help="problem sheets and answer keys (seeded versions for a class)")
+    add_problem_arguments(parser)
+    parser.add_argument("-o", "--out", dest="out_dir", metavar="DIR", required=True,
+                        help="the folder to write (replaced whole if it is a previous worksheet)")
+    parser.add_argument("--pdf", action="store_true", help="also compile every sheet and key to PDF")
+    parser.add_argument("--versions", type=_count, metavar="N",
+                        help="N random hand-friendly versions shaped like the problem (needs --seed)")
+    parser.add_argument("--seed", type=_seed, metavar="S", help="the seed of the versions")
+    precision = parser.add_mutually_exclusive_group()
+    precision.add_argument("--digits", type=digits_argument, metavar="D",
+                           help="significant digits of the answers (default 3)")
+    precision.add_argument("--places", type=places_argument, metavar="P",
+                           help="decimal places of the answers instead")
+    parser.add_argument("--questions", metavar="Q,K,...",
+                        help="the steps asked for (default: Q,K,V,scores,scaled,weights,output)")
+    parser.add_argument("--square-dk", action="store_true",
+                        help="versions: d_k a perfect square, so the scale is a plain fraction")
+    parser.add_argument("--allow-ties", action="store_true", help="versions: allow equal scores in a row")
+    parser.add_argument("--min-weight", type=_fraction, default=Fraction(1, 100), metavar="W",
+                        help="versions: no weight below W (default 0.01)")
+    parser.add_argument("--no-derivation", action="store_true",
+                        help="keys without the worked derivation")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> Outcome:
+    from symattn.certify import Rounding
+    from symattn.commands.explain import load_problem
+    from symattn.examples import DEFAULT_EXAMPLE, example_text
+    from symattn.worksheet import (
+        QUESTIONS, WorksheetOptions, parse_questions, seeded_versions, single_version,
+        worksheet_files, write_worksheet,
+    )
+    from symattn.worksheet_random import spec_from_problem
+
+    random = args.versions is not None
+    if random and args.seed is None:
+        raise SymattnError("--versions needs --seed S, so the same versions can be made again")
+    if not random:
+        for flag, given in (("--seed", args.seed is not None), ("--square-dk", args.square_dk),
+                            ("--allow-ties", args.allow_ties)):
+            if given:
+                raise SymattnError(f"{flag} applies to random versions: add --versions N")
+    if args.pdf:
+        from symattn.pdf import find_engine
+
+        find_engine()
+    rounding = (Rounding(places=args.places) if args.places is not None
+                else Rounding(digits=args.digits or 3))
+    questions = parse_questions(args.questions) if args.questions else QUESTIONS
+    options = WorksheetOptions(questions=questions, rounding=rounding, derivation=not args.no_derivation)
+    problem = load_problem(args)
+    if random:
+        spec = spec_from_problem(problem, square_dk=args.square_dk, allow_ties=args.allow_ties,
+                                 min_weight=args.min_weight)
+        versions = seeded_versions(spec, args.seed, args.versions)
+    else:
+        if args.problem:
+            with open(args.problem, encoding="utf-8") as handle:
+                toml = handle.read()
+        else:
+            toml = example_text(args.example or DEFAULT_EXAMPLE)
+        versions = single_version(problem, toml)
+    names = write_worksheet(worksheet_files(versions, options), args.out_dir, pdf=args.pdf)
+    ids = ", ".join(v.vid for v in versions)
+    return Outcome(f"wrote {len(names)} files to {args.out_dir}: version{'s' if len(versions) > 1 else ''} "
+                   f"{ids}\n")

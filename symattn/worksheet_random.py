@@ -1,0 +1,163 @@
+"""Seeded, hand-friendly random problems for worksheet versions.
+
+A class needs many different problems of the same shape that are each
+pleasant to work by hand: small integer entries, no two scores of a row
+exactly tied (unless asked for), no weight so small that the hand work is
+silly, and optionally d_k a perfect square so the scale 1/√d_k is a plain
+fraction.  Candidates are drawn with ``random.Random(seed)`` only and
+judged through the engine's own Trace (certified weights), so the same seed
+gives the same versions, byte for byte, on every machine.  Each version is
+written as a problem TOML that ``Problem.from_toml`` reads back.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from fractions import Fraction
+
+from symattn.certify import Rounding
+from symattn.errors import SymattnError
+from symattn.problem import Problem
+from symattn.trace import Trace
+
+MAX_TRIES = 5000
+
+
+class WorksheetError(SymattnError):
+    """A worksheet that cannot be made as asked."""
+
+
+@dataclass(frozen=True)
+class RandomSpec:
+    """The shape and the hand-friendliness rules of the random versions."""
+
+    n: int = 3
+    d_model: int = 4
+    d_k: int = 3
+    d_v: int = 3
+    tokens: tuple[str, ...] = ("I", "love", "cats")
+    projected: bool = True              # X with W_q, W_k, W_v (else Q, K, V directly)
+    mask: str | list | None = None
+    scale: str | None = None            # None: the standard 1/√d_k
+    x_range: tuple[int, int] = (0, 2)   # entries of X
+    w_range: tuple[int, int] = (-1, 1)  # entries of W_q, W_k, W_v (or of Q, K, V given directly)
+    square_dk: bool = False             # round d_k up to a perfect square: the scale becomes rational
+    allow_ties: bool = False            # allow equal scores in a row
+    min_weight: Fraction = Fraction(1, 100)
+    title: str = "Scaled dot-product attention"
+
+    @property
+    def key_dim(self) -> int:
+        if not self.square_dk:
+            return self.d_k
+        return (math.isqrt(self.d_k - 1) + 1) ** 2  # the smallest perfect square ≥ d_k
+
+
+def spec_from_problem(problem: Problem, **options: object) -> RandomSpec:
+    """Random versions shaped like a given problem (its sizes, tokens, mask and scale)."""
+    mask: str | list | None = None
+    if problem.mask is not None:
+        mask = "causal" if problem.mask_kind == "causal" else [
+            [int(problem.mask[i, j]) for j in range(problem.m)] for i in range(problem.n)]
+    if problem.m != problem.n:
+        raise WorksheetError("random versions need self-attention (as many keys as queries); "
+                             "give --versions 1 to use this cross-attention problem as it is")
+    scale = None if problem.default_scale else str(problem.scale)
+    return RandomSpec(n=problem.n, d_model=problem.d_model or problem.d_k, d_k=problem.d_k,
+                      d_v=problem.d_v, tokens=tuple(problem.tokens), projected=problem.projected,
+                      mask=mask, scale=scale, title=problem.title or RandomSpec.title, **options)
+
+
+def _matrix(rng: random.Random, rows: int, cols: int, bounds: tuple[int, int]) -> list[list[int]]:
+    return [[rng.randint(*bounds) for _ in range(cols)] for _ in range(rows)]
+
+
+def _draw(spec: RandomSpec, rng: random.Random) -> dict:
+    d_k = spec.key_dim
+    data: dict = {"title": spec.title, "tokens": list(spec.tokens)}
+    if spec.projected:
+        data["X"] = _matrix(rng, spec.n, spec.d_model, spec.x_range)
+        data["W_q"] = _matrix(rng, spec.d_model, d_k, spec.w_range)
+        data["W_k"] = _matrix(rng, spec.d_model, d_k, spec.w_range)
+        data["W_v"] = _matrix(rng, spec.d_model, spec.d_v, spec.w_range)
+    else:
+        data["Q"] = _matrix(rng, spec.n, d_k, spec.w_range)
+        data["K"] = _matrix(rng, spec.n, d_k, spec.w_range)
+        data["V"] = _matrix(rng, spec.n, spec.d_v, spec.w_range)
+    if spec.scale is not None:
+        data["scale"] = spec.scale
+    if spec.mask is not None:
+        data["mask"] = spec.mask
+    return data
+
+
+def _hand_friendly(trace: Trace, spec: RandomSpec) -> bool:
+    """No exact ties (unless allowed), no tiny weight, no query that is all zeros."""
+    e, p = trace.engine, trace.problem
+    scores, Q = trace.step("scores"), trace.step("Q")
+    for i in range(p.n):
+        if all(Q[i, c] == 0 for c in range(p.d_k)):
+            return False
+        allowed = e.rows[i].allowed
+        if not spec.allow_ties and len({scores[i, j] for j in allowed}) < len(allowed):
+            return False
+    weights = trace.step("weights").decimals(Rounding(digits=3))
+    for i, row in enumerate(weights):
+        for j in e.rows[i].allowed:
+            if row[j].as_fraction() < spec.min_weight:
+                return False
+    return True
+
+
+def random_versions(spec: RandomSpec, seed: int, count: int) -> list[dict]:
+    """``count`` different hand-friendly problems (as problem-file dicts), the same for the same seed."""
+    rng = random.Random(seed)
+    found: list[dict] = []
+    seen: set[str] = set()
+    tries = 0
+    while len(found) < count:
+        tries += 1
+        if tries > MAX_TRIES * count:
+            raise WorksheetError(
+                f"found only {len(found)} of {count} hand-friendly versions in {tries - 1} tries: "
+                "lower --min-weight, allow ties with --allow-ties, or use fewer --versions")
+        data = _draw(spec, rng)
+        key = problem_toml(data)
+        if key in seen:
+            continue
+        problem = Problem.from_dict(data, source="random version")
+        if _hand_friendly(Trace(problem), spec):
+            seen.add(key)
+            found.append(data)
+    return found
+
+
+# -- TOML, written by hand: the format is small and must read back exactly ----------
+
+def _toml_string(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
+
+
+def _toml_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return _toml_string(value)
+    if isinstance(value, (list, tuple)):
+        if value and isinstance(value[0], (list, tuple)):
+            return "[\n" + ",\n".join(f"    {_toml_value(row)}" for row in value) + ",\n]"
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"cannot write {type(value).__name__} to a problem TOML")
+
+
+def problem_toml(data: dict, comment: str | None = None) -> str:
+    """A problem file for a dict of plain values (ints, strings, lists of them)."""
+    lines = [f"# {comment}"] if comment else []
+    for key, value in data.items():
+        lines.append(f"{key} = {_toml_value(value)}")
+    return "\n".join(lines) + "\n"
