@@ -27,3 +27,6 @@ from symattn import facts  # noqa: E402
 from symattn.facts import Claims, Proof  # noqa: E402
 
 __all__ += ["Claims", "Proof", "facts"]
+from symattn.multihead import MultiHeadProblem, MultiHeadResult, attend_heads  # noqa: E402
+
+__all__ += ["MultiHeadProblem", "MultiHeadResult", "attend_heads"]

@@ -167,3 +167,17 @@ def test_cli_claims_of_the_wrong_shape(tmp_path):
     path.write_text("weights = [[0.5, 0.5]]\n")
     done = _run("facts", "--claims", str(path))
     assert done.returncode == 2 and "claimed weights is 1×2" in done.stderr
+
+
+def test_gqa_fact_on_a_grouped_problem():
+    from symattn.multihead import MultiHeadProblem
+
+    problem = MultiHeadProblem.from_dict({
+        "X": [[1, 0, 2], [0, 1, 1], [2, 1, 0]], "heads": 4, "kv_heads": 2,
+        "W_q": [[1, 0, 0, 1], [0, 1, 1, 0], [1, 1, 0, 0]], "W_k": [[1, 0], [0, 1], [1, 1]],
+        "W_v": [[1, 2], [0, 1], [3, 0]], "W_o": [[1], [2], [3], [4]]})
+    assert problem.kv_of == (0, 0, 1, 1)
+    proof = facts.prove("gqa-equals-repeated-heads", problem)
+    assert proof.holds and "4 query heads over 2 key/value head(s)" in proof.text()
+    repeated = problem.repeated_kv()
+    assert repeated.kv_heads == 4 and repeated.kv_of == (0, 1, 2, 3)

@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> Outcome:
         if name not in FACTS:
             raise SymattnError(f"--fact {name}: no such fact; the facts are {', '.join(FACTS)}")
     claims = Claims.from_toml(args.claims) if args.claims else None
-    problem = None if args.general else load_problem(args)
+    problem = None if args.general else _load(args)
     proofs = check_facts(problem, claims, args.fact)
     status = 0 if all(p.holds for p in proofs) else 1
     if args.json:
@@ -52,3 +52,20 @@ def run(args: argparse.Namespace) -> Outcome:
     held = sum(p.holds for p in proofs)
     head = f"{held} of {len(proofs)} facts hold" + ("" if held == len(proofs) else " — see ✗ below")
     return Outcome(head + "\n\n" + "\n".join(p.text() for p in proofs), status)
+
+
+def _load(args: argparse.Namespace):
+    """A problem file (single- or multi-head: it has heads or [[head]]), or an example."""
+    if args.problem:
+        import tomllib
+        from pathlib import Path
+
+        from symattn.multihead import MultiHeadProblem
+
+        try:
+            keys = tomllib.loads(Path(args.problem).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            keys = {}  # the ordinary loader reports the error in its own words
+        if "heads" in keys or "head" in keys:
+            return MultiHeadProblem.from_toml(args.problem)
+    return load_problem(args)

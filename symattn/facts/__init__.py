@@ -18,11 +18,13 @@ from typing import Callable
 from symattn.errors import SymattnError
 from symattn.facts.claims import Claims
 from symattn.facts.proof import Line, Proof
+from symattn.facts.heads_facts import gqa_equals_repeated_heads
 from symattn.facts.softmax_facts import (rows_sum_to_one, shift_invariance, softmax_jacobian,
                                          weights_in_open_interval)
 from symattn.facts.structure_facts import (causal_prefix, convex_hull, permutation_equivariance,
                                            temperature_limits, variance_d_k)
 from symattn.facts.symbolic import softmax, symbol_matrix, symbol_vector
+from symattn.multihead import MultiHeadProblem
 from symattn.problem import Problem
 from symattn.trace import Trace
 
@@ -40,6 +42,7 @@ FACTS: dict[str, Callable[[Trace | None, Claims | None], Proof]] = {
     "softmax-jacobian": lambda t, c: softmax_jacobian(t),
     "causal-prefix": lambda t, c: causal_prefix(t),
     "permutation-equivariance": lambda t, c: permutation_equivariance(t),
+    "gqa-equals-repeated-heads": lambda t, c: gqa_equals_repeated_heads(t),
 }
 
 
@@ -51,19 +54,30 @@ def _trace(subject: Problem | Trace | None) -> Trace | None:
     raise SymattnError(f"facts are checked on a Problem or a Trace, not a {type(subject).__name__}")
 
 
-def prove(name: str, subject: Problem | Trace | None = None, claims: Claims | None = None) -> Proof:
-    """Prove one fact in general and, when given, check it exactly on a problem and/or claims."""
+Subject = Problem | Trace | MultiHeadProblem | None
+
+
+def prove(name: str, subject: Subject = None, claims: Claims | None = None) -> Proof:
+    """Prove one fact in general and, when given, check it exactly on a problem and/or claims.
+
+    A :class:`~symattn.multihead.MultiHeadProblem` is checked head by head for
+    gqa-equals-repeated-heads; the other facts are checked on its head 0."""
     if name not in FACTS:
         raise SymattnError(f"no fact named {name!r}; the facts are {', '.join(FACTS)}")
+    if isinstance(subject, MultiHeadProblem):
+        if name == "gqa-equals-repeated-heads":
+            return gqa_equals_repeated_heads(subject)
+        subject = subject.head_problems[0]
     trace = _trace(subject)
     if claims is not None and trace is not None:
         claims.check_shapes(trace.problem.n, trace.problem.m, trace.problem.d_v)
     return FACTS[name](trace, claims)
 
 
-def check_facts(subject: Problem | Trace | None = None, claims: Claims | None = None,
+def check_facts(subject: Subject = None, claims: Claims | None = None,
                 names: list[str] | None = None) -> list[Proof]:
     """Every fact (or the named ones), in the order of :data:`FACTS`."""
-    trace = _trace(subject)
+    if not isinstance(subject, MultiHeadProblem):
+        subject = _trace(subject)  # one Trace shared by every fact
     wanted = list(FACTS) if names is None else names
-    return [prove(name, trace, claims) for name in wanted]
+    return [prove(name, subject, claims) for name in wanted]

@@ -1,0 +1,368 @@
+"""Multi-head, grouped-query and multi-query attention, exactly.
+
+Every head is an ordinary :class:`~symattn.problem.Problem` computed by the
+one engine (:class:`~symattn.trace.Trace`); this module only splits the
+projections into heads, maps query heads to key/value heads, concatenates
+the head outputs and multiplies by W_o — all exactly.  Decimals come from
+the certified path (the heads' own steps, :func:`symattn.certify` for the
+products).
+
+Conventions (as PyTorch and the GQA paper): X·W (d_model × width) as in the
+rest of symattn; query head i uses key/value head ``i // (heads // kv_heads)``;
+each head is scaled by 1/√d_head unless ``scale`` is given; the averaged
+weights are the mean over the query heads, as ``nn.MultiheadAttention``
+reports with ``average_attn_weights=True``.  No biases (append a column of
+ones to X and a bias row to the W's to get them).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping, Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import sympy
+
+from symattn.certify import CertifiedDecimal, Rounding, certify
+from symattn.errors import ParseError, ProblemError
+from symattn.exact import DecimalText
+from symattn.matrix import exact_matrix
+from symattn.problem import Problem
+from symattn.trace import Trace
+
+Matrix = sympy.ImmutableMatrix
+
+#: The keys of a multi-head problem file.
+MULTIHEAD_KEYS = ("title", "about", "X", "X_kv", "tokens", "key_tokens", "scale", "mask",
+                  "heads", "kv_heads", "W_q", "W_k", "W_v", "W_o", "head", "kv_head")
+_SHARED = ("X_kv", "tokens", "key_tokens", "scale", "mask")
+
+
+#: The problem ``symattn heads`` works when given none: the lesson's X with two
+#: query heads sharing one key/value head (head 0 is the lesson's own head).
+DEMO_TOML = """\
+title = "I love cats, two heads"
+about = "Multi-query attention: the lesson's head and a second query head share W_k, W_v."
+tokens = ["I", "love", "cats"]
+X = [[1, 0, 1, 0],
+     [0, 2, 0, 2],
+     [1, 1, 1, 1]]
+heads = 2            # query heads: W_q is split by columns into 2 heads of d_k = 3
+kv_heads = 1         # one key/value head shared by both (multi-query)
+W_q = [[1, 0, 1,  0, 1, 0],
+       [1, 0, 0,  0, 0, 1],
+       [0, 0, 1,  1, 0, 0],
+       [0, 1, 1,  0, 1, 1]]
+W_k = [[0, 0, 1], [1, 1, 0], [0, 1, 0], [1, 1, 0]]
+W_v = [[0, 2, 0], [0, 3, 0], [1, 0, 3], [1, 1, 0]]
+W_o = [["1/2", 0, 0], [0, "1/2", 0], [0, 0, "1/2"],   # output = the mean of the two heads
+       ["1/2", 0, 0], [0, "1/2", 0], [0, 0, "1/2"]]
+"""
+
+
+def _matrix(name: str, value: object) -> Matrix:
+    return exact_matrix(name, value).to_sympy()
+
+
+def _count(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ProblemError(f"{name} must be a whole number ≥ 1, got {value!r}")
+    return value
+
+
+def _split(name: str, W: Matrix, parts: int, what: str) -> list[Matrix]:
+    if W.cols % parts:
+        raise ProblemError(f"{name} has {W.cols} columns, not a multiple of {what} = {parts}: "
+                           f"split projections need {what} × d_head columns")
+    width = W.cols // parts
+    return [W[:, k * width:(k + 1) * width] for k in range(parts)]
+
+
+class MultiHeadProblem:
+    """h query heads over h_kv key/value heads (h_kv = h: multi-head; 1: multi-query).
+
+    ``q_weights[i]`` is query head i's W_q; ``kv_weights[g]`` is the (W_k, W_v)
+    of key/value head g; query head i reads key/value head ``i // (h // h_kv)``.
+    """
+
+    def __init__(self, *, X: object, q_weights: Sequence[object],
+                 kv_weights: Sequence[tuple[object, object]], W_o: object = None,
+                 X_kv: object = None, tokens: Sequence[str] | None = None,
+                 key_tokens: Sequence[str] | None = None, scale: object = None,
+                 mask: object = None, title: str | None = None) -> None:
+        self.title = title
+        self.heads, self.kv_heads = len(q_weights), len(kv_weights)
+        if self.heads == 0 or self.kv_heads == 0:
+            raise ProblemError("a multi-head problem needs at least one head")
+        if self.heads % self.kv_heads:
+            raise ProblemError(
+                f"heads = {self.heads} is not a multiple of kv_heads = {self.kv_heads}: "
+                "each key/value head must serve the same number of query heads")
+        self.group = self.heads // self.kv_heads
+        self.kv_of = tuple(i // self.group for i in range(self.heads))
+        self.head_problems: list[Problem] = []
+        for i, W_q in enumerate(q_weights):
+            W_k, W_v = kv_weights[self.kv_of[i]]
+            try:
+                self.head_problems.append(Problem(
+                    X=X, W_q=W_q, W_k=W_k, W_v=W_v, X_kv=X_kv, tokens=tokens,
+                    key_tokens=key_tokens, scale=scale, mask=mask, title=f"head {i}"))
+            except (ParseError, ProblemError) as exc:
+                raise ProblemError(f"head {i}: {exc}") from None
+        first = self.head_problems[0]
+        self.n, self.m, self.tokens, self.key_tokens = first.n, first.m, first.tokens, first.key_tokens
+        self.d_v = [p.d_v for p in self.head_problems]
+        self.width = sum(self.d_v)
+        self.W_o = None if W_o is None else _matrix("W_o", W_o)
+        if self.W_o is not None and self.W_o.rows != self.width:
+            raise ProblemError(
+                f"W_o has {self.W_o.rows} rows but the concatenated heads have {self.width} columns "
+                f"({' + '.join(map(str, self.d_v))}): W_o must be {self.width}×d_out")
+
+    # -- construction ---------------------------------------------------------
+    @classmethod
+    def split(cls, *, X: object, W_q: object, W_k: object, W_v: object, heads: int,
+              kv_heads: int | None = None, W_o: object = None, **shared: Any) -> "MultiHeadProblem":
+        """One projection per role, split by columns into heads (PyTorch's packed in_proj)."""
+        heads = _count("heads", heads)
+        kv_heads = heads if kv_heads is None else _count("kv_heads", kv_heads)
+        qs = _split("W_q", _matrix("W_q", W_q), heads, "heads")
+        ks = _split("W_k", _matrix("W_k", W_k), kv_heads, "kv_heads")
+        vs = _split("W_v", _matrix("W_v", W_v), kv_heads, "kv_heads")
+        return cls(X=X, q_weights=qs, kv_weights=list(zip(ks, vs)), W_o=W_o, **shared)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, source: str = "problem") -> "MultiHeadProblem":
+        """A mapping with the keys of a multi-head problem file (see the README)."""
+        if not isinstance(data, Mapping):
+            raise ProblemError(f"{source} must be a table of problem keys")
+        unknown = [k for k in data if k not in MULTIHEAD_KEYS]
+        if unknown:
+            raise ProblemError(f"{source}: unknown key {unknown[0]!r}; the multi-head keys are "
+                               f"{', '.join(MULTIHEAD_KEYS)}")
+        shared = {k: data[k] for k in _SHARED if k in data}
+        title = data.get("title")
+        try:
+            if "X" not in data:
+                raise ProblemError("X is missing: multi-head problems project X (n × d_model)")
+            if "head" in data:
+                return cls._from_tables(data, shared, title)
+            if "heads" not in data:
+                raise ProblemError("give heads = h with split W_q, W_k, W_v, or [[head]] tables")
+            for key in ("W_q", "W_k", "W_v"):
+                if key not in data:
+                    raise ProblemError(f"{key} is missing: with heads = h give W_q, W_k and W_v")
+            return cls.split(X=data["X"], W_q=data["W_q"], W_k=data["W_k"], W_v=data["W_v"],
+                             heads=data["heads"], kv_heads=data.get("kv_heads"), W_o=data.get("W_o"),
+                             title=title, **shared)
+        except (ParseError, ProblemError) as exc:
+            raise ProblemError(f"{source}: {exc}") from None
+
+    @classmethod
+    def _from_tables(cls, data: Mapping[str, Any], shared: dict, title: str | None) -> "MultiHeadProblem":
+        for key in ("heads", "W_q", "W_k", "W_v"):
+            if key in data:
+                raise ProblemError(f"{key} goes with split projections; with [[head]] tables put "
+                                   "W_q (and W_k, W_v) inside each table")
+        heads = data["head"]
+        if not isinstance(heads, list) or not all(isinstance(h, Mapping) for h in heads):
+            raise ProblemError("head must be a list of tables: write [[head]] before each head")
+        kv_tables = data.get("kv_head")
+        if kv_tables is not None and (not isinstance(kv_tables, list)
+                                      or not all(isinstance(h, Mapping) for h in kv_tables)):
+            raise ProblemError("kv_head must be a list of tables: write [[kv_head]] before each one")
+        expect = ("W_q",) if kv_tables is not None else ("W_q", "W_k", "W_v")
+        for i, table in enumerate(heads):
+            extra = [k for k in table if k not in expect]
+            if extra:
+                raise ProblemError(f"head {i}: unexpected key {extra[0]!r}; a [[head]] table holds "
+                                   f"{', '.join(expect)}" + (" (W_k, W_v go in [[kv_head]])" if kv_tables else ""))
+            for key in expect:
+                if key not in table:
+                    raise ProblemError(f"head {i}: {key} is missing")
+        if kv_tables is None:
+            if "kv_heads" in data:
+                raise ProblemError("kv_heads goes with split projections; with tables use [[kv_head]]")
+            kv = [(_matrix(f"head {i} W_k", t["W_k"]), _matrix(f"head {i} W_v", t["W_v"]))
+                  for i, t in enumerate(heads)]
+        else:
+            for g, table in enumerate(kv_tables):
+                if sorted(table) != ["W_k", "W_v"]:
+                    raise ProblemError(f"kv_head {g}: a [[kv_head]] table holds exactly W_k and W_v")
+            kv = [(_matrix(f"kv_head {g} W_k", t["W_k"]), _matrix(f"kv_head {g} W_v", t["W_v"]))
+                  for g, t in enumerate(kv_tables)]
+        qs = [_matrix(f"head {i} W_q", t["W_q"]) for i, t in enumerate(heads)]
+        return cls(X=data["X"], q_weights=qs, kv_weights=kv, W_o=data.get("W_o"), title=title, **shared)
+
+    @classmethod
+    def from_toml_text(cls, text: str, *, source: str = "problem") -> "MultiHeadProblem":
+        """Read a multi-head problem file's text; TOML floats by their decimal text."""
+        try:
+            data = tomllib.loads(text, parse_float=DecimalText)
+        except tomllib.TOMLDecodeError as exc:
+            raise ProblemError(f"{source} is not valid TOML: {exc}") from None
+        return cls.from_dict(data, source=source)
+
+    @classmethod
+    def from_toml(cls, path: str | Path) -> "MultiHeadProblem":
+        """Read a multi-head problem file."""
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ProblemError(f"{path}: no such file; give the path of a problem TOML file") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ProblemError(f"{path}: cannot read the file ({exc})") from None
+        return cls.from_toml_text(text, source=str(path))
+
+    def repeated_kv(self) -> "MultiHeadProblem":
+        """The same heads with each key/value head copied to every query head it serves."""
+        p0 = self.head_problems[0]
+        kv = [(p.W_k, p.W_v) for p in self.head_problems]
+        return MultiHeadProblem(X=p0.X, q_weights=[p.W_q for p in self.head_problems], kv_weights=kv,
+                                W_o=self.W_o, X_kv=p0.X_kv, tokens=self.tokens,
+                                key_tokens=None if p0.key_tokens == p0.tokens else p0.key_tokens,
+                                scale=p0.scale, mask=_mask_list(p0), title=self.title)
+
+    def __repr__(self) -> str:
+        kind = ("multi-head" if self.kv_heads == self.heads
+                else "multi-query" if self.kv_heads == 1 else "grouped-query")
+        return (f"<MultiHeadProblem {kind}: {self.heads} heads over {self.kv_heads} key/value heads, "
+                f"{self.n} queries × {self.m} keys>")
+
+
+def _mask_list(p: Problem) -> list[list[int]] | None:
+    return None if p.mask is None else [[int(x) for x in row] for row in p.mask.tolist()]
+
+
+class MultiHeadResult:
+    """The heads' Traces, their exact concatenation, the W_o product and the averaged weights."""
+
+    def __init__(self, problem: MultiHeadProblem) -> None:
+        self.problem = problem
+        self.traces: list[Trace] = [Trace(p) for p in problem.head_problems]
+
+    def head(self, i: int) -> Trace:
+        """Query head i's Trace (every step of the one engine)."""
+        return self.traces[i]
+
+    def _head_output(self, h: int, i: int, c: int) -> sympy.Expr:
+        """An exact head output entry, in its algebraic form when the engine knows one."""
+        engine = self.traces[h].engine
+        if engine.algebraic:
+            value = engine.algebraic_value("output", i, c)
+            if value is not None:
+                return value
+        return self.traces[h].output[i, c]
+
+    @cached_property
+    def concat(self) -> Matrix:
+        """[O_0 | O_1 | ... ] (n × Σ d_v), exact."""
+        cols = [(h, c) for h, d in enumerate(self.problem.d_v) for c in range(d)]
+        return Matrix(self.problem.n, len(cols), lambda i, k: self._head_output(cols[int(k)][0], int(i), cols[int(k)][1]))
+
+    @cached_property
+    def output(self) -> Matrix:
+        """concat · W_o (the concatenation itself when there is no W_o), exact."""
+        if self.problem.W_o is None:
+            return self.concat
+        return Matrix(self.concat * self.problem.W_o)
+
+    @cached_property
+    def average_weights(self) -> Matrix:
+        """The mean of the heads' weights (nn.MultiheadAttention, average_attn_weights=True)."""
+        n, m, h = self.problem.n, self.problem.m, self.problem.heads
+        return Matrix(n, m, lambda i, j: sympy.Add(*[t.weights[int(i), int(j)] for t in self.traces]) / h)
+
+    # -- certified decimals ------------------------------------------------------
+    def concat_decimals(self, rounding: Rounding | int) -> list[list[CertifiedDecimal]]:
+        """The concatenation's decimals, from each head's own certified output step."""
+        per_head = [t.output.decimals(rounding) for t in self.traces]
+        return [[d for rows in per_head for d in rows[i]] for i in range(self.problem.n)]
+
+    def output_decimals(self, rounding: Rounding | int) -> list[list[CertifiedDecimal]]:
+        """concat · W_o, each entry certified."""
+        if self.problem.W_o is None:
+            return self.concat_decimals(rounding)
+        return _certify_matrix(self.output, rounding)
+
+    def average_weights_decimals(self, rounding: Rounding | int) -> list[list[CertifiedDecimal]]:
+        """The averaged weights, each entry certified."""
+        return _certify_matrix(self.average_weights, rounding)
+
+    def __repr__(self) -> str:
+        return f"<MultiHeadResult of {self.problem!r}>"
+
+
+def _certify_matrix(M: Matrix, rounding: Rounding | int) -> list[list[CertifiedDecimal]]:
+    return [[certify(M[i, j], rounding) for j in range(M.cols)] for i in range(M.rows)]
+
+
+def attend_heads(problem: MultiHeadProblem | None = None, **inputs: Any) -> MultiHeadResult:
+    """Multi-head attention: ``attend_heads(problem)`` or ``attend_heads(X=..., W_q=..., heads=2, ...)``."""
+    if problem is None:
+        problem = MultiHeadProblem.split(**inputs)
+    return MultiHeadResult(problem)
+
+
+# -- views (numbers only through the certified path) ----------------------------
+
+def _cells(rows: list[list[CertifiedDecimal]]) -> list[list[str]]:
+    return [[str(d) for d in row] for row in rows]
+
+
+def render_heads_text(result: MultiHeadResult, digits: int = 3) -> str:
+    """A compact section per head (weights, output), then concat and output."""
+    from symattn.render.layout import grid, indent
+
+    p, rounding = result.problem, Rounding(digits=digits)
+    kind = ("multi-head" if p.kv_heads == p.heads else "multi-query" if p.kv_heads == 1
+            else "grouped-query")
+    title = f"{p.title}: " if p.title else ""
+    lines = [f"{title}{kind} attention, {p.heads} query head{'s' * (p.heads > 1)} over "
+             f"{p.kv_heads} key/value head{'s' * (p.kv_heads > 1)} "
+             f"(head i uses key/value head i // {p.group})", ""]
+    for h, trace in enumerate(result.traces):
+        hp = trace.problem
+        lines.append(f"head {h} (key/value head {p.kv_of[h]}): d_k = {hp.d_k}, d_v = {hp.d_v}, "
+                     f"scale = {sympy.sstr(hp.scale)}")
+        weights = grid(_cells(trace.weights.decimals(rounding)), hp.tokens, hp.key_tokens)
+        output = grid(_cells(trace.output.decimals(rounding)), hp.tokens,
+                      [str(c) for c in range(hp.d_v)])
+        lines += indent(["weights ≈", *weights, "output ≈", *output]) + [""]
+    labels = [f"h{h}.{c}" for h, d in enumerate(p.d_v) for c in range(d)]
+    lines.append(f"concat = [O_0 | … | O_{p.heads - 1}]    ({p.n}×{p.width})")
+    lines += indent(grid(_cells(result.concat_decimals(rounding)), p.tokens, labels)) + [""]
+    if p.W_o is not None:
+        lines.append(f"output = concat·W_o    ({p.n}×{p.W_o.cols})")
+        lines += indent(grid(_cells(result.output_decimals(rounding)), p.tokens,
+                             [str(c) for c in range(p.W_o.cols)])) + [""]
+    lines.append("average weights (nn.MultiheadAttention, average_attn_weights=True)")
+    lines += indent(grid(_cells(result.average_weights_decimals(rounding)), p.tokens, p.key_tokens))
+    return "\n".join(lines) + "\n"
+
+
+def heads_json(result: MultiHeadResult, digits: int = 3) -> dict[str, Any]:
+    """The machine-readable result: exact strings and certified decimals."""
+    p, rounding = result.problem, Rounding(digits=digits)
+
+    def both(exact: Matrix, decimals: list[list[CertifiedDecimal]]) -> dict[str, Any]:
+        return {"shape": [exact.rows, exact.cols],
+                "exact": [[sympy.sstr(exact[i, j]) for j in range(exact.cols)] for i in range(exact.rows)],
+                "decimal": _cells(decimals)}
+
+    heads = []
+    for h, trace in enumerate(result.traces):
+        heads.append({"head": h, "kv_head": p.kv_of[h], "d_k": trace.problem.d_k,
+                      "scale": sympy.sstr(trace.problem.scale),
+                      "weights": both(trace.weights.matrix, trace.weights.decimals(rounding)),
+                      "output": both(trace.output.matrix, trace.output.decimals(rounding))})
+    out = {"digits": digits, "heads": p.heads, "kv_heads": p.kv_heads, "tokens": list(p.tokens),
+           "key_tokens": list(p.key_tokens), "per_head": heads,
+           "concat": both(result.concat, result.concat_decimals(rounding)),
+           "average_weights": both(result.average_weights, result.average_weights_decimals(rounding))}
+    if p.W_o is not None:
+        out["output"] = both(result.output, result.output_decimals(rounding))
+    return out
