@@ -7,17 +7,20 @@ caches every resolved target and every certified rounding, so checking
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 
 from symattn.check.figures import Written, WrittenNumber, read_figure
 from symattn.check.mistakes import Mistakes
 from symattn.check.targets import Cell, Source, TargetSpec, parse_target, resolve
-from symattn.check.verdict import RIGHT, EntryVerdict, judge_entry, worst
+from symattn.check.verdict import RIGHT, EntryVerdict, MistakeSet, judge_entry, worst
 from symattn.errors import SymattnError
 from symattn.problem import Problem
 from symattn.trace import Trace, attend
 
 __all__ = ["Checker", "FigureVerdict"]
+
+_MEMO_SIZE = 100_000   # distinct (target, answer) verdicts kept per problem
 
 
 @dataclass
@@ -77,6 +80,7 @@ class Checker:
         self.mistakes = Mistakes(self.trace)
         self._targets: dict[str, _Target | SymattnError] = {}
         self._mistake_cells: dict[tuple[str, int | None], list] = {}
+        self._memo: dict[tuple, FigureVerdict] = {}
 
     def target(self, text: str) -> _Target:
         """The resolved target (cached; a bad target raises its error every time)."""
@@ -96,11 +100,22 @@ class Checker:
     def _mistakes(self, target: _Target, places: int | None) -> list:
         key = (target.spec.text, places)
         if key not in self._mistake_cells:
-            self._mistake_cells[key] = self.mistakes.cells(target.spec, target.shape, places)
+            self._mistake_cells[key] = [MistakeSet(cells) for cells in
+                                        self.mistakes.cells(target.spec, target.shape, places)]
         return self._mistake_cells[key]
 
     def check(self, target: str, text: str, variant: str | None = None) -> FigureVerdict:
-        """Judge the written ``text`` as the value of ``target``."""
+        """Judge the written ``text`` as the value of ``target`` (the same answer twice,
+        as in a class where many students agree, is judged once)."""
+        key = (target, text, variant)
+        hit = self._memo.get(key)
+        if hit is None:
+            hit = self._check(target, text, variant)
+            if len(self._memo) < _MEMO_SIZE and isinstance(text, str) and len(text) < 1000:
+                self._memo[key] = hit
+        return copy.copy(hit)
+
+    def _check(self, target: str, text: str, variant: str | None) -> FigureVerdict:
         try:
             resolved = self.target(target)
             written = read_figure(text, where=f"the figure for {target}")
@@ -152,9 +167,13 @@ def _summarise(target: str, text: str, variant: str | None, shape: tuple[int, in
     wrong = [e for e in entries if not e.right]
     if not wrong:
         code = "exact" if all(e.code == "exact" for e in entries) else "rounded"
-        also = f"; indistinguishable here from {', '.join(ordered)}" if ordered else ""
-        return FigureVerdict(code=code, message=f"all {len(entries)} entries are right" + also,
-                             also=ordered, **base)
+        shown = [n for n in ordered if not n.startswith("early-rounding")]
+        also = f"; indistinguishable here from {', '.join(shown)}" if shown else ""
+        values = ", ".join(e.expected or e.written for e in entries[:12])
+        more = ", …" if len(entries) > 12 else ""
+        return FigureVerdict(code=code, also=ordered, **base,
+                             message=f"all {len(entries)} entries are right "
+                                     f"({values}{more})" + also)
     if ordered:
         first = ordered[0]
         code, _, detail = first.partition(" (")

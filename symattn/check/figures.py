@@ -108,13 +108,12 @@ def read_number(text: str, where: str = "figure") -> WrittenNumber | None:
     shift = int(exp or 0) - len(frac)
     if abs(shift) > 10_000:
         raise _fail(text, where, "its exponent is too large", "use a smaller exponent")
-    value = Fraction(mantissa) * Fraction(10) ** shift
     if percent:
-        value /= 100
         shift -= 2
     if sign == "-":
-        value = -value
-    unit = Fraction(10) ** shift
+        mantissa = -mantissa
+    value = Fraction(mantissa * 10**shift) if shift >= 0 else Fraction(mantissa, 10**-shift)
+    unit = Fraction(10**shift) if shift >= 0 else Fraction(1, 10**-shift)
     if exp is None:
         rounding = Rounding(places=max(0, -shift)) if shift <= 0 else Rounding(places=0)
         if shift > 0:  # "1e3"-like cannot happen without exp; keep the type total

@@ -21,6 +21,7 @@ same target names the same cells of every mistake variant.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Callable, Iterator
 
 import sympy
@@ -177,10 +178,25 @@ class Cell:
             self._cache["exact"] = self._exact()
         return self._cache["exact"]
 
+    @property
+    def text(self) -> str:
+        """The exact value as SymPy prints it (cached: printing is slow)."""
+        if "text" not in self._cache:
+            self._cache["text"] = sympy.sstr(self.exact)
+        return self._cache["text"]
+
     def rounded(self, rounding: Rounding) -> CertifiedDecimal:
         hit = self._cache.get(rounding)
         if hit is None:
             hit = self._cache[rounding] = self._round(rounding)
+        return hit
+
+    def rounded_value(self, rounding: Rounding) -> Fraction:
+        """The certified rounding as an exact Fraction (cached: compared per answer)."""
+        key = ("value", rounding)
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = self._cache[key] = self.rounded(rounding).as_fraction()
         return hit
 
 

@@ -23,7 +23,7 @@ from symattn.check.targets import Cell
 from symattn.compare import equal
 from symattn.errors import SymattnError
 
-__all__ = ["CODES", "RIGHT", "EntryVerdict", "MistakeCell", "judge_entry", "worst"]
+__all__ = ["CODES", "RIGHT", "EntryVerdict", "MistakeCell", "MistakeSet", "judge_entry", "worst"]
 
 #: Verdict codes from best to worst.
 CODES = ("exact", "rounded", "last-digit", "mistake", "wrong", "invalid")
@@ -79,7 +79,7 @@ def _frac(d: CertifiedDecimal) -> Fraction:
 def _show(cell: Cell) -> str:
     """The exact value, and 6 certified digits when it is not a short rational."""
     exact = cell.exact
-    text = sympy.sstr(exact)
+    text = cell.text
     if len(text) > 120:
         text = text[:117] + "..."
     if exact.is_Rational and len(text) < 20:
@@ -99,15 +99,33 @@ def _is_tie(cell: Cell, w: WrittenNumber) -> bool:
     return abs(w.value - Fraction(int(x.p), int(x.q))) * 2 == w.unit
 
 
+class MistakeSet:
+    """The mistakes' cells for one target cell, indexed by their rounding at each
+    precision, so judging an answer is a dictionary look-up (grading 10,000 answers)."""
+
+    def __init__(self, cells: Sequence[MistakeCell]) -> None:
+        self.cells = list(cells)
+        self._by: dict[Rounding, dict[Fraction, list[MistakeCell]]] = {}
+
+    def __iter__(self):
+        return iter(self.cells)
+
+    def matching(self, w: WrittenNumber) -> list[MistakeCell]:
+        table = self._by.get(w.rounding)
+        if table is None:
+            table = self._by[w.rounding] = {}
+            for m in self.cells:
+                try:
+                    table.setdefault(m.cell.rounded_value(w.rounding), []).append(m)
+                except SymattnError:
+                    continue   # a variant whose value cannot be certified explains nothing
+        return table.get(w.value, [])
+
+
 def _matches_number(w: WrittenNumber, cells: Sequence[MistakeCell]) -> list[MistakeCell]:
-    found = []
-    for m in cells:
-        try:
-            if _frac(m.cell.rounded(w.rounding)) == w.value:
-                found.append(m)
-        except SymattnError:
-            continue   # a variant whose value cannot be certified here explains nothing
-    return found
+    if isinstance(cells, MistakeSet):
+        return cells.matching(w)
+    return MistakeSet(cells).matching(w)
 
 
 def _matches_exact(w: WrittenExact, cells: Sequence[MistakeCell]) -> list[MistakeCell]:
@@ -146,7 +164,7 @@ def judge_entry(written: Entry, cell: Cell, mistakes: Sequence[MistakeCell]) -> 
 
 def _judge_exact(w: WrittenExact, cell: Cell, mistakes: Sequence[MistakeCell]) -> EntryVerdict:
     shown = _show(cell)
-    base = dict(label=cell.label, written=w.text, exact=sympy.sstr(cell.exact), expected=None)
+    base = dict(label=cell.label, written=w.text, exact=cell.text, expected=None)
     if equal(w.value, cell.exact):
         also = _names(_matches_exact(w, mistakes))
         return EntryVerdict(code="exact", message=f"{w.text} is exactly {cell.label}"
@@ -167,6 +185,9 @@ def _describe(m: MistakeCell) -> str:
 
 
 def _also(names: list[str]) -> str:
+    """Name the mistakes a right figure cannot rule out (early rounding is too common to
+    mention in a message; the full list stays in ``also``)."""
+    names = [n for n in names if not n.startswith("early-rounding")]
     if not names:
         return ""
     return f"; indistinguishable here from {', '.join(names)}"
@@ -175,7 +196,7 @@ def _also(names: list[str]) -> str:
 def _judge_number(w: WrittenNumber, cell: Cell, mistakes: Sequence[MistakeCell]) -> EntryVerdict:
     r = cell.rounded(w.rounding)
     at = _precision(w)
-    base = dict(label=cell.label, written=w.text, exact=sympy.sstr(cell.exact), expected=r.text)
+    base = dict(label=cell.label, written=w.text, exact=cell.text, expected=r.text)
     value = _frac(r)
     found = _matches_number(w, mistakes)
     if value == w.value or _is_tie(cell, w):
