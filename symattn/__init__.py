@@ -30,3 +30,6 @@ __all__ += ["Claims", "Proof", "facts"]
 from symattn.multihead import MultiHeadProblem, MultiHeadResult, attend_heads  # noqa: E402
 
 __all__ += ["MultiHeadProblem", "MultiHeadResult", "attend_heads"]
+from symattn import floatref  # noqa: E402  (numpy/torch imported lazily, only when used)
+
+__all__ += ["floatref"]
