@@ -177,10 +177,12 @@ def _summarise(target: str, text: str, variant: str | None, shape: tuple[int, in
     if ordered:
         first = ordered[0]
         code, _, detail = first.partition(" (")
-        return FigureVerdict(code="mistake", mistake=code, mistake_detail=detail.rstrip(")") or None,
+        right = ", ".join(e.expected or e.exact or "?" for e in entries[:12])
+        return FigureVerdict(code="mistake", mistake=code, mistake_detail=detail[:-1] or None,
                              also=ordered[1:], **base,
                              message=f"every entry is what the mistake {first} gives; "
-                                     f"first wrong entry: {wrong[0].message}")
+                                     f"the right values are {right}" + ("" if len(entries) <= 12
+                                                                        else ", …"))
     return FigureVerdict(code=worst([e.code for e in entries]), **base,
                          message=f"{len(wrong)} of {len(entries)} entries are not right; "
                                  f"{wrong[0].label}: {wrong[0].message}")
