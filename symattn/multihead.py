@@ -229,7 +229,8 @@ class MultiHeadProblem:
     def __repr__(self) -> str:
         kind = ("multi-head" if self.kv_heads == self.heads
                 else "multi-query" if self.kv_heads == 1 else "grouped-query")
-        return (f"<MultiHeadProblem {kind}: {self.heads} heads over {self.kv_heads} key/value heads, "
+        plural = "s" * (self.kv_heads > 1)
+        return (f"<MultiHeadProblem {kind}: {self.heads} heads over {self.kv_heads} key/value head{plural}, "
                 f"{self.n} queries × {self.m} keys>")
 
 
