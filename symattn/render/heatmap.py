@@ -50,5 +50,5 @@ def heatmap(cells: Sequence[Sequence[str]], shades: Sequence[Sequence[object]],
         entries = ["$\\cdots$" if c is None else _cell(cells[r][c], _percent(shades[r][c])) for c in cols]
         out.append(f"\\textbf{{{tex_escape(row_labels[r])}}} & " + " & ".join(entries) + r" \\")
     out += ["\\end{tabular}", "", "\\smallskip", "{\\small scale: " + " ".join(
-        f"\\colorbox{{{COLOR}!{p}}}{{\\makebox[2.2em]{{{_ink(p / 100, p)}}}}}" for p in (0, 25, 50, 75, 100)) + "}", "\\end{center}"]
+        f"\\fcolorbox{{black!30}}{{{COLOR}!{p}}}{{\\makebox[2.2em]{{{_ink(p / 100, p)}}}}}" for p in (0, 25, 50, 75, 100)) + "}", "\\end{center}"]
     return "\n".join(out)
