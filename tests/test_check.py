@@ -128,6 +128,29 @@ def test_softmax_over_columns():
                                                                "softmax-over-columns"}
 
 
+def test_e_taken_as_2_7(lesson):
+    # 2.7^(2/√3) = 3.149, 2.7^(4/√3) = 9.913 (twice): weights 0.137, 0.431, 0.431
+    v = lesson.check("weights[I]", "0.137, 0.431, 0.431")
+    assert v.code == "mistake" and v.mistake == "e-as-2.7"
+
+
+def test_keys_used_as_values(lesson):
+    # 0.136·[0, 1, 1] + 0.432·[4, 4, 0] + 0.432·[2, 3, 1] = [2.59, 3.16, 0.57]
+    v = lesson.check("output[I]", "2.59, 3.16, 0.57")
+    assert v.code == "mistake" and v.mistake == "values-from-keys"
+
+
+def test_scaled_after_softmax(lesson):
+    # the unscaled weights of row I (0.0634, 0.468, 0.468) divided by √3
+    v = lesson.check("weights[I]", "0.0366, 0.270, 0.270")
+    assert v.code == "mistake" and v.mistake == "scaled-after-softmax"
+
+
+def test_transposed_output(lesson):
+    v = lesson.check("output", "[[1.86 2. 1.99] [6.32 7.81 7.48] [1.7 0.27 0.74]]")
+    assert v.code == "mistake" and v.mistake == "transposed-output"
+
+
 def test_early_rounding_is_named_with_its_step(lesson):
     # e^(−4.62) = 0.009853: the shifted score rounded to 2 places first (exact: 0.009865)
     v = lesson.check("exp[cats, I]", "0.00985")

@@ -14,6 +14,11 @@ code                      the change
 ``transposed-scores``     K·Qᵀ instead of Q·Kᵀ: W_q and W_k swapped (or Q and K)
 ``softmax-over-columns``  the weights of the transposed-scores trace, read
                           transposed: a softmax down each column of the scores
+``scaled-after-softmax``  softmax(Q·Kᵀ)/√d_k: the unscaled trace's weights and
+                          output times the scale (a documented transformation)
+``e-as-2.7``              2.7^x for e^x: the scale times ln 2.7 (same engine)
+``values-from-keys``      K used where V belongs (W_v = W_k, or V = K)
+``transposed-output``     the output matrix read transposed (square outputs only)
 ``wrong-step``            the answer is another step's value at the same place
 ``early-rounding``        ``scaled`` or ``shifted`` rounded to k places before
                           the softmax (a Problem whose Q is the rounded matrix,
@@ -41,6 +46,7 @@ from symattn.trace import Trace, attend
 __all__ = ["Mistake", "Mistakes", "MISTAKE_CODES"]
 
 MISTAKE_CODES = ("unscaled", "scaled-by-d_k", "transposed-scores", "softmax-over-columns",
+                 "scaled-after-softmax", "e-as-2.7", "values-from-keys", "transposed-output",
                  "wrong-step", "early-rounding")
 
 _AFTER_SCORES = frozenset(("scaled", "masked", "shifted", "exp", "row_sum", "weights", "output"))
@@ -83,6 +89,27 @@ def _direct(trace: Trace, Q: object, K: object, **changes: object) -> Problem:
                                    mask=_mask_rows(p))
     keys.update(changes)
     return Problem(**keys)
+
+
+class _ScaledSource(Source):
+    """Some steps of a trace multiplied by a constant: softmax first, then the scale.
+
+    A documented transformation of trace values: softmax(Q·Kᵀ)·s is the unscaled
+    trace's weights times s, and its output is the unscaled output times s.
+    """
+
+    def __init__(self, trace: Trace, factor: sympy.Expr, steps: frozenset[str]) -> None:
+        super().__init__(trace)
+        self.factor, self.steps = factor, steps
+
+    def exact(self, name: str, i: int, j: int) -> sympy.Expr:
+        value = super().exact(name, i, j)
+        return self.factor * value if name in self.steps else value
+
+    def decimal(self, name: str, i: int, j: int, rounding: Rounding) -> CertifiedDecimal:
+        if name not in self.steps:
+            return super().decimal(name, i, j, rounding)
+        return certify(self.exact(name, i, j), rounding)
 
 
 class _RoundedWeightsSource(Source):
@@ -152,11 +179,12 @@ class Mistakes:
 
     @cached_property
     def fixed(self) -> list[Mistake]:
-        """unscaled, scaled-by-d_k, transposed-scores, softmax-over-columns (where possible)."""
+        """The mistakes that do not depend on the figure's precision (where possible)."""
         p = self.problem
         root = sympy.sqrt(p.d_k)
         c = p.scale * root          # the scale is c/√d_k: c is the sharpness (1 by default)
         out: list[Mistake] = []
+        unscaled = None
         for code, detail, scale in (("unscaled", "no division by √d_k", c),
                                     ("scaled-by-d_k", f"divided by d_k = {p.d_k}, not √d_k",
                                      c / p.d_k)):
@@ -165,14 +193,38 @@ class Mistakes:
             trace = self._attempt(lambda s=scale: _rebuild(p, scale=s))
             if trace is not None:
                 out.append(Mistake(code, detail, _AFTER_SCORES, Source(trace)))
+                unscaled = trace if code == "unscaled" else unscaled
         if self._swapped is not None:
-            out.append(Mistake("transposed-scores", "K·Qᵀ instead of Q·Kᵀ",
+            out.append(Mistake("transposed-scores", "K·Qᵀ instead of Q·Kᵀ, or W_q and W_k swapped",
                                frozenset(("scores", *_AFTER_SCORES)), Source(self._swapped)))
         if self._column_softmax is not None:
             out.append(Mistake("softmax-over-columns", "each column sums to 1, not each row",
                                frozenset(("weights",)),
                                Source(self._column_softmax, frozenset(("weights",)))))
+        if unscaled is not None:
+            out.append(Mistake("scaled-after-softmax", "softmax(Q·Kᵀ) divided by √d_k",
+                               frozenset(("weights", "output")),
+                               _ScaledSource(unscaled, p.scale / c, frozenset(("weights", "output")))))
+        e_trace = self._attempt(lambda: _rebuild(p, scale=p.scale * sympy.log(sympy.Rational(27, 10))))
+        if e_trace is not None:
+            out.append(Mistake("e-as-2.7", "powers of 2.7 instead of e", _SOFTMAX,
+                               Source(e_trace)))
+        values = self._values_from_keys()
+        if values is not None:
+            out.append(Mistake("values-from-keys", "K used where V belongs", frozenset(("output",)),
+                               Source(values)))
+        if p.n == p.d_v:
+            out.append(Mistake("transposed-output", "the output matrix transposed",
+                               frozenset(("output",)), Source(self.trace, frozenset(("output",)))))
         return out
+
+    def _values_from_keys(self) -> Trace | None:
+        p, t = self.problem, self.trace
+        if p.d_k != p.d_v:
+            return None
+        if p.projected:
+            return self._attempt(lambda: _rebuild(p, W_v=p.W_k))
+        return self._attempt(lambda: _direct(t, t.Q.matrix, t.K.matrix, V=t.K.matrix))
 
     # -- early rounding ---------------------------------------------------------------
     def early(self, step: str, places: int) -> Mistake | None:
