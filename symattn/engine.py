@@ -97,6 +97,11 @@ class Engine:
         self.scale_rational = _sympy_to_fmpq(p.scale) if p.scale.is_Rational else None
         self.mask = p.mask
         self.n, self.m, self.d_v = p.n, p.m, p.d_v
+        self._score_ints: list[list[int]] | None = None
+        if self.scores.is_rational:
+            numerators, _ = self.scores.rational.numer_denom()
+            flat = [int(x) for x in numerators.entries()]
+            self._score_ints = [flat[i * self.m:(i + 1) * self.m] for i in range(self.n)]
         self.rows = [self._plan_row(i) for i in range(self.n)]
         # Lindemann–Weierstrass needs algebraic exponents and coefficients.
         self.algebraic = bool(p.scale.is_algebraic) and (
@@ -116,6 +121,12 @@ class Engine:
         allowed = self._allowed(i)
         if self.scale_sign is None:
             return RowPlan(allowed, None)
+        if self._score_ints is not None and self.scale_sign != 0:
+            # rational scores over one common denominator: compare Python ints
+            row = self._score_ints[i]
+            pick = max if self.scale_sign > 0 else min
+            best_value = pick(row[j] for j in allowed)
+            return RowPlan(allowed, next(j for j in allowed if row[j] == best_value))
         best = allowed[0]
         if self.scale_sign != 0:
             for j in allowed[1:]:
@@ -205,9 +216,8 @@ class Engine:
                     groups.setdefault(sympy.expand(self.scores.exact(i, j)), []).append(j)
             else:
                 for j in self.rows[i].allowed:
-                    if self.scores.is_rational:  # equal scores, equal shifted scores
-                        score = self.scores.rational[i, j]
-                        key: Hashable = (int(score.p), int(score.q))  # fmpq hashes slowly
+                    if self._score_ints is not None:  # equal scores, equal shifted scores
+                        key: Hashable = self._score_ints[i][j]  # (hashing an fmpq is slow)
                     else:
                         key = self._canonical_key(groups, self.delta(i, j))
                     groups.setdefault(key, []).append(j)
@@ -318,6 +328,22 @@ class Engine:
             finally:
                 flint.ctx.prec = old
         return self._balls[key]
+
+    def prefetch(self, step: str, rows: list[int], prec: int) -> None:
+        """Compute many rows of a step at once where that is cheaper (the output:
+        one arb matrix product instead of one per row)."""
+        missing = [i for i in rows if (step, i, prec) not in self._balls]
+        if step != "output" or len(missing) < 2:
+            return
+        weights = [self.balls("weights", i, prec) for i in missing]
+        old = flint.ctx.prec
+        flint.ctx.prec = prec
+        try:
+            product = flint.arb_mat(weights) * self._V_balls(prec)
+        finally:
+            flint.ctx.prec = old
+        for k, i in enumerate(missing):
+            self._balls[(step, i, prec)] = [product[k, c] for c in range(self.d_v)]
 
     def matrix(self, step: str) -> ExactMatrix | None:
         """The exact matrix behind an input or a projection step, else None."""

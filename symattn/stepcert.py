@@ -76,13 +76,14 @@ def certify_entries(engine: Engine, step: str, exact: Callable[[int, int], sympy
                 f"could not prove the rounding of {step}[{i}, {cols[0]}] at {rounding} "
                 f"within {MAX_PREC_BITS} bits")
         undecided: dict[int, list[int]] = {}
+        engine.prefetch(step, list(pending), prec)
         for i, cols in pending.items():
             balls = engine.balls(step, i, prec)
             row = result[i]
             for j in cols:
                 ball = balls[j]
                 decided = round_ball(ball, rounding)
-                if (decided is None or (may_terminate and _may_equal(ball, decided))) \
+                if (decided is None or (may_terminate and _may_equal(ball, decided, prec))) \
                         and (i, j) not in settled:
                     decided = settle(i, j) or decided
                 if decided is None:
@@ -95,15 +96,20 @@ def certify_entries(engine: Engine, step: str, exact: Callable[[int, int], sympy
     return result
 
 
-def _may_equal(ball: flint.arb, decided: CertifiedDecimal) -> bool:
-    """Whether the ball still admits the rounded decimal itself as the exact value."""
-    if decided.mantissa == 0:
-        return False  # a decided zero: the ball lies on one side of 0 or is exactly 0
+def _may_equal(ball: flint.arb, decided: CertifiedDecimal, prec: int) -> bool:
+    """Whether the ball still admits the rounded decimal m·10^e itself as the exact value.
+
+    Tested as "ball·10^-e contains the integer m"; the product's rounding only
+    widens the ball, which can send an entry to the exact check, never past it.
+    """
     m, e = decided.mantissa, decided.exponent
-    value = flint.fmpq(m * 10**e) if e >= 0 else flint.fmpq(m, 10**-e)
+    if m == 0:
+        return False  # a decided zero: the ball lies on one side of 0 or is exactly 0
+    if e >= 0:
+        return bool(ball.contains(flint.fmpz(m) * flint.fmpz(10) ** e))
     old = flint.ctx.prec
-    flint.ctx.prec = max(old, min(ball.rel_accuracy_bits(), MAX_PREC_BITS) + 64, 64)
+    flint.ctx.prec = 2 * prec  # wide enough that the product adds no visible radius
     try:
-        return bool((ball - flint.arb(value)).contains(0))
+        return bool((ball * flint.fmpz(10) ** -e).contains(flint.fmpz(m)))
     finally:
         flint.ctx.prec = old
