@@ -181,3 +181,30 @@ def test_gqa_fact_on_a_grouped_problem():
     assert proof.holds and "4 query heads over 2 key/value head(s)" in proof.text()
     repeated = problem.repeated_kv()
     assert repeated.kv_heads == 4 and repeated.kv_of == (0, 1, 2, 3)
+
+
+@pytest.fixture(scope="module")
+def symbolic():
+    """All-symbol Q, K, V through the engine (issue 5, part 1)."""
+    return sa.attend(sa.Problem(Q=sa.symbol_matrix("q", 2, 2), K=sa.symbol_matrix("k", 2, 2),
+                                V=sa.symbol_matrix("v", 2, 1)))
+
+
+@pytest.mark.parametrize("name", list(facts.FACTS))
+def test_each_fact_holds_on_a_symbolic_problem(symbolic, name):
+    proof = facts.prove(name, symbolic)
+    assert proof.holds is True
+    assert proof.checks
+
+
+def test_general_proofs_run_the_engine_on_symbols():
+    for name in ("rows-sum-to-one", "convex-hull", "causal-prefix", "permutation-equivariance"):
+        text = facts.prove(name).text()
+        assert "the engine on all-symbol" in text and "(verified)" in text
+
+
+def test_symbolic_rows_sum_to_one_identically(symbolic):
+    total = symbolic.weights[0, 0] + symbolic.weights[0, 1]
+    assert sympy.simplify(total) == 1
+    assert symbolic.weights[0, 0].free_symbols == {sympy.Symbol(n, real=True) for n in
+                                                   ("q00", "q01", "k00", "k01", "k10", "k11")}

@@ -15,7 +15,8 @@ from symattn.certify import certify
 from symattn.compare import equal, sign
 from symattn.facts.claims import Claims
 from symattn.facts.proof import Line, Proof
-from symattn.facts.symbolic import indexed_softmax, is_zero, rename_dummies, softmax, symbol_vector
+from symattn.facts.symbolic import (has_symbols, indexed_softmax, is_zero, rename_dummies, softmax,
+                                    symbol_vector, symbolic_trace)
 from symattn.problem import Problem
 from symattn.trace import Trace
 
@@ -23,7 +24,10 @@ SMALL_N = (2, 3, 4)
 
 
 def dec(expr: sympy.Expr, digits: int = 3) -> str:
-    """A certified decimal of an exact value (the only way numbers are shown)."""
+    """A certified decimal of an exact value (the only way numbers are shown);
+    a formula in symbols is shown as itself."""
+    if expr.free_symbols:
+        return sympy.sstr(expr)
     return str(certify(expr, digits))
 
 
@@ -34,7 +38,9 @@ def allowed(trace: Trace, i: int) -> tuple[int, ...]:
 
 def same(a: sympy.Expr, b: sympy.Expr) -> bool:
     """Exact equality: structural, then a SymPy identity, then the exact decision of compare."""
-    return a == b or is_zero(a - b) or equal(a, b)
+    if a == b or is_zero(a - b):
+        return True
+    return False if (a - b).free_symbols else equal(a, b)
 
 
 def _row_label(trace: Trace | None, i: int) -> str:
@@ -52,17 +58,24 @@ def rows_sum_to_one(trace: Trace | None = None, claims: Claims | None = None) ->
     general = (Line("Σ_j e^{s_j} / Σ_k e^{s_k} = (Σ_j e^{s_j}) / (Σ_k e^{s_k}) = 1 for any n ≥ 1 "
                     f"and any real s (SymPy: {'0' if ok else 'not 0'} after simplifying the difference)",
                     r"\sum_{j} \frac{e^{s_j}}{\sum_k e^{s_k}} = \frac{\sum_j e^{s_j}}{\sum_k e^{s_k}} = 1"),)
+    sym = symbolic_trace()
+    engine_ok = all(_row_sums_to_one(sym, i) for i in range(sym.problem.n))
+    ok &= engine_ok
+    general += (Line(f"the engine on all-symbol Q, K (3×2) and V (3×1): every row of weights sums to 1 "
+                     f"identically ({'verified' if engine_ok else 'FAILED'})",
+                     r"\sum_j A_{ij}(q, k) \equiv 1"),)
     checks, counter = [], None
     if trace is not None:
+        symbolic = has_symbols(trace)
         for i in range(trace.problem.n):
-            row_sum = sympy.Add(*[trace.weights[i, c] for c in range(trace.problem.m)])
-            exact = is_zero(row_sum - 1) or equal(row_sum, 1)
+            exact = _row_sums_to_one(trace, i)
             ok &= exact
-            shown = " + ".join(dec(trace.weights[i, c]) for c in range(trace.problem.m))
+            shown = ("the weights" if symbolic else
+                     " + ".join(dec(trace.weights[i, c]) for c in range(trace.problem.m)))
             checks.append(Line(f"row {_row_label(trace, i)}: {shown} → Σ = 1 exactly",
                                rf"\sum_j A_{{{i}j}} = 1"))
             if not exact:  # cannot happen for true attention; kept honest
-                counter = {"row": trace.problem.tokens[i], "sum": sympy.sstr(row_sum)}
+                counter = {"row": trace.problem.tokens[i]}
     if claims is not None and claims.weights is not None:
         W = claims.weights
         for i in range(W.rows):
@@ -81,6 +94,11 @@ def rows_sum_to_one(trace: Trace | None = None, claims: Claims | None = None) ->
     return Proof("rows-sum-to-one", ok, Line("each row of weights sums to 1",
                                              r"\sum_j A_{ij} = 1 \text{ for every row } i"),
                  general, tuple(checks), counter)
+
+
+def _row_sums_to_one(trace: Trace, i: int) -> bool:
+    row_sum = sympy.Add(*[trace.weights[i, c] for c in range(trace.problem.m)])
+    return same(row_sum, sympy.S.One)
 
 
 # ---------------------------------------------------- weights-in-open-interval
@@ -108,8 +126,7 @@ def weights_in_open_interval(trace: Trace | None = None, claims: Claims | None =
                 good = equal(trace.weights[i, keys[0]], 1)
                 note = "its one allowed key has weight exactly 1"
             else:
-                good = all(sign(trace.weights[i, j]) > 0 and sign(1 - trace.weights[i, j]) > 0
-                           for j in keys)
+                good = all(_in_open_interval(trace.weights[i, j]) for j in keys)
                 note = f"{len(keys)} weights strictly between 0 and 1 (signs decided exactly)"
             ok &= good
             extra = f"; {len(blocked)} masked weight(s) exactly 0" if blocked else ""
@@ -138,6 +155,13 @@ def weights_in_open_interval(trace: Trace | None = None, claims: Claims | None =
                       "(a row with a single allowed key gives it weight 1)",
                       r"0 < A_{ij} < 1,\quad A_{ij} = 0 \text{ where masked}"),
                  general, tuple(checks), counter)
+
+
+def _in_open_interval(w: sympy.Expr) -> bool:
+    """0 < w < 1: by arb balls for numbers, by SymPy's sign rules for formulas in real symbols."""
+    if w.free_symbols:
+        return bool(w.is_positive) and bool(sympy.together(1 - w).is_positive)
+    return sign(w) > 0 and sign(1 - w) > 0
 
 
 # ------------------------------------------------------------ shift-invariance
@@ -218,11 +242,12 @@ def softmax_jacobian(trace: Trace | None = None) -> Proof:
     )
     checks, counter = [], None
     if trace is not None:
-        for i in range(min(trace.problem.n, 8)):
+        rows = 1 if has_symbols(trace) else min(trace.problem.n, 8)
+        for i in range(rows):
             keys = allowed(trace, i)
             sv = symbol_vector("s", len(keys))
             probs = softmax(sv)
-            values = {sv[t]: trace.shifted[i, j] for t, j in enumerate(keys)}
+            values = {sv[t]: trace.scaled[i, j] for t, j in enumerate(keys)}
             w = [trace.weights[i, j] for j in keys]
             size = len(keys)
             good = True

@@ -17,7 +17,7 @@ from symattn.compare import compare
 from symattn.facts.claims import Claims
 from symattn.facts.proof import Line, Proof
 from symattn.facts.softmax_facts import allowed, dec, same
-from symattn.facts.symbolic import is_zero, softmax, symbol_vector
+from symattn.facts.symbolic import has_symbols, is_zero, softmax, symbol_vector, symbolic_trace
 from symattn.problem import Problem
 from symattn.trace import Trace
 
@@ -74,7 +74,10 @@ def temperature_limits(trace: Trace | None = None) -> Proof:
              r"\lim \operatorname{softmax}(\tau s)"),
     )
     checks, limits = [], {}
-    if trace is not None:
+    if trace is not None and has_symbols(trace):
+        checks.append(Line("not checked on this problem: with symbols the order of the scores is open "
+                           "(substitute numbers, or see the general argument)", ""))
+    elif trace is not None:
         eng, V = trace.engine, trace.V.matrix
         for i in range(trace.problem.n):
             keys = allowed(trace, i)
@@ -120,8 +123,20 @@ def convex_hull(trace: Trace | None = None, claims: Claims | None = None) -> Pro
     general = (Line("o = Σ_j p_j v_j with p_j > 0 and Σ_j p_j = 1, so o − min v = Σ_j p_j (v_j − min v) ≥ 0 "
                     "and max v − o = Σ_j p_j (max v − v_j) ≥ 0 (the identity verified by SymPy for n = 2, 3)",
                     r"o - \min_j v_j = \sum_j p_j (v_j - \min_k v_k) \ge 0"),)
+    sym = symbolic_trace()
+    engine_ok = _hull_identity(sym)
+    ok &= engine_ok
+    general += (Line("the engine on all-symbol Q, K, V (3 tokens): o_i − v_0 = Σ_j p_ij (v_j − v_0) "
+                     f"identically ({'verified' if engine_ok else 'FAILED'})",
+                     r"O_i - V_0 \equiv \sum_j A_{ij}(V_j - V_0)"),)
     checks, counter = [], None
-    if trace is not None:
+    if trace is not None and has_symbols(trace):
+        good = _hull_identity(trace)
+        ok &= good
+        checks.append(Line("symbolic values: each output is Σ_j p_j v_j with weights summing to 1 "
+                           f"(the identity o − v_first = Σ_j p_j (v_j − v_first) {'holds' if good else 'FAILS'}); "
+                           "with p_j > 0 that places it between the smallest and largest value", ""))
+    elif trace is not None:
         eng, V = trace.engine, trace.V.matrix
         outputs = claims.output if claims is not None and claims.output is not None else None
         for i in range(trace.problem.n):
@@ -154,6 +169,19 @@ def convex_hull(trace: Trace | None = None, claims: Claims | None = None) -> Pro
 
 
 _key = cmp_to_key(compare)  # order decided exactly, never by floats
+
+
+def _hull_identity(trace: Trace) -> bool:
+    """o_ic − V[j0, c] = Σ_j A_ij (V[j, c] − V[j0, c]) for each row (j0 its first allowed key)."""
+    V = trace.V.matrix
+    for i in range(trace.problem.n):
+        keys = allowed(trace, i)
+        for c in range(V.cols):
+            base = V[keys[0], c]
+            rhs = sympy.Add(*[trace.weights[i, j] * (V[j, c] - base) for j in keys])
+            if not same(trace.output[i, c] - base, rhs):
+                return False
+    return True
 
 
 # ------------------------------------------------------------------ variance-d_k
@@ -220,6 +248,11 @@ def causal_prefix(trace: Trace | None = None) -> Proof:
                     "over j ≤ i only: nothing of a later token enters row i.  SymPy: the causal outputs "
                     f"of rows 0–2 built for 3 and for 4 symbolic tokens are {'identical' if ok else 'DIFFERENT'}",
                     r"o_i = \sum_{j \le i} \operatorname{softmax}_j\!\left(\frac{q_i\cdot k_j}{\sqrt{d_k}}\right) v_j"),)
+    engine_ok = _prefix_check(symbolic_trace(3, 1).problem)[0]
+    ok &= engine_ok
+    general += (Line("the engine on all-symbol Q, K, V (3 tokens, d = 1), causally masked: the outputs of "
+                     f"each prefix equal the first rows of the full outputs ({'verified' if engine_ok else 'FAILED'})",
+                     r"O(x_{1..t}) \equiv O(x_{1..T})_{1..t}"),)
     checks, counter = [], None
     if trace is not None:
         p = trace.problem
@@ -227,11 +260,7 @@ def causal_prefix(trace: Trace | None = None) -> Proof:
             checks.append(Line("not checked here: the causal mask needs self-attention (keys = queries)",
                                r"\text{(not applicable)}"))
         else:
-            full = Trace(rebuild(p, mask="causal"))
-            for length in range(1, p.n):
-                prefix = Trace(rebuild(p, rows=list(range(length)), mask="causal"))
-                equal_rows = all(same(prefix.output[i, c], full.output[i, c])
-                                 for i in range(length) for c in range(p.d_v))
+            for length, equal_rows in _prefix_check(p)[1]:
                 ok &= equal_rows
                 checks.append(Line(f"the first {length} token(s) alone, causally masked: outputs of rows "
                                    f"{', '.join(map(repr, p.tokens[:length]))} equal those of all {p.n} "
@@ -247,6 +276,17 @@ def causal_prefix(trace: Trace | None = None) -> Proof:
                  general, tuple(checks), counter)
 
 
+def _prefix_check(p: Problem) -> tuple[bool, list[tuple[int, bool]]]:
+    """Each prefix, causally masked, through the engine vs the full causal problem."""
+    full = Trace(rebuild(p, mask="causal"))
+    found = []
+    for length in range(1, p.n):
+        prefix = Trace(rebuild(p, rows=list(range(length)), mask="causal"))
+        found.append((length, all(same(prefix.output[i, c], full.output[i, c])
+                                  for i in range(length) for c in range(p.d_v))))
+    return all(good for _, good in found), found
+
+
 # ------------------------------------------------------ permutation-equivariance
 
 def _symbolic_outputs(q, k, v) -> list[sympy.Expr]:
@@ -255,6 +295,16 @@ def _symbolic_outputs(q, k, v) -> list[sympy.Expr]:
         w = softmax([q[i] * kj for kj in k])
         outs.append(sympy.Add(*[x * y for x, y in zip(w, v)]))
     return outs
+
+
+def _reversed_check(trace: Trace) -> bool:
+    """Reversed queries (and keys/values) through the engine give the reversed output rows."""
+    p = trace.problem
+    rows = list(reversed(range(p.n)))
+    key_rows = rows if p.n == p.m and "X_kv" not in p.inputs else list(reversed(range(p.m)))
+    other = Trace(rebuild(p, rows=rows, key_rows=key_rows))
+    return all(same(other.output[a, c], trace.output[rows[a], c])
+               for a in range(p.n) for c in range(p.d_v))
 
 
 def permutation_equivariance(trace: Trace | None = None) -> Proof:
@@ -269,14 +319,15 @@ def permutation_equivariance(trace: Trace | None = None) -> Proof:
                     f"permutes the output rows.  SymPy, 3 symbolic tokens permuted by {perm}: "
                     f"{'output rows permuted exactly' if ok else 'MISMATCH'}",
                     r"\operatorname{Attn}(PQ, PK, PV) = P \operatorname{Attn}(Q, K, V)"),)
+    engine_ok = _reversed_check(symbolic_trace())
+    ok &= engine_ok
+    general += (Line("the engine on all-symbol Q, K, V (3 tokens): reversing the tokens reverses the output "
+                     f"rows identically ({'verified' if engine_ok else 'FAILED'})", r"O(PX) \equiv P\,O(X)"),)
     checks, counter = [], None
     if trace is not None:
         p = trace.problem
         rows = list(reversed(range(p.n)))
-        key_rows = rows if p.n == p.m and "X_kv" not in p.inputs else list(reversed(range(p.m)))
-        other = Trace(rebuild(p, rows=rows, key_rows=key_rows))
-        good = all(same(other.output[a, c], trace.output[rows[a], c])
-                   for a in range(p.n) for c in range(p.d_v))
+        good = _reversed_check(trace)
         ok &= good
         checks.append(Line(f"tokens reversed ({', '.join(p.tokens[i] for i in rows)}), the mask permuted "
                            f"with them: the output rows are the old ones reversed, exactly"

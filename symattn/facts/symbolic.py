@@ -4,15 +4,24 @@ Why this exists: a *general* fact (for all scores, not one problem) is an
 identity in symbols.  This is not a second implementation of attention: it
 is the textbook softmax of a vector of symbols, used only to state and
 verify identities.  Concrete problems always go through the engine
-(:func:`symattn.attend`).  When the engine accepts symbols (issue 5,
-part 1), the identities can be checked on symbolic Traces as well.
+(:func:`symattn.attend`).  When the engine accepts symbols (it does
+now), the facts also run their exact checks on a symbolic Trace
+(:func:`symbolic_trace`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 import sympy
+
+from symattn.matrix import symbol_matrix
+from symattn.problem import Problem
+from symattn.trace import Trace
+
+__all__ = ["has_symbols", "indexed_softmax", "is_zero", "rename_dummies", "softmax",
+           "symbol_matrix", "symbol_vector", "symbolic_trace"]
 
 
 def symbol_vector(name: str, n: int) -> list[sympy.Symbol]:
@@ -20,9 +29,21 @@ def symbol_vector(name: str, n: int) -> list[sympy.Symbol]:
     return list(sympy.symbols(f"{name}0:{n}", real=True))
 
 
-def symbol_matrix(name: str, rows: int, cols: int) -> sympy.ImmutableMatrix:
-    """A rows×cols matrix of real symbols ``name_i_j``."""
-    return sympy.ImmutableMatrix(rows, cols, lambda i, j: sympy.Symbol(f"{name}_{i}_{j}", real=True))
+@lru_cache(maxsize=None)
+def symbolic_trace(n: int = 3, d: int = 2, mask: str | None = None) -> Trace:
+    """Attention through the engine on all-symbol inputs: Q, K (n × d), V (n × 1).
+
+    Running a fact's exact check on this Trace is a general proof for that
+    size: nothing about the numbers is assumed."""
+    return Trace(Problem(Q=symbol_matrix("q", n, d), K=symbol_matrix("k", n, d),
+                         V=symbol_matrix("v", n, 1), mask=mask))
+
+
+def has_symbols(trace: Trace) -> bool:
+    """True when the problem has symbolic inputs (so orders and decimals are open)."""
+    p = trace.problem
+    return bool(p.scale.free_symbols) or any(m.to_sympy().free_symbols for m in p.inputs.values()
+                                             if not m.is_rational)
 
 
 def softmax(vector: Sequence[sympy.Expr]) -> list[sympy.Expr]:
