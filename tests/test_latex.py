@@ -169,3 +169,15 @@ def test_symbols_render_exactly_without_decimals():
     assert "e^{q_{00}}" in body and "left open by the symbols" in body
     assert "cellcolor" not in body          # no heat map without numbers
     assert "\\frac{e^{q_{00}} + 2 e^{q_{01}}}{e^{q_{00}} + e^{q_{01}}}" in trace._repr_latex_()
+
+
+def test_long_rows_stay_short():
+    n = 40
+    Q = [[(3 * i + j) % 3 - 1 for j in range(2)] for i in range(n)]
+    K = [[(i + 2 * j) % 3 - 1 for j in range(2)] for i in range(n)]
+    V = [[i % 5] for i in range(n)]
+    trace = sa.attend(sa.Problem(Q=Q, K=K, V=V, mask="causal"))
+    doc = render_latex(trace)
+    assert "\\text{row sum} &= \\sum_j e^{\\text{shifted}_j}" in doc   # 40 terms are not written out
+    assert len(doc) < 30_000
+    assert doc.count("\\cellcolor") <= 8 * 8

@@ -107,6 +107,16 @@ class LatexRenderer:
         return (f"{r.places} decimal place{'s' if r.places != 1 else ''}; a value that rounds to 0 at "
                 f"that precision is shown in scientific notation to {self.options.sci_digits} digits")
 
+    def visible(self, count: int) -> set[int]:
+        """The indices a matrix of this size shows (the middle of a large one is elided)."""
+        return {k for k in elide(list(range(count)), self.options.limit) if k is not None}
+
+    def row_sum(self, i: int) -> str:
+        """Row i's softmax denominator: the terms when few, Σ notation when many."""
+        if len(self.trace.engine.rows[i].allowed) <= SMALL_EXACT:
+            return forms.row_sum_latex(self.trace, i)
+        return r"\sum_j e^{\text{shifted}_j}"
+
     def exact_cells(self, step: Step) -> list[list[str]]:
         return [[forms.latex_text(v) for v in row] for row in step.rows()]
 
@@ -237,16 +247,20 @@ class LatexRenderer:
                          + (" (a rational scale: the scores stay fractions)." if sympy.sqrt(p.d_k).is_Rational
                             else ", written as a person writes it:"))
         scores = t.step("scores")
-        cells = [[forms.scaled_latex(t, scores[i, j]) for j in range(p.m)] for i in range(p.n)]
+        rows, cols = self.visible(p.n) | set(self.dot_rows), self.visible(p.m)
+        cells = [[forms.scaled_latex(t, scores[i, j]) if i in rows and j in cols else ""
+                  for j in range(p.m)] for i in range(p.n)]
         right = matrix_latex(self.dec("scaled"), None, None, limit=self.options.limit)
         lines.append(display(f"\\frac{{S}}{{\\sqrt{{d_k}}}} = {self.labelled(step, cells)} \\approx {right}"
                              if p.default_scale else f"{step.info.latex} = {self.labelled(step, cells)} "
                              f"\\approx {right}"))
         for i in self.dot_rows:
             token = tex_escape(p.tokens[i])
-            raw = row_latex([forms.latex_text(v) for v in scores[i]])
-            lines.append(f"Row \\emph{{{token}}}: " + inline(f"{raw} \\to {row_latex(cells[i])} \\approx "
-                                                            f"{row_latex(self.dec('scaled')[i])}") + ".")
+            shown = elide(list(range(p.m)), self.options.limit)
+            pick = lambda values: [r"\cdots" if j is None else values[j] for j in shown]  # noqa: E731
+            raw = row_latex(pick([forms.latex_text(scores[i, j]) if j in cols else "" for j in range(p.m)]))
+            lines.append(f"Row \\emph{{{token}}}: " + inline(f"{raw} \\to {row_latex(pick(cells[i]))} \\approx "
+                                                            f"{row_latex(pick(self.dec('scaled')[i]))}") + ".")
         return lines
 
     def masked(self) -> list[str]:
@@ -255,8 +269,9 @@ class LatexRenderer:
             return []
         step = t.step("masked")
         scores = t.step("scores")
-        cells = [[forms.scaled_latex(t, scores[i, j]) if t.engine.is_allowed(i, j) else r"-\infty"
-                  for j in range(p.m)] for i in range(p.n)]
+        rows, cols = self.visible(p.n), self.visible(p.m)
+        cells = [[("" if i not in rows or j not in cols else forms.scaled_latex(t, scores[i, j])
+                   if t.engine.is_allowed(i, j) else r"-\infty") for j in range(p.m)] for i in range(p.n)]
         right = matrix_latex(self.dec("masked"), None, None, limit=self.options.limit)
         return [*self.heading("5a", step, "Masking"), tex_escape(step.info.meaning[:1].upper()
                                                                  + step.info.meaning[1:]) + ".",
@@ -282,9 +297,10 @@ class LatexRenderer:
         shown = allowed if len(allowed) <= self.options.limit else [
             j for j in elide(allowed, self.options.limit)]
         pick = lambda values: [r"\cdots" if j is None else values[j] for j in shown]  # noqa: E731
-        scaled = [forms.scaled_latex(t, scores[i, j]) for j in range(p.m)]
-        shifted = [forms.shifted_latex(t, i, j) for j in range(p.m)]
-        exps = [forms.exp_entry_latex(t, i, j) for j in range(p.m)]
+        needed = {j for j in shown if j is not None} | {r}
+        scaled = {j: forms.scaled_latex(t, scores[i, j]) for j in needed if j is not None}
+        shifted = {j: forms.shifted_latex(t, i, j) for j in needed if j is not None}
+        exps = {j: forms.exp_entry_latex(t, i, j) for j in needed if j is not None}
         dec = lambda name: pick(self.dec(name)[i])  # noqa: E731
         blocked = [p.key_tokens[j] for j in range(p.m) if j not in allowed]
         lines = [f"\\paragraph{{Row \\emph{{{token}}}.}}"]
@@ -300,7 +316,7 @@ class LatexRenderer:
                f"\\text{{shifted}} = \\text{{scaled}} - \\max &= {row_latex(pick(shifted))} \\approx "
                f"{row_latex(dec('shifted'))}",
                "e^{\\text{shifted}} &: \\quad " + ",\\quad ".join(exp_terms),
-               f"\\text{{row sum}} &= {forms.row_sum_latex(t, i)} \\approx {self.dec('row_sum')[i][0]}",
+               f"\\text{{row sum}} &= {self.row_sum(i)} \\approx {self.dec('row_sum')[i][0]}",
                f"\\text{{weights}} = \\frac{{e^{{\\text{{shifted}}}}}}{{\\text{{row sum}}}} &\\approx "
                f"{row_latex(dec('weights'))}"]
         lines.append(aligned(eqs))
@@ -354,8 +370,8 @@ class LatexRenderer:
                  "\\textbf{Each row of weights sums to exactly 1.} Row $i$ is $e^{\\text{shifted}_{ij}}$ "
                  "divided by their own sum, so the numerators add up to the denominator. For row "
                  f"\\emph{{{token}}}:",
-                 display(f"\\sum_j A_{{\\text{{{token}}},j}} = \\frac{{{forms.row_sum_latex(t, i)}}}"
-                         f"{{{forms.row_sum_latex(t, i)}}} = 1"),
+                 display(f"\\sum_j A_{{\\text{{{token}}},j}} = \\frac{{{self.row_sum(i)}}}"
+                         f"{{{self.row_sum(i)}}} = 1"),
                  "\\textbf{Each output lies between the smallest and largest entry of its $V$ column.} "
                  "Every weight is $\\ge 0$ (an exponential over a positive sum, or 0 where masked) and each "
                  "row sums to 1, so $O_{ic} = \\sum_j A_{ij} V_{jc}$ is a weighted average of column $c$:"]
