@@ -63,7 +63,7 @@ def spec_from_problem(problem: Problem, **options: object) -> RandomSpec:
             [int(problem.mask[i, j]) for j in range(problem.m)] for i in range(problem.n)]
     if problem.m != problem.n:
         raise WorksheetError("random versions need self-attention (as many keys as queries); "
-                             "give --versions 1 to use this cross-attention problem as it is")
+                             "leave out --versions to make a worksheet of this cross-attention problem as it is")
     scale = None if problem.default_scale else str(problem.scale)
     return RandomSpec(n=problem.n, d_model=problem.d_model or problem.d_k, d_k=problem.d_k,
                       d_v=problem.d_v, tokens=tuple(problem.tokens), projected=problem.projected,

@@ -18,10 +18,14 @@ from symattn.certify import CertifiedDecimal, Rounding, certify
 from symattn.engine import NEG_INF
 from symattn.render import forms
 from symattn.render.heatmap import heatmap
+from symattn.render.jupyter import step_math, step_repr_latex, trace_repr_latex  # noqa: F401 (re-exported)
 from symattn.render.texutil import (
-    cell_text, decimal_latex, elide, matrix_latex, row_latex, tex_escape,
+    decimal_latex, elide, matrix_latex, row_latex, tex_escape,
 )
 from symattn.trace import Step, Trace
+
+__all__ = ["LatexOptions", "LatexRenderer", "document", "render_latex",
+           "step_math", "step_repr_latex", "trace_repr_latex"]
 
 SMALL_SCORES = 9      # at most this many scores: every dot product is written out
 SMALL_EXACT = 16      # at most this many entries: exact softmax entries are shown
@@ -307,7 +311,7 @@ class LatexRenderer:
         if blocked:
             lines.append("The mask blocks " + ", ".join(f"\\emph{{{tex_escape(b)}}}" for b in blocked)
                          + ": weight exactly 0.")
-        exp_terms = [f"{x} \\approx {d}" if x not in ("1", "0") else (f"e^{{0}} = 1" if x == "1" else "0")
+        exp_terms = [f"{x} \\approx {d}" if x not in ("1", "0") else ("e^{0} = 1" if x == "1" else "0")
                      for x, d in zip(pick(exps), dec("exp")) if x != r"\cdots"]
         eqs = [f"\\text{{scaled}} &= {row_latex(pick(scaled))} \\approx {row_latex(dec('scaled'))}",
                (f"\\max &= {scaled[r]} \\approx {self.dec('scaled')[i][r]}"
@@ -423,67 +427,3 @@ def render_latex(trace: Trace, options: LatexOptions | None = None, *, fragment:
     """The whole derivation: a complete document, or with ``fragment`` just its body."""
     renderer = LatexRenderer(trace, options)
     return renderer.body() if fragment else renderer.render()
-
-
-# -- Jupyter -----------------------------------------------------------------------------
-
-def step_math(step: Step, rounding: Rounding | None = None, limit: int = 8) -> str:
-    """A step as one line of math: ``S = [exact] ≈ [decimals]`` (MathJax-friendly)."""
-    rounding = rounding or Rounding(digits=3)
-    t = step._trace
-    r, c = step.shape
-    name = step.name
-    if t.engine.symbols_of(name):  # symbols: the exact entries are all there is
-        cells = [[forms.latex_text(v) for v in row] for row in step.rows()]
-        return f"{_symbol(name)} = {matrix_latex(cells, step.row_labels, None, limit=limit)}"
-    decimals = [[cell_text(d) for d in row] for row in step.decimals(rounding)]
-    if name in ("scaled", "masked"):
-        scores = t.step("scores")
-        exact = [[forms.scaled_latex(t, scores[i, j]) if t.engine.is_allowed(i, j) or name == "scaled"
-                  else r"-\infty" for j in range(c)] for i in range(r)]
-    elif name == "shifted":
-        exact = [[forms.shifted_latex(t, i, j) for j in range(c)] for i in range(r)]
-    elif name == "exp":
-        exact = [[forms.exp_entry_latex(t, i, j) for j in range(c)] for i in range(r)]
-    elif name == "row_sum":
-        exact = [[forms.row_sum_latex(t, i)] for i in range(r)]
-    elif name == "weights" and r * c <= SMALL_EXACT:
-        exact = [[forms.weight_latex(t, i, j) for j in range(c)] for i in range(r)]
-    elif name == "output" and r * c <= SMALL_EXACT:
-        exact = [[forms.output_latex(t, i, j) for j in range(c)] for i in range(r)]
-    elif name in ("weights", "output"):
-        exact = None
-    else:
-        exact = [[forms.latex_text(v) for v in row] for row in step.rows()]
-    cols = step.col_labels if name not in ("Q", "K", "V", "output", "X", "X_kv", "W_q", "W_k", "W_v",
-                                           "row_sum") else None
-    rows = step.row_labels if name not in ("W_q", "W_k", "W_v") else None
-    symbol = _symbol(name)
-    right = matrix_latex(decimals, None, None, limit=limit)
-    if exact is None:
-        return f"{symbol} \\approx {matrix_latex(decimals, rows, cols, limit=limit)}"
-    left = matrix_latex(exact, rows, cols, limit=limit)
-    if exact == decimals:
-        return f"{symbol} = {left}"
-    return f"{symbol} = {left} \\approx {right}"
-
-
-def _symbol(name: str) -> str:
-    named = {"scores": "S", "weights": "A", "output": "O", "W_q": "W_q", "W_k": "W_k", "W_v": "W_v",
-             "X_kv": "X_{kv}"}
-    return named.get(name, name if len(name) == 1 else f"\\text{{{tex_escape(name)}}}")
-
-
-def step_repr_latex(step: Step) -> str:
-    """Jupyter's ``_repr_latex_`` for a Step."""
-    return f"$\\displaystyle {step_math(step)}$"
-
-
-def trace_repr_latex(trace: Trace) -> str:
-    """Jupyter's ``_repr_latex_`` for a Trace: every step, one aligned block."""
-    rows = []
-    for step in trace:
-        math = step_math(step)
-        symbol, _, rest = math.partition(" ")
-        rows.append(f"{symbol} &{rest} && \\text{{{tex_escape(step.info.meaning)}}}")
-    return "$$\\begin{aligned}\n" + " \\\\[4pt]\n".join(rows) + "\n\\end{aligned}$$"
