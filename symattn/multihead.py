@@ -296,6 +296,9 @@ class MultiHeadResult:
     def __repr__(self) -> str:
         return f"<MultiHeadResult of {self.problem!r}>"
 
+    def _repr_latex_(self) -> str:  # Jupyter
+        return render_heads_latex(self)
+
 
 def _certify_matrix(M: Matrix, rounding: Rounding | int) -> list[list[CertifiedDecimal]]:
     return [[certify(M[i, j], rounding) for j in range(M.cols)] for i in range(M.rows)]
@@ -367,3 +370,35 @@ def heads_json(result: MultiHeadResult, digits: int = 3) -> dict[str, Any]:
     if p.W_o is not None:
         out["output"] = both(result.output, result.output_decimals(rounding))
     return out
+
+
+def _tex_number(text: str) -> str:
+    """'1.35e-7' → '1.35 \\times 10^{-7}' (a certified decimal's text, re-typeset)."""
+    if "e" in text:
+        mantissa, exponent = text.split("e")
+        return rf"{mantissa} \times 10^{{{int(exponent)}}}"
+    return text
+
+
+def _bmatrix(rows: list[list[CertifiedDecimal]]) -> str:
+    body = r" \\ ".join(" & ".join(_tex_number(str(d)) for d in row) for row in rows)
+    return r"\begin{bmatrix} " + body + r" \end{bmatrix}"
+
+
+def render_heads_latex(result: MultiHeadResult, digits: int = 3) -> str:
+    """A LaTeX fragment (amsmath): each head's weights and output, concat, output, averaged weights."""
+    p, rounding = result.problem, Rounding(digits=digits)
+    out = [rf"% {p.heads} query head(s) over {p.kv_heads} key/value head(s); "
+           rf"head i uses key/value head i // {p.group}"]
+    for h, trace in enumerate(result.traces):
+        out.append(rf"\paragraph{{Head {h}}} (key/value head {p.kv_of[h]}, "
+                   rf"scale ${sympy.latex(trace.problem.scale)}$)")
+        out.append(rf"\[ A^{{({h})}} \approx {_bmatrix(trace.weights.decimals(rounding))}, \quad "
+                   rf"O^{{({h})}} = A^{{({h})}} V^{{({p.kv_of[h]})}} \approx {_bmatrix(trace.output.decimals(rounding))} \]")
+    heads = ", ".join(f"O^{{({h})}}" for h in range(p.heads))
+    out.append(rf"\[ \operatorname{{concat}}({heads}) \approx {_bmatrix(result.concat_decimals(rounding))} \]")
+    if p.W_o is not None:
+        out.append(rf"\[ O = \operatorname{{concat}}\,W_o \approx {_bmatrix(result.output_decimals(rounding))} \]")
+    out.append(rf"\[ \bar A = \tfrac{{1}}{{{p.heads}}} \textstyle\sum_h A^{{(h)}} \approx "
+               rf"{_bmatrix(result.average_weights_decimals(rounding))} \]")
+    return "\n".join(out) + "\n"

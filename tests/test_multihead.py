@@ -130,3 +130,32 @@ def test_facts_on_a_multihead_file(tmp_path):
     assert done.returncode == 0, done.stderr
     (out,) = json.loads(done.stdout)
     assert out["holds"] is True and "2 query heads over 1 key/value head" in out["checks"][0]
+
+
+def test_latex_view_shows_the_certified_decimals():
+    from symattn.multihead import render_heads_latex
+
+    result = attend_heads(MultiHeadProblem.from_toml_text(DEMO_TOML))
+    tex = render_heads_latex(result)
+    assert r"A^{(0)} \approx \begin{bmatrix} 0.136 & 0.432 & 0.432 \\ 0.000890 & 0.909 & 0.0903" in tex
+    assert r"O = \operatorname{concat}\,W_o \approx \begin{bmatrix} 1.92 & 6.97 & 1.10" in tex
+    assert tex.count(r"\begin{bmatrix}") == 2 * 2 + 3
+    assert result._repr_latex_() == tex
+    done = _run("heads", "--latex")
+    assert done.returncode == 0 and done.stdout == tex
+
+
+def test_tex_numbers_use_powers_of_ten():
+    from symattn.multihead import _tex_number
+
+    assert _tex_number("1.14e-7") == r"1.14 \times 10^{-7}"
+    assert _tex_number("0.432") == "0.432"
+
+
+def test_symbols_pass_through_every_head():
+    result = attend_heads(X=sa.symbol_matrix("x", 2, 2), W_q=[[1, 0], [0, 1]], W_k=[[1, 0], [0, 1]],
+                          W_v=[[1, 0], [0, 1]], heads=2)
+    x00, x10 = sympy.symbols("x00 x10", real=True)
+    expected = (x00 * sympy.exp(x00 ** 2) + x10 * sympy.exp(x00 * x10)) / (
+        sympy.exp(x00 ** 2) + sympy.exp(x00 * x10))
+    assert sympy.simplify(result.concat[0, 0] - expected) == 0

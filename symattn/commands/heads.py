@@ -19,6 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("problem", nargs="?", help="a multi-head problem file (TOML)")
     parser.add_argument("--show", action="store_true", help="print the demo problem file and stop")
     parser.add_argument("--json", action="store_true", help="the machine-readable result")
+    parser.add_argument("--latex", action="store_true", help="a LaTeX fragment (amsmath)")
     parser.add_argument("--digits", type=digits_argument, default=3, metavar="N",
                         help="significant digits of every decimal (default 3)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
@@ -26,9 +27,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> Outcome:
+    from symattn.errors import SymattnError
     from symattn.multihead import (DEMO_TOML, MultiHeadProblem, attend_heads, heads_json,
-                                   render_heads_text)
+                                   render_heads_latex, render_heads_text)
 
+    if args.json and args.latex:
+        raise SymattnError("give --json or --latex, not both")
     if args.show:
         return Outcome(DEMO_TOML)
     if args.problem:
@@ -38,4 +42,6 @@ def run(args: argparse.Namespace) -> Outcome:
     result = attend_heads(problem)
     if args.json:
         return Outcome(json.dumps(heads_json(result, args.digits), ensure_ascii=False) + "\n")
+    if args.latex:
+        return Outcome(render_heads_latex(result, args.digits))
     return Outcome(render_heads_text(result, args.digits))
