@@ -158,6 +158,20 @@ def test_early_rounding_is_named_with_its_step(lesson):
     assert "rounded to 2 places" in v.mistake_detail
 
 
+def test_early_rounding_of_the_exponentials(lesson):
+    # exp row 'cats' rounded to 2 places: [0.01, 1, 0.32], sum 1.33:
+    # weights 0.01/1.33 = 0.0075, 1/1.33 = 0.7519, 0.32/1.33 = 0.2406
+    v = lesson.check("weights[cats]", "0.008, 0.752, 0.241")
+    assert v.code == "mistake" and v.mistake == "early-rounding"
+    assert v.mistake_detail == "exp rounded to 2 places first"
+    assert [e.expected for e in v.entries] == ["0.007", "0.755", "0.238"]
+
+
+def test_early_rounding_with_surds_in_V_is_skipped_not_crashed():
+    c = Checker(sa.Problem(Q=[[1, 0]], K=[[1, 0], [0, 1]], V=[["sqrt(2)"], [1]]))
+    assert c.check("output[0, 0]", "1.1").code in ("wrong", "mistake", "last-digit", "rounded")
+
+
 def test_the_lessons_e_minus_4_62_is_a_correct_rounding(lesson):
     """The lesson's 'e^(−4.62) ≈ 0.010' is computed from the rounded −4.62, but at the
     3 places written it is also the correct rounding of e^(−8/√3) = 0.00986…: rounded,

@@ -22,15 +22,18 @@ code                      the change
 ``wrong-step``            the answer is another step's value at the same place
 ``early-rounding``        ``scaled`` or ``shifted`` rounded to k places before
                           the softmax (a Problem whose Q is the rounded matrix,
-                          K the identity and scale 1); or the weights rounded to
-                          k places before the output: Σ_j round(w_ij)·V_jc, a
-                          product of trace values (the student's own product)
+                          K the identity and scale 1); the exponentials rounded
+                          before the sum (round(exp)/Σ round(exp), rationals
+                          from the trace's exp values); or the weights rounded
+                          before the output: Σ_j round(w_ij)·V_jc, a product of
+                          trace values (the student's own arithmetic)
 ========================  =====================================================
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import cached_property
 from typing import Callable
 
@@ -110,6 +113,58 @@ class _ScaledSource(Source):
         if name not in self.steps:
             return super().decimal(name, i, j, rounding)
         return certify(self.exact(name, i, j), rounding)
+
+
+class _RoundedExpSource(Source):
+    """The softmax finished by hand from exponentials rounded to k places.
+
+    row_sum = Σ_j round(exp_ij), weights = round(exp_ij) / row_sum, output =
+    weights·V: exact rationals from the trace's own ``exp`` values (the
+    student's arithmetic on rounded numbers), not a second softmax.
+    """
+
+    STEPS = frozenset(("row_sum", "weights", "output"))
+
+    def __init__(self, trace: Trace, places: int) -> None:
+        super().__init__(trace)
+        self.places = places
+        self._exp: list[list[Fraction]] | None = None
+
+    def _rounded(self, i: int) -> list[Fraction]:
+        if self._exp is None:
+            rows = self.trace.exp.decimals(Rounding(places=self.places))
+            self._exp = [[d.as_fraction() for d in row] for row in rows]
+        return self._exp[i]
+
+    def _value(self, name: str, i: int, j: int) -> Fraction | None:
+        row = self._rounded(i)
+        total = sum(row, Fraction(0))
+        if total == 0:
+            return None          # every exponential rounded to 0: no such student answer
+        if name == "row_sum":
+            return total
+        if name == "weights":
+            return row[j] / total
+        V = self.trace.engine.V
+        if not V.is_rational:
+            return None          # surds in V: the hand product is not a rational; not modelled
+        return sum((w * V.fraction(k, j) for k, w in enumerate(row)), Fraction(0)) / total
+
+    def exact(self, name: str, i: int, j: int) -> sympy.Expr:
+        if name not in self.STEPS:
+            return super().exact(name, i, j)
+        value = self._value(name, i, j)
+        if value is None:
+            raise SymattnError(f"row {i}: rounded exponentials give no rational value here")
+        return sympy.Rational(value.numerator, value.denominator)
+
+    def decimal(self, name: str, i: int, j: int, rounding: Rounding) -> CertifiedDecimal:
+        if name not in self.STEPS:
+            return super().decimal(name, i, j, rounding)
+        value = self._value(name, i, j)
+        if value is None:
+            raise SymattnError(f"row {i}: rounded exponentials give no rational value here")
+        return certify(value, rounding)
 
 
 class _RoundedWeightsSource(Source):
@@ -239,6 +294,9 @@ class Mistakes:
         if step == "weights":
             return Mistake("early-rounding", detail, frozenset(("output",)),
                            _RoundedWeightsSource(t, places))
+        if step == "exp":
+            return Mistake("early-rounding", detail, _RoundedExpSource.STEPS,
+                           _RoundedExpSource(t, places))
         rounding = Rounding(places=places)
         rows = []
         for i, row in enumerate(t.step(step).decimals(rounding)):
@@ -257,7 +315,7 @@ class Mistakes:
             ks.add(places)
         out = []
         for k in sorted(ks):
-            for step in ("scaled", "shifted", "weights"):
+            for step in ("scaled", "shifted", "exp", "weights"):
                 m = self.early(step, k)
                 if m is not None:
                     out.append(m)
