@@ -32,10 +32,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Iterable
+from typing import Any
 
 import flint
-import sympy
 
 from symattn.certify import CertifiedDecimal, Rounding, round_ball, round_rational
 from symattn.errors import CertificationError, SymattnError

@@ -51,7 +51,7 @@ def _row_label(trace: Trace | None, i: int) -> str:
 
 def rows_sum_to_one(trace: Trace | None = None, claims: Claims | None = None) -> Proof:
     """Σ_j weights[i, j] = 1 for every row (masked weights are 0 and add nothing)."""
-    n, s, total, p = indexed_softmax()
+    n, _, _, p = indexed_softmax()
     j = sympy.Symbol("j", integer=True)
     summed = sympy.factor_terms(sympy.Sum(p(j), (j, 0, n - 1)))
     ok = sympy.simplify(rename_dummies(summed, j) - 1) == 0
@@ -180,7 +180,7 @@ def _shift_problem(trace: Trace, shifts: list[sympy.Expr]) -> Problem:
 
 def shift_invariance(trace: Trace | None = None) -> Proof:
     """softmax(s + c) = softmax(s): why subtracting the row maximum is safe."""
-    n, s, total, p = indexed_softmax()
+    n, s, _, p = indexed_softmax()
     c, j = sympy.Symbol("c", real=True), sympy.Symbol("j", integer=True)
     k = sympy.Symbol("k", integer=True)
     shifted = sympy.exp(s[j] + c) / sympy.Sum(sympy.exp(s[k] + c), (k, 0, n - 1))
@@ -220,7 +220,7 @@ def _jacobian_identity(size: int) -> bool:
 
 def softmax_jacobian(trace: Trace | None = None) -> Proof:
     """∂p_a/∂s_b = δ_ab p_a − p_a p_b: symmetric, with the ones vector in its null space."""
-    n, s, total, p = indexed_softmax()
+    _, s, _, p = indexed_softmax()
     a, b = sympy.symbols("a b", integer=True)
     J = sympy.diff(p(a), s[b])
     target = sympy.KroneckerDelta(a, b) * p(a) - p(a) * p(b)
