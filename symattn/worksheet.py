@@ -11,6 +11,7 @@ version can be graded.  The folder is written whole or not at all.
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -79,8 +80,16 @@ def parse_questions(text: str) -> tuple[str, ...]:
     return tuple(q for q in QUESTIONS if q in asked)
 
 
+_MARK = re.compile(r"^# symattn worksheet: version ([A-Z]+) of seed (-?\d+)$", re.MULTILINE)
+
+
 def single_version(problem: Problem, toml: str) -> list[Version]:
-    """The worksheet of one given problem (version A, no seed)."""
+    """The worksheet of one given problem: version A with no seed, or, for a
+    version's own problem file, that version again (its id and seed are in
+    its first line), so its key can be made again byte for byte."""
+    mark = _MARK.search(toml.split("\n", 1)[0])
+    if mark:
+        return [Version(mark.group(1), int(mark.group(2)), toml, Trace(problem))]
     return [Version("A", None, toml, Trace(problem))]
 
 

@@ -148,3 +148,25 @@ def test_three_version_worksheet_compiles_to_pdf(tmp_path):
         assert weight in version_key and output.replace("-", "−") in version_key
     assert sheets.count("seed 7") == 3 and "Name:" in sheets
     assert "Worked derivation" in keys and "Worked derivation" not in sheets
+
+
+def test_a_versions_problem_file_makes_its_key_again(tmp_path):
+    assert run("worksheet", "--versions", "3", "--seed", "4", "-o", "all", "--digits", "4",
+               cwd=tmp_path).returncode == 0
+    result = run("worksheet", "all/version-B.toml", "-o", "again", "--digits", "4", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "version B" in result.stdout
+    assert ((tmp_path / "again" / "version-B-key.tex").read_bytes()
+            == (tmp_path / "all" / "version-B-key.tex").read_bytes())
+
+
+def test_cross_attention_worksheet(tmp_path):
+    from test_pdf import CROSS_TOML
+
+    (tmp_path / "cross.toml").write_text(CROSS_TOML)
+    result = run("worksheet", "cross.toml", "-o", "ws", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    key = (tmp_path / "ws" / "version-A-key.tex").read_text()
+    assert "K = X_{kv} W_k" in key and "0.576" in key and "2.01" in key
+    result = run("worksheet", "cross.toml", "-o", "ws2", "--versions", "2", "--seed", "1", cwd=tmp_path)
+    assert result.returncode == 2 and "cross-attention" in result.stderr
