@@ -135,3 +135,17 @@ def test_torch_tensors_when_torch_is_installed():
     k = v = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
     out = torch.nn.functional.scaled_dot_product_attention(q[None], k[None], v[None])[0]
     assert fr.float_report(q, k, v, out).max_ulps < 4
+
+
+def test_text_mode_reads_the_inputs_as_a_person_meant_them():
+    Q = np.array([[0.1, 0.2]], dtype=np.float32)
+    K = np.array([[0.3, 0.0], [0.0, 0.3]], dtype=np.float32)
+    V = np.array([[1.0], [2.0]], dtype=np.float32)
+    by_text = fr.reference(Q, K, V, mode="text")
+    assert by_text.Q.matrix.tolist() == [[sa.to_exact("1/10"), sa.to_exact("1/5")]]
+    by_binary = fr.reference(Q, K, V)
+    assert by_binary.Q[0, 0] == sa.to_exact("13421773/134217728")
+    A, O = numpy_attention(Q, K, V)
+    report = fr.float_report(Q, K, V, O, mode="text")
+    assert report.mode == "text" and "decimal text" in report.text()
+    assert report.to_json()["entries"][0]["exact"] == str(report.entries[0].exact)
