@@ -159,3 +159,23 @@ def test_symbols_pass_through_every_head():
     expected = (x00 * sympy.exp(x00 ** 2) + x10 * sympy.exp(x00 * x10)) / (
         sympy.exp(x00 ** 2) + sympy.exp(x00 * x10))
     assert sympy.simplify(result.concat[0, 0] - expected) == 0
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(data=st.data(), layout=st.sampled_from([(2, 2), (2, 1), (4, 2), (4, 1), (3, 1)]),
+       n=st.integers(1, 3), d=st.integers(1, 2))
+def test_random_heads_match_float64(data, layout, n, d):
+    heads, kv_heads = layout
+    entry = st.integers(-3, 3)
+    mat = lambda r, c: data.draw(st.lists(st.lists(entry, min_size=c, max_size=c),  # noqa: E731
+                                          min_size=r, max_size=r))
+    d_model = 3
+    X, Wq, Wk, Wv = mat(n, d_model), mat(d_model, heads * d), mat(d_model, kv_heads * d), mat(d_model, kv_heads * d)
+    Wo = mat(heads * d, 2)
+    result = attend_heads(X=X, W_q=Wq, W_k=Wk, W_v=Wv, W_o=Wo, heads=heads, kv_heads=kv_heads)
+    concat, out, avg = numpy_mha(X, Wq, Wk, Wv, Wo, heads, kv_heads)
+    assert np.allclose(as_float(result.output_decimals(15)), out, rtol=1e-11, atol=1e-11)
+    assert np.allclose(as_float(result.average_weights_decimals(15)), avg, rtol=1e-11, atol=1e-11)
