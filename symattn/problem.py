@@ -75,6 +75,8 @@ def _mask(value: object, n: int, m: int) -> tuple[Matrix | None, str | None]:
         out_row = []
         for j, v in enumerate(row):
             v = _plain_scalar(v)
+            if isinstance(v, sympy.Integer):  # a mask read back from Problem.mask
+                v = int(v)
             if v is True or v is False or (isinstance(v, int) and v in (0, 1)):
                 out_row.append(int(v))
             else:

@@ -59,3 +59,15 @@ def test_text_view_shows_symbolic_steps_exactly():
     text = render_text(sa.attend(sa.Problem(Q=q, K=k, V=[[1], [2]])))
     assert "Symbols: k00, k01, k10, k11, q00, q01" in text
     assert "The symbols leave the row maximum open" in text
+
+
+def test_subs_keeps_the_mask_and_a_mask_reads_back():
+    problem = sa.Problem.from_toml_text(
+        'symbols = ["a"]\nQ = [["a", 1], [1, 0]]\nK = [[1, 0], [0, 1]]\nV = [[1], [2]]\n'
+        'mask = "causal"\n')
+    numeric = sa.attend(problem.subs({"a": 2}))
+    assert [str(d) for d in numeric.weights.decimals(3)[0]] == ["1", "0"]
+    # row 1: e^(1/√2) / (e^(1/√2) + 1)
+    assert str(numeric.weights.decimal(1, 0, 4)) == "0.6698"  # 0.669761549...
+    again = sa.Problem(Q=[[1], [2]], K=[[1], [1]], V=[[1], [2]], mask=problem.mask.tolist())
+    assert again.mask.tolist() == [[1, 0], [1, 1]]
