@@ -68,16 +68,38 @@ def submissions(students: int, seed: int = 0) -> str:
     return out.getvalue()
 
 
+HOSTILE = [
+    "__import__('os').system('echo pwned')", "9^9^9^9", "10^10^10", "((9^9)^9999)^9999",
+    "2**2**2**2**2**2", "1e999999999", "(" * 3000 + "1" + ")" * 3000, "√" * 3000 + "2",
+    "-" * 3000 + "1", "exp(" * 200 + "1" + ")" * 200, ", ".join(["1"] * 1500), "0.1\x00",
+    "'; DROP TABLE students; --", "{{7*7}}", "1/0", "sqrt(-1)", "9" * 5001, "[" * 500,
+]
+
+
+def hostile(students: int, seed: int = 0) -> str:
+    """Every answer hostile (and mostly distinct: a changing suffix defeats the memo)."""
+    rng = random.Random(seed)
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["student", *TARGETS])
+    for s in range(students):
+        writer.writerow([f"s{s:04d}", *(rng.choice(HOSTILE) + str(rng.randrange(10**6))
+                                         for _ in TARGETS)])
+    return out.getvalue()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--students", type=int, default=500)
     parser.add_argument("--no-memo", action="store_true",
                         help="judge every answer afresh (no reuse of identical answers)")
+    parser.add_argument("--hostile", action="store_true",
+                        help="every answer is hostile text (injection, huge powers, nesting)")
     args = parser.parse_args()
     if args.no_memo:
         import symattn.check.checker as checker
         checker._MEMO_SIZE = 0
-    data = submissions(args.students)
+    data = hostile(args.students) if args.hostile else submissions(args.students)
     versions = Versions(single=sa.load_example("i-love-cats"))
     start = time.perf_counter()
     report = grade(versions, data)

@@ -52,7 +52,8 @@ def test_verdicts_and_totals(report):
 def test_hostile_and_malformed_answers_stay_in_their_cells(report):
     rows = {r["student"]: r for r in rows_of(report.to_csv())}
     cy, dee = rows["cy"], rows["dee"]
-    assert cy["weights[I]"] == "invalid" and "MAX_POWER_EXPONENT" in cy["weights[I] message"]
+    assert cy["weights[I]"] == "invalid" and "1×3" in cy["weights[I] message"]   # 9^9^9^9: shape first
+    assert "quotes are not allowed" in cy["weights[love, cats] message"]
     assert cy["weights[love, cats]"] == "invalid"
     assert cy["output[I]"] == "invalid" and cy["output[I] message"] == "no answer given"
     assert cy["sqrt(d_k)"] == "wrong"          # 2/√3 is not √3: still graded

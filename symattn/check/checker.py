@@ -118,7 +118,8 @@ class Checker:
     def _check(self, target: str, text: str, variant: str | None) -> FigureVerdict:
         try:
             resolved = self.target(target)
-            written = read_figure(text, where=f"the figure for {target}")
+            written = read_figure(text, where=f"the figure for {target}",
+                                  expect=(resolved.shape, target))
             cells = _align(written, resolved, target)
         except SymattnError as exc:
             return invalid(target, text if isinstance(text, str) else repr(text), str(exc), variant)

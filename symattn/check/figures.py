@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from fractions import Fraction
 
 import sympy
@@ -31,6 +32,7 @@ MAX_FIGURE_LENGTH = 1_000_000   # characters in one written figure (a 128×128 m
 MAX_ENTRIES = 65_536            # entries in one written figure
 MAX_NUMERAL_DIGITS = 1_000      # digits in one written numeral
 MAX_NESTING = 2                 # a figure is at most a matrix
+MAX_EXPRESSION_LENGTH = 1_000   # characters in one written exact expression (2/√3 is 4)
 
 _APPROX = re.compile(r"^\s*(?:≈|~|≃|≅|=|about\b|approx\.?|approximately\b)\s*", re.IGNORECASE)
 _NUMERAL = re.compile(r"([+-]?)([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?[0-9]{1,6}))?(%?)")
@@ -92,6 +94,11 @@ def _fail(text: str, where: str, problem: str, fix: str) -> ParseError:
 
 # ------------------------------------------------------------ one entry
 
+@lru_cache(maxsize=256)
+def _places(places: int) -> Rounding:
+    return Rounding(places=places)
+
+
 def read_number(text: str, where: str = "figure") -> WrittenNumber | None:
     """A plain numeral with its precision, or None when the text is not one."""
     match = _NUMERAL.fullmatch(text)
@@ -115,7 +122,7 @@ def read_number(text: str, where: str = "figure") -> WrittenNumber | None:
     value = Fraction(mantissa * 10**shift) if shift >= 0 else Fraction(mantissa, 10**-shift)
     unit = Fraction(10**shift) if shift >= 0 else Fraction(1, 10**-shift)
     if exp is None:
-        rounding = Rounding(places=max(0, -shift)) if shift <= 0 else Rounding(places=0)
+        rounding = _places(max(0, -shift))
         if shift > 0:  # "1e3"-like cannot happen without exp; keep the type total
             unit = Fraction(1)
     else:
@@ -135,6 +142,9 @@ def read_entry(text: str, where: str = "figure") -> Entry:
         return WrittenNumber(raw.strip(), number.value, number.rounding, number.unit, number.percent)
     if "%" in text:
         raise _fail(raw, where, "a percentage must be a plain number", "write 13.6%")
+    if len(text) > MAX_EXPRESSION_LENGTH:
+        raise _fail(raw, where, f"an expression of {len(text):,} characters, over the "
+                    f"{MAX_EXPRESSION_LENGTH:,}-character cap", "simplify it")
     return WrittenExact(raw.strip(), parse_expression(text, where=where))
 
 
@@ -142,6 +152,8 @@ def read_entry(text: str, where: str = "figure") -> Entry:
 
 def _split(text: str, seps: str) -> list[str]:
     """Split at any of ``seps`` outside parentheses."""
+    if "(" not in text and ")" not in text:
+        return re.split(f"[{re.escape(seps)}]", text)
     parts, depth, start = [], 0, 0
     for k, ch in enumerate(text):
         if ch == "(":
@@ -231,8 +243,21 @@ def _rows_from_brackets(text: str, where: str) -> tuple[list[list[str]], bool]:
     return out, False
 
 
-def read_figure(text: str, where: str = "figure") -> Written:
-    """Read a written figure (a number, a row or a matrix) with each entry's precision."""
+def _shape_error(rows: list[list[str]], vector: bool, shape: tuple[int, int], name: str) -> str | None:
+    """Why a written layout cannot be the target's shape (None when it fits)."""
+    r, c = len(rows), len(rows[0])
+    if (r, c) == shape or (vector and r * c == shape[0] * shape[1] and 1 in shape):
+        return None
+    kind = f"a row of {c}" if vector else f"shape {r}×{c}"
+    return f"the figure has {kind} but {name} is {shape[0]}×{shape[1]}: write one entry per value"
+
+
+def read_figure(text: str, where: str = "figure", *,
+                expect: tuple[tuple[int, int], str] | None = None) -> Written:
+    """Read a written figure (a number, a row or a matrix) with each entry's precision.
+
+    ``expect`` = (shape, name) refuses a layout that cannot be that shape before
+    any entry is read (a 1,500-entry answer to a 1×3 target costs nothing)."""
     if not isinstance(text, str):
         raise ParseError(f"cannot read a {type(text).__name__} in {where}: write the figure as text")
     if len(text) > MAX_FIGURE_LENGTH:
@@ -260,7 +285,11 @@ def read_figure(text: str, where: str = "figure") -> Written:
                         "give every row the same number of entries")
     if len(rows) * width > MAX_ENTRIES:
         raise _fail(text, where, f"it has over {MAX_ENTRIES:,} entries", "check fewer at once")
-    entries = tuple(tuple(read_entry(e, where) for e in row) for row in rows)
     if width == 1 and len(rows) == 1:
         vector = body.startswith("[")
+    if expect is not None:
+        problem = _shape_error(rows, vector, *expect)
+        if problem is not None:
+            raise ParseError(problem)
+    entries = tuple(tuple(read_entry(e, where) for e in row) for row in rows)
     return Written(text, entries, vector)

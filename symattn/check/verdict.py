@@ -17,7 +17,7 @@ from typing import Sequence
 
 import sympy
 
-from symattn.certify import CertifiedDecimal, Rounding
+from symattn.certify import CertifiedDecimal, Rounding, certify
 from symattn.check.figures import Entry, WrittenExact, WrittenNumber
 from symattn.check.targets import Cell
 from symattn.compare import equal
@@ -128,11 +128,23 @@ def _matches_number(w: WrittenNumber, cells: Sequence[MistakeCell]) -> list[Mist
     return MistakeSet(cells).matching(w)
 
 
-def _matches_exact(w: WrittenExact, cells: Sequence[MistakeCell]) -> list[MistakeCell]:
+_SCREEN = Rounding(digits=20)
+
+
+def _same(value: sympy.Expr, screen: CertifiedDecimal, cell: Cell) -> bool:
+    """Exact equality, screened by certified 20-digit roundings (cheap and cached):
+    different roundings prove the values differ without SymPy's slow expansion."""
+    if cell.rounded(_SCREEN) != screen:
+        return False
+    return equal(value, cell.exact)
+
+
+def _matches_exact(w: WrittenExact, cells: Sequence[MistakeCell],
+                   screen: CertifiedDecimal) -> list[MistakeCell]:
     found = []
     for m in cells:
         try:
-            if equal(w.value, m.cell.exact):
+            if _same(w.value, screen, m.cell):
                 found.append(m)
         except SymattnError:
             continue
@@ -165,11 +177,12 @@ def judge_entry(written: Entry, cell: Cell, mistakes: Sequence[MistakeCell]) -> 
 def _judge_exact(w: WrittenExact, cell: Cell, mistakes: Sequence[MistakeCell]) -> EntryVerdict:
     shown = _show(cell)
     base = dict(label=cell.label, written=w.text, exact=cell.text, expected=None)
-    if equal(w.value, cell.exact):
-        also = _names(_matches_exact(w, mistakes))
+    screen = certify(w.value, _SCREEN)
+    if _same(w.value, screen, cell):
+        also = _names(_matches_exact(w, mistakes, screen))
         return EntryVerdict(code="exact", message=f"{w.text} is exactly {cell.label}"
                             + _also(also), also=also, **base)
-    found = _matches_exact(w, mistakes)
+    found = _matches_exact(w, mistakes, screen)
     if found:
         first = found[0]
         return EntryVerdict(code="mistake", mistake=first.code, mistake_detail=first.detail,
