@@ -22,7 +22,7 @@ from symattn.errors import SymattnError
 from symattn.problem import Problem
 from symattn.trace import Trace
 
-MAX_TRIES = 5000
+MAX_TRIES = 400   # failed draws in a row before giving up (a typical version needs about 15)
 
 
 class WorksheetError(SymattnError):
@@ -38,6 +38,9 @@ class RandomSpec:
     d_k: int = 3
     d_v: int = 3
     tokens: tuple[str, ...] = ("I", "love", "cats")
+    m: int | None = None                # keys (None: as many as queries)
+    key_tokens: tuple[str, ...] | None = None
+    cross: bool = False                 # keys and values from their own embeddings X_kv
     projected: bool = True              # X with W_q, W_k, W_v (else Q, K, V directly)
     mask: str | list | None = None
     scale: str | None = None            # None: the standard 1/√d_k
@@ -61,12 +64,11 @@ def spec_from_problem(problem: Problem, **options: object) -> RandomSpec:
     if problem.mask is not None:
         mask = "causal" if problem.mask_kind == "causal" else [
             [int(problem.mask[i, j]) for j in range(problem.m)] for i in range(problem.n)]
-    if problem.m != problem.n:
-        raise WorksheetError("random versions need self-attention (as many keys as queries); "
-                             "leave out --versions to make a worksheet of this cross-attention problem as it is")
     scale = None if problem.default_scale else str(problem.scale)
     return RandomSpec(n=problem.n, d_model=problem.d_model or problem.d_k, d_k=problem.d_k,
                       d_v=problem.d_v, tokens=tuple(problem.tokens), projected=problem.projected,
+                      m=problem.m, cross="X_kv" in problem.inputs,
+                      key_tokens=None if problem.key_tokens == problem.tokens else tuple(problem.key_tokens),
                       mask=mask, scale=scale, title=problem.title or RandomSpec.title, **options)
 
 
@@ -75,17 +77,21 @@ def _matrix(rng: random.Random, rows: int, cols: int, bounds: tuple[int, int]) -
 
 
 def _draw(spec: RandomSpec, rng: random.Random) -> dict:
-    d_k = spec.key_dim
+    d_k, m = spec.key_dim, spec.m or spec.n
     data: dict = {"title": spec.title, "tokens": list(spec.tokens)}
+    if spec.key_tokens is not None:
+        data["key_tokens"] = list(spec.key_tokens)
     if spec.projected:
         data["X"] = _matrix(rng, spec.n, spec.d_model, spec.x_range)
+        if spec.cross:
+            data["X_kv"] = _matrix(rng, m, spec.d_model, spec.x_range)
         data["W_q"] = _matrix(rng, spec.d_model, d_k, spec.w_range)
         data["W_k"] = _matrix(rng, spec.d_model, d_k, spec.w_range)
         data["W_v"] = _matrix(rng, spec.d_model, spec.d_v, spec.w_range)
     else:
         data["Q"] = _matrix(rng, spec.n, d_k, spec.w_range)
-        data["K"] = _matrix(rng, spec.n, d_k, spec.w_range)
-        data["V"] = _matrix(rng, spec.n, spec.d_v, spec.w_range)
+        data["K"] = _matrix(rng, m, d_k, spec.w_range)
+        data["V"] = _matrix(rng, m, spec.d_v, spec.w_range)
     if spec.scale is not None:
         data["scale"] = spec.scale
     if spec.mask is not None:
@@ -116,13 +122,13 @@ def random_versions(spec: RandomSpec, seed: int, count: int) -> list[dict]:
     rng = random.Random(seed)
     found: list[dict] = []
     seen: set[str] = set()
-    tries = 0
+    misses = 0
     while len(found) < count:
-        tries += 1
-        if tries > MAX_TRIES * count:
+        if misses >= MAX_TRIES:
             raise WorksheetError(
-                f"found only {len(found)} of {count} hand-friendly versions in {tries - 1} tries: "
-                "lower --min-weight, allow ties with --allow-ties, or use fewer --versions")
+                f"found only {len(found)} of {count} hand-friendly versions ({MAX_TRIES} draws in a row "
+                "failed): lower --min-weight, allow ties with --allow-ties, or use fewer --versions")
+        misses += 1
         data = _draw(spec, rng)
         key = problem_toml(data)
         if key in seen:
@@ -131,6 +137,7 @@ def random_versions(spec: RandomSpec, seed: int, count: int) -> list[dict]:
         if _hand_friendly(Trace(problem), spec):
             seen.add(key)
             found.append(data)
+            misses = 0
     return found
 
 
