@@ -181,3 +181,29 @@ def test_long_rows_stay_short():
     assert "\\text{row sum} &= \\sum_j e^{\\text{shifted}_j}" in doc   # 40 terms are not written out
     assert len(doc) < 30_000
     assert doc.count("\\cellcolor") <= 8 * 8
+
+
+def test_cli_fragment_implies_latex_and_json_refuses_pdf(tmp_path):
+    frag = subprocess.run([sys.executable, "-m", "symattn", "explain", "--fragment"],
+                          capture_output=True, text=True, timeout=120)
+    assert frag.returncode == 0 and frag.stdout.startswith("\\section*{I love cats}")
+    assert "\\documentclass" not in frag.stdout
+    bad = subprocess.run([sys.executable, "-m", "symattn", "explain", "--format", "json", "--pdf",
+                          "-o", str(tmp_path / "x.pdf")], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--pdf applies to --format latex" in bad.stderr
+    assert not (tmp_path / "x.pdf").exists()
+
+
+def test_odd_inputs_compile(tmp_path):
+    from test_pdf import need_tex, pdf_text
+
+    need_tex()
+    from symattn.pdf import compile_tex
+
+    problem = sa.Problem(Q=[["1/2", -1], [1, "sqrt(2)"]], K=[[1, 0], [-2, 1], ["1/4", 3]],
+                         V=[["pi", 1], [0, -1], [2, "e"]], tokens=["a_b", "50%"],
+                         key_tokens=["k{1}", "k\\2", "k~3"], scale="pi/4", mask=[[1, 0, 1], [1, 1, 1]],
+                         title="Odd & ends #1")
+    pdf = tmp_path / "odd.pdf"
+    pdf.write_bytes(compile_tex(render_latex(sa.attend(problem)), "odd"))
+    assert "Odd & ends #1" in pdf_text(pdf)
