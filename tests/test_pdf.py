@@ -114,3 +114,16 @@ def test_compile_error_names_the_document_and_the_tex_error():
 
     with pytest.raises(PdfError, match=r"broken.tex did not compile .*Undefined control sequence"):
         compile_tex("\\documentclass{article}\\begin{document}\\nosuchmacro\\end{document}", "broken")
+
+
+def test_compile_many_is_all_or_nothing(tmp_path):
+    need_tex()
+    from symattn.pdf import Job, PdfError, compile_many
+
+    good = "\\documentclass{article}\\begin{document}Version A\\end{document}"
+    compile_many([Job(good, tmp_path / "a.pdf"), Job(good.replace("A", "B"), tmp_path / "b.pdf")], workers=2)
+    assert "Version B" in pdf_text(tmp_path / "b.pdf") and "Version A" in pdf_text(tmp_path / "a.pdf")
+    broken = "\\documentclass{article}\\begin{document}\\oops\\end{document}"
+    with pytest.raises(PdfError, match="bad.tex did not compile"):
+        compile_many([Job(good, tmp_path / "c.pdf"), Job(broken, tmp_path / "bad.pdf")], workers=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.pdf", "b.pdf"]
