@@ -261,7 +261,7 @@ def exp_entry_latex(trace: Trace, i: int, j: int) -> str:
     form = shifted_form(trace, i, j)
     if form is not None:
         return "1" if form.is_zero else f"e^{{{form.latex_slash()}}}"
-    return exp_latex(None, trace.engine.shifted(i, j))
+    return exp_latex(None, trace.engine.exponent(i, j))
 
 
 def softmax_terms_latex(trace: Trace, i: int) -> list[tuple[str, int, list[int]]]:
