@@ -303,8 +303,16 @@ class Problem:
 
     @property
     def default_scale(self) -> bool:
-        """True when the scale is the standard 1/√d_k."""
-        return not self.scale_given or sympy.simplify(self.scale - 1 / sympy.sqrt(self.d_k)) == 0
+        """True when the scale is the standard 1/√d_k (decided by ball arithmetic for
+        numbers: SymPy's simplify took 28 ms per trace, which grading pays per student)."""
+        standard = 1 / sympy.sqrt(self.d_k)
+        if not self.scale_given or self.scale == standard:
+            return True
+        if not self.scale.free_symbols:
+            from symattn.compare import equal
+
+            return equal(self.scale, standard)
+        return sympy.simplify(self.scale - standard) == 0
 
     def __repr__(self) -> str:
         kind = "X·W" if self.projected else "Q,K,V"
