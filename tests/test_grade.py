@@ -136,3 +136,25 @@ def test_cli_errors_write_nothing(tmp_path):
     assert result.returncode == 2 and "no such file" in result.stderr
     assert not out.exists()
     assert list(tmp_path.iterdir()) == [subs]     # no temporary file left behind
+
+
+def test_a_slip_carried_forward_is_one_mistake_not_three():
+    # scaled[love] with 9.42 for 9.24; softmax of [2.31, 9.42, 6.93] is 0.001, 0.923, 0.077,
+    # and that row times V is 2.00, 7.84, 0.23: right for the student's own slip
+    data = ('student,scaled[love],weights[love],output[love]\n'
+            'ann,"2.31, 9.42, 6.93","0.001, 0.923, 0.077","2.00, 7.84, 0.23"\n'
+            'bob,"2.31, 9.42, 6.93","0.001, 0.900, 0.077","2.00, 7.84, 0.23"\n')
+    report = grade(Versions(single=sa.load_example("i-love-cats")), data)
+    ann, bob = ([(v.code, v.mistake) for v in r.verdicts] for r in report.rows)
+    assert ann == [("wrong", None), ("mistake", "carried-forward"), ("mistake", "carried-forward")]
+    assert "scaled[love] = 2.31, 9.42, 6.93" in report.rows[0].verdicts[1].message
+    assert bob[1] == ("wrong", None)                      # 0.900 follows from nothing
+    assert bob[2] == ("mistake", "carried-forward")
+
+
+def test_weights_carried_into_the_output():
+    # 0.30·[1, 2, 3] + 0.35·[2, 8, 0] + 0.35·[2, 6, 3] = [1.70, 5.50, 1.95]
+    data = 'student,weights[I],output[I]\nann,"0.30, 0.35, 0.35","1.70, 5.50, 1.95"\n'
+    report = grade(Versions(single=sa.load_example("i-love-cats")), data)
+    assert [(v.code, v.mistake) for v in report.rows[0].verdicts] == [
+        ("wrong", None), ("mistake", "carried-forward")]

@@ -22,6 +22,7 @@ import io
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from symattn.check.carry import carry_forward
 from symattn.check.checker import Checker, FigureVerdict, invalid
 from symattn.errors import SymattnError
 from symattn.problem import Problem
@@ -181,6 +182,7 @@ def grade(versions: Versions, data: bytes | str, source: str = "submissions") ->
     if not targets:
         raise GradeError(f"{source}: no answer columns; add one column per target, e.g. weights[I]")
     report = GradeReport([t for _, t in targets], [], v_col is not None)
+    carried: dict[int, dict] = {}     # per problem: (earlier, later) answer pairs judged
     for n, cells in enumerate(rows, start=2):
         student = cells[s_col].strip() if s_col < len(cells) else ""
         version = cells[v_col].strip() if v_col is not None and v_col < len(cells) else None
@@ -203,6 +205,9 @@ def grade(versions: Versions, data: bytes | str, source: str = "submissions") ->
                 row.verdicts.append(invalid(target, answer, "no answer given"))
             else:
                 row.verdicts.append(checker.check(target, answer))
+        if checker is not None:
+            carry_forward(checker.trace, report.targets, row.verdicts,
+                          carried.setdefault(id(checker), {}))
         row.note = "; ".join(notes)
         report.rows.append(row)
     return report
