@@ -94,3 +94,22 @@ def test_missing_file_and_unknown_example():
     assert result.returncode == 2 and "no such file" in result.stderr
     result = run("check", "--example", "nope")
     assert result.returncode == 2 and "no figures shipped" in result.stderr
+
+
+def test_problem_path_relative_to_the_figures_file_and_output_file(tmp_path):
+    (tmp_path / "sub").mkdir()
+    problem = resources.files("symattn.examples").joinpath("soft-dictionary.toml").read_text()
+    (tmp_path / "sub" / "dict.toml").write_text(problem, encoding="utf-8")
+    figures = tmp_path / "sub" / "figures.toml"
+    figures.write_text('problem = "dict.toml"\n'
+                       '[variant.sharp]\nscale = "25/sqrt(2)"\n'
+                       '[[figure]]\ntarget = "weights[query]"\ntext = "red=0.41  green=0.22"\n'
+                       '[[figure]]\ntarget = "weights[query]"\ntext = "0.41, 0.22, 0.37"\n'
+                       '[[figure]]\ntarget = "output[query]"\nvariant = "sharp"\ntext = "[255, 13]"\n',
+                       encoding="utf-8")
+    out = tmp_path / "verdicts.json"
+    result = run("check", str(figures), "--json", "-o", str(out))
+    assert result.returncode == 1, result.stderr
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert [f["verdict"] for f in data["figures"]] == ["invalid", "rounded", "rounded"]
+    assert data["figures"][2]["variant"] == "sharp"

@@ -2,7 +2,6 @@
 
 import csv
 import io
-import shutil
 import subprocess
 import sys
 from importlib import resources

@@ -32,7 +32,7 @@ code                      the change
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import cached_property
 from typing import Callable
@@ -41,6 +41,7 @@ import sympy
 
 from symattn.certify import CertifiedDecimal, Rounding, certify
 from symattn.check.targets import Cell, Source, TargetSpec, resolve
+from symattn.parser import Node
 from symattn.check.verdict import MistakeCell
 from symattn.errors import SymattnError
 from symattn.problem import Problem
@@ -366,6 +367,6 @@ class Mistakes:
                     per_cell[k].append(MistakeCell("wrong-step", f"{other} given for {name}", cell))
 
 
-def _renamed(spec: TargetSpec, other: str):
-    from dataclasses import replace
+def _renamed(spec: TargetSpec, other: str) -> Node:
+    """The same (indexed) step reference, naming another step."""
     return replace(spec.node, name=other)
