@@ -280,3 +280,11 @@ def test_files_that_cannot_be_checked(text, words):
     with pytest.raises(FiguresError) as err:
         read_figures(text, source="f.toml")
     assert words in str(err.value)
+
+
+def test_labelled_soft_dictionary_row_in_any_order():
+    c = Checker(sa.load_example("soft-dictionary"))
+    assert c.check("weights[query]", "red=0.41  green=0.22  orange=0.37").code == "rounded"
+    assert c.check("weights[query]", "orange=0.37 red=0.41 green=0.22").code == "rounded"
+    v = c.check("weights[query]", "red=0.41  blue=0.22  orange=0.37")
+    assert v.code == "invalid" and "not the columns" in v.message

@@ -108,3 +108,11 @@ def test_bad_figures_say_what_is_wrong(text, words):
         read_figure(text)
     assert words in str(err.value)
     assert "\n" not in str(err.value)
+
+
+def test_labelled_entries_as_python_prints_them():
+    w = read_figure("red=0.41  green=0.22  orange=0.37")
+    assert w.labels == ("red", "green", "orange") and w.shape == (1, 3)
+    assert w.entries[1].value == Fraction(22, 100)
+    with pytest.raises(ParseError):
+        read_figure("red=0.41 red=0.22")

@@ -144,6 +144,13 @@ def _align(written: Written, target: _Target, name: str) -> list[tuple]:
         kind = f"a row of {c}" if written.vector else f"shape {r}×{c}"
         raise SymattnError(f"the figure has {kind} but {name} is {shape[0]}×{shape[1]}: "
                            "write one entry per value")
+    if written.labels is not None:
+        columns = [c.column for c in target.cells]
+        if None in columns or sorted(written.labels) != sorted(columns):
+            raise SymattnError(f"the labels {', '.join(written.labels)} are not the columns of "
+                               f"{name} ({', '.join(str(c) for c in columns)})")
+        by_label = dict(zip(written.labels, flat))
+        return [(by_label[c.column], c) for c in target.cells]
     return list(zip(flat, target.cells))
 
 

@@ -37,6 +37,7 @@ MAX_EXPRESSION_LENGTH = 1_000   # characters in one written exact expression (2/
 _APPROX = re.compile(r"^\s*(?:≈|~|≃|≅|=|about\b|approx\.?|approximately\b)\s*", re.IGNORECASE)
 _NUMERAL = re.compile(r"([+-]?)([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?[0-9]{1,6}))?(%?)")
 _BINARY = "*/^·×÷+"
+_LABELLED = re.compile(r"([A-Za-z_][A-Za-z0-9_\-]*)=(\S+)")   # red=0.41, as Python prints
 _NORMAL = str.maketrans({"−": "-", "–": "-", "\u00a0": " ", "\u2009": " ", "\u202f": " "})
 
 
@@ -73,6 +74,7 @@ class Written:
     text: str
     rows: tuple[tuple[Entry, ...], ...]
     vector: bool
+    labels: tuple[str, ...] | None = None   # 'red=0.41  green=0.22': entries named by column
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -287,9 +289,16 @@ def read_figure(text: str, where: str = "figure", *,
         raise _fail(text, where, f"it has over {MAX_ENTRIES:,} entries", "check fewer at once")
     if width == 1 and len(rows) == 1:
         vector = body.startswith("[")
+    labels = None
+    if len(rows) == 1 and width > 1 and all(_LABELLED.fullmatch(e.strip()) for e in rows[0]):
+        pairs = [_LABELLED.fullmatch(e.strip()).groups() for e in rows[0]]
+        labels = tuple(name for name, _ in pairs)
+        rows, vector = [[value for _, value in pairs]], True
+        if len(set(labels)) != len(labels):
+            raise _fail(text, where, "a label is given twice", "name each column once")
     if expect is not None:
         problem = _shape_error(rows, vector, *expect)
         if problem is not None:
             raise ParseError(problem)
     entries = tuple(tuple(read_entry(e, where) for e in row) for row in rows)
-    return Written(text, entries, vector)
+    return Written(text, entries, vector, labels)

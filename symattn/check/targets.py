@@ -171,6 +171,7 @@ class Cell:
     _exact: Callable[[], sympy.Expr]
     _round: Callable[[Rounding], CertifiedDecimal]
     _cache: dict = field(default_factory=dict)
+    column: str | None = None    # the column's token or index, for figures written 'red=0.41'
 
     @property
     def exact(self) -> sympy.Expr:
@@ -357,7 +358,7 @@ def _step_cells(spec: TargetSpec, source: Source, shape: tuple[int, int]) -> lis
         positions = [(_key_index(source, name, keys[0], 0), _key_index(source, name, keys[1], 1))]
     return [Cell(f"{name}[{rows[i]}, {cols[j]}]",
                  (lambda i=i, j=j: source.exact(name, i, j)),
-                 (lambda r, i=i, j=j: source.decimal(name, i, j, r)))
+                 (lambda r, i=i, j=j: source.decimal(name, i, j, r)), column=cols[j])
             for i, j in positions]
 
 
