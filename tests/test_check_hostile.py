@@ -78,7 +78,7 @@ def test_a_class_of_hostile_answers_is_graded_cell_by_cell():
     assert all(r.verdicts[-1].code == "rounded" for r in report.rows if not r.note)
 
 
-FIGURE_CHARS = "0123456789.,;[] \neE+-*/^()√π%≈~−·sqrtexpliand_k"
+FIGURE_CHARS = "0123456789.,;[] \neE+-*/^()√π%≈~−·sqrtexpliand_k=rg"
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
