@@ -157,3 +157,18 @@ def test_weights_carried_into_the_output():
     report = grade(Versions(single=sa.load_example("i-love-cats")), data)
     assert [(v.code, v.mistake) for v in report.rows[0].verdicts] == [
         ("wrong", None), ("mistake", "carried-forward")]
+
+
+def test_a_folder_written_by_symattn_worksheet(tmp_path):
+    folder = tmp_path / "ws"
+    result = run("worksheet", "--versions", "2", "--seed", "1", "-o", str(folder))
+    if result.returncode != 0:
+        pytest.skip(f"symattn worksheet is not available here: {result.stderr.strip()}")
+    ids = sorted(p.stem[len("version-"):] for p in folder.glob("version-*.toml"))
+    assert len(ids) == 2
+    checker = Versions.from_path(folder).checker(ids[0])
+    own = checker.trace.scores.decimal(0, 0, sa.Rounding(places=0)).text
+    data = "student,version,scores[0, 0]\n" + "".join(f"s{k},{v},{own}\n" for k, v in enumerate(ids))
+    report = grade(Versions.from_path(folder), data)
+    assert report.rows[0].verdicts[0].code == "exact"
+    assert report.rows[0].note == "" and report.rows[1].note == ""

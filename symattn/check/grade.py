@@ -12,7 +12,8 @@ own cells and every other answer is still graded; only a file that cannot
 be read at all (no header, no ``student`` column) is an error.
 
 A worksheet folder (``symattn worksheet --versions``) is read as one problem
-file per version: ``DIR/VERSION.toml`` or ``DIR/VERSION/problem.toml``.
+file per version: ``DIR/version-ID.toml`` (what the worksheet command
+writes), ``DIR/ID.toml`` or ``DIR/ID/problem.toml``.
 """
 
 from __future__ import annotations
@@ -51,13 +52,19 @@ class Versions:
         if path.is_dir():
             if not cls._files(path):
                 raise GradeError(f"{path}: no problem files in this folder; expected "
-                                 "VERSION.toml or VERSION/problem.toml for each version")
+                                 "version-ID.toml, ID.toml or ID/problem.toml for each version")
             return cls(folder=path)
         return cls(single=Problem.from_toml(path))
 
     @staticmethod
     def _files(folder: Path) -> dict[str, Path]:
-        found = {p.stem: p for p in sorted(folder.glob("*.toml"))}
+        """Version id -> problem file: ``version-ID.toml`` (as ``symattn worksheet --versions``
+        writes them), ``ID.toml`` or ``ID/problem.toml``."""
+        found: dict[str, Path] = {}
+        for p in sorted(folder.glob("*.toml")):
+            found[p.stem] = p
+            if p.stem.startswith("version-") and len(p.stem) > 8:
+                found.setdefault(p.stem[len("version-"):], p)
         for p in sorted(folder.glob("*/problem.toml")):
             found.setdefault(p.parent.name, p)
         return found
@@ -86,8 +93,9 @@ class Versions:
             raise GradeError("no version given; the version column picks the problem")
         files = self._files(self.folder)
         if version not in files:
+            ids = sorted(k for k in files if not k.startswith("version-"))
             raise GradeError(f"no version {version!r} in {self.folder}; the versions are "
-                             f"{', '.join(sorted(files)) or 'none'}")
+                             f"{', '.join(ids) or 'none'}")
         return Checker(Problem.from_toml(files[version]))
 
 

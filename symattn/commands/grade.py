@@ -14,7 +14,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "grade", help="grade a CSV of answers (student, [version], one column per target)")
     parser.add_argument("problem", help="a problem file, or a worksheet folder of "
-                                        "VERSION.toml / VERSION/problem.toml files")
+                                        "version-ID.toml (or ID.toml, ID/problem.toml) files")
     parser.add_argument("submissions", help="the answers: CSV with a header row")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report CSV to FILE")
     parser.set_defaults(run=run)
