@@ -17,7 +17,6 @@ ones to X and a bias row to the W's to get them).
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
@@ -27,10 +26,10 @@ import sympy
 
 from symattn.certify import CertifiedDecimal, Rounding, certify
 from symattn.errors import ParseError, ProblemError
-from symattn.exact import DecimalText
 from symattn.matrix import exact_matrix
 from symattn.problem import Problem
 from symattn.trace import Trace
+from symattn.tomlfile import parse_toml, read_text
 
 Matrix = sympy.ImmutableMatrix
 
@@ -199,22 +198,12 @@ class MultiHeadProblem:
     @classmethod
     def from_toml_text(cls, text: str, *, source: str = "problem") -> "MultiHeadProblem":
         """Read a multi-head problem file's text; TOML floats by their decimal text."""
-        try:
-            data = tomllib.loads(text, parse_float=DecimalText)
-        except tomllib.TOMLDecodeError as exc:
-            raise ProblemError(f"{source} is not valid TOML: {exc}") from None
-        return cls.from_dict(data, source=source)
+        return cls.from_dict(parse_toml(text, source=source), source=source)
 
     @classmethod
     def from_toml(cls, path: str | Path) -> "MultiHeadProblem":
         """Read a multi-head problem file."""
-        path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise ProblemError(f"{path}: no such file; give the path of a problem TOML file") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ProblemError(f"{path}: cannot read the file ({exc})") from None
+        text = read_text(path, what="a problem TOML file")
         return cls.from_toml_text(text, source=str(path))
 
     def repeated_kv(self) -> "MultiHeadProblem":

@@ -10,7 +10,6 @@ the input and the fix.
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,8 +17,9 @@ from typing import Any
 import sympy
 
 from symattn.errors import ParseError, ProblemError
-from symattn.exact import DecimalText, to_exact
+from symattn.exact import to_exact
 from symattn.matrix import ExactMatrix, _plain_scalar, _rows_of, check_symbols, exact_matrix
+from symattn.tomlfile import parse_toml, read_text
 
 Matrix = sympy.ImmutableMatrix
 
@@ -238,22 +238,12 @@ class Problem:
     @classmethod
     def from_toml_text(cls, text: str, *, source: str = "problem") -> "Problem":
         """Read a problem file's text; TOML floats are read by their decimal text."""
-        try:
-            data = tomllib.loads(text, parse_float=DecimalText)
-        except tomllib.TOMLDecodeError as exc:
-            raise ProblemError(f"{source} is not valid TOML: {exc}") from None
-        return cls.from_dict(data, source=source)
+        return cls.from_dict(parse_toml(text, source=source), source=source)
 
     @classmethod
     def from_toml(cls, path: str | Path) -> "Problem":
         """Read a problem file (TOML)."""
-        path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise ProblemError(f"{path}: no such file; give the path of a problem TOML file") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ProblemError(f"{path}: cannot read the file ({exc})") from None
+        text = read_text(path, what="a problem TOML file")
         return cls.from_toml_text(text, source=str(path))
 
     # -- conveniences ------------------------------------------------------

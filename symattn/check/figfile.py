@@ -25,6 +25,7 @@ from symattn.errors import ProblemError, SymattnError
 from symattn.exact import DecimalText
 from symattn.examples import example_names, example_text
 from symattn.problem import PROBLEM_KEYS, Problem
+from symattn.tomlfile import parse_toml, read_text
 
 __all__ = ["FigureSpec", "FiguresFile", "FiguresError", "example_figures", "figure_example_names",
            "load_figures", "read_figures"]
@@ -163,10 +164,7 @@ def _merge(base: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]
 
 def read_figures(text: str, *, source: str = "figures", base_dir: Path | None = None) -> FiguresFile:
     """Parse a figures file's text; raises FiguresError when it cannot be checked at all."""
-    try:
-        data = tomllib.loads(text, parse_float=DecimalText)
-    except tomllib.TOMLDecodeError as exc:
-        raise FiguresError(f"{source} is not valid TOML: {exc}") from None
+    data = parse_toml(text, source=source, error=FiguresError)
     unknown = [k for k in data if k not in FILE_KEYS]
     if unknown:
         raise FiguresError(f"{source}: unknown key {unknown[0]!r}; the keys are {', '.join(FILE_KEYS)}")
@@ -217,14 +215,7 @@ def read_figures(text: str, *, source: str = "figures", base_dir: Path | None = 
 def load_figures(path: str | Path) -> FiguresFile:
     """Read a figures file from disk."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise FiguresError(f"{path}: no such file; give the path of a figures TOML file") from None
-    except UnicodeDecodeError:
-        raise FiguresError(f"{path}: not UTF-8 text; save the figures file as UTF-8") from None
-    except OSError as exc:
-        raise FiguresError(f"{path}: cannot read the file ({exc})") from None
+    text = read_text(path, what="a figures TOML file", error=FiguresError)
     return read_figures(text, source=str(path), base_dir=path.parent)
 
 

@@ -8,7 +8,6 @@ never through ``eval``.
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,8 +16,8 @@ from typing import Any
 import sympy
 
 from symattn.errors import ParseError, ProblemError
-from symattn.exact import DecimalText
 from symattn.matrix import exact_matrix
+from symattn.tomlfile import load_toml
 
 CLAIM_KEYS = ("weights", "output")
 
@@ -49,17 +48,7 @@ class Claims:
     @classmethod
     def from_toml(cls, path: str | Path) -> "Claims":
         """Read a claims file (TOML)."""
-        path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise ProblemError(f"{path}: no such file; give a TOML file with weights = [[...]]") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ProblemError(f"{path}: cannot read the file ({exc})") from None
-        try:
-            data = tomllib.loads(text, parse_float=DecimalText)
-        except tomllib.TOMLDecodeError as exc:
-            raise ProblemError(f"{path} is not valid TOML: {exc}") from None
+        data = load_toml(path, what="a TOML file with weights = [[...]]")
         return cls.from_mapping(data, source=str(path))
 
     def check_shapes(self, n: int, m: int, d_v: int) -> None:
