@@ -13,11 +13,10 @@ import importlib
 import os
 import pkgutil
 import sys
-import tempfile
-from pathlib import Path
 from typing import Sequence
 
 import symattn.commands
+from symattn import files
 from symattn.errors import SymattnError
 
 
@@ -47,19 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def write_atomically(text: str, output: str) -> None:
-    """Write a whole file or nothing: a temporary file renamed into place."""
-    target = Path(output)
-    directory = target.parent if str(target.parent) else Path(".")
-    if not directory.is_dir():
-        raise UsageError(f"cannot write {output}: the folder {directory} does not exist")
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write a command's output file whole or not at all."""
+    files.write_atomically(text, output, error=UsageError)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

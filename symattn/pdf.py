@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from symattn.errors import SymattnError
+from symattn.files import write_atomically
 
 TEX_PACKAGES = "texlive-latex-base texlive-latex-recommended texlive-latex-extra latexmk"
 COMPILE_TIMEOUT = 120  # seconds per document; TeX waiting for input would hang forever otherwise
@@ -94,20 +95,6 @@ def compile_many(jobs: list[Job], workers: int | None = None) -> None:
     with ThreadPoolExecutor(max_workers=workers) as pool:
         pdfs = list(pool.map(lambda job: compile_tex(job.tex, job.pdf.stem), order))
     for job, data in zip(order, pdfs):
-        write_bytes_atomically(data, job.pdf)
+        write_atomically(data, job.pdf, error=PdfError)
 
 
-def write_bytes_atomically(data: bytes, target: Path) -> None:
-    """A whole file or nothing: a temporary file renamed into place."""
-    target = Path(target)
-    directory = target.parent if str(target.parent) else Path(".")
-    if not directory.is_dir():
-        raise PdfError(f"cannot write {target}: the folder {directory} does not exist")
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -116,8 +116,9 @@ def _latex(trace, args: argparse.Namespace, digits: int) -> Outcome:
         raise SymattnError(f"--rows {args.rows or args.row}: {exc}") from None
     if not args.pdf:
         return Outcome(tex)
-    from symattn.pdf import compile_tex, write_bytes_atomically
+    from symattn.files import write_atomically
+    from symattn.pdf import PdfError, compile_tex
 
     target = Path(args.output)
-    write_bytes_atomically(compile_tex(tex, target.stem or "derivation"), target)
+    write_atomically(compile_tex(tex, target.stem or "derivation"), target, error=PdfError)
     return Outcome("")
