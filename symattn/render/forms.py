@@ -168,9 +168,15 @@ def unicode_text(expr: sympy.Expr) -> str:
 
 def softmax_terms(trace: Trace, i: int) -> list[tuple[str, int, list[int]]]:
     """Row i's distinct exponentials: (text, multiplicity, keys), in key order."""
+    return _distinct_terms(trace, i, lambda j: exp_text(shifted_form(trace, i, j),
+                                                        trace.engine.exponent(i, j)))
+
+
+def _distinct_terms(trace: Trace, i: int, written) -> list[tuple[str, int, list[int]]]:
+    """Row i's allowed keys grouped by how their exponential is written, in key order."""
     terms: dict[str, tuple[int, list[int]]] = {}
     for j in trace.engine.rows[i].allowed:
-        text = exp_text(shifted_form(trace, i, j), trace.engine.exponent(i, j))
+        text = written(j)
         count, keys = terms.get(text, (0, []))
         terms[text] = (count + 1, [*keys, j])
     return [(t, c, k) for t, (c, k) in terms.items()]
@@ -266,12 +272,7 @@ def exp_entry_latex(trace: Trace, i: int, j: int) -> str:
 
 def softmax_terms_latex(trace: Trace, i: int) -> list[tuple[str, int, list[int]]]:
     """Row i's distinct exponentials in LaTeX: (latex, multiplicity, keys), in key order."""
-    terms: dict[str, tuple[int, list[int]]] = {}
-    for j in trace.engine.rows[i].allowed:
-        text = exp_entry_latex(trace, i, j)
-        count, keys = terms.get(text, (0, []))
-        terms[text] = (count + 1, [*keys, j])
-    return [(t, c, k) for t, (c, k) in terms.items()]
+    return _distinct_terms(trace, i, lambda j: exp_entry_latex(trace, i, j))
 
 
 def _times_latex(count: sympy.Expr, text: str) -> str:
