@@ -3,7 +3,9 @@
 Each subcommand lives in its own module under :mod:`symattn.commands`.
 Every user error is one line on stderr and exit status 2; output is
 rendered whole before anything is written, so a failure never leaves half
-a file behind.
+a file behind.  A file that cannot be read or written (missing, a folder,
+no permission, a full disk) is a user error too; Ctrl-C exits 130 without a
+traceback.  Any other exception is a bug in symattn and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -36,9 +38,12 @@ def _command_modules() -> list:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from symattn import __version__
+
     parser = _Parser(prog="symattn", description=(
         "Scaled dot-product attention in exact arithmetic, explained step by step, "
         "with certified decimals."))
+    parser.add_argument("--version", action="version", version=f"symattn {__version__}")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
     for module in _command_modules():
         module.register(sub)
@@ -54,12 +59,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as done:  # --help, --version: argparse printed them
+            return done.code if isinstance(done.code, int) else 0
         if args.command is None:
             parser.print_help()
             return 0
-        outcome = args.run(args)
         output = getattr(args, "output", None)
+        if output is not None:
+            files.resolve_output(output, UsageError)  # a bad -o is refused before any work
+        outcome = args.run(args)
         if output is not None and outcome.text:
             write_atomically(outcome.text, output)
         elif outcome.text:
@@ -73,5 +83,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except OSError as exc:  # a file that cannot be read or written: the user's to fix
+        print(f"symattn: error: {files.describe_os_error(exc)}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
+        print("symattn: interrupted", file=sys.stderr)
         return 130

@@ -6,19 +6,21 @@ same boxes with the engine's certified decimals and adds the worked
 derivation (render/latex.py).  Nothing is computed here: every number in a
 key comes from the Trace.  Each version is marked with its id and seed and
 saved as a problem TOML beside its sheet, so a key can be made again and a
-version can be graded.  The folder is written whole or not at all.
+version can be graded.  The folder is written whole or not at all, and only
+files symattn wrote (its manifest, worksheet.txt, lists them) are ever
+replaced or removed.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from symattn import files as files_mod
 from symattn.certify import Rounding
-from symattn.errors import SymattnError
 from symattn.problem import Problem
 from symattn.render.latex import LatexOptions, LatexRenderer, display, document
 from symattn.render.texutil import matrix_latex, tex_escape
@@ -223,45 +225,168 @@ def worksheet_files(versions: list[Version], options: WorksheetOptions) -> dict[
     return files
 
 
-def write_worksheet(files: dict[str, str], out_dir: str | Path, pdf: bool = False) -> list[str]:
-    """Write the folder whole (compiling PDFs first when asked); returns the file names.
+#: The names of the files symattn writes into a worksheet folder; a manifest
+#: never makes symattn replace or remove a file of any other name.
+OWN_NAME = re.compile(r"^(version-[A-Z]+(\.toml|-sheet\.(tex|pdf)|-key\.(tex|pdf))"
+                      r"|all-(sheets|keys)\.(tex|pdf)|worksheet\.txt)$")
+_FILES_HEADING = "files written by symattn (a later run replaces or removes only these):"
+_UNFINISHED = ("unfinished: symattn was stopped while replacing these files; "
+               "run the same symattn worksheet command again\n")
 
-    Files go to a temporary folder beside the target that is renamed into
-    place, so an error (a TeX failure, a full disk) leaves no partial set.
-    An existing target is replaced only if it is a symattn worksheet folder.
+
+def read_manifest(folder: Path) -> set[str] | None:
+    """The files symattn wrote into ``folder`` by its manifest; None if it has no manifest.
+
+    A manifest written before the list of files existed names them in its
+    version lines (the PDFs beside the .tex files).
     """
-    target = Path(out_dir)
-    parent = target.parent if str(target.parent) else Path(".")
+    path = folder / MANIFEST
+    try:
+        if path.is_symlink() or not path.is_file():
+            return None
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            text = handle.read(1 << 20)
+    except OSError:
+        return None
+    lines = text.splitlines()
+    if not lines or not lines[0].startswith("symattn worksheet:"):
+        return None
+    if _FILES_HEADING in lines:
+        names = lines[lines.index(_FILES_HEADING) + 1:]
+    else:  # an older manifest: its version lines and the combined files
+        names = ["all-sheets.tex", "all-keys.tex"] + [
+            n for line in lines if line.startswith("version ") for n in line.split(":", 1)[-1].split()]
+        names += [n[:-4] + ".pdf" for n in names if n.endswith(".tex")]
+    return {n.strip() for n in names if OWN_NAME.match(n.strip())} | {MANIFEST}
+
+
+def _manifest(head: str, names: list[str], unfinished: bool = False) -> str:
+    return head + (_UNFINISHED if unfinished else "") + _FILES_HEADING + "\n" + \
+        "".join(f"{n}\n" for n in sorted(names))
+
+
+def _legacy_leftovers(target: Path) -> None:
+    """Remove the build folders older symattn versions left when killed
+    (``.NAME.XXXXXXXX.tmp``, ``.NAME.old``) when they hold only worksheet files."""
+    pattern = re.compile(rf"^\.{re.escape(target.name)}\.([a-z0-9_]{{8}}\.tmp|old)$")
+    try:
+        entries = list(target.parent.iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        if pattern.match(entry.name) and entry.is_dir() and not entry.is_symlink():
+            try:
+                inside = [e.name for e in entry.iterdir()]
+            except OSError:
+                continue
+            if all(OWN_NAME.match(n) for n in inside):
+                shutil.rmtree(entry, ignore_errors=True)
+
+
+def _out_folder(out_dir: str | Path) -> Path:
+    """The folder ``-o`` names, checked; a link to a folder is followed."""
+    text = str(out_dir)
+    if text == "":
+        raise WorksheetError('-o "": the folder name is empty; give a folder such as -o worksheet')
+    target = Path(text)
+    if target.is_symlink():
+        target = Path(os.path.realpath(target))
+    if target.exists() and not target.is_dir():
+        raise WorksheetError(f"-o {text} is a file, not a folder: give a folder name")
+    parent = target.parent
     if not parent.is_dir():
-        raise WorksheetError(f"-o {out_dir}: the folder {parent} does not exist")
-    if target.exists() and (not target.is_dir() or (any(target.iterdir())
-                                                     and not (target / MANIFEST).exists())):
-        raise WorksheetError(f"-o {out_dir} exists and is not a symattn worksheet folder: "
-                             "give a new folder name")
-    building = Path(tempfile.mkdtemp(dir=parent, prefix=f".{target.name}.", suffix=".tmp"))
+        raise WorksheetError(f"-o {text}: the folder {parent} does not exist")
+    return target
+
+
+def write_worksheet(files: dict[str, str], out_dir: str | Path, pdf: bool = False,
+                    force: bool = False) -> list[str]:
+    """Write a worksheet folder (compiling PDFs first when asked); returns the file names.
+
+    Nothing is lost and nothing is left half-made:
+
+    - everything is built in a staging folder beside the target, TeX's
+      temporary folders included, so an error or a kill leaves the target as
+      it was; a later run removes the leftovers (they carry the process id);
+    - the folder's manifest (worksheet.txt) lists every file symattn wrote;
+      a later run replaces or removes only those;
+    - a folder holding only symattn's files (or nothing) is swapped for the
+      new one at once (atomically on Linux);
+    - a folder that also holds other files (a thesis.tex, photos/) keeps
+      them: symattn's files are replaced one by one;
+    - a non-empty folder without a manifest is refused unless ``force``, and
+      even then no existing file is replaced or removed: a name clash is refused.
+    """
+    target = _out_folder(out_dir)
+    shown = str(out_dir)
+    try:
+        files_mod.recover_folder(target)
+        _legacy_leftovers(target)
+        entries = {e.name for e in target.iterdir()} if target.exists() else set()
+    except OSError as exc:
+        raise WorksheetError(f"-o {shown}: {files_mod.describe_os_error(exc)}") from None
+    owned = read_manifest(target) if entries else set()
+    if owned is None:
+        if not force:
+            raise WorksheetError(
+                f"-o {shown} is a folder symattn did not write (no symattn {MANIFEST} in it) and it "
+                "is not empty: give a new folder name, or --force to add the worksheet to it "
+                "(nothing already there is replaced or removed)")
+        owned = set()
+    foreign = entries - owned
+    tex_names = [n for n in files if n.endswith(".tex")]
+    names = sorted(set(files) | ({n[:-4] + ".pdf" for n in tex_names} if pdf else set()))
+    clash = sorted(set(names) & foreign)
+    if clash:
+        raise WorksheetError(f"-o {shown}: {clash[0]} is there and symattn did not write it; "
+                             "move it away or choose another folder (symattn never replaces it)")
+    head = files[MANIFEST]
+    try:
+        building = files_mod.staging_folder(target)
+    except OSError as exc:
+        raise WorksheetError(f"-o {shown}: {files_mod.describe_os_error(exc)}") from None
     try:
         for name, text in files.items():
-            (building / name).write_text(text, encoding="utf-8")
-        names = list(files)
+            if name != MANIFEST:
+                (building / name).write_text(text, encoding="utf-8")
+        (building / MANIFEST).write_text(_manifest(head, names), encoding="utf-8")
         if pdf:
             from symattn.pdf import Job, compile_many
 
-            jobs = [Job(text, building / (name[:-4] + ".pdf")) for name, text in files.items()
-                    if name.endswith(".tex")]
-            compile_many(jobs)
-            names += [job.pdf.name for job in jobs]
-        old = None
-        if target.exists():
-            old = parent / f".{target.name}.old"
-            shutil.rmtree(old, ignore_errors=True)
-            target.rename(old)
-        building.rename(target)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-        return sorted(names)
+            compile_many([Job(files[n], building / (n[:-4] + ".pdf")) for n in tex_names],
+                         workdir=building)
+        if not foreign:
+            mode = (os.stat(target).st_mode & 0o7777) if target.exists() else files_mod.new_folder_mode()
+            os.chmod(building, mode)
+            files_mod.swap_in(building, target)
+        else:
+            _update_in_place(building, target, names, owned, head)
+        return names
     except OSError as exc:  # a full disk, a permission: one line, nothing left behind
         shutil.rmtree(building, ignore_errors=True)
-        raise SymattnError(f"-o {out_dir}: {exc}") from None
+        raise WorksheetError(f"-o {shown}: {files_mod.describe_os_error(exc)}") from None
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)
         raise
+
+
+def _update_in_place(building: Path, target: Path, names: list[str], owned: set[str],
+                     head: str) -> None:
+    """Replace symattn's files in a folder that also holds the user's, one file at a time.
+
+    The manifest is first rewritten to list the old and the new files (marked
+    unfinished), so a run killed half-way leaves every file whole and every
+    file of symattn's listed for the next run to replace.
+    """
+    obsolete = sorted(owned - set(names))
+    files_mod.write_atomically(_manifest(head, sorted(owned | set(names)), unfinished=True),
+                               target / MANIFEST, error=WorksheetError)
+    for name in names:
+        if name != MANIFEST:
+            os.replace(building / name, target / name)
+    for name in obsolete:
+        path = target / name
+        if path.is_symlink() or path.is_file():
+            path.unlink()
+    os.replace(building / MANIFEST, target / MANIFEST)
+    shutil.rmtree(building, ignore_errors=True)

@@ -123,7 +123,7 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path):
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep me")
     result = run("worksheet", "-o", "mine", cwd=tmp_path)
-    assert result.returncode == 2 and "is not a symattn worksheet folder" in result.stderr
+    assert result.returncode == 2 and "is a folder symattn did not write" in result.stderr
     assert [p.name for p in (tmp_path / "mine").iterdir()] == ["notes.txt"]
     result = run("worksheet", "--pdf", "-o", "w", cwd=tmp_path, env={"PATH": str(tmp_path)})
     assert result.returncode == 2 and "latexmk or pdflatex" in result.stderr

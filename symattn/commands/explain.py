@@ -75,6 +75,12 @@ def _check_options(args: argparse.Namespace) -> str:
         raise SymattnError("--pdf compiles a whole document: leave out --fragment")
     if args.pdf and not args.output:
         raise SymattnError("--pdf needs -o FILE.pdf: a PDF is not written to the terminal")
+    if args.pdf and not args.output.lower().endswith(".pdf"):
+        from pathlib import PurePath
+
+        stem = PurePath(args.output).stem or "derivation"
+        raise SymattnError(f"--pdf writes a PDF: name it -o {stem}.pdf, not -o {args.output} "
+                           "(for the LaTeX source use --format latex -o FILE.tex)")
     return fmt
 
 

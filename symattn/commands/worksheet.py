@@ -43,7 +43,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("worksheet", help="problem sheets and answer keys (seeded versions for a class)")
     add_problem_arguments(parser)
     parser.add_argument("-o", "--out", dest="out_dir", metavar="DIR", required=True,
-                        help="the folder to write (replaced whole if it is a previous worksheet)")
+                        help="the folder to write; a previous worksheet there is replaced, "
+                             "other files in it are kept")
+    parser.add_argument("--force", action="store_true",
+                        help="write into a non-empty folder symattn did not make (no file in it "
+                             "is replaced or removed)")
     parser.add_argument("--pdf", action="store_true", help="also compile every sheet and key to PDF")
     parser.add_argument("--versions", type=_count, metavar="N",
                         help="N random hand-friendly versions shaped like the problem (needs --seed)")
@@ -103,7 +107,8 @@ def run(args: argparse.Namespace) -> Outcome:
         else:
             toml = example_text(args.example or DEFAULT_EXAMPLE)
         versions = single_version(problem, toml)
-    names = write_worksheet(worksheet_files(versions, options), args.out_dir, pdf=args.pdf)
+    names = write_worksheet(worksheet_files(versions, options), args.out_dir, pdf=args.pdf,
+                            force=args.force)
     ids = ", ".join(v.vid for v in versions)
     return Outcome(f"wrote {len(names)} files to {args.out_dir}: version{'s' if len(versions) > 1 else ''} "
                    f"{ids}\n")
