@@ -33,6 +33,10 @@ class IndexError_(SymattnError, IndexError):
     """A row or column named by a token that the step does not have."""
 
 
+class StepNameError(SymattnError, AttributeError):
+    """``trace.weight``: no step of that name (the message lists the steps)."""
+
+
 @dataclass(frozen=True)
 class StepInfo:
     """How a step is written: its formula in text and LaTeX, and what it means."""
@@ -127,8 +131,14 @@ class Step:
     def __str__(self) -> str:
         return sympy.pretty(self.matrix, use_unicode=True)
 
+    def heading(self) -> str:
+        """``weights = exp / row_sum  (3×3)``: the step's name and formula, said once."""
+        formula = self.info.formula
+        said = formula if formula.split(" ", 1)[0] == self.name else f"{self.name}: {formula}"
+        return f"{said}  ({self.shape[0]}×{self.shape[1]})"
+
     def _repr_pretty_(self, p, cycle) -> None:  # IPython plain-text display
-        p.text(f"{self.name} = {self.info.formula}  ({self.shape[0]}×{self.shape[1]})\n{self}")
+        p.text(f"{self.heading()}\n{self}")
 
     def _repr_latex_(self) -> str:
         """Jupyter: the step as typeset math, exact beside certified decimals."""
@@ -244,9 +254,15 @@ class Trace:
     def step(self, name: str) -> Step:
         try:
             return self._steps[name]
-        except KeyError:
-            raise SymattnError(
-                f"no step named {name!r}; the steps are {', '.join(self._steps)}") from None
+        except (KeyError, TypeError):
+            raise StepNameError(self._no_step(name)) from None
+
+    def _no_step(self, name: object) -> str:
+        import difflib
+
+        close = difflib.get_close_matches(str(name), list(self._steps), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ";"
+        return f"no step named {name!r}{hint} the steps are {', '.join(self._steps)}"
 
     def __getitem__(self, name: str) -> Step:
         return self.step(name)
@@ -255,7 +271,9 @@ class Trace:
         steps = self.__dict__.get("_steps")
         if steps is not None and name in steps:
             return steps[name]
-        raise AttributeError(name)
+        if steps is None or name.startswith("_"):  # Python's own probes (__copy__, _repr_html_)
+            raise AttributeError(name)
+        raise StepNameError(f"Trace has no attribute {name!r}: {self._no_step(name)}")
 
     def __iter__(self) -> Iterator[Step]:
         return iter(self._steps.values())
@@ -274,6 +292,12 @@ class Trace:
 
     def __repr__(self) -> str:
         return f"<Trace of {self.problem!r}: {' '.join(self._steps)}>"
+
+    def __str__(self) -> str:
+        """``print(trace)``: the derivation as the terminal shows it."""
+        from symattn.render.text import render_text
+
+        return render_text(self)
 
 
 def attend(problem: Problem | None = None, **inputs: object) -> Trace:

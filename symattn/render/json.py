@@ -5,6 +5,11 @@
 ``sympy.sympify`` reads back to the same exact value (``"-oo"`` where a mask
 blocks); ``decimal`` entries are certified roundings to N significant digits
 (``"-inf"`` where masked).
+
+A problem with symbols gives the same object: every ``exact`` entry is its
+formula, and ``decimal`` is ``null`` exactly where an entry depends on the
+symbols; the top-level ``"symbols"`` lists their names, sorted (``[]`` for
+a numeric problem).
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ from typing import Any
 import sympy
 from sympy.printing.str import StrPrinter
 
-from symattn.certify import Rounding
+from symattn.certify import Rounding, certify
+from symattn.engine import NEG_INF
 from symattn.trace import Step, Trace
 
 # Term order "none": SymPy's default printer sorts the terms of every sum,
@@ -64,6 +70,24 @@ def exact_strings(trace: Trace, step: Step) -> list[list[str]]:
     return out
 
 
+def decimal_strings(trace: Trace, step: Step, rounding: Rounding) -> list[list[str | None]]:
+    """A step's certified decimals; None for an entry that depends on symbols."""
+    if not trace.engine.symbols_of(step.name):
+        return [[str(d) for d in row] for row in step.decimals(rounding)]
+    out: list[list[str | None]] = []
+    for row in step.rows():
+        cells: list[str | None] = []
+        for value in row:
+            if value is NEG_INF or value == sympy.S.NegativeInfinity:
+                cells.append("-inf")
+            elif value.free_symbols:
+                cells.append(None)
+            else:
+                cells.append(str(certify(value, rounding)))
+        out.append(cells)
+    return out
+
+
 def trace_to_json(trace: Trace, digits: int, *, decimal_only: bool = False) -> dict[str, Any]:
     """The whole trace as a JSON-ready dict."""
     p = trace.problem
@@ -74,7 +98,7 @@ def trace_to_json(trace: Trace, digits: int, *, decimal_only: bool = False) -> d
                                  "rows": list(step.row_labels), "columns": list(step.col_labels)}
         if not decimal_only:
             entry["exact"] = exact_strings(trace, step)
-        entry["decimal"] = [[str(d) for d in row] for row in step.decimals(rounding)]
+        entry["decimal"] = decimal_strings(trace, step, rounding)
         steps[step.name] = entry
     return {
         "title": p.title,
@@ -84,6 +108,7 @@ def trace_to_json(trace: Trace, digits: int, *, decimal_only: bool = False) -> d
         "d_k": p.d_k,
         "scale": _text(p.scale),
         "mask": p.mask_kind,
+        "symbols": sorted(str(x) for x in p.free_symbols),
         "steps": steps,
     }
 

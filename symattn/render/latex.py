@@ -390,10 +390,20 @@ class LatexRenderer:
             values = [out[r][c] if r is not None else r"\dots"
                       for r in elide(list(range(p.n)), self.options.limit)]
             listed = ",\\ ".join(values)
-            eqs.append(f"\\text{{column }}{c}:\\quad {forms.latex_text(low)} &\\le "
-                       f"{listed} \\le {forms.latex_text(high)}")
+            eqs.append(f"\\text{{column }}{c}:\\quad {self.bound(low)} &\\le "
+                       f"{listed} \\le {self.bound(high)}")
         lines.append(aligned(eqs))
         return lines
+
+
+    def bound(self, value) -> str:
+        """A bound of the convex-hull check with its decimal (``\\frac{7}{6} \\approx 1.17``)
+        when the two differ, so ``1.17 \\le \\frac{7}{6}`` never reads as false."""
+        exact = forms.latex_text(value)
+        if value.free_symbols or not value.is_number:
+            return exact
+        d = certify(value, self.options.rounding)
+        return exact if d.exact else f"{exact} \\approx {decimal_latex(d)}"
 
 
 # -- small LaTeX builders ----------------------------------------------------------

@@ -264,10 +264,19 @@ class TextRenderer:
         for c in range(min(p.d_v, self.options.limit)):
             column = [V[j][c] for j in range(p.m)]
             low, high = min(column), max(column)
-            lines.append(f"   column {c}: {forms.unicode_text(low)} ≤ "
+            lines.append(f"   column {c}: {self.bound(low)} ≤ "
                          f"{', '.join(self.dec('output')[r][c] for r in range(min(p.n, self.options.limit)))}"
-                         f" ≤ {forms.unicode_text(high)}")
+                         f" ≤ {self.bound(high)}")
         return lines
+
+    def bound(self, value: sympy.Expr) -> str:
+        """A bound of the convex-hull check: ``7/6 ≈ 1.17`` beside outputs that round to
+        1.17, so the line reads right (rounding keeps ≤, so the decimals compare too)."""
+        exact = forms.unicode_text(value)
+        if value.free_symbols or not value.is_number:
+            return exact
+        d = certify(value, self.rounding)
+        return exact if d.exact else f"{exact} ≈ {_minus(str(d))}"
 
 
 def _approx(exact: str, decimal: str) -> str:
