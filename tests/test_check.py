@@ -1,5 +1,6 @@
 """Verdicts on figures, with the lesson's own numbers."""
 
+import mpmath
 import pytest
 
 import symattn as sa
@@ -91,10 +92,20 @@ def test_wrong_step_weights_given_for_output(lesson):
     assert "weights" in v.mistake_detail
 
 
-def test_symmetric_scores_make_transposition_indistinguishable(lesson):
+def test_a_right_answer_carries_no_indistinguishable_remark(lesson):
+    """The lesson's scores are symmetric, so K·Qᵀ gives the same matrix; a right answer
+    needs no remark about it (it changes no verdict)."""
     v = lesson.check("scores", "[[2, 4, 4], [4, 16, 12], [4, 12, 10]]")
     assert v.code == "exact"
-    assert any(a.startswith("transposed-scores") for a in v.also)
+    assert v.also == [] and all(e.also == [] for e in v.entries)
+    assert "indistinguishable" not in v.message
+    # ... although the mistake really does give the same values
+    X = [[1, 0, 1, 0], [0, 2, 0, 2], [1, 1, 1, 1]]
+    W_q = [[1, 0, 1], [1, 0, 0], [0, 0, 1], [0, 1, 1]]
+    W_k = [[0, 0, 1], [1, 1, 0], [0, 1, 0], [1, 1, 0]]
+    mul = lambda A, B: [[sum(a * b for a, b in zip(row, col)) for col in zip(*B)] for row in A]
+    Q, K = mul(X, W_q), mul(X, W_k)
+    assert mul(K, list(zip(*Q))) == [[2, 4, 4], [4, 16, 12], [4, 12, 10]]     # K·Qᵀ
 
 
 def test_transposed_scores_on_a_non_symmetric_problem():
@@ -152,10 +163,19 @@ def test_transposed_output(lesson):
 
 
 def test_early_rounding_is_named_with_its_step(lesson):
-    # e^(−4.62) = 0.009853: the shifted score rounded to 2 places first (exact: 0.009865)
-    v = lesson.check("exp[cats, I]", "0.00985")
+    # row 'cats' shifted = [−8/√3, 0, −2/√3] rounded to 2 places: [−4.62, 0, −1.15];
+    # e^−4.62 = 0.0098528, e^−1.15 = 0.3166368 (the right values: 0.0098646, 0.3151519)
+    mpmath.mp.dps = 30
+    assert mpmath.nstr(mpmath.exp(mpmath.mpf("-4.62")), 5) == "0.0098528"
+    assert mpmath.nstr(mpmath.exp(mpmath.mpf("-1.15")), 5) == "0.31664"
+    assert mpmath.nstr(mpmath.exp(-2 / mpmath.sqrt(3)), 5) == "0.31515"
+    v = lesson.check("exp[cats]", "0.00985, 1.00000, 0.31664")
     assert v.code == "mistake" and v.mistake == "early-rounding"
-    assert "rounded to 2 places" in v.mistake_detail
+    assert v.mistake_detail == "shifted rounded to 2 places first"
+    assert [e.expected for e in v.entries] == ["0.00986", "1.00000", "0.31515"]
+    # rounding 'scaled' first instead gives −1.16 and e^−1.16 = 0.31349: not this answer
+    assert mpmath.nstr(mpmath.exp(mpmath.mpf("-1.16")), 5) == "0.31349"
+    assert v.also == []
 
 
 def test_early_rounding_of_the_exponentials(lesson):
@@ -175,11 +195,11 @@ def test_early_rounding_with_surds_in_V_is_skipped_not_crashed():
 def test_the_lessons_e_minus_4_62_is_a_correct_rounding(lesson):
     """The lesson's 'e^(−4.62) ≈ 0.010' is computed from the rounded −4.62, but at the
     3 places written it is also the correct rounding of e^(−8/√3) = 0.00986…: rounded,
-    and indistinguishable from early rounding."""
+    and nothing more is said (the early rounding changes no verdict here)."""
     v = lesson.check("exp[cats, I]", "≈ 0.010")
     assert v.code == "rounded"
     assert v.entries[0].expected == "0.010"
-    assert any(a.startswith("early-rounding (shifted rounded to 2 places") for a in v.also)
+    assert v.also == [] and "early" not in v.message
 
 
 def test_invalid_figures_say_where_and_why(lesson):

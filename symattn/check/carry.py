@@ -18,7 +18,7 @@ import sympy
 
 from symattn.certify import certify
 from symattn.check.checker import FigureVerdict
-from symattn.check.figures import Written, WrittenNumber, read_figure
+from symattn.check.figures import Written, WrittenInfinity, WrittenNumber, read_figure
 from symattn.check.targets import Source, TargetSpec, parse_target, resolve
 from symattn.compare import equal
 from symattn.errors import SymattnError
@@ -52,10 +52,20 @@ def _rows(trace: Trace, keys: tuple) -> list[int]:
     return [step.row_index(keys[0])] if keys else list(range(step.shape[0]))
 
 
-def _from_inputs(trace: Trace, step: str, keys: tuple, values: list[list[sympy.Expr]]) -> Trace:
+def _from_inputs(trace: Trace, step: str, keys: tuple,
+                 values: list[list[sympy.Expr]]) -> Trace | None:
+    """The student's own rows as the scores of a problem (None when they cannot be: −∞
+    written where the mask allows; where it blocks, −∞ is kept out by the mask itself)."""
     p = trace.problem
     rows = _rows(trace, keys)
     mask = None if p.mask is None else [[int(p.mask[i, j]) for j in range(p.m)] for i in rows]
+    values = [list(row) for row in values]
+    for r, row in enumerate(values):
+        for j, v in enumerate(row):
+            if v is sympy.S.NegativeInfinity or v is sympy.S.Infinity:
+                if mask is None or r >= len(mask) or j >= len(mask[r]) or mask[r][j]:
+                    return None
+                row[j] = sympy.S.Zero
     scale = p.scale if step == "scores" else 1
     return attend(Problem(Q=values, K=sympy.eye(p.m), V=trace.V.matrix, scale=scale, mask=mask,
                           tokens=[p.tokens[i] for i in rows], key_tokens=list(p.key_tokens)))
@@ -66,10 +76,13 @@ def _matches(written: Written, cells: list) -> bool:
     if len(entries) != len(cells):
         return False
     for w, cell in zip(entries, cells):
-        if isinstance(w, WrittenNumber):
+        if isinstance(w, WrittenInfinity):
+            if not (w.negative and cell.neg_inf):
+                return False
+        elif isinstance(w, WrittenNumber):
             if cell.rounded_value(w.rounding) != w.value:
                 return False
-        elif not equal(w.value, cell.exact):
+        elif cell.neg_inf or not equal(w.value, cell.exact):
             return False
     return True
 
@@ -77,6 +90,8 @@ def _matches(written: Written, cells: list) -> bool:
 def _output_from_weights(trace: Trace, keys: tuple, values: list[list[sympy.Expr]],
                          written: Written) -> bool:
     """Is the written output the student's own weights times V, at the written precision?"""
+    if any(v.is_infinite for row in values for v in row):
+        return False
     product = sympy.Matrix(values) * trace.V.matrix
     entries = written.entries
     if len(entries) != len(product):
@@ -113,8 +128,8 @@ def carry_forward(trace: Trace, targets: Sequence[str], verdicts: list[FigureVer
                 try:
                     cache[key] = _follows(trace, spec, step, keys, ustep, earlier.text,
                                           verdict.text, cache)
-                except SymattnError:
-                    cache[key] = False
+                except (SymattnError, ArithmeticError, ValueError, RecursionError):
+                    cache[key] = False   # not followable: the verdict stands as judged
             if cache[key]:
                 verdict.code, verdict.mistake = "mistake", "carried-forward"
                 verdict.mistake_detail = f"right for your own {targets[u]} = {earlier.text}"
@@ -133,9 +148,11 @@ def _follows(trace: Trace, spec: TargetSpec, step: str, keys: tuple, ustep: str,
         if cells_key not in cache:
             source_key = ("source", ustep, keys, earlier_text)
             if source_key not in cache:
-                cache[source_key] = Source(_from_inputs(trace, ustep, keys, values))
-            cache[cells_key] = resolve(row_spec, cache[source_key])[1]
-        return _matches(written, cache[cells_key])
+                own = _from_inputs(trace, ustep, keys, values)
+                cache[source_key] = None if own is None else Source(own)
+            cache[cells_key] = (None if cache[source_key] is None
+                                else resolve(row_spec, cache[source_key])[1])
+        return cache[cells_key] is not None and _matches(written, cache[cells_key])
     if ustep == "weights" and step == "output":
         return _output_from_weights(trace, keys, values, written)
     return False

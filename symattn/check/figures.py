@@ -25,8 +25,8 @@ from symattn.certify import Rounding
 from symattn.errors import ParseError
 from symattn.parser import parse_expression
 
-__all__ = ["MAX_FIGURE_LENGTH", "MAX_ENTRIES", "Written", "WrittenExact", "WrittenNumber",
-           "read_figure"]
+__all__ = ["MAX_FIGURE_LENGTH", "MAX_ENTRIES", "Written", "WrittenExact", "WrittenInfinity",
+           "WrittenNumber", "read_figure"]
 
 MAX_FIGURE_LENGTH = 1_000_000   # characters in one written figure (a 128×128 matrix fits)
 MAX_ENTRIES = 65_536            # entries in one written figure
@@ -38,6 +38,7 @@ _APPROX = re.compile(r"^\s*(?:≈|~|≃|≅|=|about\b|approx\.?|approximately\b)
 _NUMERAL = re.compile(r"([+-]?)([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?[0-9]{1,6}))?(%?)")
 _BINARY = "*/^·×÷+"
 _LABELLED = re.compile(r"([A-Za-z_][A-Za-z0-9_\-]*)=(\S+)")   # red=0.41, as Python prints
+_INFINITY = re.compile(r"([+-]?)(?:inf|infinity|oo|∞)", re.IGNORECASE)   # -inf, −∞, -oo
 _NORMAL = str.maketrans({"−": "-", "–": "-", "\u00a0": " ", "\u2009": " ", "\u202f": " "})
 
 
@@ -64,7 +65,23 @@ class WrittenExact:
     value: sympy.Expr
 
 
-Entry = WrittenNumber | WrittenExact
+@dataclass(frozen=True)
+class WrittenInfinity:
+    """``-inf``, ``−∞`` or ``-oo``: what a masked score is (numpy prints ``-inf``).
+
+    Why not an exact expression: the parser refuses infinities on purpose
+    (no problem entry may be infinite), but a masked or shifted entry IS −∞,
+    and a person who writes it so is right there and only there."""
+
+    text: str
+    negative: bool
+
+    @property
+    def value(self) -> sympy.Expr:
+        return sympy.S.NegativeInfinity if self.negative else sympy.S.Infinity
+
+
+Entry = WrittenNumber | WrittenExact | WrittenInfinity
 
 
 @dataclass(frozen=True)
@@ -134,7 +151,7 @@ def read_number(text: str, where: str = "figure") -> WrittenNumber | None:
 
 
 def read_entry(text: str, where: str = "figure") -> Entry:
-    """One written entry: a numeral (with precision) or an exact expression."""
+    """One written entry: a numeral (with precision), ±∞, or an exact expression."""
     raw = text
     text = _APPROX.sub("", text.translate(_NORMAL), count=1).strip()
     if not text:
@@ -142,6 +159,9 @@ def read_entry(text: str, where: str = "figure") -> Entry:
     number = read_number(text.replace(" ", ""), where)
     if number is not None:
         return WrittenNumber(raw.strip(), number.value, number.rounding, number.unit, number.percent)
+    infinity = _INFINITY.fullmatch(text.replace(" ", ""))
+    if infinity:
+        return WrittenInfinity(raw.strip(), infinity[1] == "-")
     if "%" in text:
         raise _fail(raw, where, "a percentage must be a plain number", "write 13.6%")
     if len(text) > MAX_EXPRESSION_LENGTH:
@@ -179,7 +199,7 @@ def _row_items(text: str) -> list[str]:
         return items
     if " / " in text:
         pieces = [p.strip() for p in text.split(" / ")]
-        if all(_NUMERAL.fullmatch(_APPROX.sub("", p)) for p in pieces):
+        if all(_NUMERAL.fullmatch(_APPROX.sub("", p)) or _INFINITY.fullmatch(p) for p in pieces):
             return pieces
     pieces = [t for t in _split(text, " \t\r\n") if t.strip()]
     # '2 / √3' is one entry written with spaces, not three

@@ -213,6 +213,8 @@ class Mistakes:
             return attend(build())
         except SymattnError:
             return None    # the change is impossible for this problem (shapes, mask)
+        except (ArithmeticError, ValueError, RecursionError):
+            return None    # a variant that cannot be built explains nothing; never the figure's fault
 
     @cached_property
     def _swapped(self) -> Trace | None:
@@ -330,8 +332,8 @@ class Mistakes:
             try:
                 got_shape, cells = resolve(spec, mistake.source)
                 self._cells[cache_key] = cells if got_shape == shape else None
-            except SymattnError:
-                self._cells[cache_key] = None
+            except (SymattnError, ArithmeticError, ValueError, RecursionError):
+                self._cells[cache_key] = None    # the target means nothing in this variant
         return self._cells[cache_key]
 
     def cells(self, spec: TargetSpec, shape: tuple[int, int],

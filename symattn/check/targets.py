@@ -16,6 +16,17 @@ instead of writing a second, array-valued evaluator.
 A target is resolved against a :class:`Source` (a trace, or a documented
 view of one such as the transposed weights of softmax-over-columns), so the
 same target names the same cells of every mistake variant.
+
+Masked positions: ``masked`` and ``shifted`` hold −∞ where a mask blocks.
+A cell there rounds to ``NEG_INF`` (never a CertifiedDecimal), and an
+expression target follows the limits a person uses (e^−∞ = 0, so
+``exp(shifted[I])`` is 0 there); anything undefined (−∞ − −∞) or +∞ is a
+TargetError naming the cell.
+
+Size: an expression target whose value is beyond 10^1000 (or whose exact
+numbers exceed 4,000 bits) is refused: no written figure can be checked
+against it (a numeral has at most 1,000 digits), and printing it costs more
+than the check is worth.
 """
 
 from __future__ import annotations
@@ -24,9 +35,12 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Callable, Iterator
 
+import flint
 import sympy
 
-from symattn.certify import CertifiedDecimal, Rounding, certify
+from symattn.certify import CertifiedDecimal, Rounding, certify, to_arb
+from symattn.engine import NEG_INF
+from symattn.compare import compare
 from symattn.errors import ParseError, SymattnError
 from symattn.parser import Call, Evaluator, Name, Node, Num, Parser, Power, Product, Sum, Unary
 from symattn.trace import Step, Trace
@@ -34,6 +48,10 @@ from symattn.trace import Step, Trace
 __all__ = ["Cell", "Index", "Source", "TargetError", "TargetSpec", "parse_target", "resolve"]
 
 Shape = tuple[int, int] | None   # None: a scalar that broadcasts
+
+MAX_TARGET_LOG10 = 1_000     # |value| of an expression target below 10^1000
+MAX_TARGET_BITS = 4_000      # bits of one exact rational inside a target's value
+_TEXT_LIMIT = 4_000          # digits of an integer printed in a message (Python's cap is 4,300)
 
 
 class TargetError(SymattnError, ValueError):
@@ -183,22 +201,51 @@ class Cell:
     def text(self) -> str:
         """The exact value as SymPy prints it (cached: printing is slow)."""
         if "text" not in self._cache:
-            self._cache["text"] = sympy.sstr(self.exact)
+            self._cache["text"] = exact_text(self.exact)
         return self._cache["text"]
 
-    def rounded(self, rounding: Rounding) -> CertifiedDecimal:
+    def rounded(self, rounding: Rounding) -> CertifiedDecimal | object:
+        """The certified rounding, or ``NEG_INF`` where a mask blocks (cached)."""
         hit = self._cache.get(rounding)
         if hit is None:
             hit = self._cache[rounding] = self._round(rounding)
         return hit
 
-    def rounded_value(self, rounding: Rounding) -> Fraction:
-        """The certified rounding as an exact Fraction (cached: compared per answer)."""
+    def rounded_value(self, rounding: Rounding) -> Fraction | None:
+        """The certified rounding as an exact Fraction, None for −∞ (cached: compared
+        per answer)."""
         key = ("value", rounding)
-        hit = self._cache.get(key)
-        if hit is None:
-            hit = self._cache[key] = self.rounded(rounding).as_fraction()
-        return hit
+        if key not in self._cache:
+            r = self.rounded(rounding)
+            self._cache[key] = None if r is NEG_INF else r.as_fraction()
+        return self._cache[key]
+
+    @property
+    def neg_inf(self) -> bool:
+        """Is the value −∞ (a masked score)?  Decided by the cell's own rounding."""
+        return self.rounded(_PROBE) is NEG_INF
+
+
+_PROBE = Rounding(digits=20)   # the screen verdicts use too: one certification per cell
+
+
+def exact_text(expr: sympy.Expr) -> str:
+    """SymPy's text of an exact value; an integer too long for Python to print is
+    named by its size instead (the value itself is still checked exactly)."""
+    big = max((max(abs(a.p).bit_length(), a.q.bit_length()) for a in _rationals(expr)), default=0)
+    if big * 0.30103 > _TEXT_LIMIT:
+        return f"an exact number with integers of about {int(big * 0.30103):,} digits"
+    return sympy.sstr(expr)
+
+
+def _rationals(expr: sympy.Expr) -> Iterator[sympy.Rational]:
+    stack = [expr]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, sympy.Rational):
+            yield item
+        elif isinstance(item, sympy.Basic):
+            stack.extend(item.args)
 
 
 def _key_index(source: Source, name: str, key: str | int, axis: int) -> int:
@@ -228,6 +275,16 @@ class _Eval(Evaluator):
         if p.d_model is not None:
             self.names["d_model"] = sympy.Integer(p.d_model)
         self.pos: tuple[int, int] = (0, 0)
+        self._memo: dict[tuple[int, tuple[int, int]], sympy.Expr] = {}
+
+    def __call__(self, node: Node) -> sympy.Expr:
+        """Each node once per cell: the infinity checks below look at a node's children
+        before the parser's own rules evaluate them again."""
+        key = (id(node), self.pos)
+        hit = self._memo.get(key)
+        if hit is None:
+            hit = self._memo[key] = super().__call__(node)
+        return hit
 
     # -- shapes -------------------------------------------------------------
     def shape(self, node: Node) -> Shape:
@@ -312,7 +369,60 @@ class _Eval(Evaluator):
             finally:
                 self.pos = saved
             return sympy.Add(*terms)
+        if node.name in self.functions and len(node.args) == 1:
+            arg = self(node.args[0])
+            if _infinite(arg):
+                if node.name == "exp" and arg is sympy.S.NegativeInfinity:
+                    return sympy.S.Zero           # e^−∞ = 0: a blocked weight
+                raise TargetError(f"target {self.text!r}: {node.name} of {arg} (a masked "
+                                  "position) is not a number; name the cells that are not masked")
         return super().eval_Call(node)
+
+    def eval_Power(self, node: Power) -> sympy.Expr:
+        base, exponent = self(node.base), self(node.exponent)
+        if _infinite(exponent) and not _infinite(base) and exponent is sympy.S.NegativeInfinity:
+            if base is sympy.E or (not base.free_symbols and compare(base, 1) > 0):
+                return sympy.S.Zero               # b^−∞ = 0 for b > 1
+        if _infinite(base) or _infinite(exponent):
+            raise TargetError(f"target {self.text!r}: a power of −∞ (a masked position) is not a "
+                              "number here; name the cells that are not masked")
+        return super().eval_Power(node)
+
+    def check_divisor(self, value: sympy.Expr, node: Node) -> None:
+        if _infinite(value):
+            raise TargetError(f"target {self.text!r}: divides by −∞ (a masked position); name "
+                              "the cells that are not masked")
+        super().check_divisor(value, node)
+
+
+def _infinite(x: sympy.Expr) -> bool:
+    """±∞ or undefined: SymPy's singletons, which arithmetic on −∞ yields."""
+    return x is sympy.S.NegativeInfinity or x is sympy.S.Infinity or x is sympy.S.NaN \
+        or x is sympy.S.ComplexInfinity
+
+
+def _checked(spec: TargetSpec, label: str, value: sympy.Expr) -> sympy.Expr:
+    """An expression target's cell value: −∞ or a finite number of a checkable size."""
+    if value is sympy.S.NegativeInfinity:
+        return value
+    if _infinite(value):
+        raise TargetError(f"target {spec.text!r} is not a number at {label} ({value}): it "
+                          "combines −∞ at a masked position; name the cells that are not masked")
+    big = max((max(abs(a.p).bit_length(), a.q.bit_length()) for a in _rationals(value)), default=0)
+    if big > MAX_TARGET_BITS:
+        raise TargetError(f"target {spec.text!r} holds a number of {big:,} bits at {label}: over "
+                          f"the {MAX_TARGET_BITS:,}-bit cap for a checked figure; check a smaller value")
+    try:
+        ball = to_arb(value, 64)
+    except SymattnError:
+        return value     # not certifiable: the verdict says so, for this figure only
+    if not ball.is_finite() or ball.abs_upper() > _MAX_MAGNITUDE:
+        raise TargetError(f"target {spec.text!r} is beyond 10^{MAX_TARGET_LOG10:,} at {label}: "
+                          "no written figure can be checked against it; check a smaller value")
+    return value
+
+
+_MAX_MAGNITUDE = flint.arb(10) ** MAX_TARGET_LOG10
 
 
 def resolve(spec: TargetSpec, source: Source) -> tuple[tuple[int, int], list[Cell]]:
@@ -327,9 +437,9 @@ def resolve(spec: TargetSpec, source: Source) -> tuple[tuple[int, int], list[Cel
         for i in range(shape[0]):
             for j in range(shape[1]):
                 ev.pos = (i, j)
-                value = ev(spec.node)
-                cells.append(Cell(_label(spec.text, shape, i, j), (lambda v=value: v),
-                                  (lambda r, v=value: certify(v, r))))
+                label = _label(spec.text, shape, i, j)
+                value = _checked(spec, label, ev(spec.node))
+                cells.append(Cell(label, (lambda v=value: v), (lambda r, v=value: _round(v, r))))
         return shape, cells
     except ParseError as exc:
         raise TargetError(str(exc)) from None
@@ -337,6 +447,10 @@ def resolve(spec: TargetSpec, source: Source) -> tuple[tuple[int, int], list[Cel
         if isinstance(exc, TargetError):
             raise
         raise TargetError(f"target {spec.text!r}: {exc}") from None
+
+
+def _round(value: sympy.Expr, rounding: Rounding) -> CertifiedDecimal | object:
+    return NEG_INF if value is sympy.S.NegativeInfinity else certify(value, rounding)
 
 
 def _label(text: str, shape: tuple[int, int], i: int, j: int) -> str:

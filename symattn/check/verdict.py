@@ -1,12 +1,16 @@
-"""Verdicts: one written entry against one exact cell (and the mistake cells).
+"""Verdicts: one written entry against one exact cell, and the figure's verdict type.
 
 Stable codes (``--json``): ``exact``, ``rounded``, ``last-digit``,
 ``mistake``, ``wrong``, ``invalid``.  A written numeral is judged at the
 precision of its own text: it is ``rounded`` when it is the certified
 rounding of the exact value there (a value exactly halfway accepts either
-neighbour), ``exact`` when it equals the exact value.  A figure that a
-named mistake reproduces at that precision is a ``mistake`` (unless the
-right answer gives it too: then the mistake is only *indistinguishable*).
+neighbour), ``exact`` when it equals the exact value.  ``-inf``/``−∞``/``-oo``
+is exact where the value is −∞ (a masked score) and wrong anywhere else.
+
+This module judges ONE entry and lists the named mistakes that reproduce
+it (``EntryVerdict.matches``); whether a mistake is *named* is decided for
+the whole figure in :mod:`symattn.check.diagnosis`, because a mistake
+explains a figure only when it reproduces every entry written.
 """
 
 from __future__ import annotations
@@ -18,12 +22,13 @@ from typing import Sequence
 import sympy
 
 from symattn.certify import CertifiedDecimal, Rounding, certify
-from symattn.check.figures import Entry, WrittenExact, WrittenNumber
+from symattn.check.figures import Entry, WrittenExact, WrittenInfinity, WrittenNumber
 from symattn.check.targets import Cell
 from symattn.compare import equal
-from symattn.errors import SymattnError
+from symattn.engine import NEG_INF
 
-__all__ = ["CODES", "RIGHT", "EntryVerdict", "MistakeCell", "MistakeSet", "judge_entry", "worst"]
+__all__ = ["CODES", "RIGHT", "EntryVerdict", "FigureVerdict", "MistakeCell", "MistakeSet",
+           "invalid", "judge_entry", "name_mistake", "worst"]
 
 #: Verdict codes from best to worst.
 CODES = ("exact", "rounded", "last-digit", "mistake", "wrong", "invalid")
@@ -31,6 +36,8 @@ CODES = ("exact", "rounded", "last-digit", "mistake", "wrong", "invalid")
 RIGHT = frozenset(("exact", "rounded"))
 
 _SHOW = Rounding(digits=6)
+_SCREEN = Rounding(digits=20)
+_FINER = (2, 4, 8, 16, 32, 64)   # extra digits tried to decide a truncation
 
 
 @dataclass(frozen=True)
@@ -40,6 +47,10 @@ class MistakeCell:
     code: str
     detail: str
     cell: Cell
+
+    @property
+    def name(self) -> str:
+        return f"{self.code} ({self.detail})" if self.detail else self.code
 
 
 @dataclass
@@ -54,8 +65,12 @@ class EntryVerdict:
     mistake_detail: str | None = None
     exact: str | None = None        # the exact value (SymPy text)
     expected: str | None = None     # its certified rounding at the written precision
-    also: list[str] = field(default_factory=list)   # mistakes giving the same figure
+    also: list[str] = field(default_factory=list)   # other mistakes giving the same figure
     truncation: bool | None = None  # for last-digit: is the figure a truncation?
+    # not part of the JSON contract: what the figure-level diagnosis needs
+    matches: list[MistakeCell] = field(default_factory=list, repr=False)
+    at: str | None = field(default=None, repr=False)      # the written precision, in words
+    shown: str = field(default="", repr=False)            # the exact value for messages
 
     @property
     def right(self) -> bool:
@@ -68,44 +83,64 @@ class EntryVerdict:
                 "indistinguishable_from": self.also, "truncation": self.truncation}
 
 
+@dataclass
+class FigureVerdict:
+    """The verdict on one figure: overall, and per entry for rows and matrices."""
+
+    target: str
+    text: str
+    code: str
+    message: str
+    variant: str | None = None
+    mistake: str | None = None
+    mistake_detail: str | None = None
+    entries: list[EntryVerdict] = field(default_factory=list)
+    shape: tuple[int, int] | None = None
+    also: list[str] = field(default_factory=list)
+
+    @property
+    def right(self) -> bool:
+        return self.code in RIGHT
+
+    def _field(self, name: str) -> object:
+        values = [getattr(e, name) for e in self.entries]
+        if not values:
+            return None
+        return values[0] if self.shape == (1, 1) else values
+
+    def to_json(self) -> dict:
+        data = {"target": self.target, "variant": self.variant, "text": self.text,
+                "verdict": self.code, "mistake": self.mistake,
+                "mistake_detail": self.mistake_detail, "exact": self._field("exact"),
+                "expected": self._field("expected"), "message": self.message,
+                "indistinguishable_from": self.also}
+        if self.shape is not None and self.shape != (1, 1):
+            data["shape"] = list(self.shape)
+            data["entries"] = [e.to_json() for e in self.entries]
+        return data
+
+
+def invalid(target: str, text: str, message: str, variant: str | None = None) -> FigureVerdict:
+    return FigureVerdict(target=target, text=text, code="invalid", message=message, variant=variant)
+
+
 def worst(codes: Sequence[str]) -> str:
     return max(codes, key=CODES.index)
 
 
-def _frac(d: CertifiedDecimal) -> Fraction:
-    return d.as_fraction()
-
-
-def _show(cell: Cell) -> str:
-    """The exact value, and 6 certified digits when it is not a short rational."""
-    exact = cell.exact
-    text = cell.text
-    if len(text) > 120:
-        text = text[:117] + "..."
-    if exact.is_Rational and len(text) < 20:
-        return text
-    return f"{text} ≈ {cell.rounded(_SHOW)}"
-
-
-def _precision(w: WrittenNumber) -> str:
-    r = w.rounding
-    return str(r) + (" (as a percentage)" if w.percent else "")
-
-
-def _is_tie(cell: Cell, w: WrittenNumber) -> bool:
-    x = cell.exact
-    if not x.is_Rational:
-        return False
-    return abs(w.value - Fraction(int(x.p), int(x.q))) * 2 == w.unit
-
+# ------------------------------------------------------------ mistakes' values
 
 class MistakeSet:
     """The mistakes' cells for one target cell, indexed by their rounding at each
-    precision, so judging an answer is a dictionary look-up (grading 10,000 answers)."""
+    precision, so judging an answer is a dictionary look-up (grading 10,000 answers).
+
+    A variant whose value cannot be certified (or fails in any way) explains
+    nothing and is skipped: it must never cost the figure its verdict."""
 
     def __init__(self, cells: Sequence[MistakeCell]) -> None:
         self.cells = list(cells)
         self._by: dict[Rounding, dict[Fraction, list[MistakeCell]]] = {}
+        self._neg_inf: list[MistakeCell] | None = None
 
     def __iter__(self):
         return iter(self.cells)
@@ -116,19 +151,41 @@ class MistakeSet:
             table = self._by[w.rounding] = {}
             for m in self.cells:
                 try:
-                    table.setdefault(m.cell.rounded_value(w.rounding), []).append(m)
-                except SymattnError:
-                    continue   # a variant whose value cannot be certified explains nothing
+                    value = m.cell.rounded_value(w.rounding)
+                except Exception:   # noqa: BLE001 - see the class docstring
+                    continue
+                if value is not None:
+                    table.setdefault(value, []).append(m)
         return table.get(w.value, [])
 
+    def matching_infinity(self, w: WrittenInfinity) -> list[MistakeCell]:
+        """The mistakes whose value here is −∞ (only ``-inf`` can match them)."""
+        if not w.negative:
+            return []
+        if self._neg_inf is None:
+            self._neg_inf = [m for m in self.cells if _safe_neg_inf(m.cell)]
+        return self._neg_inf
 
-def _matches_number(w: WrittenNumber, cells: Sequence[MistakeCell]) -> list[MistakeCell]:
-    if isinstance(cells, MistakeSet):
-        return cells.matching(w)
-    return MistakeSet(cells).matching(w)
+    def matching_exact(self, value: sympy.Expr, screen: CertifiedDecimal) -> list[MistakeCell]:
+        found = []
+        for m in self.cells:
+            try:
+                if _same(value, screen, m.cell):
+                    found.append(m)
+            except Exception:   # noqa: BLE001 - see the class docstring
+                continue
+        return found
 
 
-_SCREEN = Rounding(digits=20)
+def _safe_neg_inf(cell: Cell) -> bool:
+    try:
+        return cell.neg_inf
+    except Exception:   # noqa: BLE001 - a variant that fails explains nothing
+        return False
+
+
+def _as_set(mistakes: Sequence[MistakeCell]) -> MistakeSet:
+    return mistakes if isinstance(mistakes, MistakeSet) else MistakeSet(mistakes)
 
 
 def _same(value: sympy.Expr, screen: CertifiedDecimal, cell: Cell) -> bool:
@@ -139,102 +196,154 @@ def _same(value: sympy.Expr, screen: CertifiedDecimal, cell: Cell) -> bool:
     return equal(value, cell.exact)
 
 
-def _matches_exact(w: WrittenExact, cells: Sequence[MistakeCell],
-                   screen: CertifiedDecimal) -> list[MistakeCell]:
-    found = []
-    for m in cells:
-        try:
-            if _same(w.value, screen, m.cell):
-                found.append(m)
-        except SymattnError:
-            continue
-    return found
+# ------------------------------------------------------------ one entry
+
+def _show(cell: Cell) -> str:
+    """The exact value, and 6 certified digits when it is not a short rational."""
+    if cell.neg_inf:
+        return "−∞ (a masked position)"
+    exact = cell.exact
+    text = cell.text
+    if len(text) > 120:
+        text = text[:117] + "..."
+    if exact.is_Rational and len(text) < 20:
+        return text
+    return f"{text} ≈ {cell.rounded(_SHOW)}"
 
 
-def _rounded_up(cell: Cell, rounding: Rounding, value: Fraction) -> bool:
-    """Did rounding carry (|x| < |rounded|)?  Then cutting the digits gives one unit less."""
-    finer = (Rounding(places=rounding.places + 3) if rounding.places is not None
-             else Rounding(digits=rounding.digits + 3))
-    return abs(_frac(cell.rounded(finer))) < abs(value)
+def _precision(w: WrittenNumber) -> str:
+    return str(w.rounding) + (" (as a percentage)" if w.percent else "")
 
 
-def _names(found: Sequence[MistakeCell]) -> list[str]:
-    out: list[str] = []
-    for m in found:
-        name = f"{m.code} ({m.detail})" if m.detail else m.code
-        if name not in out:
-            out.append(name)
-    return out
+def _is_tie(cell: Cell, w: WrittenNumber) -> bool:
+    x = cell.exact
+    if not x.is_Rational:
+        return False
+    return abs(w.value - Fraction(int(x.p), int(x.q))) * 2 == w.unit
 
 
 def judge_entry(written: Entry, cell: Cell, mistakes: Sequence[MistakeCell]) -> EntryVerdict:
-    """Judge one written entry against its exact cell and the mistakes' cells."""
+    """Judge one written entry against its exact cell; list the mistakes that give it."""
+    mistakes = _as_set(mistakes)
+    if isinstance(written, WrittenInfinity):
+        return _judge_infinity(written, cell, mistakes)
     if isinstance(written, WrittenExact):
         return _judge_exact(written, cell, mistakes)
     return _judge_number(written, cell, mistakes)
 
 
-def _judge_exact(w: WrittenExact, cell: Cell, mistakes: Sequence[MistakeCell]) -> EntryVerdict:
+def _masked_base(w: Entry, cell: Cell) -> dict:
+    return dict(label=cell.label, written=w.text, exact="-oo", expected="-inf",
+                shown=_show(cell))
+
+
+def _judge_infinity(w: WrittenInfinity, cell: Cell, mistakes: MistakeSet) -> EntryVerdict:
+    matches = mistakes.matching_infinity(w)
+    if cell.neg_inf:
+        base = _masked_base(w, cell)
+        if w.negative:
+            return EntryVerdict(code="exact", matches=matches, **base,
+                                message=f"{w.text} is exactly {cell.label}: the position is "
+                                        "masked, so its score is −∞")
+        return EntryVerdict(code="wrong", matches=matches, **base,
+                            message=f"{w.text} is not {cell.label}: a masked score is −∞ "
+                                    "(write -inf), not +∞")
     shown = _show(cell)
-    base = dict(label=cell.label, written=w.text, exact=cell.text, expected=None)
+    return EntryVerdict(code="wrong", matches=matches, label=cell.label, written=w.text,
+                        exact=cell.text, shown=shown,
+                        message=f"{w.text} is not {cell.label}: only a masked score is −∞; "
+                                f"the right value is {shown}")
+
+
+def _judge_exact(w: WrittenExact, cell: Cell, mistakes: MistakeSet) -> EntryVerdict:
     screen = certify(w.value, _SCREEN)
+    matches = mistakes.matching_exact(w.value, screen)
+    if cell.neg_inf:
+        return EntryVerdict(code="wrong", matches=matches, **_masked_base(w, cell),
+                            message=f"{w.text} is not {cell.label}: the position is masked, so "
+                                    "it is −∞ (write -inf)")
+    shown = _show(cell)
+    base = dict(label=cell.label, written=w.text, exact=cell.text, expected=None, shown=shown,
+                matches=matches)
     if _same(w.value, screen, cell):
-        also = _names(_matches_exact(w, mistakes, screen))
-        return EntryVerdict(code="exact", message=f"{w.text} is exactly {cell.label}"
-                            + _also(also), also=also, **base)
-    found = _matches_exact(w, mistakes, screen)
-    if found:
-        first = found[0]
-        return EntryVerdict(code="mistake", mistake=first.code, mistake_detail=first.detail,
-                            also=_names(found[1:]),
-                            message=f"{w.text} is exactly what {_describe(first)} gives; "
-                                    f"the right value is {shown}", **base)
+        return EntryVerdict(code="exact", message=f"{w.text} is exactly {cell.label}", **base)
     return EntryVerdict(code="wrong", message=f"{w.text} is not {cell.label}; the right value "
                         f"is {shown}", **base)
 
 
-def _describe(m: MistakeCell) -> str:
-    return f"the mistake {m.code} ({m.detail})" if m.detail else f"the mistake {m.code}"
-
-
-def _also(names: list[str]) -> str:
-    """Name the mistakes a right figure cannot rule out (early rounding is too common to
-    mention in a message; the full list stays in ``also``)."""
-    names = [n for n in names if not n.startswith("early-rounding")]
-    if not names:
-        return ""
-    return f"; indistinguishable here from {', '.join(names)}"
-
-
-def _judge_number(w: WrittenNumber, cell: Cell, mistakes: Sequence[MistakeCell]) -> EntryVerdict:
-    r = cell.rounded(w.rounding)
+def _judge_number(w: WrittenNumber, cell: Cell, mistakes: MistakeSet) -> EntryVerdict:
+    matches = mistakes.matching(w)
+    value = cell.rounded_value(w.rounding)
     at = _precision(w)
-    base = dict(label=cell.label, written=w.text, exact=cell.text, expected=r.text)
-    value = _frac(r)
-    found = _matches_number(w, mistakes)
+    if value is None:
+        return EntryVerdict(code="wrong", matches=matches, at=at, **_masked_base(w, cell),
+                            message=f"{w.text} is not {cell.label}: the position is masked, so "
+                                    "it is −∞ (write -inf)")
+    r = cell.rounded(w.rounding)
+    shown = _show(cell)
+    base = dict(label=cell.label, written=w.text, exact=cell.text, expected=r.text, at=at,
+                shown=shown, matches=matches)
     if value == w.value or _is_tie(cell, w):
-        also = _names(found)
         if r.exact and value == w.value:
-            return EntryVerdict(code="exact", message=f"{w.text} is exactly {cell.label}" + _also(also),
-                                also=also, **base)
+            return EntryVerdict(code="exact", message=f"{w.text} is exactly {cell.label}", **base)
         tie = " (an exact tie: either neighbour is right)" if value != w.value else ""
-        return EntryVerdict(code="rounded", also=also, **base,
-                            message=f"{w.text} is {cell.label} = {_show(cell)} correctly rounded "
-                                    f"to {at}{tie}" + _also(also))
-    if found:
-        first = found[0]
-        return EntryVerdict(code="mistake", mistake=first.code, mistake_detail=first.detail,
-                            also=_names(found[1:]), **base,
-                            message=f"{w.text} is what {_describe(first)} gives at {at}; "
-                                    f"{cell.label} = {_show(cell)} rounds to {r.text}")
-    delta = abs(w.value - value)
-    if delta == w.unit and w.value * value >= 0:
-        truncated = abs(w.value) < abs(value) and _rounded_up(cell, w.rounding, value)
-        how = ("a truncation (digits cut instead of rounded)" if truncated
-               else "not a truncation")
-        return EntryVerdict(code="last-digit", truncation=truncated, **base,
-                            message=f"{w.text} is one unit off in the last place, {how}: "
-                                    f"{cell.label} = {_show(cell)} rounds to {r.text} at {at}")
+        return EntryVerdict(code="rounded", **base,
+                            message=f"{w.text} is {cell.label} = {shown} correctly rounded "
+                                    f"to {at}{tie}")
+    if abs(w.value - value) == w.unit and w.value * value >= 0:
+        truncated, finer = _truncation(cell, w, value)
+        if truncated:
+            how = (f"{w.text} is {finer.text} truncated (a truncation: digits cut instead of rounded): "
+                   f"{cell.label} = {shown} rounds to {r.text} at {at}")
+        else:
+            what = "not a truncation" if truncated is False else "the digits could not be compared further"
+            how = (f"{w.text} is one unit off in the last place, {what}: "
+                   f"{cell.label} = {shown} rounds to {r.text} at {at}")
+        return EntryVerdict(code="last-digit", truncation=truncated, message=how, **base)
     return EntryVerdict(code="wrong", **base,
-                        message=f"{w.text} is not {cell.label}: {_show(cell)} rounds to "
+                        message=f"{w.text} is not {cell.label}: {shown} rounds to "
                                 f"{r.text} at {at}")
+
+
+def _finer(rounding: Rounding, extra: int) -> Rounding:
+    if rounding.places is not None:
+        return Rounding(places=rounding.places + extra)
+    return Rounding(digits=rounding.digits + extra)
+
+
+def _truncation(cell: Cell, w: WrittenNumber,
+                value: Fraction) -> tuple[bool | None, CertifiedDecimal | None]:
+    """Is the written figure the exact value CUT (not rounded) at the written precision?
+
+    The figure is one unit from the certified rounding r.  It is the truncation
+    exactly when it is one unit nearer zero than r and |x| < |r| (the rounding
+    carried).  That is decided with certified roundings at more digits: r is
+    representable there, so a finer rounding below |r| proves |x| < |r|, one
+    above proves |x| > |r|, an exact one equal to r proves x = r.  Returns the
+    verdict (None when undecided within 64 more digits) and the finer rounding
+    that decided it, which the message shows (``6.31 is 6.3194 truncated``).
+    """
+    if abs(w.value) >= abs(value) or w.value * value < 0:
+        return False, None                 # farther from zero than r: rounded the wrong way
+    for extra in _FINER:
+        finer = cell.rounded(_finer(w.rounding, extra))
+        f = finer.as_fraction()
+        if abs(f) != abs(value):
+            return abs(f) < abs(value), finer
+        if finer.exact:
+            return False, finer            # x is exactly r: w is neither its rounding nor its cut
+    return None, None
+
+
+def _describe(m: MistakeCell) -> str:
+    return f"the mistake {m.name}"
+
+
+def name_mistake(e: EntryVerdict, m: MistakeCell, also: list[str]) -> None:
+    """Turn a wrong entry into the named mistake ``m`` (it reproduces the whole figure)."""
+    e.code, e.mistake, e.mistake_detail, e.also = "mistake", m.code, m.detail or None, also
+    if e.at is not None and e.expected is not None and e.expected != "-inf":
+        e.message = (f"{e.written} is what {_describe(m)} gives at {e.at}; {e.label} = "
+                     f"{e.shown} rounds to {e.expected}")
+    else:
+        e.message = f"{e.written} is exactly what {_describe(m)} gives; the right value is {e.shown}"
