@@ -377,8 +377,14 @@ def _bmatrix(rows: list[list[CertifiedDecimal]]) -> str:
 def render_heads_latex(result: MultiHeadResult, digits: int = 3) -> str:
     """A LaTeX fragment (amsmath): each head's weights and output, concat, output, averaged weights."""
     p, rounding = result.problem, Rounding(digits=digits)
+    from symattn.render.texutil import tex_escape
+
     out = [rf"% {p.heads} query head(s) over {p.kv_heads} key/value head(s); "
            rf"head i uses key/value head i // {p.group}"]
+    if p.title:
+        out.append(rf"\paragraph{{{tex_escape(p.title)}}}")
+    out.append("Rows (queries): " + ", ".join(tex_escape(t) for t in p.tokens) + "; columns of "
+               r"$A$ (keys): " + ", ".join(tex_escape(t) for t in p.key_tokens) + ".")
     for h, trace in enumerate(result.traces):
         out.append(rf"\paragraph{{Head {h}}} (key/value head {p.kv_of[h]}, "
                    rf"scale ${sympy.latex(trace.problem.scale)}$)")

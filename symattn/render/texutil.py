@@ -11,17 +11,74 @@ from symattn.certify import CertifiedDecimal
 from symattn.engine import NEG_INF
 
 _SPECIAL = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "$": r"\$", "&": r"\&", "#": r"\#",
-            "^": r"\^{}", "_": r"\_", "%": r"\%", "~": r"\~{}",
+            "^": r"\textasciicircum{}", "_": r"\_", "%": r"\%", "~": r"\textasciitilde{}",
             # the Unicode math the text view and step meanings use
             "−": r"\ensuremath{-}", "∞": r"\ensuremath{\infty}", "×": r"\ensuremath{\times}",
             "·": r"\ensuremath{\cdot}", "√": r"\ensuremath{\surd}", "Σ": r"\ensuremath{\Sigma}",
             "≈": r"\ensuremath{\approx}", "ᵀ": r"\ensuremath{^\top}", "≤": r"\ensuremath{\le}",
-            "≥": r"\ensuremath{\ge}", "<": r"\ensuremath{<}", ">": r"\ensuremath{>}"}
+            "≥": r"\ensuremath{\ge}", "<": r"\ensuremath{<}", ">": r"\ensuremath{>}",
+            "⋯": r"\ensuremath{\cdots}", "…": r"\ldots{}", "|": r"\textbar{}", "\"": r"\textquotedbl{}",
+            "€": r"\texteuro{}"}
+
+# Greek letters by name: the ones LaTeX has as commands, the rest look Latin (Alpha is A)
+_GREEK = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lamda mu nu xi omicron pi rho "
+          "final_sigma sigma tau upsilon phi chi psi omega").split()
+_GREEK_TEX = {"lamda": "lambda", "final_sigma": "varsigma", "omicron": None}
+_GREEK_UPPER = {"gamma", "delta", "theta", "lamda", "xi", "pi", "sigma", "upsilon", "phi", "psi", "omega"}
+_LATIN_LOOKALIKE = {"alpha": "A", "beta": "B", "epsilon": "E", "zeta": "Z", "eta": "H", "iota": "I",
+                    "kappa": "K", "mu": "M", "nu": "N", "omicron": "O", "rho": "P", "tau": "T", "chi": "X"}
+
+
+def _greek(ch: str) -> str | None:
+    import unicodedata
+
+    name = unicodedata.name(ch, "")
+    for case, prefix in (("lower", "GREEK SMALL LETTER "), ("upper", "GREEK CAPITAL LETTER ")):
+        if name.startswith(prefix):
+            letter = name[len(prefix):].lower().replace(" ", "_")
+            if letter not in _GREEK:
+                return None
+            if case == "upper":
+                if letter in _GREEK_UPPER:
+                    tex = _GREEK_TEX.get(letter, letter)
+                    return f"\\ensuremath{{\\{tex[0].upper() + tex[1:]}}}"
+                return _LATIN_LOOKALIKE.get(letter)
+            tex = _GREEK_TEX.get(letter, letter)
+            return "o" if tex is None else f"\\ensuremath{{\\{tex}}}"
+    return None
+
+
+def _char(ch: str) -> str:
+    """One character made safe: specials escaped, control characters shown as \\x1b,
+    characters pdflatex's T1 fonts lack shown as [U+4E2D] (a name stays readable and
+    the document always compiles)."""
+    special = _SPECIAL.get(ch)
+    if special is not None:
+        return special
+    code = ord(ch)
+    if 0x20 <= code < 0x7F or 0xC0 <= code <= 0x17F and code not in (0xD7, 0xF7, 0x149, 0x17F) \
+            or ch in "¡¿«»°±²³µ¶º¹¼½¾ß§©®¬£¥¢":
+        return {"±": r"\ensuremath{\pm}", "²": r"\ensuremath{^2}", "³": r"\ensuremath{^3}",
+                "¹": r"\ensuremath{^1}", "µ": r"\ensuremath{\mu}", "¬": r"\ensuremath{\neg}",
+                "°": r"\ensuremath{^\circ}", "¼": r"\ensuremath{\tfrac14}", "½": r"\ensuremath{\tfrac12}",
+                "¾": r"\ensuremath{\tfrac34}", "¢": "c", "¥": "Y", "§": r"\S{}", "¶": r"\P{}",
+                "©": r"\copyright{}", "®": r"\textregistered{}", "£": r"\pounds{}",
+                "º": r"\textordmasculine{}"}.get(ch, ch)
+    if ch in ("×", "÷"):
+        return r"\ensuremath{\times}" if ch == "×" else r"\ensuremath{\div}"
+    greek = _greek(ch)
+    if greek is not None:
+        return greek
+    if code < 0x20 or 0x7F <= code < 0xA0:
+        return f"{{\\ttfamily\\textbackslash x{code:02x}}}"
+    if ch.isspace():
+        return " "
+    return f"{{\\ttfamily[U+{code:04X}]}}"
 
 
 def tex_escape(text: str) -> str:
-    """Plain text made safe for LaTeX (token names, titles)."""
-    return "".join(_SPECIAL.get(ch, ch) for ch in text)
+    """Plain text made safe for LaTeX (token names, titles): it always compiles."""
+    return "".join(_char(ch) for ch in text)
 
 
 def decimal_latex(d: CertifiedDecimal | object, scientific: bool = False) -> str:
