@@ -1,0 +1,252 @@
+"""Fuzz at the caps, large budget: hostile inputs through every API, each in a capped worker.
+
+The same strategies and runners as ``tests/test_fuzz_caps.py`` (problem
+entries through every view, TOML files through ``explain``, written
+answers, targets, CSV cells through ``grade``, claims through ``facts``),
+run in a worker process whose address space is capped with
+``resource.setrlimit(RLIMIT_AS, 1 GiB)``.  Each input is a failure when it
+
+* raises anything but a SymattnError (``exception:<Type>``; ``MemoryError``
+  is ``memory``), or breaks the one-line/exit-status contract (``contract``),
+* takes more than ``--slow`` seconds (default 1) of wall time (``slow``),
+* runs past ``--timeout`` seconds: the worker is killed (``hang``),
+* kills the worker with a signal (``signal:<NAME>``; e.g. SIGFPE, or an
+  allocation refused by the cap inside C code).
+
+Usage::
+
+    python benchmarks/fuzz_caps.py                 # 100,000 inputs over all APIs
+    python benchmarks/fuzz_caps.py --n 10000 --seed 1 --report failures.jsonl
+    python benchmarks/fuzz_caps.py --apis answer,target --n 2000
+
+It prints a summary of failures by API and kind, with one sample input for
+each distinct failure; ``--report`` writes every failure (full input) as
+JSON lines.  Exit status 1 when any input failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import pickle
+import resource
+import select
+import signal
+import struct
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+TESTS = HERE.parent / "tests"
+GIB = 1 << 30
+
+
+# ---------------------------------------------------------------- the worker
+
+def _send(stream, obj) -> None:
+    data = pickle.dumps(obj)
+    stream.write(struct.pack("<Q", len(data)) + data)
+    stream.flush()
+
+
+def _receive(stream):
+    head = stream.read(8)
+    if len(head) < 8:
+        return None
+    (size,) = struct.unpack("<Q", head)
+    return pickle.loads(stream.read(size))
+
+
+def worker(memory: int) -> None:
+    """Read (api, case) pairs from stdin, run each, answer with its outcome."""
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    sys.path.insert(0, str(TESTS))
+    from test_fuzz_caps import RUNNERS  # noqa: E402
+
+    from symattn.errors import SymattnError  # noqa: E402
+
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr            # runners print nothing, but keep the pipe clean
+    while True:
+        job = _receive(stdin)
+        if job is None:
+            return
+        api, case = job
+        start = time.perf_counter()
+        kind, etype, message, tail = "ok", None, None, ""
+        try:
+            RUNNERS[api](case)
+        except MemoryError:
+            kind, etype = "memory", "MemoryError"
+        except SymattnError as exc:    # runners let these through only when they are fine
+            if "\n" in str(exc):
+                kind, etype, message = "contract", type(exc).__name__, str(exc)[:400]
+        except AssertionError as exc:  # the runner's contract: one line, exit 0/1/2, a report
+            kind, etype, message = "contract", "AssertionError", str(exc)[:400]
+        except BaseException as exc:  # noqa: BLE001 - the point is to catch everything
+            kind, etype, message = "exception:" + type(exc).__name__, type(exc).__name__, str(exc)[:400]
+            tail = "".join(traceback.format_exception(exc)[-4:])[-1500:]
+        elapsed = time.perf_counter() - start
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        _send(stdout, (kind, etype, message, tail, elapsed, peak))
+
+
+WARM_UP = [("problem", ("Q", "1", 3)), ("toml", ("Q", "1", "json", 3)),
+           ("answer", ("i-love-cats", "weights[I]", "0.136, 0.432, 0.432")),
+           ("answer", ("i-love-cats-causal", "weights[I]", "1, 0, 0")),
+           ("grade", ("i-love-cats", ["student", "weights[I, I]"], [["s", "0.136"]])),
+           ("claims", ("weights", "0.14", 0, 0))]
+
+
+class Worker:
+    """One worker process; restarted after a hang or a death."""
+
+    def __init__(self, memory: int) -> None:
+        self.memory = memory
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        """A fresh worker, warmed up (imports, the examples' checkers) so that
+        the first real input is timed like every other."""
+        self.proc = subprocess.Popen([sys.executable, __file__, "--worker", "--memory", str(self.memory)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, cwd=str(HERE.parent))
+        for api, case in WARM_UP:
+            _send(self.proc.stdin, (api, case))
+            if _receive(self.proc.stdout) is None:
+                raise RuntimeError("the fuzz worker died while warming up")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+        if self.proc is not None:
+            self.proc.wait()
+        self.proc = None
+
+    def run(self, api: str, case, timeout: float) -> tuple:
+        """(kind, type, message, traceback, seconds, peak bytes) of one input."""
+        if self.proc is None or self.proc.poll() is not None:
+            self.start()
+        start = time.perf_counter()
+        try:
+            _send(self.proc.stdin, (api, case))
+        except BrokenPipeError:
+            pass
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        if not ready:
+            self.stop()
+            return ("hang", None, f"killed after {timeout} s", "", time.perf_counter() - start, 0)
+        answer = _receive(self.proc.stdout)
+        if answer is None:
+            code = self.proc.wait()
+            self.proc = None
+            name = signal.Signals(-code).name if code < 0 else f"exit {code}"
+            return (f"signal:{name}", None, f"worker died ({name})", "", time.perf_counter() - start, 0)
+        return answer
+
+
+# ---------------------------------------------------------------- the driver
+
+def _short(case, limit: int = 160) -> str:
+    text = repr(case)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} chars)"
+
+
+def fuzz(apis: list[str], n: int, seed: int, timeout: float, slow: float, memory: int,
+         report: Path | None, budget: float | None) -> int:
+    sys.path.insert(0, str(TESTS))
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hypothesis_seed
+
+    from test_fuzz_caps import CASES
+
+    work = Worker(memory)
+    failures: list[dict] = []
+    counts: collections.Counter = collections.Counter()
+    times: dict[str, list[float]] = collections.defaultdict(list)
+    started = time.monotonic()
+    out = report.open("w", encoding="utf-8") if report else None
+    per_api = max(1, n // len(apis))
+    try:
+        for api in apis:      # each ``one`` is run right here, so its closure sees this api
+            @hypothesis_seed(seed)
+            @settings(max_examples=per_api, database=None, deadline=None, phases=[Phase.generate],
+                      suppress_health_check=list(HealthCheck))
+            @given(case=CASES[api])
+            def one(case):
+                if budget is not None and time.monotonic() - started > budget:
+                    return
+                kind, etype, message, tb, seconds, peak = work.run(api, case, timeout)
+                counts[api, "inputs"] += 1
+                times[api].append(seconds)
+                if kind == "ok" and seconds > slow:
+                    kind = "slow"
+                if kind == "ok":
+                    return
+                counts[api, kind] += 1
+                record = {"api": api, "kind": kind, "type": etype, "message": message,
+                          "seconds": round(seconds, 3), "peak_mb": round(peak / 2**20),
+                          "input": case, "traceback": tb}
+                failures.append(record)
+                if out:
+                    out.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+                    out.flush()
+
+            one()
+    finally:
+        work.stop()
+        if out:
+            out.close()
+    _summary(apis, counts, times, failures, slow, time.monotonic() - started)
+    return 1 if failures else 0
+
+
+def _summary(apis, counts, times, failures, slow, elapsed) -> None:
+    print(f"fuzz_caps: {sum(counts[a, 'inputs'] for a in apis)} inputs in {elapsed:.0f} s")
+    for api in apis:
+        ts = sorted(times[api])
+        if not ts:
+            continue
+        kinds = {k: v for (a, k), v in counts.items() if a == api and k != "inputs"}
+        print(f"  {api:8s} {counts[api, 'inputs']:6d} inputs, median {1000 * ts[len(ts) // 2]:.1f} ms, "
+              f"max {ts[-1]:.2f} s; failures: " + (", ".join(f"{k} {v}" for k, v in sorted(kinds.items()))
+                                                  or "none"))
+    groups: dict[tuple, list[dict]] = collections.defaultdict(list)
+    for f in failures:
+        first = (f["message"] or "").split("\n")[0][:80]
+        keep = f["kind"].startswith("exception") or f["kind"] == "contract"
+        groups[f["api"], f["kind"], first if keep else ""].append(f)
+    if groups:
+        print(f"\n{len(failures)} failures, {len(groups)} distinct (api, kind, message):")
+    for (api, kind, first), items in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        sample = min(items, key=lambda f: len(repr(f["input"])))
+        print(f"- {api} {kind} x{len(items)}: {first}")
+        print(f"    e.g. {_short(sample['input'])}  ({sample['seconds']} s, peak {sample['peak_mb']} MB)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=100_000, help="inputs in all (split over the APIs)")
+    parser.add_argument("--seed", type=int, default=0, help="hypothesis seed (same seed, same inputs)")
+    parser.add_argument("--apis", default="problem,toml,answer,target,grade,claims")
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds before a worker is killed")
+    parser.add_argument("--slow", type=float, default=1.0, help="seconds above which an input is slow")
+    parser.add_argument("--memory", type=int, default=GIB, help="worker address-space cap in bytes")
+    parser.add_argument("--report", type=Path, help="write every failure as JSON lines")
+    parser.add_argument("--budget", type=float, help="stop drawing new inputs after this many seconds")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        worker(args.memory)
+        return 0
+    apis = [a.strip() for a in args.apis.split(",") if a.strip()]
+    return fuzz(apis, args.n, args.seed, args.timeout, args.slow, args.memory, args.report, args.budget)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,371 @@
+"""Fuzz at the caps: hostile text through every API a user reaches ends in a result or a SymattnError.
+
+Long and nested expressions, huge and tiny magnitudes, roots and powers go
+into problem entries (``Problem(...)`` and TOML files through ``explain``),
+written answers (``Checker.check``), targets, CSV cells (``grade`` through
+the command line) and claims (``facts``).  Every input must end in a result
+or one of symattn's own errors with a one-line message (the CLI: exit 0, 1
+or 2 with one ``symattn: error:`` line) — never another exception.
+
+This file is the fast budget that runs in CI (derandomized, ~200 inputs,
+no timing asserted: tests are not timed).  ``benchmarks/fuzz_caps.py``
+draws from the same strategies and runners for a large budget, each input
+in a worker process capped at 1 GiB, and reports inputs slower than 1 s,
+signals and memory blow-ups.  A hang guard (SIGALRM, HANG_GUARD seconds)
+only keeps a regression from stalling the suite.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import signal
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import symattn as sa
+from symattn import cli
+from symattn.errors import SymattnError
+
+HANG_GUARD = 60           # seconds; a guard against a stalled suite, not a timing test
+
+# ---------------------------------------------------------------- hostile text
+
+#: The inputs the issues name, and their neighbours.
+NAMED = [
+    "√" * 64 + "2", "√" * 55 + "2", "√" * 70 + "2", "sqrt(" * 60 + "2" + ")" * 60,
+    "(7^(1/4914))^(1/9441)^(1/4806)", "(1/7244)^(1/9827)", "2." + "0" * 450 + "e0",
+    "10^2200", "1e-9999", "1e12", "1e9", "1e10", "1e11", "1e30", "10^100", "2^64", "1e19",
+    "-inf", "-oo", "−∞", "∞", "inf", "oo", "nan", "−1", "1/0", "0^0", "0^-1", "log(0)",
+    "9" * 4300, "9" * 4301, "9" * 5000, "1" + "0" * 5001, "0." + "0" * 4999 + "1",
+    "e^(10^4)", "e^(-10^4)", "exp(10000)", "exp(-10000)", "2^(10^4)", "(10^4000)^(1/7)",
+    "(" * 99 + "1" + ")" * 99, "(" * 101 + "1" + ")" * 101, "+".join(["1"] * 5000),
+    "1/" * 2000 + "1", "-" * 99 + "1", "√(2)^(1/9999)", "(2^(1/9973))^(9973)",
+    "√2+√3-√(5+2√6)", "π^π^π", "e^e^e^e", "log(log(log(2)))", "1e-10000", "1e10000",
+]
+
+_INT = st.integers(-10_000, 10_000).map(str)
+_SMALL = st.integers(1, 9999)
+
+
+def _numerals() -> st.SearchStrategy[str]:
+    return st.one_of(
+        _INT,
+        st.builds(lambda a, b, e: f"{a}.{b}e{e}", st.integers(-99, 99), st.integers(0, 999),
+                  st.integers(-12_000, 12_000)),
+        st.builds(lambda k, d: d * k, st.integers(1, 5200), st.sampled_from("19")),
+        st.builds(lambda k: "2." + "0" * k + "e0", st.integers(0, 600)),
+        st.builds(lambda k: f"1e{k}", st.integers(-12_000, 12_000)),
+        st.builds(lambda k: f"10^{k}", st.integers(-12_000, 12_000)),
+        st.builds(lambda p, q, r: f"({p}/{q})^(1/{r})", _SMALL, _SMALL, _SMALL),
+        st.sampled_from(["pi", "π", "e", "∞", "-inf", "-oo", "oo", "inf", "nan", "−1", "√2",
+                         "sqrt(2)", "0", "0.5", ".5", "5.", "1E10", "2/√3", "−∞", "d_k"]),
+    )
+
+
+def _combine(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    return st.one_of(
+        st.builds(lambda k, x: "√" * k + f"({x})", st.integers(1, 70), inner),
+        st.builds(lambda k, x: "sqrt(" * k + x + ")" * k, st.integers(1, 70), inner),
+        st.builds(lambda a, b: f"({a})^({b})", inner, inner),
+        st.builds(lambda a, p, q: f"({a})^(1/{p})^(1/{q})", inner, _SMALL, _SMALL),
+        st.builds(lambda xs: " + ".join(xs), st.lists(inner, min_size=2, max_size=40)),
+        st.builds(lambda k, x: "1+" * k + x, st.integers(1, 6000), inner),
+        st.builds(lambda k, x: "(" * k + x + ")" * k, st.integers(1, 150), inner),
+        st.builds(lambda f, x: f"{f}({x})", st.sampled_from(["exp", "log", "sqrt", "abs", "√"]), inner),
+        st.builds(lambda s, x: s + x, st.sampled_from(["-", "−", "+", "--"]), inner),
+        st.builds(lambda a, op, b: f"{a}{op}{b}", inner, st.sampled_from("*/·×÷-+"), inner),
+    )
+
+
+#: One hostile expression: a named one, or one built from numerals, roots and powers.
+EXPRESSIONS = st.one_of(st.sampled_from(NAMED), st.recursive(_numerals(), _combine, max_leaves=6))
+
+STEPS = ["Q", "K", "V", "scores", "scaled", "shifted", "exp", "row_sum", "weights", "output", "masked"]
+KEYS = st.one_of(st.sampled_from(["I", "love", "cats", "0", "1", "2", "-1", "9" * 30, "", "I, love"]),
+                 st.integers(-10**6, 10**6).map(str))
+
+
+def _targets() -> st.SearchStrategy[str]:
+    step = st.sampled_from(STEPS)
+    plain = st.one_of(step, st.builds(lambda s, k: f"{s}[{k}]", step, KEYS),
+                      st.builds(lambda s, a, b: f"{s}[{a}, {b}]", step, KEYS, KEYS))
+    return st.one_of(
+        plain,
+        st.sampled_from(["d_k^9999", "sqrt(d_k)", "sqrt(d_k)^(1/9999)", "d_k^(10^4)",
+                         "sum(exp(scaled[I]))", "rowsum(weights)", "scores[I] / sqrt(d_k)"]),
+        st.builds(lambda x, t: f"({x})*{t}", EXPRESSIONS, plain),
+        st.builds(lambda f, k, t: f"{f}(" * k + t + ")" * k, st.sampled_from(["sum", "exp", "sqrt"]),
+                  st.integers(1, 120), plain),
+        st.builds(lambda t, x: f"{t}^({x})", plain, EXPRESSIONS),
+        EXPRESSIONS,
+    )
+
+
+TARGETS = _targets()
+GOOD_TARGETS = ["weights[I, I]", "weights[I]", "weights", "output[love]", "scaled[cats, cats]",
+                "sqrt(d_k)", "shifted[cats]", "exp(scaled[I])", "weights[cats, I]"]
+PROBLEMS = ["i-love-cats", "i-love-cats-causal"]
+
+
+def _answers() -> st.SearchStrategy[str]:
+    sep = st.sampled_from([", ", " / ", "  ", "; ", "\n"])
+    return st.one_of(
+        EXPRESSIONS,
+        st.builds(lambda xs, s: s.join(xs), st.lists(EXPRESSIONS, min_size=2, max_size=9), sep),
+        st.builds(lambda x: f"[[{x}, 0.43, 0.43], [0, 0.91, 0.09], [0.01, 0.75, 0.24]]", EXPRESSIONS),
+        st.builds(lambda x: f"≈ {x}", EXPRESSIONS),
+        st.builds(lambda x: f"{x}%", EXPRESSIONS),
+    )
+
+
+ANSWERS = _answers()
+
+#: A TOML value that Python's tomllib reads as a number: huge integers, tiny and huge floats.
+TOML_NUMBERS = st.one_of(
+    st.builds(lambda k: "9" * k, st.integers(1, 6000)),
+    st.builds(lambda k: "-1" + "0" * k, st.integers(1, 6000)),
+    st.builds(lambda e: f"1e{e}", st.integers(-10_000, 400)),
+    st.builds(lambda k: "2." + "0" * k + "e0", st.integers(0, 600)),
+    st.sampled_from(["1e12", "1e-9999", "-inf", "inf", "nan", "1e308", "5e-324", "1.7976931348623157e308",
+                     "0.1", "-0.0", "1_000", "0x10", "0o17", "0b101"]),
+)
+
+
+def _toml_entry() -> st.SearchStrategy[str]:
+    """One TOML value: a string through symattn's parser, or a raw TOML number."""
+    return st.one_of(EXPRESSIONS.map(lambda x: '"' + x.replace("\\", "\\\\").replace('"', '\\"') + '"'),
+                     TOML_NUMBERS)
+
+
+#: (slot, text): where a hostile entry goes in a 2×2 problem (Q, K, V entry or the scale).
+SLOTS = st.sampled_from(["Q", "K", "V", "scale", "X", "W_q"])
+
+
+# ---------------------------------------------------------------- runners
+# Each runner takes one generated case and returns normally on a result or a
+# SymattnError; anything else (another exception, a non-one-line error, a
+# bad exit status) raises.  The benchmark calls the same runners.
+
+
+def _one_line(exc: SymattnError) -> None:
+    text = str(exc)
+    assert text and "\n" not in text, f"{type(exc).__name__} message is not one line: {text[:300]!r}"
+
+
+def _base(slot: str, value: object) -> dict:
+    base = {"Q": [[1, 2], [0, 1]], "K": [[1, 0], [2, 1]], "V": [[3, 1], [0, 2]]}
+    if slot in ("X", "W_q"):
+        base = {"X": [[1, 0], [1, 1]], "W_q": [[1, 0], [0, 1]], "W_k": [[1, 2], [0, 1]],
+                "W_v": [[2, 1], [1, 0]]}
+    if slot == "scale":
+        base["scale"] = value
+    else:
+        base[slot][1][0] = value
+    return base
+
+
+def run_problem(case: tuple[str, str, int]) -> None:
+    """A hostile entry in Problem(...), then every view: JSON (every decimal), text, LaTeX."""
+    from symattn.certify import Rounding
+    from symattn.render.json import render_json
+    from symattn.render.latex import LatexOptions, render_latex
+    from symattn.render.text import TextOptions, render_text
+
+    slot, text, digits = case
+    try:
+        trace = sa.attend(sa.Problem(**_base(slot, text)))
+        render_json(trace, digits, decimal_only=True)
+        render_text(trace, TextOptions(digits=digits))
+        render_latex(trace, LatexOptions(rounding=Rounding(digits=digits)))
+    except SymattnError as exc:
+        _one_line(exc)
+
+
+def _cli(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = cli.main(argv)
+    err_text = err.getvalue()
+    assert status in (0, 1, 2), f"exit status {status}: {err_text[-500:]}"
+    if status == 2:
+        assert err_text.startswith("symattn: error: ") and err_text.count("\n") == 1, \
+            f"exit 2 without one error line: {err_text[:500]!r}"
+    return status, out.getvalue(), err_text
+
+
+def _toml_problem(slot: str, entry: str) -> str:
+    rows = {"Q": ["1", "2", "0", "1"], "K": ["1", "0", "2", "1"], "V": ["3", "1", "0", "2"]}
+    lines = []
+    for name in ("Q", "K", "V"):
+        cells = rows[name]
+        if name == slot:
+            cells = [cells[0], cells[1], entry, cells[3]]
+        lines.append(f"{name} = [[{cells[0]}, {cells[1]}], [{cells[2]}, {cells[3]}]]")
+    if slot == "scale":
+        lines.append(f"scale = {entry}")
+    return "\n".join(lines) + "\n"
+
+
+def run_toml(case: tuple[str, str, str, int]) -> None:
+    """A hostile entry (string or raw TOML number) in a problem file: explain in one format."""
+    slot, entry, fmt, digits = case
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "problem.toml"
+        path.write_text(_toml_problem(slot, entry), encoding="utf-8")
+        argv = ["explain", str(path), "--digits", str(digits)]
+        if fmt != "text":
+            argv += ["--format", fmt]
+        _cli(argv)
+
+
+_CHECKERS: dict[str, object] = {}
+
+
+def _checker(name: str):
+    from symattn.check import Checker
+
+    if name not in _CHECKERS:
+        _CHECKERS[name] = Checker(sa.load_example(name))
+    return _CHECKERS[name]
+
+
+_CODES = {"exact", "rounded", "last-digit", "mistake", "wrong", "invalid"}
+
+
+def _verdict(checker, target: str, text: str) -> None:
+    verdict = checker.check(target, text)
+    assert verdict.code in _CODES, verdict.code
+    assert "\n" not in verdict.message, f"verdict message is not one line: {verdict.message[:300]!r}"
+
+
+def run_answer(case: tuple[str, str, str]) -> None:
+    """A hostile written answer to a real target."""
+    name, target, text = case
+    _verdict(_checker(name), target, text)
+
+
+def run_target(case: tuple[str, str, str]) -> None:
+    """A hostile target with a plain answer."""
+    name, target, text = case
+    _verdict(_checker(name), target, text)
+
+
+def run_grade(case: tuple[str, list[str], list[list[str]]]) -> None:
+    """A class CSV with hostile cells (ids, headers, answers) through ``symattn grade``."""
+    from symattn.examples import example_text
+
+    name, header, rows = case
+    with tempfile.TemporaryDirectory() as tmp:
+        problem = Path(tmp) / "problem.toml"
+        problem.write_text(example_text(name), encoding="utf-8")
+        buf = io.StringIO()
+        writer = csv.writer(buf)
+        writer.writerow(header)
+        writer.writerows(rows)
+        submissions = Path(tmp) / "answers.csv"
+        submissions.write_text(buf.getvalue(), encoding="utf-8")
+        report = Path(tmp) / "report.csv"
+        status, _, _ = _cli(["grade", str(problem), str(submissions), "-o", str(report)])
+        if status != 2:
+            assert report.exists(), "grade exited without an error but wrote no report"
+
+
+def run_claims(case: tuple[str, str, int, int]) -> None:
+    """A hostile entry among claimed weights or outputs, through the facts that read claims."""
+    from symattn.facts import Claims, check_facts
+
+    which, text, i, j = case
+    good = {"weights": [["0.14", "0.43", "0.43"], ["0.001", "0.909", "0.09"], ["0.007", "0.755", "0.238"]],
+            "output": [["1.86", "6.32", "1.70"], ["2.00", "7.82", "0.27"], ["1.99", "7.26", "0.72"]]}
+    matrix = [list(row) for row in good[which]]
+    matrix[i][j] = text
+    try:
+        claims = Claims.from_mapping({which: matrix})
+        for proof in check_facts(sa.load_example("i-love-cats"), claims,
+                                 ["rows-sum-to-one", "weights-in-open-interval", "convex-hull"]):
+            assert isinstance(proof.holds, bool)
+    except SymattnError as exc:
+        _one_line(exc)
+
+
+RUNNERS = {"problem": run_problem, "toml": run_toml, "answer": run_answer,
+           "target": run_target, "grade": run_grade, "claims": run_claims}
+
+DIGITS = st.sampled_from([1, 2, 3, 3, 3, 6, 20])
+CASES = {
+    "problem": st.tuples(SLOTS.filter(lambda s: s != "X"), EXPRESSIONS, DIGITS),
+    "toml": st.tuples(st.sampled_from(["Q", "K", "V", "scale"]), _toml_entry(),
+                      st.sampled_from(["text", "json", "latex"]), DIGITS),
+    "answer": st.tuples(st.sampled_from(PROBLEMS), st.sampled_from(GOOD_TARGETS), ANSWERS),
+    "target": st.tuples(st.sampled_from(PROBLEMS), TARGETS,
+                        st.sampled_from(["0.136", "1", "0", "-inf", "1.73"])),
+    "grade": st.builds(
+        lambda name, targets, ids, cells: (
+            name, ["student", *targets],
+            [[sid, *[cells[(r + c) % len(cells)] for c in range(len(targets))]]
+             for r, sid in enumerate(ids)]),
+        st.sampled_from(PROBLEMS),
+        st.lists(st.one_of(st.sampled_from(GOOD_TARGETS), TARGETS), min_size=1, max_size=3),
+        st.lists(st.one_of(st.sampled_from(["s1", "=cmd|' /C calc'!A0", "@SUM(1+1)", "-2+3", ""]),
+                           EXPRESSIONS), min_size=1, max_size=4),
+        st.lists(ANSWERS, min_size=1, max_size=4)),
+    "claims": st.tuples(st.sampled_from(["weights", "output"]), EXPRESSIONS,
+                        st.integers(0, 2), st.integers(0, 2)),
+}
+
+
+# ---------------------------------------------------------------- the CI budget
+
+class Hang(Exception):
+    """An input ran past HANG_GUARD seconds (a stalled suite, not a timing test)."""
+
+
+@contextlib.contextmanager
+def hang_guard(seconds: int = HANG_GUARD):
+    def alarm(signum, frame):
+        raise Hang(f"still running after {seconds} s")
+    old = signal.signal(signal.SIGALRM, alarm)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+CI = settings(max_examples=34, derandomize=True, database=None, deadline=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                     HealthCheck.large_base_example, HealthCheck.filter_too_much])
+
+
+@pytest.mark.parametrize("api", list(RUNNERS))
+def test_hostile_input_ends_in_a_result_or_one_line(api):
+    @CI
+    @given(case=CASES[api])
+    def run(case):
+        with hang_guard():
+            RUNNERS[api](case)
+
+    run()
+
+
+@pytest.mark.parametrize("text", NAMED, ids=range(len(NAMED)))
+def test_the_named_hostile_inputs_as_answers(text):
+    """Every input the issues name, as an answer to a weight of the lesson and of its causal variant."""
+    with hang_guard():
+        for name in PROBLEMS:
+            run_answer((name, "weights[cats]", text))
+
+
+@pytest.mark.parametrize("text", NAMED, ids=range(len(NAMED)))
+def test_the_named_hostile_inputs_as_problem_entries(text):
+    """Every input the issues name, as a Q entry and as the scale, through every view."""
+    with hang_guard():
+        for slot in ("Q", "scale"):
+            run_problem((slot, text, 3))
