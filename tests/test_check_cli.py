@@ -113,3 +113,42 @@ def test_problem_path_relative_to_the_figures_file_and_output_file(tmp_path):
     data = json.loads(out.read_text(encoding="utf-8"))
     assert [f["verdict"] for f in data["figures"]] == ["invalid", "rounded", "rounded"]
     assert data["figures"][2]["variant"] == "sharp"
+
+
+HOSTILE = {   # issue 9, item 1: each is judged alone; none may stop the others
+    "nested roots": ("weights[I, I]", "√" * 64 + "2"),
+    "450 zeros": ("weights[I, I]", "2." + "0" * 450 + "e0"),
+    "root tower": ("weights[I, I]", "(7^(1/4914))^(1/9441)^(1/4806)"),
+    "10^2200": ("weights[I, I]", "10^2200"),
+    "1e-9999": ("weights[I, I]", "1e-9999"),
+    "huge target": ("d_k^9999", "1"),
+}
+
+
+def test_one_hostile_figure_among_good_ones(tmp_path):
+    good = [("weights[I]", "0.136, 0.432, 0.432"), ("sqrt(d_k)", "1.73"),
+            ("scores[love]", "4, 16, 12"), ("output[I]", "1.86, 6.32, 1.70")]
+    figures = []
+    for (gt, gx), (bt, bx) in zip(good * 2, HOSTILE.values()):
+        figures += [(gt, gx), (bt, bx)]
+    body = "".join(f'[[figure]]\ntarget = "{t}"\ntext = "{x}"\n' for t, x in figures)
+    path = tmp_path / "hostile.toml"
+    path.write_text('example = "i-love-cats"\n' + body, encoding="utf-8")
+    result = run("check", str(path), "--json")
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr and result.stderr == ""
+    data = json.loads(result.stdout)
+    verdicts = data["figures"]
+    assert len(verdicts) == len(figures) == 12
+    for k, v in enumerate(verdicts):
+        if k % 2 == 0:
+            assert v["verdict"] in ("exact", "rounded"), v
+        else:
+            assert v["verdict"] not in ("exact", "rounded"), v
+            assert "\n" not in v["message"] and len(v["message"]) < 2000
+    huge = verdicts[-1]
+    assert huge["target"] == "d_k^9999" and huge["verdict"] == "invalid"
+    assert "4,000-bit cap" in huge["message"]
+    text = run("check", str(path))
+    assert text.returncode == 1 and "Traceback" not in text.stderr
+    assert "12 figures: 6 right" in text.stdout

@@ -90,8 +90,9 @@ def summarise(target: str, text: str, variant: str | None, shape: tuple[int, int
         else:
             message = (f"every entry is what the mistake {first.name} gives; the right values "
                        f"are {_values(entries, 'expected')}" + same)
-        return FigureVerdict(code="mistake", mistake=first.code, mistake_detail=first.detail or None,
-                             also=others, message=message, **base)
+        return FigureVerdict(code="mistake", mistake=first.code,
+                             mistake_detail=first.detail or None, also=others, message=message,
+                             **base)
     code = worst([e.code for e in entries])
     message = wrong[0].message if one else \
         f"{len(wrong)} of {len(entries)} entries {'is' if len(wrong) == 1 else 'are'} not right; " \

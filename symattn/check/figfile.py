@@ -86,7 +86,11 @@ class FiguresFile:
             known = ", ".join(str(k) for k in self.problems if k is not None) or "none defined"
             return invalid(target, text, f"{where}: no variant named {variant!r} "
                            f"(variants: {known})", _variant_name(variant))
-        verdict = self.checker(variant).check(target, text, variant)
+        try:
+            checker = self.checker(variant)
+        except SymattnError as exc:          # this variant cannot be worked: its figures only
+            return invalid(target, text, f"{where}: {exc}", _variant_name(variant))
+        verdict = checker.check(target, text, variant)
         if verdict.code == "invalid" and not verdict.message.startswith(self.source):
             verdict.message = f"{where}: {verdict.message}"
         return verdict

@@ -214,7 +214,8 @@ class Mistakes:
         except SymattnError:
             return None    # the change is impossible for this problem (shapes, mask)
         except (ArithmeticError, ValueError, RecursionError):
-            return None    # a variant that cannot be built explains nothing; never the figure's fault
+            return None    # a variant that cannot be built explains nothing (never the figure's
+            #                fault: the figure is judged without it)
 
     @cached_property
     def _swapped(self) -> Trace | None:

@@ -384,8 +384,8 @@ class _Eval(Evaluator):
             if base is sympy.E or (not base.free_symbols and compare(base, 1) > 0):
                 return sympy.S.Zero               # b^−∞ = 0 for b > 1
         if _infinite(base) or _infinite(exponent):
-            raise TargetError(f"target {self.text!r}: a power of −∞ (a masked position) is not a "
-                              "number here; name the cells that are not masked")
+            raise TargetError(f"target {self.text!r}: a power of −∞ (a masked position) is "
+                              "not a number here; name the cells that are not masked")
         return super().eval_Power(node)
 
     def check_divisor(self, value: sympy.Expr, node: Node) -> None:
@@ -407,11 +407,13 @@ def _checked(spec: TargetSpec, label: str, value: sympy.Expr) -> sympy.Expr:
         return value
     if _infinite(value):
         raise TargetError(f"target {spec.text!r} is not a number at {label} ({value}): it "
-                          "combines −∞ at a masked position; name the cells that are not masked")
+                          "combines −∞ at a masked position; name the cells that are not "
+                          "masked")
     big = max((max(abs(a.p).bit_length(), a.q.bit_length()) for a in _rationals(value)), default=0)
     if big > MAX_TARGET_BITS:
-        raise TargetError(f"target {spec.text!r} holds a number of {big:,} bits at {label}: over "
-                          f"the {MAX_TARGET_BITS:,}-bit cap for a checked figure; check a smaller value")
+        raise TargetError(f"target {spec.text!r} holds a number of {big:,} bits at {label}: "
+                          f"over the {MAX_TARGET_BITS:,}-bit cap for a checked figure; check a "
+                          "smaller value")
     try:
         ball = to_arb(value, 64)
     except SymattnError:

@@ -211,6 +211,13 @@ def _show(cell: Cell) -> str:
     return f"{text} ≈ {cell.rounded(_SHOW)}"
 
 
+def _quote(text: str, limit: int = 60) -> str:
+    """The written text in a message: one line, shortened (a 450-digit numeral or a
+    64-fold root is named, not repeated)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else f"{flat[:limit - 12]}… ({len(flat):,} characters)"
+
+
 def _precision(w: WrittenNumber) -> str:
     return str(w.rounding) + (" (as a percentage)" if w.percent else "")
 
@@ -238,71 +245,70 @@ def _masked_base(w: Entry, cell: Cell) -> dict:
 
 
 def _judge_infinity(w: WrittenInfinity, cell: Cell, mistakes: MistakeSet) -> EntryVerdict:
-    matches = mistakes.matching_infinity(w)
+    matches, t = mistakes.matching_infinity(w), _quote(w.text)
     if cell.neg_inf:
         base = _masked_base(w, cell)
         if w.negative:
-            return EntryVerdict(code="exact", matches=matches, **base,
-                                message=f"{w.text} is exactly {cell.label}: the position is "
-                                        "masked, so its score is −∞")
-        return EntryVerdict(code="wrong", matches=matches, **base,
-                            message=f"{w.text} is not {cell.label}: a masked score is −∞ "
-                                    "(write -inf), not +∞")
+            return EntryVerdict(code="exact", matches=matches, **base, message=f"{t} is exactly "
+                                f"{cell.label}: the position is masked, so its score is −∞")
+        return EntryVerdict(code="wrong", matches=matches, **base, message=f"{t} is not "
+                            f"{cell.label}: a masked score is −∞ (write -inf), not +∞")
     shown = _show(cell)
     return EntryVerdict(code="wrong", matches=matches, label=cell.label, written=w.text,
                         exact=cell.text, shown=shown,
-                        message=f"{w.text} is not {cell.label}: only a masked score is −∞; "
+                        message=f"{t} is not {cell.label}: only a masked score is −∞; "
                                 f"the right value is {shown}")
+
+
+def _masked_message(t: str, cell: Cell) -> str:
+    return f"{t} is not {cell.label}: the position is masked, so it is −∞ (write -inf)"
 
 
 def _judge_exact(w: WrittenExact, cell: Cell, mistakes: MistakeSet) -> EntryVerdict:
     screen = certify(w.value, _SCREEN)
-    matches = mistakes.matching_exact(w.value, screen)
+    matches, t = mistakes.matching_exact(w.value, screen), _quote(w.text)
     if cell.neg_inf:
         return EntryVerdict(code="wrong", matches=matches, **_masked_base(w, cell),
-                            message=f"{w.text} is not {cell.label}: the position is masked, so "
-                                    "it is −∞ (write -inf)")
+                            message=_masked_message(t, cell))
     shown = _show(cell)
     base = dict(label=cell.label, written=w.text, exact=cell.text, expected=None, shown=shown,
                 matches=matches)
     if _same(w.value, screen, cell):
-        return EntryVerdict(code="exact", message=f"{w.text} is exactly {cell.label}", **base)
-    return EntryVerdict(code="wrong", message=f"{w.text} is not {cell.label}; the right value "
+        return EntryVerdict(code="exact", message=f"{t} is exactly {cell.label}", **base)
+    return EntryVerdict(code="wrong", message=f"{t} is not {cell.label}; the right value "
                         f"is {shown}", **base)
 
 
 def _judge_number(w: WrittenNumber, cell: Cell, mistakes: MistakeSet) -> EntryVerdict:
-    matches = mistakes.matching(w)
+    matches, t = mistakes.matching(w), _quote(w.text)
     value = cell.rounded_value(w.rounding)
     at = _precision(w)
     if value is None:
         return EntryVerdict(code="wrong", matches=matches, at=at, **_masked_base(w, cell),
-                            message=f"{w.text} is not {cell.label}: the position is masked, so "
-                                    "it is −∞ (write -inf)")
+                            message=_masked_message(t, cell))
     r = cell.rounded(w.rounding)
     shown = _show(cell)
     base = dict(label=cell.label, written=w.text, exact=cell.text, expected=r.text, at=at,
                 shown=shown, matches=matches)
     if value == w.value or _is_tie(cell, w):
         if r.exact and value == w.value:
-            return EntryVerdict(code="exact", message=f"{w.text} is exactly {cell.label}", **base)
+            return EntryVerdict(code="exact", message=f"{t} is exactly {cell.label}", **base)
         tie = " (an exact tie: either neighbour is right)" if value != w.value else ""
-        return EntryVerdict(code="rounded", **base,
-                            message=f"{w.text} is {cell.label} = {shown} correctly rounded "
-                                    f"to {at}{tie}")
+        return EntryVerdict(code="rounded", **base, message=f"{t} is {cell.label} = {shown} "
+                            f"correctly rounded to {at}{tie}")
+    rounds = f"{cell.label} = {shown} rounds to {r.text} at {at}"
     if abs(w.value - value) == w.unit and w.value * value >= 0:
         truncated, finer = _truncation(cell, w, value)
         if truncated:
-            how = (f"{w.text} is {finer.text} truncated (a truncation: digits cut instead of rounded): "
-                   f"{cell.label} = {shown} rounds to {r.text} at {at}")
+            how = f"{t} is {finer.text} truncated (a truncation: digits cut instead of rounded)"
+        elif truncated is False:
+            how = f"{t} is one unit off in the last place, not a truncation"
         else:
-            what = "not a truncation" if truncated is False else "the digits could not be compared further"
-            how = (f"{w.text} is one unit off in the last place, {what}: "
-                   f"{cell.label} = {shown} rounds to {r.text} at {at}")
-        return EntryVerdict(code="last-digit", truncation=truncated, message=how, **base)
+            how = f"{t} is one unit off in the last place (whether it is cut is undecided)"
+        return EntryVerdict(code="last-digit", truncation=truncated, message=f"{how}: {rounds}",
+                            **base)
     return EntryVerdict(code="wrong", **base,
-                        message=f"{w.text} is not {cell.label}: {shown} rounds to "
-                                f"{r.text} at {at}")
+                        message=f"{t} is not {cell.label}: {shown} rounds to {r.text} at {at}")
 
 
 def _finer(rounding: Rounding, extra: int) -> Rounding:
@@ -342,8 +348,11 @@ def _describe(m: MistakeCell) -> str:
 def name_mistake(e: EntryVerdict, m: MistakeCell, also: list[str]) -> None:
     """Turn a wrong entry into the named mistake ``m`` (it reproduces the whole figure)."""
     e.code, e.mistake, e.mistake_detail, e.also = "mistake", m.code, m.detail or None, also
-    if e.at is not None and e.expected is not None and e.expected != "-inf":
-        e.message = (f"{e.written} is what {_describe(m)} gives at {e.at}; {e.label} = "
-                     f"{e.shown} rounds to {e.expected}")
+    t = _quote(e.written)
+    if e.at is None:
+        e.message = f"{t} is exactly what {_describe(m)} gives; the right value is {e.shown}"
+    elif e.expected == "-inf":
+        e.message = f"{t} is what {_describe(m)} gives at {e.at}; the right value is {e.shown}"
     else:
-        e.message = f"{e.written} is exactly what {_describe(m)} gives; the right value is {e.shown}"
+        e.message = (f"{t} is what {_describe(m)} gives at {e.at}; {e.label} = {e.shown} "
+                     f"rounds to {e.expected}")
