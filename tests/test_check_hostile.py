@@ -115,3 +115,36 @@ def test_fuzz_check_always_gives_a_verdict(lesson, text):
 def test_fuzz_targets(lesson, text):
     v = lesson.check(text, "0.1")
     assert v.code in ("invalid", "wrong", "mistake", "last-digit", "rounded", "exact")
+
+
+ISSUE9_ANSWERS = ["√" * 64 + "2", "2." + "0" * 450 + "e0", "(7^(1/4914))^(1/9441)^(1/4806)",
+                  "10^2200", "1e-9999"]
+
+
+@pytest.mark.parametrize("text", ISSUE9_ANSWERS, ids=range(len(ISSUE9_ANSWERS)))
+def test_issue9_answers_are_judged_alone(lesson, text):
+    """Each hostile answer gets a verdict of its own (invalid with a one-line reason once the
+    parser caps refuse it); a right answer checked next is still right."""
+    v = lesson.check("weights[I, I]", text)
+    assert v.code in ("invalid", "wrong")
+    assert "\n" not in v.message and len(v.message) < 1000
+    assert lesson.check("weights[I, I]", "0.136").code == "rounded"
+
+
+@pytest.mark.parametrize("target, words", [
+    ("d_k^9999", "4,000-bit cap"),                    # 3^9999: 15,849 bits
+    ("weights[I, I] * d_k^9999", "4,000-bit cap"),
+    ("exp(9999)", "beyond 10^1,000"),                 # e^9999 ≈ 10^4342
+    ("sum(exp(600 * scores[love]))", "beyond 10^1,000"),   # e^9600
+])
+def test_targets_beyond_the_size_cap_are_invalid(lesson, target, words):
+    v = lesson.check(target, "1")
+    assert v.code == "invalid" and words in v.message, v.message
+    assert "\n" not in v.message
+
+
+def test_a_target_just_inside_the_cap_is_judged(lesson):
+    # 3^2000 has 954 digits (3,170 bits): under both caps, checked exactly
+    v = lesson.check("d_k^2000", "3^2000")
+    assert v.code == "exact"
+    assert lesson.check("d_k^2000", "3^1999").code == "wrong"
