@@ -29,125 +29,13 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import os
-import pickle
-import resource
-import select
-import signal
-import struct
-import subprocess
 import sys
 import time
-import traceback
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 TESTS = HERE.parent / "tests"
 GIB = 1 << 30
-
-
-# ---------------------------------------------------------------- the worker
-
-def _send(stream, obj) -> None:
-    data = pickle.dumps(obj)
-    stream.write(struct.pack("<Q", len(data)) + data)
-    stream.flush()
-
-
-def _receive(stream):
-    head = stream.read(8)
-    if len(head) < 8:
-        return None
-    (size,) = struct.unpack("<Q", head)
-    return pickle.loads(stream.read(size))
-
-
-def worker(memory: int) -> None:
-    """Read (api, case) pairs from stdin, run each, answer with its outcome."""
-    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    sys.path.insert(0, str(TESTS))
-    from test_fuzz_caps import RUNNERS  # noqa: E402
-
-    from symattn.errors import SymattnError  # noqa: E402
-
-    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
-    sys.stdout = sys.stderr            # runners print nothing, but keep the pipe clean
-    while True:
-        job = _receive(stdin)
-        if job is None:
-            return
-        api, case = job
-        start = time.perf_counter()
-        kind, etype, message, tail = "ok", None, None, ""
-        try:
-            RUNNERS[api](case)
-        except MemoryError:
-            kind, etype = "memory", "MemoryError"
-        except SymattnError as exc:    # runners let these through only when they are fine
-            if "\n" in str(exc):
-                kind, etype, message = "contract", type(exc).__name__, str(exc)[:400]
-        except AssertionError as exc:  # the runner's contract: one line, exit 0/1/2, a report
-            kind, etype, message = "contract", "AssertionError", str(exc)[:400]
-        except BaseException as exc:  # noqa: BLE001 - the point is to catch everything
-            kind, etype, message = "exception:" + type(exc).__name__, type(exc).__name__, str(exc)[:400]
-            tail = "".join(traceback.format_exception(exc)[-4:])[-1500:]
-        elapsed = time.perf_counter() - start
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-        _send(stdout, (kind, etype, message, tail, elapsed, peak))
-
-
-WARM_UP = [("problem", ("Q", "1", 3)), ("toml", ("Q", "1", "json", 3)),
-           ("answer", ("i-love-cats", "weights[I]", "0.136, 0.432, 0.432")),
-           ("answer", ("i-love-cats-causal", "weights[I]", "1, 0, 0")),
-           ("grade", ("i-love-cats", ["student", "weights[I, I]"], [["s", "0.136"]])),
-           ("claims", ("weights", "0.14", 0, 0))]
-
-
-class Worker:
-    """One worker process; restarted after a hang or a death."""
-
-    def __init__(self, memory: int) -> None:
-        self.memory = memory
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> None:
-        """A fresh worker, warmed up (imports, the examples' checkers) so that
-        the first real input is timed like every other."""
-        self.proc = subprocess.Popen([sys.executable, __file__, "--worker", "--memory", str(self.memory)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, cwd=str(HERE.parent))
-        for api, case in WARM_UP:
-            _send(self.proc.stdin, (api, case))
-            if _receive(self.proc.stdout) is None:
-                raise RuntimeError("the fuzz worker died while warming up")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-        if self.proc is not None:
-            self.proc.wait()
-        self.proc = None
-
-    def run(self, api: str, case, timeout: float) -> tuple:
-        """(kind, type, message, traceback, seconds, peak bytes) of one input."""
-        if self.proc is None or self.proc.poll() is not None:
-            self.start()
-        start = time.perf_counter()
-        try:
-            _send(self.proc.stdin, (api, case))
-        except BrokenPipeError:
-            pass
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        if not ready:
-            self.stop()
-            return ("hang", None, f"killed after {timeout} s", "", time.perf_counter() - start, 0)
-        answer = _receive(self.proc.stdout)
-        if answer is None:
-            code = self.proc.wait()
-            self.proc = None
-            name = signal.Signals(-code).name if code < 0 else f"exit {code}"
-            return (f"signal:{name}", None, f"worker died ({name})", "", time.perf_counter() - start, 0)
-        return answer
 
 
 # ---------------------------------------------------------------- the driver
@@ -163,7 +51,7 @@ def fuzz(apis: list[str], n: int, seed: int, timeout: float, slow: float, memory
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as hypothesis_seed
 
-    from test_fuzz_caps import CASES
+    from test_fuzz_caps import CASES, Worker
 
     work = Worker(memory)
     failures: list[dict] = []
@@ -239,11 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory", type=int, default=GIB, help="worker address-space cap in bytes")
     parser.add_argument("--report", type=Path, help="write every failure as JSON lines")
     parser.add_argument("--budget", type=float, help="stop drawing new inputs after this many seconds")
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.worker:
-        worker(args.memory)
-        return 0
     apis = [a.strip() for a in args.apis.split(",") if a.strip()]
     return fuzz(apis, args.n, args.seed, args.timeout, args.slow, args.memory, args.report, args.budget)
 

@@ -8,11 +8,13 @@ or one of symattn's own errors with a one-line message (the CLI: exit 0, 1
 or 2 with one ``symattn: error:`` line) — never another exception.
 
 This file is the fast budget that runs in CI (derandomized, ~200 inputs,
-no timing asserted: tests are not timed).  ``benchmarks/fuzz_caps.py``
-draws from the same strategies and runners for a large budget, each input
-in a worker process capped at 1 GiB, and reports inputs slower than 1 s,
-signals and memory blow-ups.  A hang guard (SIGALRM, HANG_GUARD seconds)
-only keeps a regression from stalling the suite.
+no timing asserted: tests are not timed).  Inputs run in one worker
+process whose address space is capped at 1 GiB (``RLIMIT_AS``), so a
+signal or a memory blow-up is a failure naming the input instead of the
+end of the test session; a worker still busy after HANG_GUARD seconds is
+killed (a guard against a stalled suite, not a timing test).
+``benchmarks/fuzz_caps.py`` draws from the same strategies, runners and
+worker for a large budget and also reports inputs slower than 1 s.
 """
 
 from __future__ import annotations
@@ -20,19 +22,28 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
+import pickle
+import resource
+import select
 import signal
+import struct
+import subprocess
+import sys
 import tempfile
+import time
+import traceback
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import symattn as sa
 from symattn import cli
 from symattn.errors import SymattnError
 
-HANG_GUARD = 60           # seconds; a guard against a stalled suite, not a timing test
+HANG_GUARD = 30           # seconds; a guard against a stalled suite, not a timing test
+GIB = 1 << 30             # the worker's address-space cap
 
 # ---------------------------------------------------------------- hostile text
 
@@ -322,50 +333,148 @@ CASES = {
 
 # ---------------------------------------------------------------- the CI budget
 
-class Hang(Exception):
-    """An input ran past HANG_GUARD seconds (a stalled suite, not a timing test)."""
-
-
-@contextlib.contextmanager
-def hang_guard(seconds: int = HANG_GUARD):
-    def alarm(signum, frame):
-        raise Hang(f"still running after {seconds} s")
-    old = signal.signal(signal.SIGALRM, alarm)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
+@pytest.fixture(scope="module")
+def capped_worker():
+    work = Worker(GIB)
+    yield work
+    work.stop()
 
 
 CI = settings(max_examples=34, derandomize=True, database=None, deadline=None,
+              phases=[Phase.explicit, Phase.generate],        # no shrinking: a hang is not re-run
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                      HealthCheck.large_base_example, HealthCheck.filter_too_much])
 
 
+def _assert_fine(work: Worker, api: str, case) -> None:
+    kind, etype, message, tail, seconds, peak = work.run(api, case, HANG_GUARD)
+    assert kind == "ok", (f"{api} {kind} {etype or ''}: {message}\ninput: {repr(case)[:600]}"
+                          f"\n{tail}")
+
+
 @pytest.mark.parametrize("api", list(RUNNERS))
-def test_hostile_input_ends_in_a_result_or_one_line(api):
+def test_hostile_input_ends_in_a_result_or_one_line(api, capped_worker):
     @CI
     @given(case=CASES[api])
     def run(case):
-        with hang_guard():
-            RUNNERS[api](case)
+        _assert_fine(capped_worker, api, case)
 
     run()
 
 
 @pytest.mark.parametrize("text", NAMED, ids=range(len(NAMED)))
-def test_the_named_hostile_inputs_as_answers(text):
+def test_the_named_hostile_inputs_as_answers(text, capped_worker):
     """Every input the issues name, as an answer to a weight of the lesson and of its causal variant."""
-    with hang_guard():
-        for name in PROBLEMS:
-            run_answer((name, "weights[cats]", text))
+    for name in PROBLEMS:
+        _assert_fine(capped_worker, "answer", (name, "weights[cats]", text))
 
 
 @pytest.mark.parametrize("text", NAMED, ids=range(len(NAMED)))
-def test_the_named_hostile_inputs_as_problem_entries(text):
+def test_the_named_hostile_inputs_as_problem_entries(text, capped_worker):
     """Every input the issues name, as a Q entry and as the scale, through every view."""
-    with hang_guard():
-        for slot in ("Q", "scale"):
-            run_problem((slot, text, 3))
+    for slot in ("Q", "scale"):
+        _assert_fine(capped_worker, "problem", (slot, text, 3))
+
+
+# ---------------------------------------------------------------- the capped worker
+
+def _send(stream, obj) -> None:
+    data = pickle.dumps(obj)
+    stream.write(struct.pack("<Q", len(data)) + data)
+    stream.flush()
+
+
+def _receive(stream):
+    head = stream.read(8)
+    if len(head) < 8:
+        return None
+    (size,) = struct.unpack("<Q", head)
+    return pickle.loads(stream.read(size))
+
+
+def worker(memory: int) -> None:
+    """Read (api, case) pairs from stdin, run each, answer with its outcome."""
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr            # runners print nothing, but keep the pipe clean
+    while True:
+        job = _receive(stdin)
+        if job is None:
+            return
+        api, case = job
+        start = time.perf_counter()
+        kind, etype, message, tail = "ok", None, None, ""
+        try:
+            RUNNERS[api](case)
+        except MemoryError:
+            kind, etype = "memory", "MemoryError"
+        except SymattnError as exc:    # runners let these through only when they are fine
+            if "\n" in str(exc):
+                kind, etype, message = "contract", type(exc).__name__, str(exc)[:400]
+        except AssertionError as exc:  # the runner's contract: one line, exit 0/1/2, a report
+            kind, etype, message = "contract", "AssertionError", str(exc)[:400]
+        except BaseException as exc:  # noqa: BLE001 - the point is to catch everything
+            kind, etype, message = "exception:" + type(exc).__name__, type(exc).__name__, str(exc)[:400]
+            tail = "".join(traceback.format_exception(exc)[-4:])[-1500:]
+        elapsed = time.perf_counter() - start
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        _send(stdout, (kind, etype, message, tail, elapsed, peak))
+
+
+WARM_UP = [("problem", ("Q", "1", 3)), ("toml", ("Q", "1", "json", 3)),
+           ("answer", ("i-love-cats", "weights[I]", "0.136, 0.432, 0.432")),
+           ("answer", ("i-love-cats-causal", "weights[I]", "1, 0, 0")),
+           ("grade", ("i-love-cats", ["student", "weights[I, I]"], [["s", "0.136"]])),
+           ("claims", ("weights", "0.14", 0, 0))]
+
+
+class Worker:
+    """One worker process; restarted after a hang or a death."""
+
+    def __init__(self, memory: int) -> None:
+        self.memory = memory
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        """A fresh worker, warmed up (imports, the examples' checkers) so that
+        the first real input is timed like every other."""
+        self.proc = subprocess.Popen([sys.executable, __file__, "--worker", str(self.memory)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, cwd=str(Path(__file__).parent.parent))
+        for api, case in WARM_UP:
+            _send(self.proc.stdin, (api, case))
+            if _receive(self.proc.stdout) is None:
+                raise RuntimeError("the fuzz worker died while warming up")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+        if self.proc is not None:
+            self.proc.wait()
+        self.proc = None
+
+    def run(self, api: str, case, timeout: float) -> tuple:
+        """(kind, type, message, traceback, seconds, peak bytes) of one input."""
+        if self.proc is None or self.proc.poll() is not None:
+            self.start()
+        start = time.perf_counter()
+        try:
+            _send(self.proc.stdin, (api, case))
+        except BrokenPipeError:
+            pass
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        if not ready:
+            self.stop()
+            return ("hang", None, f"killed after {timeout} s", "", time.perf_counter() - start, 0)
+        answer = _receive(self.proc.stdout)
+        if answer is None:
+            code = self.proc.wait()
+            self.proc = None
+            name = signal.Signals(-code).name if code < 0 else f"exit {code}"
+            return (f"signal:{name}", None, f"worker died ({name})", "", time.perf_counter() - start, 0)
+        return answer
+
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--worker"]:
+    worker(int(sys.argv[2]))
