@@ -126,7 +126,7 @@ def test_issue9_answers_are_judged_alone(lesson, text):
     """Each hostile answer gets a verdict of its own (invalid with a one-line reason once the
     parser caps refuse it); a right answer checked next is still right."""
     v = lesson.check("weights[I, I]", text)
-    assert v.code in ("invalid", "wrong")
+    assert v.code in ("invalid", "wrong", "mistake")   # 2.000… is scores[I, I] = 2: wrong-step
     assert "\n" not in v.message and len(v.message) < 1000
     assert lesson.check("weights[I, I]", "0.136").code == "rounded"
 
