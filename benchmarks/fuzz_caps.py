@@ -101,7 +101,7 @@ def _summary(apis, counts, times, failures, slow, elapsed) -> None:
         if not ts:
             continue
         kinds = {k: v for (a, k), v in counts.items() if a == api and k != "inputs"}
-        print(f"  {api:8s} {counts[api, 'inputs']:6d} inputs, median {1000 * ts[len(ts) // 2]:.1f} ms, "
+        print(f"  {api:11s} {counts[api, 'inputs']:6d} inputs, median {1000 * ts[len(ts) // 2]:.1f} ms, "
               f"max {ts[-1]:.2f} s; failures: " + (", ".join(f"{k} {v}" for k, v in sorted(kinds.items()))
                                                   or "none"))
     groups: dict[tuple, list[dict]] = collections.defaultdict(list)
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=100_000, help="inputs in all (split over the APIs)")
     parser.add_argument("--seed", type=int, default=0, help="hypothesis seed (same seed, same inputs)")
-    parser.add_argument("--apis", default="problem,toml,answer,target,grade,claims")
+    parser.add_argument("--apis", default="problem,toml,answer,target,grade,claims,claims-file")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds before a worker is killed")
     parser.add_argument("--slow", type=float, default=1.0, help="seconds above which an input is slow")
     parser.add_argument("--memory", type=int, default=GIB, help="worker address-space cap in bytes")

@@ -305,8 +305,41 @@ def run_claims(case: tuple[str, str, int, int]) -> None:
         _one_line(exc)
 
 
+def run_claims_file(case: tuple[str, str, int, int]) -> None:
+    """A hostile entry (string or raw TOML number) in a claims file, through ``symattn facts --claims``."""
+    which, entry, i, j = case
+    good = {"weights": [["0.14", "0.43", "0.43"], ["0.001", "0.909", "0.09"], ["0.007", "0.755", "0.238"]],
+            "output": [["1.86", "6.32", "1.70"], ["2.00", "7.82", "0.27"], ["1.99", "7.26", "0.72"]]}
+    matrix = [list(row) for row in good[which]]
+    matrix[i][j] = entry
+    text = f"{which} = [" + ", ".join("[" + ", ".join(row) + "]" for row in matrix) + "]\n"
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "claims.toml"
+        path.write_text(text, encoding="utf-8")
+        _cli(["facts", "--example", "i-love-cats", "--claims", str(path), "--json",
+              "--fact", "rows-sum-to-one", "--fact", "weights-in-open-interval", "--fact", "convex-hull"])
+
+
+def run_probe(case: str) -> None:
+    """Not an API: misbehaves on purpose, so a test can show the worker reports each failure kind."""
+    import os
+
+    if case == "raise":
+        raise ValueError("a probe")
+    if case == "multiline":
+        raise SymattnError("two\nlines")
+    if case == "signal":
+        os.kill(os.getpid(), signal.SIGFPE)
+    if case == "memory":
+        bytearray(2 * GIB)
+    if case == "hang":
+        time.sleep(3600)
+
+
 RUNNERS = {"problem": run_problem, "toml": run_toml, "answer": run_answer,
-           "target": run_target, "grade": run_grade, "claims": run_claims}
+           "target": run_target, "grade": run_grade, "claims": run_claims,
+           "claims-file": run_claims_file}
+_PROBE = {"probe": run_probe}
 
 DIGITS = st.sampled_from([1, 2, 3, 3, 3, 6, 20])
 CASES = {
@@ -328,6 +361,8 @@ CASES = {
         st.lists(ANSWERS, min_size=1, max_size=4)),
     "claims": st.tuples(st.sampled_from(["weights", "output"]), EXPRESSIONS,
                         st.integers(0, 2), st.integers(0, 2)),
+    "claims-file": st.tuples(st.sampled_from(["weights", "output"]), _toml_entry(),
+                             st.integers(0, 2), st.integers(0, 2)),
 }
 
 
@@ -335,12 +370,24 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def capped_worker():
-    work = Worker(GIB)
+    work = Worker(GIB, warm=False)     # no timing here, so no warm-up
     yield work
     work.stop()
 
 
-CI = settings(max_examples=34, derandomize=True, database=None, deadline=None,
+def test_the_worker_reports_every_kind_of_failure(capped_worker):
+    """The harness itself: a test that cannot fail is a defect."""
+    assert capped_worker.run("probe", "fine", HANG_GUARD)[0] == "ok"
+    kinds = {case: capped_worker.run("probe", case, 2)[0:2]
+             for case in ("raise", "multiline", "signal", "memory", "hang")}
+    assert kinds == {"raise": ("exception:ValueError", "ValueError"),
+                     "multiline": ("contract", "SymattnError"),
+                     "signal": ("signal:SIGFPE", None), "memory": ("memory", "MemoryError"),
+                     "hang": ("hang", None)}
+    assert capped_worker.run("answer", ("i-love-cats", "weights[I, I]", "0.136"), HANG_GUARD)[0] == "ok"
+
+
+CI = settings(max_examples=30, derandomize=True, database=None, deadline=None,
               phases=[Phase.explicit, Phase.generate],        # no shrinking: a hang is not re-run
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                      HealthCheck.large_base_example, HealthCheck.filter_too_much])
@@ -405,7 +452,7 @@ def worker(memory: int) -> None:
         start = time.perf_counter()
         kind, etype, message, tail = "ok", None, None, ""
         try:
-            RUNNERS[api](case)
+            (RUNNERS.get(api) or _PROBE[api])(case)
         except MemoryError:
             kind, etype = "memory", "MemoryError"
         except SymattnError as exc:    # runners let these through only when they are fine
@@ -431,8 +478,8 @@ WARM_UP = [("problem", ("Q", "1", 3)), ("toml", ("Q", "1", "json", 3)),
 class Worker:
     """One worker process; restarted after a hang or a death."""
 
-    def __init__(self, memory: int) -> None:
-        self.memory = memory
+    def __init__(self, memory: int, warm: bool = True) -> None:
+        self.memory, self.warm = memory, warm
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
@@ -441,7 +488,7 @@ class Worker:
         self.proc = subprocess.Popen([sys.executable, __file__, "--worker", str(self.memory)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, cwd=str(Path(__file__).parent.parent))
-        for api, case in WARM_UP:
+        for api, case in WARM_UP if self.warm else ():
             _send(self.proc.stdin, (api, case))
             if _receive(self.proc.stdout) is None:
                 raise RuntimeError("the fuzz worker died while warming up")
