@@ -19,6 +19,7 @@ compared, at 1-60 digits and at 1,000 and 10,000.
 from __future__ import annotations
 
 import json
+import math
 import random
 from dataclasses import dataclass
 from fractions import Fraction
@@ -117,10 +118,16 @@ def _boundary(rng: random.Random, digits: int) -> Fraction:
 
 
 def _long_boundary(digits: int) -> tuple[Fraction, str]:
-    """0.11…115 (digits ones, then a 5): halfway at ``digits`` digits, written
-    with small numerals (a 10,000-digit numeral is past the parser's cap)."""
-    value = Fraction(10**digits - 1, 9 * 10**digits) + Fraction(1, 20 * 10**digits)
-    return value, f"(10^{digits}-1)/(9*10^{digits}) + 1/(20*10^{digits})"
+    """2^-a with 5^a of digits + 1 digits: 2^-a = 5^a·10^-a ends in a 5 one place past
+    ``digits`` significant digits, so it is halfway.  Written as 1/(2^1000·2^…) to keep
+    every exponent and value within the parser's caps (a 1,001-digit numeral is past them;
+    so is any input halfway at 10,000 digits)."""
+    a = math.ceil(digits / math.log10(5))
+    while len(str(5**a)) < digits + 1:
+        a += 1
+    assert len(str(5**a)) == digits + 1
+    powers = "*".join(f"2^{min(1000, a - k)}" for k in range(0, a, 1000))
+    return Fraction(1, 2**a), f"1/({powers})"
 
 
 def _short_decimal(rng: random.Random) -> Fraction:
@@ -285,10 +292,11 @@ def test_every_json_decimal_matches_the_reference(seed, tmp_path, capsys):
 
 
 # A few at 1,000 and 10,000 digits, each with 8 or more transcendental
-# entries beside its exact ones: a halfway output, a terminating one, ties,
-# masks, a wide score gap, cross-attention and a c·√r scale.
-LONG = [(8, 1000), (64, 1000), (18, 1000), (23, 1000), (2, 1000), (21, 1000), (16, 1000),
-        (39, 1000), (19, 10_000), (141, 10_000), (3, 10_000)]
+# entries beside its exact ones: halfway outputs (1,000 digits only: an input
+# halfway at 10,000 digits is past the parser's value caps), terminating ones,
+# ties, masks, a wide score gap, cross-attention and a c·√r scale.
+LONG = [(8, 1000), (19, 1000), (64, 1000), (18, 1000), (23, 1000), (2, 1000), (21, 1000),
+        (16, 1000), (39, 1000), (141, 10_000), (3, 10_000), (2, 10_000), (21, 10_000)]
 
 
 @pytest.mark.parametrize("seed,digits", LONG, ids=[f"{s}-{KINDS[s % len(KINDS)]}-{d}d" for s, d in LONG])
