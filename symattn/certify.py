@@ -15,7 +15,6 @@ Rounding is half away from zero, as people round by hand.  arb's own
 
 from __future__ import annotations
 
-import math
 import operator
 from dataclasses import dataclass
 from fractions import Fraction
@@ -30,18 +29,18 @@ import sympy
 from sympy.polys.numberfields import minimal_polynomial
 
 from symattn.errors import CertificationError, SymattnError
+from symattn.exact import to_exact
+from symattn.precision import cap_bits, precision, precisions, start_bits, undecided
 
 __all__ = [
     "MAX_DIGITS", "Rounding", "RoundingSpecError", "CertifiedDecimal",
     "round_rational", "round_ratio", "round_ball", "to_arb", "certify", "certified_mpf",
-    "guard_prec", "max_prec",
+    "guard_prec", "effective_digits",
 ]
 
 MAX_DIGITS = 100_000
-GUARD_BITS = 30          # extra bits beyond the digits asked for
 SCI_LOW = -4             # Python's %g: scientific below 1e-4 ...
 EXACT_PLAIN_MAX = 21     # ... exact values stay plain up to 1e21 (like JS)
-_LOG2_10 = math.log2(10)
 
 
 class RoundingSpecError(SymattnError, ValueError):
@@ -73,16 +72,19 @@ class Rounding:
 
 # ---------------------------------------------------------------- integers
 
-_POW10 = [10**k for k in range(400)]
+_SMALL = 400
+_POW10 = [10**k for k in range(_SMALL)]   # the hot paths: a list index
 
 
 @lru_cache(maxsize=64)
 def _pow10_big(k: int) -> int:
-    return 10**k
+    return int(flint.fmpz(10) ** k)   # GMP: 10**10**6 in 9 ms (Python's ** takes 0.3 s)
 
 
 def _p10(k: int) -> int:
-    return _POW10[k] if k < 400 else _pow10_big(k)
+    """10**k for any k >= 0 (a table below 400, cached above: 100,000 digits
+    ask for 10**100003 many times).  Every power of ten goes through here."""
+    return _POW10[k] if k < _SMALL else _pow10_big(k)
 
 
 def _ndigits(v: int) -> int:
@@ -95,7 +97,7 @@ def _ndigits(v: int) -> int:
 
 def _digit_str(v: int) -> str:
     """Decimal digits of v >= 0; flint converts fast and has no 4300 cap."""
-    return str(v) if v < _POW10[300] else str(flint.fmpz(v))
+    return str(v) if v < _POW10[300] else str(flint.fmpz(v))   # < 4300 digits: str is fine
 
 
 def _round_scaled(num: int, den: int, t: int) -> tuple[int, bool]:
@@ -138,12 +140,21 @@ class CertifiedDecimal(NamedTuple):
         return f"CertifiedDecimal({self.text!r}, {self.rounding}, exact={self.exact})"
 
     def as_fraction(self) -> Fraction:
-        """The rounded value exactly (never a float)."""
+        """The rounded value exactly (never a float).
+
+        Its size grows with |exponent|: a weight of 3.18e-434294481903 has
+        no fraction to give, so past 10**7 digits this refuses (compare
+        ``mantissa`` and ``exponent`` instead)."""
+        if abs(self.exponent) > _FRACTION_MAX_DIGITS:
+            raise CertificationError(
+                f"{self.text} as an exact fraction would have {abs(self.exponent):,} digits "
+                f"(at most {_FRACTION_MAX_DIGITS:,}): compare its mantissa and exponent instead")
         if self.exponent >= 0:
             return Fraction(self.mantissa * _p10(self.exponent))
         return Fraction(self.mantissa, _p10(-self.exponent))
 
 
+_FRACTION_MAX_DIGITS = 10**7
 _new_decimal = tuple.__new__
 
 
@@ -211,7 +222,7 @@ def _round_terminating(n: int, k: int, digits: int, rounding: Rounding) -> Certi
     length = _ndigits(a)
     cut = length - digits
     if cut <= 0:  # it fits: exact, padded to ``digits`` digits
-        return _make(n * _POW10[-cut], -k + cut, True, rounding)
+        return _make(n * _p10(-cut), -k + cut, True, rounding)
     unit = _p10(cut)
     m, r = divmod(a, unit)
     if 2 * r >= unit:
@@ -245,15 +256,45 @@ def round_ratio(num: int, den: int, rounding: Rounding) -> CertifiedDecimal:
 
 # ---------------------------------------------------------------- balls
 
+def _round_int(n: int, e: int, rounding: Rounding) -> CertifiedDecimal:
+    """Round the decimal n·10**e (any sign) with integers, never building
+    10**|e|: e may be -4·10**11 for a weight of e^(-10**12)."""
+    if n == 0:
+        return _zero(rounding)
+    if rounding.digits is not None:
+        return _round_terminating(n, -e, rounding.digits, rounding)
+    p = rounding.places
+    shift = -p - e                       # cut this many digits off n
+    if shift <= 0:
+        return _make(n * _p10(-shift), -p, True, rounding)
+    a = -n if n < 0 else n
+    if _ndigits(a) < shift:              # |n·10**e| < unit/10: rounds to 0
+        return _make(0, -p, False, rounding)
+    m, exact = _round_scaled(a, 1, shift)
+    return _make(-m if n < 0 else m, -p, exact, rounding)
+
+
+def _too_long(e: int, n: int, places: int) -> CertificationError:
+    return CertificationError(
+        f"a number of about 10^{e + n} rounded to {places} decimal places needs "
+        f"{e + n + places:,} digits, more than the {MAX_DIGITS:,} symattn shows: "
+        "ask for significant digits (digits=) instead")
+
+
 def _enclose(x: flint.arb, n: int, places: int | None) -> tuple[int, int, int]:
     """x in [mid - rad, mid + rad] * 10**e, mid with about n digits (proved
-    by arb, including the binary->decimal conversion error)."""
-    if x.is_exact():                     # exact dyadic: exact decimal, no error
+    by arb, including the binary->decimal conversion error).  Never more
+    than MAX_DIGITS + n digits: a fixed-point rounding of a huge number is
+    refused instead of converting it whole."""
+    if x.is_exact():                     # exact dyadic: exact decimal, no error ...
         man, ex = (int(v) for v in x.man_exp())
-        return (man * 5**-ex, 0, ex) if ex < 0 else (man << ex, 0, 0)
+        if -4 * n - 64 <= ex <= 4 * n + 64:   # ... when that decimal is short
+            return (man * 5**-ex, 0, ex) if ex < 0 else (man << ex, 0, 0)
     mid, rad, e = x.mid_rad_10exp(n)
     e = int(e)
     if places is not None and e > -(places + 2):   # |x| >= 100: more digits
+        if e + places > MAX_DIGITS:
+            raise _too_long(e, n, places)
         mid, rad, e = x.mid_rad_10exp(n + e + places + 2)
         e = int(e)
     return int(mid), int(rad), e
@@ -262,7 +303,8 @@ def _enclose(x: flint.arb, n: int, places: int | None) -> tuple[int, int, int]:
 def _judge(mid: int, rad: int, e: int, rounding: Rounding) -> CertifiedDecimal | None:
     """The rounding of all of [mid - rad, mid + rad] * 10**e if it is one
     decimal, else None.  Rounds |mid| once and checks that both ends stay in
-    that decimal's rounding cell, in integers (the hot path)."""
+    that decimal's rounding cell, in integers (the hot path).  The cost does
+    not depend on e: no power of ten larger than mid is built."""
     neg = mid < 0
     a = -mid if neg else mid             # |x| lies in [a - rad, a + rad] * 10**e
     if a <= rad:                         # the ends reach 0
@@ -272,12 +314,13 @@ def _judge(mid: int, rad: int, e: int, rounding: Rounding) -> CertifiedDecimal |
         shift, edge = _ndigits(a) - rounding.digits, _p10(rounding.digits - 1)
     else:
         shift, edge = -p - e, -1
+        if shift > 0 and _ndigits(a + rad) < shift:   # all of it below unit/10: 0
+            return _make(0, -p, False, rounding)
     if shift <= 0:                       # short (exact) values: round both ends
-        scale = Fraction(10) ** e
-        d = round_rational((mid - rad) * scale, rounding)
+        d = _round_int(mid - rad, e, rounding)
         if rad == 0:
             return d
-        d2 = round_rational((mid + rad) * scale, rounding)
+        d2 = _round_int(mid + rad, e, rounding)
         same = (d.mantissa, d.exponent) == (d2.mantissa, d2.exponent)
         return _make(d.mantissa, d.exponent, False, rounding) if same else None
     unit = _p10(shift)
@@ -334,7 +377,7 @@ def round_ball(x: flint.arb, rounding: Rounding) -> CertifiedDecimal | None:
         if rad and a > rad:
             shift = _ndigits(a) - digits
             if shift > 0:
-                unit = _POW10[shift]
+                unit = _p10(shift)
                 q, r = divmod(a, unit)
                 m = q + 1 if 2 * r >= unit else q
                 if (_POW10[digits - 1] < m < _POW10[digits]
@@ -414,35 +457,32 @@ def to_arb(expr: sympy.Expr, prec: int) -> flint.arb:
     thread-safe); it is always restored."""
     if not isinstance(expr, sympy.Basic):
         raise TypeError(f"to_arb needs a SymPy expression, not {type(expr).__name__}")
-    old = flint.ctx.prec
-    flint.ctx.prec = int(prec)
-    try:
-        return _arb(expr, {})
-    except _Unsupported as err:
-        where = "" if err.node == expr else f" (in {_short(err.node, 40)})"
-        raise CertificationError(
-            f"cannot certify {_short(expr)}: {err.reason}{where}") from None
-    finally:
-        flint.ctx.prec = old
+    with precision(prec):
+        try:
+            return _arb(expr, {})
+        except _Unsupported as err:
+            where = "" if err.node == expr else f" (in {_short(err.node, 40)})"
+            raise CertificationError(
+                f"cannot certify {_short(expr)}: {err.reason}{where}") from None
 
 
 # ---------------------------------------------------------------- certify
 
-def guard_prec(rounding: Rounding, magnitude_hint: int = 0) -> int:
-    """Starting precision in bits.  arb's precision is relative, so for
-    significant digits the magnitude does not matter (cancellation is left
-    to the loop); for places, ``magnitude_hint`` (floor(log10|x|)) adds the
-    digits in front of the point."""
+def effective_digits(rounding: Rounding, magnitude_hint: int = 0) -> int:
+    """The decimal digits a rounding asks for: ``digits``, or for places the
+    digits in front of the point (``magnitude_hint`` = floor(log10|x|)) plus
+    the places.  The precision policy (:mod:`symattn.precision`) is a
+    function of this number."""
     if rounding.digits is not None:
-        digits = rounding.digits
-    else:
-        digits = max(1, rounding.places + magnitude_hint + 1)
-    return math.ceil(digits * _LOG2_10) + GUARD_BITS
+        return rounding.digits
+    return max(1, rounding.places + magnitude_hint + 1)
 
 
-def max_prec(start: int) -> int:
-    """The cap of the precision loop for a given starting precision."""
-    return 64 * start + 10_000
+def guard_prec(rounding: Rounding, magnitude_hint: int = 0) -> int:
+    """Starting precision in bits (:func:`symattn.precision.start_bits`).
+    arb's precision is relative, so for significant digits the magnitude
+    does not matter (cancellation is left to the loop)."""
+    return start_bits(effective_digits(rounding, magnitude_hint))
 
 
 def _is_algebraic(expr: sympy.Basic) -> bool:
@@ -490,43 +530,71 @@ def _near(x: flint.arb, rounding: Rounding, prec: int) -> bool:
     return rad * flint.arb(2) ** (prec // 2) < 1
 
 
-def certify(expr: sympy.Expr | Fraction | int, rounding: Rounding | int | None = None, *,
-            digits: int | None = None, places: int | None = None) -> CertifiedDecimal:
-    """Round a real SymPy number half away from zero, with a proof.
+def _as_expr(expr: object) -> sympy.Expr | Fraction | int:
+    """What Problem accepts, as an exact value: floats and Decimals by their
+    text (0.1 is 1/10), strings through symattn's parser, SymPy values with
+    their Floats read by text.  Bad input raises a SymattnError."""
+    if isinstance(expr, (Fraction, sympy.Rational)) or type(expr) is int:
+        return expr
+    if isinstance(expr, sympy.Expr) and not expr.has(sympy.Float):
+        return expr
+    return to_exact(expr, where="the value to certify")
 
-    Rationals are rounded exactly.  Otherwise a precision loop raises the
-    bits until the ball decides the rounding; a ball that keeps straddling
-    a boundary while very narrow is checked for being an exact rational
-    (minimal polynomial, algebraic expressions only).  Past ``max_prec``
-    bits it raises CertificationError.  An int ``rounding`` means digits.
+
+def _as_rounding(rounding: Rounding | int | None, digits: int | None, places: int | None) -> Rounding:
+    if rounding is None:
+        return Rounding(digits=digits, places=places)
+    if digits is not None or places is not None:
+        raise RoundingSpecError("give the rounding once: a Rounding, an int, digits= or places=")
+    if type(rounding) is int:
+        return Rounding(digits=rounding)
+    if not isinstance(rounding, Rounding):
+        raise RoundingSpecError(f"rounding={rounding!r}: give a Rounding or a number of digits")
+    return rounding
+
+
+def _magnitude(expr: sympy.Expr) -> int:
+    """About floor(log10|x|), from a cheap ball (0 when it does not tell)."""
+    x = to_arb(expr, 64)
+    if x > 0 or x < 0:
+        mid, _, e = x.mid_rad_10exp(5)
+        if int(mid):
+            return _ndigits(abs(int(mid))) + int(e) - 1
+    return 0
+
+
+def certify(expr: object, rounding: Rounding | int | None = None, *,
+            digits: int | None = None, places: int | None = None) -> CertifiedDecimal:
+    """Round a real number half away from zero, with a proof.
+
+    ``expr`` is anything :class:`~symattn.problem.Problem` accepts as an
+    entry: a SymPy number, an int, a Fraction, a float or Decimal (read by
+    its text: 0.1 is 1/10), or a string (read by symattn's parser: "1/3",
+    "e^(-2/sqrt(3))").  Bad input raises a SymattnError, never TypeError.
+
+    Rationals are rounded exactly.  Otherwise a precision loop
+    (:func:`symattn.precision.precisions`) raises the bits until the ball
+    decides the rounding; a ball that keeps straddling a boundary while very
+    narrow is checked for being an exact rational (minimal polynomial,
+    algebraic expressions only).  Past the cap it raises CertificationError.
+    An int ``rounding`` means digits.
 
     Text (``str``): places -> fixed with exactly that many decimals (also
     for exact values; "-0.000" is written "0.000").  Digits -> like
     ``%#.{d}g``: scientific when the exponent is < -4 or >= digits, written
     "1.23e4"/"4.54e-7"; trailing zeros kept, except for a proved exact
     value, which drops them and stays plain below 1e21 ("0.5", "100").
+    The cost does not grow with the magnitude (e^(-10^12) takes
+    milliseconds), only with the digits asked for.
     """
-    if rounding is None:
-        rounding = Rounding(digits=digits, places=places)
-    elif digits is not None or places is not None:
-        raise RoundingSpecError("give the rounding once: a Rounding, an int, digits= or places=")
-    elif type(rounding) is int:
-        rounding = Rounding(digits=rounding)
-    elif not isinstance(rounding, Rounding):
-        raise RoundingSpecError(f"rounding={rounding!r}: give a Rounding or a number of digits")
-    if isinstance(expr, (Fraction, int, sympy.Rational)) and not isinstance(expr, bool):
+    rounding = _as_rounding(rounding, digits, places)
+    expr = _as_expr(expr)
+    if not isinstance(expr, sympy.Basic) or isinstance(expr, sympy.Rational):
         return round_rational(expr, rounding)
-    if not isinstance(expr, sympy.Expr):
-        raise TypeError(f"certify needs a SymPy expression or a rational, not {type(expr).__name__}")
-    hint = 0
-    if rounding.places is not None:               # fixed point: find the size first
-        x = to_arb(expr, 64)
-        if x > 0 or x < 0:
-            mid, _, e = x.mid_rad_10exp(5)
-            hint = _ndigits(abs(int(mid))) + int(e) - 1
-    prec = start = guard_prec(rounding, hint)
-    cap, tried = max_prec(start), False
-    while True:
+    hint = 0 if rounding.places is None else _magnitude(expr)  # fixed point: the size first
+    wanted = effective_digits(rounding, hint)
+    tried = False
+    for prec in precisions(wanted):
         x = to_arb(expr, prec)
         d, mid, rad, e = _decide(x, rounding)
         if d is not None:
@@ -538,16 +606,13 @@ def certify(expr: sympy.Expr | Fraction | int, rounding: Rounding | int | None =
                 return d2
             q = _rational_value(expr)
             return round_rational(q, rounding) if q is not None else d
-        if not tried and (prec >= cap or _near(x, rounding, prec)):
+        if not tried and (prec >= cap_bits(wanted) or _near(x, rounding, prec)):
             tried = True
             q = _rational_value(expr)
             if q is not None:
                 return round_rational(q, rounding)
-        if prec >= cap:
-            raise CertificationError(
-                f"could not prove the rounding of {_short(expr)} to {rounding} within "
-                f"{cap} bits: the value may be exactly 0 or on a rounding boundary")
-        prec = min(cap, 2 * prec)
+    raise undecided(_short(expr), f"the rounding to {rounding}", cap_bits(wanted),
+                    "the value may be exactly 0 or on a rounding boundary")
 
 
 def certified_mpf(expr: sympy.Expr | Fraction | int, dps: int) -> mpmath.mpf:
@@ -560,6 +625,24 @@ def certified_mpf(expr: sympy.Expr | Fraction | int, dps: int) -> mpmath.mpf:
     d = certify(expr, Rounding(digits=dps))
     if d.mantissa == 0:
         return mpmath.mpf(0)
-    num, den = (d.mantissa * _p10(d.exponent), 1) if d.exponent >= 0 else (d.mantissa, _p10(-d.exponent))
     prec = max(mpmath.libmp.dps_to_prec(dps), mpmath.mp.prec)
-    return mpmath.mp.make_mpf(mpmath.libmp.from_rational(num, den, prec, mpmath.libmp.round_nearest))
+    if abs(d.exponent) <= 4 * MAX_DIGITS:     # exactly, with integers
+        num, den = (d.mantissa * _p10(d.exponent), 1) if d.exponent >= 0 else (d.mantissa, _p10(-d.exponent))
+        return mpmath.mp.make_mpf(mpmath.libmp.from_rational(num, den, prec, mpmath.libmp.round_nearest))
+    return mpmath.mp.make_mpf(_nearest_binary(d.mantissa, d.exponent, prec))
+
+
+def _nearest_binary(m: int, e: int, prec: int) -> tuple:
+    """The prec-bit binary nearest m·10**e for a huge |e|, from arb balls
+    whose two ends round alike (never a tie: for e < 0 the value is not
+    dyadic, for e > 0 it is an integer), without the 10**|e| integer."""
+    for bits in precisions(prec // 3 + 1, start=2 * prec + 64):
+        with precision(bits):
+            x = flint.arb(m) * flint.arb(10) ** e
+        ends = []
+        for end in (x.lower(), x.upper()):
+            man, ex = (int(v) for v in end.man_exp())
+            ends.append(mpmath.libmp.from_man_exp(man, ex, prec, mpmath.libmp.round_nearest))
+        if ends[0] == ends[1]:
+            return ends[0]
+    raise undecided(f"{m}e{e}", "the nearest binary number", bits, "its ball stayed too wide")

@@ -12,11 +12,11 @@ from __future__ import annotations
 import sympy
 from sympy.polys.numberfields import minimal_polynomial
 
-from symattn.certify import to_arb
-from symattn.errors import CertificationError
+from symattn.certify import _short, to_arb
+from symattn.precision import SIGN_DIGITS, cap_bits, precisions, undecided
 
-_START_PREC = 64
-_MAX_PREC = 1 << 14
+#: past this many bits a ball still straddling 0 is tested for being exactly 0
+_ZERO_TEST_BITS = 1 << 12
 
 
 def _is_exactly_zero(expr: sympy.Expr) -> bool | None:
@@ -37,8 +37,8 @@ def sign(expr: sympy.Expr) -> int:
         expr = sympy.Rational(expr)  # ints and Fractions; strings never reach here
     if expr.is_Rational:
         return 1 if expr.p > 0 else (-1 if expr.p < 0 else 0)
-    prec = _START_PREC
-    while prec <= _MAX_PREC:
+    tried = False
+    for prec in precisions(SIGN_DIGITS):
         ball = to_arb(expr, prec)
         if ball > 0:
             return 1
@@ -46,13 +46,13 @@ def sign(expr: sympy.Expr) -> int:
             return -1
         if ball.is_exact() and ball.is_zero():
             return 0
-        prec *= 2
-    if _is_exactly_zero(expr):
-        return 0
-    raise CertificationError(
-        f"cannot decide the sign of {str(expr)[:80]}: it is within 2^-{_MAX_PREC} of zero "
-        "and could not be proved zero"
-    )
+        if not tried and prec >= _ZERO_TEST_BITS:
+            tried = True
+            if _is_exactly_zero(expr):
+                return 0
+    raise undecided(_short(expr), "the sign", cap_bits(SIGN_DIGITS),
+                    "it is that close to 0 and could not be proved 0",
+                    "write it so that SymPy can simplify it (e.g. combine the logarithms)")
 
 
 def compare(a: sympy.Expr, b: sympy.Expr) -> int:

@@ -21,6 +21,13 @@ linearly independent over the algebraic numbers, so a ratio
 and then it equals λ.  That is how ties (1/3, or an output equal to a
 constant value column) are recognised instead of looping forever on a
 rounding boundary.
+
+A scale that is not algebraic may still give algebraic exponentials: with
+``scale = log(2)`` every e^(scale·Δ) is 2^Δ, and the weights are rational
+(2^k / Σ 2^k).  Whenever scale·Δ is a sum of rational multiples of
+logarithms of positive rationals, e^(Σ q·log b) = Π b^q exactly, and the
+softmax steps are computed from those algebraic numbers (within a size
+budget, :data:`EXACT_POWER_BITS`: 2^(-10^12) is never built).
 """
 
 from __future__ import annotations
@@ -34,7 +41,56 @@ import sympy
 from symattn.certify import to_arb
 from symattn.compare import compare, equal, sign
 from symattn.matrix import ExactMatrix, _fmpq_to_sympy, _sympy_to_fmpq
+from symattn.precision import precision
 from symattn.problem import Problem
+
+#: the largest b^q (in bits of its numerator and denominator) built exactly
+#: from e^(q·log b); beyond it e^(q·log b) stays an exponential and its
+#: decimals come from balls (a rounding boundary is then out of reach: such
+#: a number has far more digits than the 100,000 symattn shows)
+EXACT_POWER_BITS = 1 << 20
+
+LogTerms = tuple[tuple[sympy.Rational, sympy.Rational], ...]
+
+
+def log_terms(expr: sympy.Expr) -> LogTerms | None:
+    """``expr`` as Σ q·log(b) with q and b > 0 rational ((q, b) pairs), else None.
+
+    0 is the empty sum; a rational constant term makes it None (e^r with
+    r ≠ 0 rational is transcendental)."""
+    terms = []
+    for term in sympy.Add.make_args(sympy.expand_mul(expr)):
+        if term == 0:
+            continue
+        q, rest = term.as_coeff_Mul()
+        if not (q.is_Rational and isinstance(rest, sympy.log)):
+            return None
+        b = rest.args[0]
+        if not (b.is_Rational and b > 0):
+            return None
+        terms.append((q, b))
+    return tuple(terms)
+
+
+def _power_bits(terms: LogTerms) -> int:
+    """About the bits of Π b^q (numerator and denominator)."""
+    return sum(int(abs(q) * (int(b.p).bit_length() + int(b.q).bit_length())) + 1
+               for q, b in terms)
+
+
+def _power(terms: LogTerms) -> flint.fmpq | sympy.Expr:
+    """Π b^q exactly: an fmpq when it is rational, else a SymPy algebraic number."""
+    if all(q.is_Integer for q, _ in terms):
+        value = flint.fmpq(1)
+        for q, b in terms:
+            value *= flint.fmpq(int(b.p), int(b.q)) ** int(q)
+        return value
+    value = sympy.Mul(*[sympy.Pow(b, q) for q, b in terms])
+    return _sympy_to_fmpq(value) if value.is_Rational else value
+
+
+def _as_sympy(value: flint.fmpq | sympy.Expr) -> sympy.Expr:
+    return _fmpq_to_sympy(value) if isinstance(value, flint.fmpq) else value
 
 
 def _sign_or_none(expr: sympy.Expr) -> int | None:
@@ -103,9 +159,16 @@ class Engine:
             flat = [int(x) for x in numerators.entries()]
             self._score_ints = [flat[i * self.m:(i + 1) * self.m] for i in range(self.n)]
         self.rows = [self._plan_row(i) for i in range(self.n)]
+        # e^(q·log b) = b^q: possible only when a logarithm is in play
+        self._scale_logs = None if self.symbolic or not p.scale.has(sympy.log) else log_terms(p.scale)
+        self._logs_possible = not self.symbolic and (
+            p.scale.has(sympy.log) or (not self.scores.is_rational and self.scores.general.has(sympy.log)))
+        # every exponential algebraic: rational scores times a Σ q·log b scale
+        log_exps = self._scale_logs is not None and self.scores.is_rational
         # Lindemann–Weierstrass needs algebraic exponents and coefficients.
-        self.algebraic = bool(p.scale.is_algebraic) and (
+        self.algebraic = (bool(p.scale.is_algebraic) or log_exps) and (
             self.V.is_rational or all(e.is_algebraic for e in self.V.to_sympy()))
+        self._powers: dict[int, dict[int, flint.fmpq | sympy.Expr] | None] = {}
         self._balls: dict[tuple[str, int, int], list] = {}
         self._groups: dict[int, dict[Hashable, list[int]]] = {}
         self._row_sums: dict[int, sympy.Expr] = {}
@@ -187,10 +250,18 @@ class Engine:
         return self.scale * self.delta(i, j)
 
     def exp(self, i: int, j: int) -> sympy.Expr:
-        """e^shifted; in an open row e^scaled, which gives the same weights."""
+        """e^shifted; in an open row e^scaled, which gives the same weights.
+
+        SymPy turns e^(q·log b) into b^q; past :data:`EXACT_POWER_BITS` that
+        power is not built (2^(-10^12) would not fit in memory)."""
         if not self.is_allowed(i, j):
             return sympy.S.Zero
-        return sympy.exp(self.exponent(i, j))
+        exponent = self.exponent(i, j)
+        if self._logs_possible and exponent.has(sympy.log):
+            terms = log_terms(exponent)
+            if terms is not None and _power_bits(terms) > EXACT_POWER_BITS:
+                return sympy.exp(exponent, evaluate=False)
+        return sympy.exp(exponent)
 
     def row_sum(self, i: int) -> sympy.Expr:
         if i not in self._row_sums:
@@ -232,6 +303,30 @@ class Engine:
                 next(g for g in self.groups(i).values() if r in g))
         return self._top[i]
 
+    def powers(self, i: int) -> dict[int, flint.fmpq | sympy.Expr] | None:
+        """Row i's exponentials as exact algebraic numbers, when every one is
+        e^(Σ q·log b) = Π b^q within the size budget ({key: fmpq or SymPy
+        number} over the allowed keys); None otherwise."""
+        if i not in self._powers:
+            self._powers[i] = self._row_powers(i) if self._logs_possible else None
+        return self._powers[i]
+
+    def _row_powers(self, i: int) -> dict[int, flint.fmpq | sympy.Expr] | None:
+        r = self.rows[i].argmax
+        if r is None:
+            return None
+        values: dict[int, flint.fmpq | sympy.Expr] = {}
+        for j in self.rows[i].allowed:
+            if self._scale_logs is not None and self.scores.is_rational:
+                delta = _fmpq_to_sympy(self.scores.rational[i, j] - self.scores.rational[i, r])
+                terms = tuple((q * delta, b) for q, b in self._scale_logs if delta)
+            else:
+                terms = log_terms(self.exponent(i, j))
+            if terms is None or _power_bits(terms) > EXACT_POWER_BITS:
+                return None
+            values[j] = _power(terms)
+        return values
+
     def softmax_is_rational(self, i: int) -> bool:
         """True when every allowed key of row i ties, so its weights are 1/count."""
         return len(self.groups(i)) == 1
@@ -251,6 +346,9 @@ class Engine:
         """
         if step in ("exp", "weights") and not self.is_allowed(i, j):
             return sympy.S.Zero
+        powers = self.powers(i)
+        if powers is not None:
+            return self._value_from_powers(step, i, j, powers)
         groups = self.groups(i)
         if step == "exp":
             return sympy.S.One if j in self.top_group(i) else None
@@ -260,6 +358,22 @@ class Engine:
             return sympy.Rational(1, len(self.rows[i].allowed)) if len(groups) == 1 else None
         if step == "output":
             return self._output_if_algebraic(i, j, groups)
+        raise ValueError(step)
+
+    def _value_from_powers(self, step: str, i: int, j: int, powers: dict) -> sympy.Expr:
+        """A softmax entry from the row's exact exponentials b^q."""
+        if step == "exp":
+            return _as_sympy(powers[j])
+        known = self.known_row(step, i)[j]
+        if known is not None:
+            return _fmpq_to_sympy(known)
+        total = sympy.Add(*[_as_sympy(v) for v in powers.values()])
+        if step == "row_sum":
+            return total
+        if step == "weights":
+            return _as_sympy(powers[j]) / total
+        if step == "output":
+            return sympy.Add(*[self.V.exact(k, j) * _as_sympy(v) for k, v in powers.items()]) / total
         raise ValueError(step)
 
     def _output_if_algebraic(self, i: int, c: int, groups: dict) -> sympy.Expr | None:
@@ -297,6 +411,9 @@ class Engine:
             if step != "scaled" and self.mask is not None:
                 row = [x if allowed(i, j) else NEG_INF for j, x in enumerate(row)]
             return row
+        powers = self.powers(i)
+        if powers is not None:
+            return self._known_from_powers(step, i, powers)
         if step == "output":
             return [None] * self.d_v
         count = len(self.rows[i].allowed)
@@ -316,17 +433,34 @@ class Engine:
             row = [x if allowed(i, j) else zero for j, x in enumerate(row)]
         return row
 
+    def _known_from_powers(self, step: str, i: int, powers: dict) -> list:
+        """known_row from the row's exact exponentials: rationals where they are."""
+        zero, m = flint.fmpq(0), self.m
+        rational = all(isinstance(v, flint.fmpq) for v in powers.values())
+        total = sum(powers.values(), zero) if rational else None
+        if step == "exp":
+            return [powers[j] if isinstance(powers.get(j), flint.fmpq) else
+                    (zero if j not in powers else None) for j in range(m)]
+        if step == "row_sum":
+            return [total]
+        if step == "weights":
+            return [zero if j not in powers else (powers[j] / total if rational else None)
+                    for j in range(m)]
+        if step == "output":
+            if not (rational and self.V.is_rational):
+                return [None] * self.d_v
+            V = self.V.rational
+            return [sum((w * V[j, c] for j, w in powers.items()), zero) / total
+                    for c in range(self.d_v)]
+        raise ValueError(step)
+
     # -- arb enclosures, row by row --------------------------------------------
     def balls(self, step: str, i: int, prec: int) -> list:
         """Row i of a step as arb balls at ``prec`` bits (NEG_INF where masked)."""
         key = (step, i, prec)
         if key not in self._balls:
-            old = flint.ctx.prec
-            flint.ctx.prec = prec
-            try:
+            with precision(prec):
                 self._balls[key] = self._compute_row(step, i, prec)
-            finally:
-                flint.ctx.prec = old
         return self._balls[key]
 
     def prefetch(self, step: str, rows: list[int], prec: int) -> None:
@@ -336,12 +470,8 @@ class Engine:
         if step != "output" or len(missing) < 2:
             return
         weights = [self.balls("weights", i, prec) for i in missing]
-        old = flint.ctx.prec
-        flint.ctx.prec = prec
-        try:
+        with precision(prec):
             product = flint.arb_mat(weights) * self._V_balls(prec)
-        finally:
-            flint.ctx.prec = old
         for k, i in enumerate(missing):
             self._balls[(step, i, prec)] = [product[k, c] for c in range(self.d_v)]
 

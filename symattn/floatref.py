@@ -29,16 +29,16 @@ opposite (True = blocked): convert them with :func:`blocked_to_attend`.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 import flint
 
-from symattn.certify import CertifiedDecimal, Rounding, round_ball, round_rational
-from symattn.errors import CertificationError, SymattnError
+from symattn.certify import CertifiedDecimal, Rounding, effective_digits, round_ball, round_rational
+from symattn.errors import SymattnError
 from symattn.exact import DecimalText, to_exact
+from symattn.precision import cap_bits, precision, precisions, undecided
 from symattn.problem import Problem
 from symattn.trace import Trace
 
@@ -46,7 +46,6 @@ from symattn.trace import Trace
 FORMATS: dict[str, tuple[int, int]] = {
     "float64": (53, -1022), "float32": (24, -126), "float16": (11, -14), "bfloat16": (8, -126),
 }
-_MAX_PREC = 1 << 16
 #: significant digits that tell neighbouring floats apart (shown in reports)
 _SHOW_DIGITS = {"float64": 17, "float32": 9, "float16": 5, "bfloat16": 4}
 
@@ -250,19 +249,16 @@ class FloatReport:
 
 
 def _certify_ball(make, rounding: Rounding, what: str) -> CertifiedDecimal:
-    prec = 64 + math.ceil(rounding.digits * 3.33) if rounding.digits else 128
-    while prec <= _MAX_PREC:
-        old = flint.ctx.prec
-        flint.ctx.prec = prec
-        try:
+    """The rounding of the ball ``make(prec)`` builds, by the one precision loop."""
+    wanted = effective_digits(rounding)
+    for prec in precisions(wanted):
+        with precision(prec):
             ball = make(prec)
             d = None if ball is None else round_ball(ball, rounding)
-        finally:
-            flint.ctx.prec = old
         if d is not None:
             return d
-        prec *= 2
-    raise CertificationError(f"could not prove the {what} within {_MAX_PREC} bits")
+    raise undecided(f"the {what}", f"the rounding to {rounding}", cap_bits(wanted),
+                    "it may sit exactly on a rounding boundary")
 
 
 def compare_float(result: Any, trace: Trace, *, step: str = "output", fmt: str | None = None,

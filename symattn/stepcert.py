@@ -16,12 +16,11 @@ from typing import Callable
 import flint
 import sympy
 
-from symattn.certify import CertifiedDecimal, Rounding, certify, guard_prec, round_ball, round_ratio
+from symattn.certify import (CertifiedDecimal, Rounding, certify, effective_digits, round_ball,
+                             round_ratio)
 from symattn.engine import NEG_INF, Engine
 from symattn.errors import CertificationError
-
-#: Bits beyond which a step's certification gives up (with a clear error).
-MAX_PREC_BITS = 1 << 20
+from symattn.precision import cap_bits, precision, precisions, undecided
 
 _SOFTMAX_STEPS = frozenset(("exp", "row_sum", "weights", "output"))
 
@@ -59,7 +58,12 @@ def certify_entries(engine: Engine, step: str, exact: Callable[[int, int], sympy
     # Only these can be exact decimals hidden inside a ball: an output equal to a
     # value-column mean, or an input entry that SymPy did not reduce to a rational.
     may_terminate = step == "output" or engine.matrix(step) is not None
-    prec = start = guard_prec(rounding)
+    # one policy (symattn.precision); for places the digits in front of the
+    # point are not known up front: the loop doubles past them (the cap
+    # leaves room for about 19,000 of them)
+    wanted = effective_digits(rounding)
+    loop = precisions(wanted)
+    start = None
     settled: set[tuple[int, int]] = set()
 
     def settle(i: int, j: int) -> CertifiedDecimal | None:
@@ -70,12 +74,13 @@ def certify_entries(engine: Engine, step: str, exact: Callable[[int, int], sympy
         return certify(exact(i, j), rounding)
 
     while pending:
-        if prec > MAX_PREC_BITS:
+        prec = next(loop, None)
+        if prec is None:
             i, cols = next(iter(pending.items()))
-            raise CertificationError(
-                f"could not prove the rounding of {step}[{i}, {cols[0]}] at {rounding} "
-                f"within {MAX_PREC_BITS} bits")
-        undecided: dict[int, list[int]] = {}
+            raise undecided(f"{step}[{i}, {cols[0]}]", f"the rounding to {rounding}",
+                            cap_bits(wanted), "it may sit exactly on a rounding boundary")
+        start = start or prec
+        undecided_: dict[int, list[int]] = {}
         engine.prefetch(step, list(pending), prec)
         for i, cols in pending.items():
             balls = engine.balls(step, i, prec)
@@ -87,29 +92,28 @@ def certify_entries(engine: Engine, step: str, exact: Callable[[int, int], sympy
                         and (i, j) not in settled:
                     decided = settle(i, j) or decided
                 if decided is None:
-                    undecided.setdefault(i, []).append(j)
+                    undecided_.setdefault(i, []).append(j)
                 else:
                     row[j] = decided
-        pending, prec = undecided, prec * 2
+        pending = undecided_
     # keep the balls at the starting precision: the next steps are built from them
-    engine.keep_only(start)
+    if start is not None:
+        engine.keep_only(start)
     return result
 
 
 def _may_equal(ball: flint.arb, decided: CertifiedDecimal, prec: int) -> bool:
     """Whether the ball still admits the rounded decimal m·10^e itself as the exact value.
 
-    Tested as "ball·10^-e contains the integer m"; the product's rounding only
-    widens the ball, which can send an entry to the exact check, never past it.
+    Tested as "the ball overlaps a ball around m·10^e", with 10^e computed in
+    arb: its cost does not grow with |e| (a weight of 10^(-4·10^11) is
+    cheap), and the rounding of 10^e only widens the test, which can send
+    an entry to the exact check, never past it.
     """
     m, e = decided.mantissa, decided.exponent
     if m == 0:
         return False  # a decided zero: the ball lies on one side of 0 or is exactly 0
-    if e >= 0:
+    if 0 <= e < 64:
         return bool(ball.contains(flint.fmpz(m) * flint.fmpz(10) ** e))
-    old = flint.ctx.prec
-    flint.ctx.prec = 2 * prec  # wide enough that the product adds no visible radius
-    try:
-        return bool((ball * flint.fmpz(10) ** -e).contains(flint.fmpz(m)))
-    finally:
-        flint.ctx.prec = old
+    with precision(2 * prec):  # wide enough that the product adds no visible radius
+        return bool(ball.overlaps(flint.arb(m) * flint.arb(10) ** e))
