@@ -62,12 +62,13 @@ def fuzz(apis: list[str], n: int, seed: int, timeout: float, slow: float, memory
     per_api = max(1, n // len(apis))
     try:
         for api in apis:      # each ``one`` is run right here, so its closure sees this api
+            api_started = time.monotonic()
             @hypothesis_seed(seed)
             @settings(max_examples=per_api, database=None, deadline=None, phases=[Phase.generate],
                       suppress_health_check=list(HealthCheck))
             @given(case=CASES[api])
             def one(case):
-                if budget is not None and time.monotonic() - started > budget:
+                if budget is not None and time.monotonic() - api_started > budget / len(apis):
                     return
                 kind, etype, message, tb, seconds, peak = work.run(api, case, timeout)
                 counts[api, "inputs"] += 1
@@ -126,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slow", type=float, default=1.0, help="seconds above which an input is slow")
     parser.add_argument("--memory", type=int, default=GIB, help="worker address-space cap in bytes")
     parser.add_argument("--report", type=Path, help="write every failure as JSON lines")
-    parser.add_argument("--budget", type=float, help="stop drawing new inputs after this many seconds")
+    parser.add_argument("--budget", type=float,
+                        help="seconds in all, split evenly over the APIs: stop drawing inputs after it")
     args = parser.parse_args(argv)
     apis = [a.strip() for a in args.apis.split(",") if a.strip()]
     return fuzz(apis, args.n, args.seed, args.timeout, args.slow, args.memory, args.report, args.budget)

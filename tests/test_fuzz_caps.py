@@ -64,9 +64,35 @@ _INT = st.integers(-10_000, 10_000).map(str)
 _SMALL = st.integers(1, 9999)
 
 
+#: Sizes where the caps (symattn/limits.py, docs/limits.md) or Python's own limits sit,
+#: with their neighbours: inputs just inside a cap must be cheap, just outside refused.
+_EDGES = [k + d for k in (8, 16, 30, 64, 100, 300, 400, 1000, 2000, 4300, 5000, 10_000) for d in (-1, 0, 1)]
+_PRIMES = [2, 3, 5, 7, 11, 13, 17, 19, 23]
+
+
+def _at_the_caps() -> st.SearchStrategy[str]:
+    edge = st.sampled_from(_EDGES)
+    return st.one_of(
+        st.builds(lambda k, d: (d * k)[:k], edge, st.sampled_from(["9", "1", "123456789"])),
+        st.builds(lambda k, s: f"{s}1e{k}", edge, st.sampled_from(["", "-"])),
+        st.builds(lambda k, s: f"1e{s}{k}", edge, st.sampled_from(["", "-"])),
+        st.builds(lambda b, k, s: f"{b}^{s}{k}", st.integers(2, 10), edge, st.sampled_from(["", "-"])),
+        st.builds(lambda b, k: f"{b}^(1/{k})", st.integers(2, 99), edge),
+        st.builds(lambda k: "*".join(f"sqrt({p})" for p in _PRIMES[:k]), st.integers(1, len(_PRIMES))),
+        st.builds(lambda k, q: f"(123456789012345678901234567890{'7' * k})^(1/{q})",
+                  st.integers(0, 3), st.integers(2, 17)),
+        st.builds(lambda k, x: "√" * k + str(x), st.integers(1, 5), st.integers(2, 10**30)),
+        st.builds(lambda k: "(" * k + "1" + ")" * k, edge),
+        st.builds(lambda d: str(10**6 + d), st.integers(-1, 1)),
+        st.builds(lambda d: str(10**12 + d), st.integers(-1, 1)),
+        st.sampled_from(["1e6", "-1e6", "999999.5", "1000000.5", "1e12", "1e-12", "10^6", "10^12"]),
+    )
+
+
 def _numerals() -> st.SearchStrategy[str]:
     return st.one_of(
         _INT,
+        _at_the_caps(),
         st.builds(lambda a, b, e: f"{a}.{b}e{e}", st.integers(-99, 99), st.integers(0, 999),
                   st.integers(-12_000, 12_000)),
         st.builds(lambda k, d: d * k, st.integers(1, 5200), st.sampled_from("19")),
@@ -155,7 +181,7 @@ def _toml_entry() -> st.SearchStrategy[str]:
 
 
 #: (slot, text): where a hostile entry goes in a 2×2 problem (Q, K, V entry or the scale).
-SLOTS = st.sampled_from(["Q", "K", "V", "scale", "X", "W_q"])
+SLOTS = st.sampled_from(["Q", "K", "V", "scale", "X", "W_q", "QK"])
 
 
 # ---------------------------------------------------------------- runners
@@ -176,6 +202,8 @@ def _base(slot: str, value: object) -> dict:
                 "W_v": [[2, 1], [1, 0]]}
     if slot == "scale":
         base["scale"] = value
+    elif slot == "QK":                 # in Q and K: the scores reach the square of the entry
+        base["Q"][1][0] = base["K"][1][0] = value
     else:
         base[slot][1][0] = value
     return base
@@ -418,8 +446,8 @@ def test_the_named_hostile_inputs_as_answers(text, capped_worker):
 
 @pytest.mark.parametrize("text", NAMED, ids=range(len(NAMED)))
 def test_the_named_hostile_inputs_as_problem_entries(text, capped_worker):
-    """Every input the issues name, as a Q entry and as the scale, through every view."""
-    for slot in ("Q", "scale"):
+    """Every input the issues name, as a Q and K entry and as the scale, through every view."""
+    for slot in ("QK", "scale"):
         _assert_fine(capped_worker, "problem", (slot, text, 3))
 
 
