@@ -13,12 +13,13 @@ import fractions
 import math
 import numbers
 import re
+from collections.abc import Callable
 
 import sympy
 
 from symattn.errors import ParseError
-from symattn.parser import (_check_finite, _decimal_value, _fail, _failer, parse_ast,
-                            parse_expression)
+from symattn.parser import (_check_finite, _decimal_value, _fail, _failer, check_value,
+                            parse_ast, parse_expression)
 
 __all__ = ["DecimalText", "parse_ast", "parse_expression", "to_exact"]
 
@@ -53,8 +54,20 @@ def _not_finite(kind: str, value: object, where: str) -> ParseError:
     return ParseError(f"cannot use the {kind} {value} in {where}: give a finite number")
 
 
-def to_exact(value: object, *, where: str = "input", symbols: bool = False) -> sympy.Expr:
-    """Coerce a user value to an exact SymPy number; floats are read by their text."""
+def _python_fail(value: object, where: str) -> Callable[[str, str], ParseError]:
+    kind = "SymPy value" if isinstance(value, sympy.Basic) else type(value).__name__
+    def fail(problem: str, fix: str) -> ParseError:
+        return ParseError(f"cannot use the {kind} in {where}: {problem}; {fix}")
+    return fail
+
+
+def to_exact(value: object, *, where: str = "input", symbols: bool = False,
+             symbol_hint: bool = False) -> sympy.Expr:
+    """Coerce a user value to an exact SymPy number; floats are read by their text.
+
+    Values given in Python (ints, Fractions, SymPy expressions) meet the same
+    digit and algebraic-degree caps as parsed text (symattn.limits).
+    ``symbol_hint``: an unknown name's message says how to declare symbols."""
     if isinstance(value, bool):
         raise ParseError(f"cannot use the bool {value} in {where}: write 1 or 0")
     if isinstance(value, DecimalText):
@@ -62,15 +75,16 @@ def to_exact(value: object, *, where: str = "input", symbols: bool = False) -> s
     if isinstance(value, str):
         if _PLAIN_NUMERAL.fullmatch(value):
             return _decimal_value(value, _failer(value, where))
-        return parse_expression(value, where=where, symbols=symbols)
+        return parse_expression(value, where=where, symbols=symbols, symbol_hint=symbol_hint)
     if isinstance(value, numbers.Integral):      # int, numpy integers, sympy.Integer
-        return sympy.Integer(int(value))
+        return check_value(sympy.Integer(int(value)), _python_fail(value, where))
     if isinstance(value, float):                 # repr is the shortest round-trip text
         if not math.isfinite(value):
             raise _not_finite("float", value, where)
         return _from_text(float.__repr__(value), where)
     if isinstance(value, fractions.Fraction):
-        return sympy.Rational(value.numerator, value.denominator)
+        return check_value(sympy.Rational(value.numerator, value.denominator),
+                           _python_fail(value, where))
     if isinstance(value, decimal.Decimal):
         if not value.is_finite():
             raise _not_finite("Decimal", value, where)
@@ -80,15 +94,14 @@ def to_exact(value: object, *, where: str = "input", symbols: bool = False) -> s
             raise _not_finite("Float", value, where)
         return _from_text(str(value), where)
     if isinstance(value, sympy.Rational):
-        return value
+        return check_value(value, _python_fail(value, where))
     if isinstance(value, sympy.Expr):
         floats = value.atoms(sympy.Float)
         value = value.xreplace({f: to_exact(f, where=where) for f in floats})
-        def fail(problem: str, fix: str) -> ParseError:
-            return ParseError(f"cannot use the SymPy value in {where}: {problem}; {fix}")
+        fail = _python_fail(value, where)
         value = _check_finite(value, where, symbols, fail)
         if value.is_real is False or (not value.free_symbols and value.is_real is not True):
             raise fail("it is not a finite real number", "only real numbers are allowed")
-        return value
+        return check_value(value, fail)
     raise ParseError(f"cannot use a {type(value).__name__} in {where}: give an int, a "
                      "Fraction, a decimal or an expression string such as '1/sqrt(3)'")

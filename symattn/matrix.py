@@ -10,6 +10,7 @@ exact SymPy matrix.
 from __future__ import annotations
 
 import re
+from math import gcd
 from collections.abc import Collection, Sequence
 from fractions import Fraction
 from typing import Hashable
@@ -18,10 +19,11 @@ import flint
 import sympy
 
 from symattn.certify import to_arb
-from symattn.errors import ProblemError
+from symattn.errors import CertificationError, ProblemError
 from symattn.exact import to_exact
+from symattn.limits import MAX_ENTRIES, MAX_ENTRY_MAGNITUDE, MAX_SIDE
 
-_MAX_SIDE = 4096
+_MAX_SIDE = MAX_SIDE   # the old private name, kept for importers
 # a plain numeral, read straight into a rational: "-2.75", "12", "0.5"
 _NUMERAL = re.compile(r"([+-]?)([0-9]{1,60})(?:\.([0-9]{0,60}))?")
 
@@ -86,6 +88,39 @@ class ExactMatrix:
             return flint.arb(self.rational[i, j])
         return to_arb(self.general[i, j], prec)
 
+    def entries(self) -> list[sympy.Expr]:
+        """Every entry, row by row (SymPy values)."""
+        return [e for row in self.to_sympy().tolist() for e in row]
+
+    def max_abs(self) -> flint.arb | None:
+        """An upper bound on max |entry| (an arb at 64 bits), None when symbolic or unknown.
+
+        Why: the problem's caps bound the scores' size without computing them."""
+        if self.is_rational:
+            numer, den = self.rational.numer_denom()
+            top = max((abs(int(x)) for x in numer.entries()), default=0)
+            return flint.arb(flint.fmpq(top, int(den)))
+        if self.general.free_symbols:
+            return None
+        best = flint.arb(0)
+        for e in self.entries():
+            try:
+                ball = to_arb(e, 64)
+            except CertificationError:
+                return None
+            best = best.max(flint.arb(ball.abs_upper()))
+        return best
+
+    def denominator(self) -> int:
+        """The lcm of the denominators of the rationals in the entries (for digit bounds)."""
+        if self.is_rational:
+            return int(self.rational.numer_denom()[1])
+        den = 1
+        for e in self.entries():
+            for r in e.atoms(sympy.Rational):
+                den = den * int(r.q) // gcd(den, int(r.q))
+        return den
+
     def to_sympy(self) -> sympy.ImmutableMatrix:
         if self._sympy is None:
             self._sympy = sympy.ImmutableMatrix(
@@ -118,15 +153,25 @@ def _rows_of(name: str, value: object) -> list[list[object]]:
         )
     if len(value) == 0:
         raise ProblemError(f"{name} is empty: give at least one row with at least one entry")
+    if len(value) > MAX_SIDE:   # before looking at any entry: a flat list of 10^5 numbers too
+        kind = "rows" if isinstance(value[0], Sequence) and not isinstance(value[0], (str, bytes)) \
+            else "numbers in one flat list"
+        raise ProblemError(f"{name} has {len(value):,} {kind}; symattn handles at most "
+                           f"{MAX_SIDE:,} rows or columns (MAX_SIDE): {name} must be a list of "
+                           "rows such as [[1, 0], [0, 1]]")
     is_row = [isinstance(r, Sequence) and not isinstance(r, (str, bytes)) for r in value]
     if not any(is_row):
         return [list(value)]  # a flat list is one row
     if not all(is_row):
         raise ProblemError(f"{name} mixes rows and single numbers: write every row as a list")
+    width = len(value[0])
+    if width > MAX_SIDE:
+        raise ProblemError(f"{name} has {width:,} columns; symattn handles at most "
+                           f"{MAX_SIDE:,} (MAX_SIDE)")
+    if len(value) * width > MAX_ENTRIES:
+        raise ProblemError(f"{name} is {len(value):,}×{width:,} = {len(value) * width:,} entries; "
+                           f"symattn handles at most {MAX_ENTRIES:,} per matrix (MAX_ENTRIES)")
     rows = [list(r) for r in value]
-    if len(rows) > _MAX_SIDE:
-        raise ProblemError(f"{name} has {len(rows)} rows; symattn handles at most {_MAX_SIDE}")
-    width = len(rows[0])
     for i, row in enumerate(rows):
         if len(row) == 0:
             raise ProblemError(f"{name} row {i} is empty: every row needs at least one entry")
@@ -135,31 +180,68 @@ def _rows_of(name: str, value: object) -> list[list[object]]:
                 f"{name} row {i} has {len(row)} entries but row 0 has {width}: "
                 "every row needs the same length"
             )
-    if width > _MAX_SIDE:
-        raise ProblemError(f"{name} has {width} columns; symattn handles at most {_MAX_SIDE}")
     return rows
 
 
+_MAGNITUDE = flint.fmpq(MAX_ENTRY_MAGNITUDE)
+
+
+def magnitude_error(where: str, shown: str) -> ProblemError:
+    return ProblemError(
+        f"{where} is {shown}, over the magnitude cap of {MAX_ENTRY_MAGNITUDE:,} "
+        "(MAX_ENTRY_MAGNITUDE): rescale the inputs (attention sees only score differences "
+        "times the scale)")
+
+
+def check_magnitude(value: flint.fmpq | sympy.Expr, where: str) -> None:
+    """Refuse |value| > MAX_ENTRY_MAGNITUDE (symbolic values are not bounded here)."""
+    if isinstance(value, flint.fmpq):
+        if abs(value) > _MAGNITUDE:
+            shown = str(value) if len(str(value.p)) + len(str(value.q)) < 30 else "too large"
+            raise magnitude_error(where, shown)
+        return
+    if value.free_symbols:
+        return
+    try:
+        ball = to_arb(value, 64)
+    except CertificationError:
+        return   # functions the balls do not know: nothing to bound here
+    if not ball.is_finite() or ball.abs_lower() > MAX_ENTRY_MAGNITUDE \
+            or ball.abs_upper() > 2 * MAX_ENTRY_MAGNITUDE:
+        raise magnitude_error(where, f"about {ball.mid().str(3, radius=False)}")
+    if ball.abs_upper() > MAX_ENTRY_MAGNITUDE:   # near the cap: decide exactly
+        from symattn.compare import compare
+
+        if compare(abs(value), sympy.Integer(MAX_ENTRY_MAGNITUDE)) > 0:
+            raise magnitude_error(where, f"about {ball.mid().str(3, radius=False)}")
+
+
 def _entry(value: object, where: str, symbols: bool | Collection[str]) -> flint.fmpq | sympy.Expr:
-    """One exact entry: an fmpq on the fast paths, else a SymPy number."""
+    """One exact entry within the caps: an fmpq on the fast paths, else a SymPy number."""
     value = _plain_scalar(value)
     if isinstance(value, int) and not isinstance(value, bool):
+        if abs(value) > MAX_ENTRY_MAGNITUDE:
+            raise magnitude_error(where, f"{value:.3e}" if value.bit_length() < 1000
+                                  else "too large")
         return flint.fmpq(value)
-    if isinstance(value, Fraction):
-        return flint.fmpq(value.numerator, value.denominator)
     if isinstance(value, str):  # also a TOML float's DecimalText
         match = _NUMERAL.fullmatch(str.__str__(value))
         if match:
             sign, whole, frac = match.groups()
             frac = frac or ""
             q = flint.fmpq(int(whole + frac), 10 ** len(frac))
-            return -q if sign == "-" else q
+            q = -q if sign == "-" else q
+            check_magnitude(q, where)
+            return q
     direct = isinstance(value, sympy.Basic)  # a SymPy value may hold symbols: that is intent
-    exact = to_exact(value, where=where, symbols=bool(symbols) or direct)
+    exact = to_exact(value, where=where, symbols=bool(symbols) or direct, symbol_hint=True)
     if exact.is_Rational:
-        return flint.fmpq(int(exact.p), int(exact.q))
+        q = flint.fmpq(int(exact.p), int(exact.q))
+        check_magnitude(q, where)
+        return q
     if not direct:
         check_symbols(exact, where, symbols)
+    check_magnitude(exact, where)
     return exact
 
 
@@ -169,9 +251,11 @@ def check_symbols(value: sympy.Expr, where: str, allowed: bool | Collection[str]
         return
     unknown = sorted(str(x) for x in value.free_symbols if str(x) not in allowed)
     if unknown:
+        names = ", ".join(f'"{x}"' for x in [*allowed, unknown[0]])
         raise ProblemError(
-            f"{where} uses the name {unknown[0]!r}, which is not declared: add it to "
-            f"symbols = [...] or write a number")
+            f"{where} uses the name {unknown[0]!r}, which is not declared: declare it with "
+            f"symbols = [{names}] in the problem file (symbols=[{names}] in Python) "
+            "or write a number")
 
 
 def symbol_matrix(prefix: str, rows: int, cols: int) -> sympy.ImmutableMatrix:

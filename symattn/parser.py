@@ -42,6 +42,7 @@ from __future__ import annotations
 import functools
 import operator
 import re
+from math import gcd
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -51,17 +52,13 @@ import sympy
 from flint import arb, ctx, fmpq
 
 from symattn.errors import ParseError
+# the caps: one table in symattn.limits and docs/limits.md
+from symattn.limits import (MAX_ALGEBRAIC_DEGREE, MAX_ALGEBRAIC_DIGITS, MAX_BITS,
+                            MAX_DECIMAL_EXPONENT, MAX_DEPTH, MAX_NUMERAL_DIGITS,
+                            MAX_POWER_EXPONENT, MAX_ROOT_BITS, MAX_TEXT_LENGTH, MAX_VALUE_DIGITS)
 
-__all__ = ["Call", "Evaluator", "Name", "Node", "Num", "Parser", "Power",
-           "Product", "Sum", "Unary", "parse_ast", "parse_expression"]
-
-MAX_TEXT_LENGTH = 10_000       # characters in one string
-MAX_DEPTH = 100                # nested parentheses, calls, signs, √ and powers
-MAX_DIGITS = 5_000             # digits in one numeral
-MAX_DECIMAL_EXPONENT = 10_000  # |e| of a numeral such as 1.5e-3
-MAX_POWER_EXPONENT = 10_000    # |p| and q of an exponent p/q; |x| of exp(x) and b^x = e^x
-MAX_BITS = 1_000_000           # estimated bits of all numerals and powers in one string
-MAX_ROOT_BITS = 2_000          # bits under roots, logs, b^x: SymPy factors or prime-tests them
+__all__ = ["Call", "Evaluator", "Name", "Node", "Num", "Parser", "Power", "Product", "Sum",
+           "Unary", "algebraic_degree", "check_value", "parse_ast", "parse_expression"]
 
 _HELP = "use numbers, sqrt(...), exp(...), log(...), pi or e"
 
@@ -153,9 +150,9 @@ def _decimal_value(numeral: str, fail: Callable[[str, str], ParseError]) -> symp
     if not match or not (match[2] or match[3]):
         raise fail("it is not a decimal number", "write digits such as 0.25 or 1e-3")
     sign, whole, frac, exp = match[1], match[2], match[3] or "", match[4] or "0"
-    if len(whole) + len(frac) > MAX_DIGITS:
+    if len(whole) + len(frac) > MAX_NUMERAL_DIGITS:
         raise fail(f"a numeral has {len(whole) + len(frac):,} digits, over the "
-                   f"{MAX_DIGITS:,}-digit cap (MAX_DIGITS)", "write it with an exponent")
+                   f"{MAX_NUMERAL_DIGITS:,}-digit cap (MAX_NUMERAL_DIGITS)", "write fewer digits")
     exp_digits = exp.lstrip("+-").lstrip("0")
     if len(exp_digits) > 6 or int(exp_digits or "0") > MAX_DECIMAL_EXPONENT:
         raise fail(f"its exponent is over the cap of {MAX_DECIMAL_EXPONENT:,} "
@@ -163,7 +160,113 @@ def _decimal_value(numeral: str, fail: Callable[[str, str], ParseError]) -> symp
     shift = int(exp) - len(frac)
     value = _digits_to_int(whole + frac or "0")
     value = value * 10**shift if shift >= 0 else sympy.Rational(value, 10**-shift)
-    return sympy.Rational(-value if sign == "-" else value)
+    value = sympy.Rational(-value if sign == "-" else value)
+    if _over(value, _VALUE_LIMIT):
+        raise fail(_too_many_digits(), "write fewer digits or a smaller exponent")
+    return value
+
+
+# ------------------------------------------------------------ value caps
+
+_VALUE_LIMIT = 10**MAX_VALUE_DIGITS          # a rational's |numerator| and denominator stay below
+_VALUE_BITS = _VALUE_LIMIT.bit_length()
+_ALGEBRAIC_LIMIT = 10**MAX_ALGEBRAIC_DIGITS  # the same, in a value that has a root
+_ALGEBRAIC_BITS = _ALGEBRAIC_LIMIT.bit_length()
+
+
+def _too_many_digits() -> str:
+    return (f"a number in it has over {MAX_VALUE_DIGITS:,} digits (MAX_VALUE_DIGITS), "
+            "more than any view can show")
+
+
+def _over(r: sympy.Rational, limit: int) -> bool:
+    """Does a numerator or denominator reach ``limit`` (10^k: more than k digits)?"""
+    return abs(r.p) >= limit or r.q >= limit
+
+
+def _rationals(expr: sympy.Expr) -> Iterator[sympy.Rational]:
+    """Every rational in ``expr`` except the exponents of powers (capped on their own)."""
+    stack = [expr]
+    while stack:
+        item = stack.pop()
+        if item.is_Rational:
+            yield item
+        elif item.is_Pow:
+            stack.append(item.base)
+        else:
+            stack.extend(item.args)
+
+
+def _roots(expr: sympy.Expr) -> dict[sympy.Expr, int]:
+    """base -> lcm of the root indices q over the powers base^(p/q) in ``expr``."""
+    found: dict[sympy.Expr, int] = {}
+    for atom in expr.atoms(sympy.Pow):
+        if atom.exp.is_Rational and not atom.exp.is_Integer:
+            q = int(atom.exp.q)
+            found[atom.base] = q * found.get(atom.base, 1) // gcd(q, found.get(atom.base, 1))
+    return found
+
+
+def algebraic_degree(*values: sympy.Expr) -> int:
+    """An upper bound on the degree of the field the roots of ``values`` generate.
+
+    Why: deciding an exact tie or a hidden rational computes a minimal
+    polynomial, whose cost explodes with the degree (√ nested 55 times is
+    degree 2^55).  The bound multiplies the root index of every distinct
+    root (roots of one base share the lcm): √2+√3 gives 4, √√2 gives 4."""
+    found: dict[sympy.Expr, int] = {}
+    for value in values:
+        for base, q in _roots(value).items():
+            found[base] = q * found.get(base, 1) // gcd(q, found.get(base, 1))
+    degree = 1
+    for q in found.values():
+        degree *= q
+    return degree
+
+
+def _height_bits(expr: sympy.Expr) -> int:
+    """A rough bound on the bits of the coefficients of ``expr`` once expanded."""
+    if expr.is_Rational:
+        return max(abs(expr.p).bit_length(), expr.q.bit_length())
+    if expr.is_Pow:
+        base = _height_bits(expr.base)
+        return base * abs(int(expr.exp)) if expr.exp.is_Integer else base
+    if expr.is_Mul:
+        return sum(_height_bits(a) for a in expr.args)
+    if expr.is_Add:
+        return max(_height_bits(a) for a in expr.args) + len(expr.args).bit_length()
+    return max((_height_bits(a) for a in expr.args), default=1)
+
+
+def _value_problem(value: sympy.Expr, whole: bool = True) -> tuple[str, str] | None:
+    """Why a built value is over a cap (problem, fix), or None when it is within them.
+
+    ``whole``: the value is a finished input (not a part of one, nor a value a
+    checker derived from a trace), so the digits beside its roots are capped too."""
+    for r in _rationals(value):
+        if _over(r, _VALUE_LIMIT):
+            return _too_many_digits(), "use smaller numbers or exponents"
+    if _height_bits(value) > 2 * _VALUE_BITS:
+        return _too_many_digits() + " once multiplied out", "use smaller exponents"
+    degree = algebraic_degree(value)
+    if degree > MAX_ALGEBRAIC_DEGREE:
+        return (f"its roots have algebraic degree up to {degree:,}, over the cap of "
+                f"{MAX_ALGEBRAIC_DEGREE} (MAX_ALGEBRAIC_DEGREE)",
+                "use fewer or simpler roots, such as sqrt(2) or 2^(1/3)")
+    if whole and degree > 1 and (_height_bits(value) > _ALGEBRAIC_BITS
+                       or any(_over(r, _ALGEBRAIC_LIMIT) for r in _rationals(value))):
+        return (f"a number beside or under a root has over {MAX_ALGEBRAIC_DIGITS} digits "
+                "(MAX_ALGEBRAIC_DIGITS)", "use shorter numbers with roots")
+    return None
+
+
+def check_value(value: sympy.Expr, fail: Callable[[str, str], ParseError]) -> sympy.Expr:
+    """Refuse a value over the digit or algebraic-degree caps (for values not parsed here,
+    such as SymPy expressions and ints given in Python); returns it unchanged."""
+    problem = _value_problem(value)
+    if problem:
+        raise fail(*problem)
+    return value
 
 
 # -------------------------------------------------------------- tokenizer
@@ -177,7 +280,7 @@ class Token:
 
 
 _GREEK = "\u0391-\u03a9\u03b1-\u03bf\u03c1-\u03c9"  # Greek letters except π
-_TOKEN = re.compile(rf"""(?P<space>\s+)
+_TOKEN = re.compile(rf"""(?P<space>[^\S\x0b\x0c\x1c-\x1f\x85]+)   # no control characters
     | (?P<num>(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)
     | (?P<name>[A-Za-z_{_GREEK}][A-Za-z0-9_{_GREEK}]*)
     | (?P<op>\*\*|[-+*/^(),\[\]√π−·×⋅÷])""", re.VERBOSE)
@@ -413,8 +516,10 @@ class Evaluator:
         "ln": (sympy.log, (1,), "the logarithm of a number that is not positive", "guard_root"),
     }
 
-    def __init__(self, text: str, where: str = "input", symbols: bool = False) -> None:
+    def __init__(self, text: str, where: str = "input", symbols: bool = False,
+                 symbol_hint: bool = False) -> None:
         self.text, self.where, self.symbols = text, where, symbols
+        self.symbol_hint = symbol_hint   # say how to declare an unknown name as a symbol
         self.bits = self.root_bits = 0
 
     def __call__(self, node: Node) -> sympy.Expr:
@@ -435,6 +540,28 @@ class Evaluator:
             raise self.fail(f"the numbers under roots, logs and fractional powers exceed "
                             f"{MAX_ROOT_BITS:,} bits (MAX_ROOT_BITS)", node,
                             "use smaller numbers there")
+
+    def guard_fraction(self, base: sympy.Expr, q: int, node: Node) -> None:
+        """Before SymPy builds base^(p/q): it factors the base (a 120,000-bit integer for
+        (1/7244)^(1/9827)), so the degree and the numbers under the root are capped first."""
+        degree = algebraic_degree(base) * q
+        if degree > MAX_ALGEBRAIC_DEGREE:
+            raise self.fail(f"a root of index {q:,} here makes its algebraic degree "
+                            f"{degree:,}, over the cap of {MAX_ALGEBRAIC_DEGREE} "
+                            "(MAX_ALGEBRAIC_DEGREE)", node,
+                            "use fewer or simpler roots, such as sqrt(2) or 2^(1/3)")
+        if _height_bits(base) > _ALGEBRAIC_BITS or any(
+                _over(r, _ALGEBRAIC_LIMIT) for r in _rationals(base)):
+            raise self.fail(f"a number under a root has over {MAX_ALGEBRAIC_DIGITS} digits "
+                            "(MAX_ALGEBRAIC_DIGITS)", node, "use shorter numbers under roots")
+        self.guard_root(base, node)
+
+    def checked(self, value: sympy.Expr, node: Node) -> sympy.Expr:
+        """``value`` when within the digit and degree caps (see check_value)."""
+        problem = _value_problem(value, whole=False)
+        if problem:
+            raise self.fail(problem[0], node, problem[1])
+        return value
 
     def guard_exp(self, x: sympy.Expr, node: Node) -> None:
         if not x.free_symbols:
@@ -459,6 +586,11 @@ class Evaluator:
             raise self.fail(f"{node.name} needs an argument", node, f"write {node.name}(...)")
         if self.symbols:
             return sympy.Symbol(node.name, real=True)
+        if self.symbol_hint:
+            raise ParseError(
+                f"unknown name {node.name!r} in {self.where}: declare it as a symbol "
+                f"(symbols = [\"{node.name}\"] in the problem file, symbols=[\"{node.name}\"] "
+                f"in Python) or {_HELP}")
         raise ParseError(f"unknown name {node.name!r} in {self.where}: {_HELP}")
 
     def eval_Call(self, node: Call) -> sympy.Expr:
@@ -473,14 +605,17 @@ class Evaluator:
             raise self.fail(problem, node, "only real numbers are allowed")
         if guard:
             getattr(self, guard)(arg, node)
-        return function(arg)
+        if function is sympy.sqrt:
+            self.guard_fraction(arg, 2, node)
+        return self.checked(function(arg), node)
 
     def eval_Unary(self, node: Unary) -> sympy.Expr:
         value = self(node.operand)
         return -value if node.op == "-" else value
 
     def eval_Sum(self, node: Sum) -> sympy.Expr:
-        return sympy.Add(*[self(t) if op == "+" else -self(t) for op, t in node.terms])
+        return self.checked(sympy.Add(*[self(t) if op == "+" else -self(t)
+                                        for op, t in node.terms]), node)
 
     def eval_Product(self, node: Product) -> sympy.Expr:
         factors = []
@@ -490,7 +625,7 @@ class Evaluator:
                 self.check_divisor(value, child)
                 value = sympy.Pow(value, -1)
             factors.append(value)
-        return sympy.Mul(*factors)
+        return self.checked(sympy.Mul(*factors), node)
 
     def check_divisor(self, value: sympy.Expr, node: Node) -> None:
         # with symbols only a literal 0 is known to be zero
@@ -507,16 +642,24 @@ class Evaluator:
             self.check_rational_power(base, exponent, node)
         elif not (base.free_symbols or exponent.free_symbols):
             self.check_irrational_power(base, exponent, node)
-        if not exponent.is_Integer:
-            self.guard_root(base, node)   # SymPy factors the base of a fractional power
-        return sympy.Pow(base, exponent)
+        if exponent.is_Rational and not exponent.is_Integer:
+            self.guard_fraction(base, int(exponent.q), node)
+        elif not exponent.is_Integer:
+            self.guard_root(base, node)   # SymPy factors the base of b^x
+        return self.checked(sympy.Pow(base, exponent), node)
 
     def check_rational_power(self, base: sympy.Expr, exponent: sympy.Rational, node: Node) -> None:
         p, q = exponent.p, exponent.q
-        if abs(p) > MAX_POWER_EXPONENT or q > MAX_POWER_EXPONENT:
+        if q > MAX_ALGEBRAIC_DEGREE:
+            raise self.fail(f"a root of index {q:,} is over the algebraic-degree cap of "
+                            f"{MAX_ALGEBRAIC_DEGREE} (MAX_ALGEBRAIC_DEGREE)", node,
+                            "use a simpler root, such as x^(1/2) or x^(1/3)")
+        if abs(p) > MAX_POWER_EXPONENT:
             raise self.fail(f"the exponent is over the cap of {MAX_POWER_EXPONENT:,} "
                             "(MAX_POWER_EXPONENT)", node, "use a smaller exponent")
         self.spend(_bits(base) * abs(p), node)
+        if q == 1 and _height_bits(base) * abs(p) > 2 * _VALUE_BITS:
+            raise self.fail(_too_many_digits(), node, "use a smaller exponent")
         sign = None if base.free_symbols else _sign(base)
         if sign == 0 and p < 0:
             raise self.fail("division by zero (0 to a negative power)", node,
@@ -558,11 +701,14 @@ def _check_finite(value: sympy.Expr, where: str, symbols: bool,
     return value
 
 
-def parse_expression(text: str, *, where: str = "input", symbols: bool = False) -> sympy.Expr:
+def parse_expression(text: str, *, where: str = "input", symbols: bool = False,
+                     symbol_hint: bool = False) -> sympy.Expr:
     """Read a typed expression exactly and safely: no eval, no sympify, capped sizes.
 
     Every operation checks its domain as it is built, so a numeric result is
-    real by construction.
+    real by construction.  ``symbol_hint``: an unknown name's message says how
+    to declare symbols (for problem inputs, where symbols are allowed).
     """
-    value = Evaluator(text, where, symbols)(parse_ast(text, where=where))
-    return _check_finite(value, where, symbols, _failer(text, where))
+    value = Evaluator(text, where, symbols, symbol_hint)(parse_ast(text, where=where))
+    fail = _failer(text, where)
+    return check_value(_check_finite(value, where, symbols, fail), fail)

@@ -10,15 +10,21 @@ the input and the fix.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import flint
 import sympy
 
 from symattn.errors import ParseError, ProblemError
 from symattn.exact import to_exact
-from symattn.matrix import ExactMatrix, _plain_scalar, _rows_of, check_symbols, exact_matrix
+from symattn.limits import (MAX_ALGEBRAIC_DEGREE, MAX_ENTRIES, MAX_EXACT_DIGITS,
+                            MAX_SCORE_MAGNITUDE)
+from symattn.matrix import (ExactMatrix, _plain_scalar, _rows_of, check_magnitude, check_symbols,
+                            exact_matrix)
+from symattn.parser import algebraic_degree
 from symattn.tomlfile import parse_toml, read_text
 
 Matrix = sympy.ImmutableMatrix
@@ -33,6 +39,18 @@ def _shape(m: Matrix) -> str:
     return f"{m.rows}×{m.cols}"
 
 
+# control characters (ESC starts terminal escapes) and bidirectional overrides
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def check_printable(text: str, where: str) -> None:
+    """Names and titles are printed raw by the views (terminal, LaTeX): refuse controls."""
+    bad = _UNPRINTABLE.search(text)
+    if bad:
+        raise ProblemError(f"{where} contains the control character {bad.group()!r} at "
+                           f"position {bad.start() + 1}: use printable text")
+
+
 def _tokens(name: str, value: object, count: int, default_prefix: str) -> tuple[str, ...]:
     if value is None:
         return tuple(f"{default_prefix}{i}" for i in range(count))
@@ -42,6 +60,7 @@ def _tokens(name: str, value: object, count: int, default_prefix: str) -> tuple[
     for i, t in enumerate(names):
         if not isinstance(t, str) or not t.strip():
             raise ProblemError(f"{name}[{i}] must be a non-empty string, got {t!r}")
+        check_printable(t, f"{name}[{i}]")
         if t.strip().lstrip("-").isdigit():
             raise ProblemError(
                 f"{name}[{i}] is {t!r}, which reads as an index: give tokens names that are not numbers"
@@ -54,6 +73,17 @@ def _tokens(name: str, value: object, count: int, default_prefix: str) -> tuple[
         dup = next(t for t in names if names.count(t) > 1)
         raise ProblemError(f"{name} names {dup!r} twice: every token needs its own name")
     return names
+
+
+def check_scale_ball(scale: sympy.Expr) -> flint.arb | None:
+    """|scale| as an arb upper bound (None when the balls cannot enclose it)."""
+    from symattn.certify import to_arb
+    from symattn.errors import CertificationError
+
+    try:
+        return flint.arb(to_arb(scale, 64).abs_upper())
+    except CertificationError:
+        return None
 
 
 def _mask(value: object, n: int, m: int) -> tuple[Matrix | None, str | None]:
@@ -127,6 +157,8 @@ class Problem:
         if not projected and not direct:
             raise ProblemError("no inputs: give X with W_q, W_k and W_v, or Q, K and V")
 
+        if title is not None:
+            check_printable(str(title), "title")
         self.title = title
         self.inputs: dict[str, ExactMatrix] = {}
         if projected:
@@ -167,6 +199,8 @@ class Problem:
                 check_symbols(self.scale, "scale", symbols)
             if self.scale.is_real is False or self.scale.has(sympy.zoo, sympy.oo, sympy.nan):
                 raise ProblemError(f"scale is {self.scale}, which is not a real number: give a real scale such as 1/sqrt(3)")
+            check_magnitude(flint.fmpq(int(self.scale.p), int(self.scale.q))
+                            if self.scale.is_Rational else self.scale, "scale")
         self.mask, self.mask_kind = _mask(mask, self.n, self.m)
         if self.mask is not None:
             for i in range(self.n):
@@ -176,7 +210,61 @@ class Problem:
                         "allowed at least one key (PyTorch returns NaN or zeros for such a row)"
                     )
 
+        self._check_size_caps()
+
     # -- validation --------------------------------------------------------
+    def _check_size_caps(self) -> None:
+        """Bound what the engine and every view will have to handle (symattn.limits):
+        the score count, the roots' joint degree, the scores' size and exact digits."""
+        if self.n * self.m > MAX_ENTRIES:
+            raise ProblemError(f"{self.n:,} queries × {self.m:,} keys is {self.n * self.m:,} "
+                               f"scores, over the cap of {MAX_ENTRIES:,} (MAX_ENTRIES)")
+        general = [e for mat in self.inputs.values() if not mat.is_rational
+                   for e in mat.entries()]
+        degree = algebraic_degree(*general, self.scale)
+        if degree > MAX_ALGEBRAIC_DEGREE:
+            raise ProblemError(
+                f"the roots in the inputs and scale together have algebraic degree up to "
+                f"{degree:,}, over the cap of {MAX_ALGEBRAIC_DEGREE} (MAX_ALGEBRAIC_DEGREE): "
+                "use fewer distinct roots (√2, √3 and √5 together are degree 8)")
+        q_side, k_side = self._score_factors()
+        bounds = [m.max_abs() for m in (*q_side, *k_side)]
+        scale = None
+        if not self.scale.free_symbols:
+            scale = flint.arb(abs(flint.fmpq(int(self.scale.p), int(self.scale.q)))) \
+                if self.scale.is_Rational else check_scale_ball(self.scale)
+        if scale is not None and None not in bounds:
+            width = 1 if self.d_model is None else self.d_model
+            bound = scale * self.d_k * width ** 2
+            for b in bounds:
+                bound *= b
+            if bound.abs_upper() > MAX_SCORE_MAGNITUDE:
+                formula = ("d_k·max|Q|·max|K|·|scale|" if self.d_model is None else
+                           "d_k·(d_model·max|X|·max|W_q|)·(d_model·max|X_kv|·max|W_k|)·|scale|")
+                raise ProblemError(
+                    f"the scaled scores could reach {bound.mid().str(3, radius=False)} "
+                    f"({formula}), over the cap of {MAX_SCORE_MAGNITUDE:.0e} "
+                    "(MAX_SCORE_MAGNITUDE): use smaller inputs or a smaller scale")
+        den = 1
+        for m in (*q_side, *k_side):
+            den *= m.denominator()
+        digits = len(str(den)) if den.bit_length() < 13_000 else den.bit_length() * 3 // 10
+        if not self.scale.free_symbols:
+            digits += sum(len(str(r.q)) + len(str(abs(r.p)))
+                          for r in self.scale.atoms(sympy.Rational))
+        if digits > MAX_EXACT_DIGITS:
+            raise ProblemError(
+                f"the exact scores would need fractions of about {digits:,} digits, over the cap "
+                f"of {MAX_EXACT_DIGITS:,} (MAX_EXACT_DIGITS): use decimals with fewer places or "
+                "simpler fractions")
+
+    def _score_factors(self) -> tuple[tuple[ExactMatrix, ...], tuple[ExactMatrix, ...]]:
+        """The matrices whose products make the queries and the keys."""
+        inputs = self.inputs
+        if "X" not in inputs:
+            return (inputs["Q"],), (inputs["K"],)
+        return (inputs["X"], inputs["W_q"]), (inputs.get("X_kv", inputs["X"]), inputs["W_k"])
+
     def _check_projection_shapes(self) -> None:
         X, W_q, W_k, W_v = (self.inputs[k] for k in ("X", "W_q", "W_k", "W_v"))
         X_kv = self.inputs.get("X_kv")
@@ -227,6 +315,11 @@ class Problem:
         about = data.get("about")
         if about is not None and not isinstance(about, str):
             raise ProblemError(f"{source}: about must be a string")
+        if about is not None:
+            try:
+                check_printable(about, "about")
+            except ProblemError as exc:
+                raise ProblemError(f"{source}: {exc}") from None
         kwargs = {k: data[k] for k in PROBLEM_KEYS if k in data and k != "about"}
         try:
             return cls(**kwargs)

@@ -1,0 +1,50 @@
+"""Every cap on user input, in one place (the table in docs/limits.md lists them).
+
+Why caps: symattn keeps every value exact, and exact arithmetic has no
+natural bound on its cost.  A numeral of a million digits, a root of degree
+2^64 or a 10^12 score each take minutes or gigabytes somewhere downstream
+(printing, minimal polynomials, rounding).  So what the parser and the
+problem loader accept is bounded so that every view and command finishes
+quickly on it, and anything past a cap is refused at once with one line
+that names the input, its position and the cap.
+
+Other modules import these names; tests/test_parser_caps.py checks that
+docs/limits.md shows the same numbers.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "MAX_ALGEBRAIC_DEGREE", "MAX_ALGEBRAIC_DIGITS", "MAX_BITS", "MAX_DECIMAL_EXPONENT", "MAX_DEPTH", "MAX_ENTRIES",
+    "MAX_ENTRY_MAGNITUDE", "MAX_EXACT_DIGITS", "MAX_FILE_BYTES", "MAX_NUMERAL_DIGITS",
+    "MAX_POWER_EXPONENT", "MAX_ROOT_BITS", "MAX_SCORE_MAGNITUDE", "MAX_SIDE",
+    "MAX_TEXT_LENGTH", "MAX_VALUE_DIGITS",
+]
+
+# -- one expression string (symattn.parser) ---------------------------------
+MAX_TEXT_LENGTH = 10_000        # characters in one expression string
+MAX_DEPTH = 100                 # nesting: parentheses, calls, signs, √ and powers
+MAX_NUMERAL_DIGITS = 1_000      # digits written in one numeral (2.000…0e0 counts every 0)
+MAX_DECIMAL_EXPONENT = 1_000    # |e| of a numeral such as 1.5e-3
+MAX_POWER_EXPONENT = 10_000     # |p| of an exponent p/q; |x| of e^x and of b^x = e^(x·log b)
+MAX_VALUE_DIGITS = 1_000        # digits of the numerator or denominator of any rational built
+MAX_BITS = 100_000              # estimated bits of all numerals and powers in one string
+MAX_ROOT_BITS = 2_000           # bits under logs and irrational powers (SymPy factors them)
+# Roots: SymPy's minimal polynomial (used to decide exact ties and hidden
+# rationals) is fast below these and falls off a cliff above them (measured:
+# degree 16 with 20-bit radicands, or degree 8 with 1000-digit coefficients,
+# runs past 30 s or 2 GB; see docs/limits.md).
+MAX_ALGEBRAIC_DEGREE = 8        # product of the root indices of the distinct roots in a value
+                                # (√2·∛3 is 6) and in a whole problem (√2, √3, √5 is 8)
+MAX_ALGEBRAIC_DIGITS = 30       # digits of every rational in a value that has a root
+
+# -- one problem (symattn.problem, symattn.matrix) --------------------------
+MAX_ENTRY_MAGNITUDE = 10**6     # |x| of every entry of X, W's, Q, K, V and of the scale
+MAX_SCORE_MAGNITUDE = 10**12    # |scaled score| bound: d_k·max|q|·max|k|·|scale|
+MAX_EXACT_DIGITS = 1_000        # digits of an exact scaled score (bound): what a view can show
+MAX_SIDE = 1_024                # rows or columns of one matrix (n, m, d_model, d_k, d_v)
+MAX_ENTRIES = 262_144           # entries of one matrix, and queries × keys (512 × 512)
+
+# -- input files (symattn.tomlfile.read_text) -------------------------------
+MAX_FILE_BYTES = 8 * 1024 * 1024   # one TOML file: a 512×512 Q, K and V of 3-digit decimals fit
+# The CSV caps of grading live in symattn.check.grade (MAX_ROWS, MAX_BYTES, ...).
