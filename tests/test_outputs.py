@@ -201,7 +201,7 @@ def test_shell_escape_in_a_name_runs_nothing(tmp_path):
     problem = sa.Problem(Q=[[1]], K=[[1]], V=[[1]], tokens=[f"\\immediate\\write18{{touch {marker}}}"])
     compile_tex(render_latex(sa.attend(problem)), "escape")
     assert not marker.exists()
-    # TeX's log says "restricted \\write18 enabled." unless -no-shell-escape turned it off
+    # TeX's log says "restricted \write18 enabled." unless -no-shell-escape turned it off
     (tmp_path / "doc.tex").write_text("\\documentclass{article}\\begin{document}x\\end{document}")
     subprocess.run([*find_engine(), "doc.tex"], cwd=tmp_path, capture_output=True, timeout=120)
     log = (tmp_path / "doc.log").read_text(errors="replace")
