@@ -9,7 +9,15 @@ never once per student.
 
 Why cells and not exceptions: a malformed row or answer is reported in its
 own cells and every other answer is still graded; only a file that cannot
-be read at all (no header, no ``student`` column) is an error.
+be read at all (no header, no ``student`` column, no students) is an error.
+Each answer is judged in isolation: whatever goes wrong while judging one
+cell (a symattn error, or an internal one) makes that cell ``invalid`` with
+the reason, and the class is still graded.
+
+The report is opened in spreadsheets, so every text cell that a spreadsheet
+would run as a formula (one starting with ``=``, ``+``, ``-``, ``@``, a tab or
+a carriage return, unless it is a plain number) is written with a leading
+``'``, as OWASP recommends against CSV injection.
 
 A worksheet folder (``symattn worksheet --versions``) is read as one problem
 file per version: ``DIR/version-ID.toml`` (what the worksheet command
@@ -20,6 +28,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,8 +39,11 @@ from symattn.problem import Problem
 
 __all__ = ["GradeError", "GradeReport", "StudentRow", "Versions", "grade", "read_submissions"]
 
-MAX_ROWS = 100_000
+MAX_ROWS = 100_000                 # students (data rows; the header row is not counted)
 MAX_COLUMNS = 1_000
+MAX_BYTES = 16 * 1024 * 1024       # one submissions file
+MAX_ANSWER_CHARS = 1_000_000       # one answer cell (a 128×128 matrix fits; as check reads figures)
+MAX_ID_CHARS = 200                 # a student id or version shown in the report
 
 
 class GradeError(SymattnError, ValueError):
@@ -81,6 +93,10 @@ class Versions:
                 hit = self._build(key)
             except SymattnError as exc:
                 hit = exc
+            except Exception as exc:  # noqa: BLE001 — a bug in one version must not stop the others
+                where = "the problem" if key is None else f"version {key}"
+                hit = GradeError(f"internal error while preparing {where} "
+                                 f"({type(exc).__name__}: {str(exc)[:120]}); please report it")
             self._checkers[key] = hit
         if isinstance(hit, SymattnError):
             raise hit
@@ -101,13 +117,18 @@ class Versions:
 
 @dataclass
 class StudentRow:
-    """One student's graded answers (or why the row could not be graded)."""
+    """One student's graded answers (or why the row could not be graded).
+
+    ``note`` says why part of the row could not be graded (it counts as
+    unreadable); ``warning`` is for the teacher only (the same student id on
+    more than one line: every line is graded)."""
 
     line: int
     student: str
     version: str | None
     verdicts: list[FigureVerdict] = field(default_factory=list)
     note: str = ""
+    warning: str = ""
 
     @property
     def right(self) -> int:
@@ -119,26 +140,55 @@ class GradeReport:
     targets: list[str]
     rows: list[StudentRow]
     has_version: bool
+    #: target -> why its column could not be graded (a bad header cell), per version
+    column_errors: dict[str, str] = field(default_factory=dict)
 
     @property
     def invalid_count(self) -> int:
         return sum(1 for r in self.rows for v in r.verdicts if v.code == "invalid") + \
             sum(1 for r in self.rows if r.note)
 
+    @property
+    def duplicates(self) -> dict[str, list[int]]:
+        """Student id -> the lines it is on, for ids on more than one line."""
+        lines: dict[str, list[int]] = {}
+        for row in self.rows:
+            if row.student:
+                lines.setdefault(row.student, []).append(row.line)
+        return {k: v for k, v in lines.items() if len(v) > 1}
+
     def to_csv(self) -> str:
-        """The report: per answer its verdict, mistake and message; per student a total."""
+        """The report: per answer its verdict, mistake and message; per student a total.
+
+        Every text cell is made safe to open in a spreadsheet (:func:`spreadsheet_safe`)."""
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
         header = ["student"] + (["version"] if self.has_version else [])
         for t in self.targets:
             header += [t, f"{t} mistake", f"{t} message"]
-        writer.writerow(header + ["right", "total", "note"])
+        writer.writerow([spreadsheet_safe(c) for c in header + ["right", "total", "note"]])
         for row in self.rows:
             cells = [row.student] + ([row.version or ""] if self.has_version else [])
             for v in row.verdicts:
                 cells += [v.code, v.mistake or "", v.message]
-            writer.writerow(cells + [row.right, len(self.targets), row.note])
+            note = "; ".join(x for x in (row.note, row.warning) if x)
+            writer.writerow([spreadsheet_safe(c) for c in cells] +
+                            [row.right, len(self.targets), spreadsheet_safe(note)])
         return out.getvalue()
+
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def spreadsheet_safe(cell: str) -> str:
+    """A report cell that a spreadsheet shows as text, never runs as a formula (OWASP's
+    advice against CSV injection): a cell starting with ``=``, ``+``, ``-``, ``@``, a tab
+    or a carriage return (or their full-width forms) gets a leading ``'``, unless it is a
+    plain number such as ``-0.5``."""
+    if cell.startswith(_FORMULA_START) and not _PLAIN_NUMBER.fullmatch(cell):
+        return "'" + cell
+    return cell
 
 
 def _rejoin(cells: list[str]) -> list[str]:
@@ -152,31 +202,97 @@ def _rejoin(cells: list[str]) -> list[str]:
     return [c.strip() for c in out]
 
 
-def read_submissions(data: bytes | str, source: str = "submissions") -> tuple[list[str], list[list[str]]]:
-    """The header and rows of a submissions CSV; undecodable bytes become U+FFFD in their cell."""
-    text = data.decode("utf-8-sig", errors="replace") if isinstance(data, bytes) else data
-    text = text.replace("\x00", "\ufffd")
+def _csv_rows(text: str, source: str) -> list[list[str]]:
+    """The non-blank rows of a CSV text; stops (with an error) past MAX_ROWS students.
+
+    Why the field limit is raised: Python's csv module refuses a cell over 128 KiB with an
+    error that would stop the whole class; such a cell is judged (invalid) on its own."""
+    previous = csv.field_size_limit()
+    csv.field_size_limit(max(previous, MAX_BYTES + 1))
+    rows: list[list[str]] = []
     try:
-        rows = list(csv.reader(io.StringIO(text, newline="")))
+        for row in csv.reader(io.StringIO(text, newline="")):
+            if not any(c.strip() for c in row):
+                continue
+            rows.append(row)
+            if len(rows) > MAX_ROWS + 1:      # the header row is not a student
+                raise GradeError(f"{source}: over {MAX_ROWS:,} students; split the file")
     except csv.Error as exc:
         raise GradeError(f"{source}: not a readable CSV ({exc})") from None
-    rows = [r for r in rows if any(c.strip() for c in r)]
+    finally:
+        csv.field_size_limit(previous)
+    return rows
+
+
+def read_submissions(data: bytes | str, source: str = "submissions") -> tuple[list[str], list[list[str]]]:
+    """The header and rows of a submissions CSV; undecodable bytes become U+FFFD in their cell."""
+    size = len(data.encode("utf-8", errors="replace") if isinstance(data, str) else data)
+    if size > MAX_BYTES:
+        raise GradeError(f"{source}: {size:,} bytes is over the {MAX_BYTES:,}-byte limit of a "
+                         "submissions file; split the class into several files")
+    text = data.decode("utf-8-sig", errors="replace") if isinstance(data, bytes) else data
+    text = text.replace("\x00", "\ufffd")
+    rows = _csv_rows(text, source)
     if not rows:
         raise GradeError(f"{source} is empty: give a header row with a 'student' column and "
                          "one column per target")
     header = _rejoin(rows[0])
     if "student" not in header:
+        shown = ", ".join(repr(c[:40]) for c in header[:6])
         raise GradeError(f"{source}: the header has no 'student' column (it has "
-                         f"{', '.join(header[:6])}); name the column of student ids 'student'")
-    if len(header) > MAX_COLUMNS or len(rows) > MAX_ROWS:
-        raise GradeError(f"{source}: over {MAX_COLUMNS:,} columns or {MAX_ROWS:,} rows; split the file")
+                         f"{shown}); name the column of student ids 'student'")
+    if len(header) > MAX_COLUMNS:
+        raise GradeError(f"{source}: over {MAX_COLUMNS:,} columns; split the file")
     for k, cell in enumerate(header):
         if not cell:
             raise GradeError(f"{source}: header column {k + 1} is empty; name its target")
-    dup = next((c for c in header if header.count(c) > 1), None)
-    if dup is not None:
-        raise GradeError(f"{source}: the header names {dup!r} twice; give each column once")
+    seen: set[str] = set()
+    for cell in header:
+        if cell in seen:
+            raise GradeError(f"{source}: the header names {cell[:60]!r} twice; give each column once")
+        seen.add(cell)
+    if len(rows) == 1:
+        raise GradeError(f"{source}: a header row and no students; nothing to grade "
+                         "(add one row per student)")
     return header, rows[1:]
+
+
+def _short(text: str, limit: int = MAX_ID_CHARS) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _internal(exc: BaseException) -> str:
+    """One line for an error symattn did not expect (a bug): named, so it can be reported."""
+    detail = str(exc).splitlines()[0][:120] if str(exc) else ""
+    return (f"internal error while judging this answer ({type(exc).__name__}"
+            f"{': ' + detail if detail else ''}); it was not graded — please report it")
+
+
+def judge(checker: Checker, target: str, answer: str) -> FigureVerdict:
+    """One answer judged in isolation: any failure is this cell's ``invalid`` verdict."""
+    if not answer.strip():
+        return invalid(target, answer, "no answer given")
+    if len(answer) > MAX_ANSWER_CHARS:
+        return invalid(target, answer[:40] + "…",
+                       f"the answer is {len(answer):,} characters; an answer is at most "
+                       f"{MAX_ANSWER_CHARS:,}")
+    try:
+        return checker.check(target, answer)
+    except SymattnError as exc:
+        return invalid(target, answer, str(exc))
+    except Exception as exc:  # noqa: BLE001 — one cell must not stop a class
+        return invalid(target, answer, _internal(exc))
+
+
+def _column_error(checker: Checker, target: str) -> str | None:
+    """Why ``target`` cannot be graded against this checker's problem (None when it can)."""
+    try:
+        checker.target(target)
+    except SymattnError as exc:
+        return str(exc)
+    except Exception as exc:  # noqa: BLE001
+        return _internal(exc).replace("judging this answer", "reading this target")
+    return None
 
 
 def grade(versions: Versions, data: bytes | str, source: str = "submissions") -> GradeReport:
@@ -189,11 +305,14 @@ def grade(versions: Versions, data: bytes | str, source: str = "submissions") ->
     targets = [(k, c) for k, c in enumerate(header) if k not in (s_col, v_col)]
     if not targets:
         raise GradeError(f"{source}: no answer columns; add one column per target, e.g. weights[I]")
+    if not versions.needs_version:
+        versions.checker(None)     # the one problem must be gradable, or nothing is graded
     report = GradeReport([t for _, t in targets], [], v_col is not None)
     carried: dict[int, dict] = {}     # per problem: (earlier, later) answer pairs judged
+    columns: dict[int, dict[str, str | None]] = {}    # per problem: target -> why it cannot be graded
     for n, cells in enumerate(rows, start=2):
-        student = cells[s_col].strip() if s_col < len(cells) else ""
-        version = cells[v_col].strip() if v_col is not None and v_col < len(cells) else None
+        student = _short(cells[s_col].strip()) if s_col < len(cells) else ""
+        version = _short(cells[v_col].strip()) if v_col is not None and v_col < len(cells) else None
         row = StudentRow(n, student, version)
         notes = []
         if len(cells) != len(header):
@@ -205,17 +324,40 @@ def grade(versions: Versions, data: bytes | str, source: str = "submissions") ->
         except SymattnError as exc:
             checker, problem_error = None, str(exc)
             notes.append(f"line {n}: {exc}")
+        bad = columns.setdefault(id(checker), {}) if checker is not None else {}
         for k, target in targets:
             answer = cells[k] if k < len(cells) else ""
             if checker is None:
                 row.verdicts.append(invalid(target, answer, problem_error))
-            elif not answer.strip():
-                row.verdicts.append(invalid(target, answer, "no answer given"))
+                continue
+            if target not in bad:
+                bad[target] = _column_error(checker, target)
+                if bad[target] is not None:
+                    where = f" (version {version})" if versions.needs_version else ""
+                    report.column_errors.setdefault(target, bad[target] + where)
+            if bad[target] is not None:
+                row.verdicts.append(invalid(target, answer, bad[target]))
             else:
-                row.verdicts.append(checker.check(target, answer))
+                row.verdicts.append(judge(checker, target, answer))
         if checker is not None:
-            carry_forward(checker.trace, report.targets, row.verdicts,
-                          carried.setdefault(id(checker), {}))
+            try:
+                carry_forward(checker.trace, report.targets, row.verdicts,
+                              carried.setdefault(id(checker), {}))
+            except Exception:  # noqa: BLE001 — the verdicts stand as judged
+                pass
         row.note = "; ".join(notes)
         report.rows.append(row)
+    _mark_duplicates(report)
     return report
+
+
+def _mark_duplicates(report: GradeReport) -> None:
+    """Every line of a student id that appears more than once is graded, and says so:
+    the teacher decides which submission counts."""
+    duplicates = report.duplicates
+    for row in report.rows:
+        lines = duplicates.get(row.student)
+        if lines:
+            others = ", ".join(str(x) for x in lines if x != row.line)
+            row.warning = (f"student id {row.student!r} is also on line"
+                           f"{'s' if len(lines) > 2 else ''} {others}; every line is graded")
