@@ -231,7 +231,8 @@ def _entry(value: object, where: str, symbols: bool | Collection[str]) -> flint.
             frac = frac or ""
             q = flint.fmpq(int(whole + frac), 10 ** len(frac))
             q = -q if sign == "-" else q
-            check_magnitude(q, where)
+            if len(whole) > 6:   # under 10^6 whatever its decimals: no check needed
+                check_magnitude(q, where)
             return q
     direct = isinstance(value, sympy.Basic)  # a SymPy value may hold symbols: that is intent
     exact = to_exact(value, where=where, symbols=bool(symbols) or direct, symbol_hint=True)

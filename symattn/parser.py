@@ -172,6 +172,7 @@ _VALUE_LIMIT = 10**MAX_VALUE_DIGITS          # a rational's |numerator| and deno
 _VALUE_BITS = _VALUE_LIMIT.bit_length()
 _ALGEBRAIC_LIMIT = 10**MAX_ALGEBRAIC_DIGITS  # the same, in a value that has a root
 _ALGEBRAIC_BITS = _ALGEBRAIC_LIMIT.bit_length()
+_ALGEBRAIC_HEIGHT = 4 * _ALGEBRAIC_BITS     # all of them once multiplied out: about 120 digits
 
 
 def _too_many_digits() -> str:
@@ -253,7 +254,7 @@ def _value_problem(value: sympy.Expr, whole: bool = True) -> tuple[str, str] | N
         return (f"its roots have algebraic degree up to {degree:,}, over the cap of "
                 f"{MAX_ALGEBRAIC_DEGREE} (MAX_ALGEBRAIC_DEGREE)",
                 "use fewer or simpler roots, such as sqrt(2) or 2^(1/3)")
-    if whole and degree > 1 and (_height_bits(value) > _ALGEBRAIC_BITS
+    if whole and degree > 1 and (_height_bits(value) > _ALGEBRAIC_HEIGHT
                        or any(_over(r, _ALGEBRAIC_LIMIT) for r in _rationals(value))):
         return (f"a number beside or under a root has over {MAX_ALGEBRAIC_DIGITS} digits "
                 "(MAX_ALGEBRAIC_DIGITS)", "use shorter numbers with roots")
@@ -550,7 +551,7 @@ class Evaluator:
                             f"{degree:,}, over the cap of {MAX_ALGEBRAIC_DEGREE} "
                             "(MAX_ALGEBRAIC_DEGREE)", node,
                             "use fewer or simpler roots, such as sqrt(2) or 2^(1/3)")
-        if _height_bits(base) > _ALGEBRAIC_BITS or any(
+        if _height_bits(base) > _ALGEBRAIC_HEIGHT or any(
                 _over(r, _ALGEBRAIC_LIMIT) for r in _rationals(base)):
             raise self.fail(f"a number under a root has over {MAX_ALGEBRAIC_DIGITS} digits "
                             "(MAX_ALGEBRAIC_DIGITS)", node, "use shorter numbers under roots")

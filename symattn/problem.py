@@ -249,9 +249,8 @@ class Problem:
         for m in (*q_side, *k_side):
             den *= m.denominator()
         digits = len(str(den)) if den.bit_length() < 13_000 else den.bit_length() * 3 // 10
-        if not self.scale.free_symbols:
-            digits += sum(len(str(r.q)) + len(str(abs(r.p)))
-                          for r in self.scale.atoms(sympy.Rational))
+        if self.scale.is_Rational:   # scaled = score·scale, one fraction
+            digits += len(str(abs(self.scale.p))) + len(str(self.scale.q)) - 2
         if digits > MAX_EXACT_DIGITS:
             raise ProblemError(
                 f"the exact scores would need fractions of about {digits:,} digits, over the cap "
