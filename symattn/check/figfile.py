@@ -25,7 +25,7 @@ from symattn.errors import ProblemError, SymattnError
 from symattn.exact import DecimalText
 from symattn.examples import example_names, example_text
 from symattn.problem import PROBLEM_KEYS, Problem
-from symattn.tomlfile import parse_toml, read_text
+from symattn.tomlfile import load_toml, parse_toml, read_text
 
 __all__ = ["FigureSpec", "FiguresFile", "FiguresError", "example_figures", "figure_example_names",
            "load_figures", "read_figures"]
@@ -127,14 +127,10 @@ def _problem_data(value: object, base_dir: Path | None, where: str) -> dict[str,
     if base_dir is None:
         raise FiguresError(f"{where}: a built-in figures file cannot name a problem file")
     path = base_dir / value
-    try:
-        text = path.read_text(encoding="utf-8")
-        return dict(tomllib.loads(text, parse_float=DecimalText))
-    except FileNotFoundError:
+    if not path.exists():
         raise FiguresError(f"{where}: no problem file {path}; give a path relative to the "
-                           "figures file") from None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise FiguresError(f"{where}: cannot read the problem file {path} ({exc})") from None
+                           "figures file")
+    return load_toml(path, what="a problem TOML file", error=FiguresError)
 
 
 def _base_data(table: Mapping[str, Any], base_dir: Path | None, where: str,
