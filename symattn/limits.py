@@ -39,7 +39,7 @@ MAX_ALGEBRAIC_DEGREE = 8        # product of the root indices of the distinct ro
 MAX_ALGEBRAIC_DIGITS = 30       # digits of every rational in a value that has a root
 
 # -- one problem (symattn.problem, symattn.matrix) --------------------------
-MAX_ENTRY_MAGNITUDE = 10**6     # |x| of every entry of X, W's, Q, K, V and of the scale
+MAX_ENTRY_MAGNITUDE = 10**6     # |x| of the entries that make the scores (X, W_q, W_k, X_kv, Q, K), |scale|
 MAX_SCORE_MAGNITUDE = 10**12    # |scaled score| bound: d_k·max|q|·max|k|·|scale|
 MAX_EXACT_DIGITS = 1_000        # digits of an exact scaled score (bound): what a view can show
 MAX_SIDE = 1_024                # rows or columns of one matrix (n, m, d_model, d_k, d_v)

@@ -216,11 +216,14 @@ def check_magnitude(value: flint.fmpq | sympy.Expr, where: str) -> None:
             raise magnitude_error(where, f"about {ball.mid().str(3, radius=False)}")
 
 
-def _entry(value: object, where: str, symbols: bool | Collection[str]) -> flint.fmpq | sympy.Expr:
-    """One exact entry within the caps: an fmpq on the fast paths, else a SymPy number."""
+def _entry(value: object, where: str, symbols: bool | Collection[str],
+           bounded: bool = True) -> flint.fmpq | sympy.Expr:
+    """One exact entry within the caps: an fmpq on the fast paths, else a SymPy number.
+
+    ``bounded``: the entry feeds the scores, so its magnitude is capped too."""
     value = _plain_scalar(value)
     if isinstance(value, int) and not isinstance(value, bool):
-        if abs(value) > MAX_ENTRY_MAGNITUDE:
+        if bounded and abs(value) > MAX_ENTRY_MAGNITUDE:
             raise magnitude_error(where, f"{value:.3e}" if value.bit_length() < 1000
                                   else "too large")
         return flint.fmpq(value)
@@ -231,18 +234,20 @@ def _entry(value: object, where: str, symbols: bool | Collection[str]) -> flint.
             frac = frac or ""
             q = flint.fmpq(int(whole + frac), 10 ** len(frac))
             q = -q if sign == "-" else q
-            if len(whole) > 6:   # under 10^6 whatever its decimals: no check needed
+            if bounded and len(whole) > 6:   # under 10^6 whatever its decimals: no check
                 check_magnitude(q, where)
             return q
     direct = isinstance(value, sympy.Basic)  # a SymPy value may hold symbols: that is intent
     exact = to_exact(value, where=where, symbols=bool(symbols) or direct, symbol_hint=True)
     if exact.is_Rational:
         q = flint.fmpq(int(exact.p), int(exact.q))
-        check_magnitude(q, where)
+        if bounded:
+            check_magnitude(q, where)
         return q
     if not direct:
         check_symbols(exact, where, symbols)
-    check_magnitude(exact, where)
+    if bounded:
+        check_magnitude(exact, where)
     return exact
 
 
@@ -266,14 +271,16 @@ def symbol_matrix(prefix: str, rows: int, cols: int) -> sympy.ImmutableMatrix:
         f"{prefix}{i}{sep}{j}", real=True))
 
 
-def exact_matrix(name: str, value: object, *,
-                 symbols: bool | Collection[str] = False) -> "ExactMatrix":
+def exact_matrix(name: str, value: object, *, symbols: bool | Collection[str] = False,
+                 bounded: bool = False) -> "ExactMatrix":
     """Coerce a matrix-like input entry by entry to an :class:`ExactMatrix`.
 
     ``symbols``: True allows any name in strings, a collection allows those
-    names; SymPy expressions passed directly may always hold symbols."""
+    names; SymPy expressions passed directly may always hold symbols.  ``bounded``:
+    cap every entry's magnitude (MAX_ENTRY_MAGNITUDE), for the matrices that make
+    the scores; values (V, W_v) only scale the outputs and meet the digit caps."""
     rows = _rows_of(name, value)
-    entries = [_entry(v, f"{name}[{i}][{j}]", symbols)
+    entries = [_entry(v, f"{name}[{i}][{j}]", symbols, bounded)
                for i, row in enumerate(rows) for j, v in enumerate(row)]
     r, c = len(rows), len(rows[0])
     if all(isinstance(e, flint.fmpq) for e in entries):

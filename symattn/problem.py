@@ -166,7 +166,8 @@ class Problem:
                 if key not in projected:
                     raise ProblemError(f"{key} is missing: X, W_q, W_k and W_v go together")
             for key, value in projected.items():
-                self.inputs[key] = exact_matrix(key, value, symbols=symbols)
+                self.inputs[key] = exact_matrix(key, value, symbols=symbols,
+                                                bounded=key != "W_v")
             self._check_projection_shapes()
             X, W_q, W_v = self.inputs["X"], self.inputs["W_q"], self.inputs["W_v"]
             self.n, self.m = X.rows, self.inputs.get("X_kv", X).rows
@@ -176,7 +177,8 @@ class Problem:
             for key in ("Q", "K", "V"):
                 if key not in direct:
                     raise ProblemError(f"{key} is missing: Q, K and V go together")
-                self.inputs[key] = exact_matrix(key, direct[key], symbols=symbols)
+                self.inputs[key] = exact_matrix(key, direct[key], symbols=symbols,
+                                                bounded=key != "V")
             self._check_direct_shapes()
             self.n, self.m = self.inputs["Q"].rows, self.inputs["K"].rows
             self.d_model = None

@@ -224,10 +224,19 @@ def test_digits_beside_roots_at_the_cap() -> None:
 def test_entries_over_the_magnitude_cap_are_refused_with_their_position(entry) -> None:
     message = _refused("MAX_ENTRY_MAGNITUDE", Q=[[1, 0], [0, entry]], K=K2, V=V2)
     assert "Q[1][1]" in message
-    message = _refused("MAX_ENTRY_MAGNITUDE", Q=[[1, 0]], K=K2, V=[[1, 2], [-entry if not
-                                                                        isinstance(entry, str)
-                                                                        else entry, 0]])
-    assert "V[1][0]" in message
+    message = _refused("MAX_ENTRY_MAGNITUDE", Q=[[1, 0]], K=[[1, 0], [0, entry]], V=V2)
+    assert "K[1][1]" in message
+    message = _refused("MAX_ENTRY_MAGNITUDE", X=[[1, entry]], W_q=K2, W_k=K2, W_v=K2)
+    assert "X[0][1]" in message
+
+
+def test_values_are_capped_by_digits_not_magnitude() -> None:
+    """V (and W_v) only scale the outputs: a value of 10^51 costs nothing more to certify."""
+    big = "1.65e51"
+    problem = sa.Problem(Q=[[1, 0]], K=K2, V=[[1, 2], [3, big]])
+    _check_against_reference(problem, [[M(1), M(0)]], IDENTITY,
+                             [[M(1), M(2)], [M(3), M("1.65e51")]], 1 / mpmath.sqrt(2))
+    _refused("MAX_VALUE_DIGITS", Q=[[1, 0]], K=K2, V=[[1, 2], [3, "1e1000"]])
 
 
 def test_magnitude_from_a_toml_file() -> None:
