@@ -43,14 +43,18 @@ def test_rows_sum_to_one_shows_the_certified_weights(lesson):
 
 
 def test_a_false_claim_is_reported_false_with_its_counterexample(lesson):
-    claims = Claims.from_mapping({"weights": [[0.14, 0.43, 0.44], [0.001, 0.909, 0.09],
+    # 0.14 + 0.43 + 0.48 = 1.05: more than 3 · 0.005 from 1, so no rounding explains it
+    claims = Claims.from_mapping({"weights": [[0.14, 0.43, 0.48], [0.001, 0.909, 0.09],
                                               [0.007, 0.755, 0.238]]})
     proof = facts.prove("rows-sum-to-one", lesson, claims)
     assert proof.holds is False
     assert proof.counterexample["row"] == "I"
-    assert proof.counterexample["sum"] == "101/100"
-    assert proof.counterexample["sum_decimal"] == "1.01"
+    assert proof.counterexample["claimed"] == ["0.14", "0.43", "0.48"]
+    assert proof.counterexample["sum"] == "1.05"
+    assert proof.counterexample["sum_decimal"] == "1.05"
+    assert proof.counterexample["within"] == "0.015"
     assert "✗ FAILS" in proof.text()
+    assert "claimed row 'I': 0.14 + 0.43 + 0.48 = 1.05 ≠ 1" in proof.text()
 
 
 def test_a_true_claim_holds(lesson):
@@ -76,7 +80,7 @@ def test_masked_weights_are_exactly_zero_and_a_claim_otherwise_fails():
     proof = facts.prove("weights-in-open-interval", trace, bad)
     assert proof.holds is False
     assert proof.counterexample["expected"] == "0 (masked)"
-    assert proof.counterexample["claimed"] == "1/10"
+    assert proof.counterexample["claimed"] == "0.1"        # as written, not 1/10
 
 
 def test_convex_hull_rejects_a_claimed_output_outside_the_values(lesson):
@@ -144,11 +148,11 @@ def test_cli_json_lists_every_fact():
 
 def test_cli_false_claim_exits_1(tmp_path):
     path = tmp_path / "claims.toml"
-    path.write_text("weights = [[0.14, 0.43, 0.44], [0.001, 0.909, 0.09], [0.007, 0.755, 0.238]]\n")
+    path.write_text("weights = [[0.14, 0.43, 0.48], [0.001, 0.909, 0.090], [0.007, 0.755, 0.238]]\n")
     done = _run("facts", "--claims", str(path), "--fact", "rows-sum-to-one", "--json")
     assert done.returncode == 1
     (out,) = json.loads(done.stdout)
-    assert out["holds"] is False and out["counterexample"]["sum"] == "101/100"
+    assert out["holds"] is False and out["counterexample"]["sum"] == "1.05"
 
 
 @pytest.mark.parametrize("args, words", [

@@ -12,12 +12,13 @@ from __future__ import annotations
 import sympy
 
 from symattn.certify import certify
-from symattn.compare import equal, sign
-from symattn.facts.claims import Claims
+from symattn.compare import compare, equal, sign
+from symattn.facts.claims import Claims, decimal_text, written_sum
 from symattn.facts.proof import Line, Proof
 from symattn.facts.symbolic import (has_symbols, indexed_softmax, is_zero, rename_dummies, softmax,
                                     symbol_vector, symbolic_trace)
 from symattn.problem import Problem
+from symattn.render.texutil import tex_escape
 from symattn.trace import Trace
 
 SMALL_N = (2, 3, 4)
@@ -41,6 +42,11 @@ def same(a: sympy.Expr, b: sympy.Expr) -> bool:
     if a == b or is_zero(a - b):
         return True
     return False if (a - b).free_symbols else equal(a, b)
+
+
+def _tex_decimal(text: str) -> str:
+    """A decimal or a SymPy formula as written, for math mode."""
+    return text if all(ch.isdigit() or ch in ".-" for ch in text) else rf"\text{{{tex_escape(text)}}}"
 
 
 def _row_label(trace: Trace | None, i: int) -> str:
@@ -77,20 +83,31 @@ def rows_sum_to_one(trace: Trace | None = None, claims: Claims | None = None) ->
             if not exact:  # cannot happen for true attention; kept honest
                 counter = {"row": trace.problem.tokens[i]}
     if claims is not None and claims.weights is not None:
-        W = claims.weights
-        for i in range(W.rows):
-            total_i = sympy.Add(*W.row(i))
+        for i, row in enumerate(claims.entries("weights")):
             label = _row_label(trace, i)
-            if total_i == 1:
-                checks.append(Line(f"claimed row {label}: Σ = 1 exactly", rf"\sum_j \hat A_{{{i}j}} = 1"))
+            total_i, slack, shown = written_sum(row)
+            terms = " + ".join(e.text for e in row)
+            if same(total_i, sympy.S.One):
+                checks.append(Line(f"claimed row {label}: {terms} = {shown}: Σ = 1 exactly",
+                                   rf"\sum_j \hat A_{{{i}j}} = 1"))
+            elif slack != 0 and compare(abs(total_i - 1), slack) <= 0:
+                checks.append(Line(f"claimed row {label}: {terms} = {shown}, within ±{decimal_text(slack)} "
+                                   f"of 1 (the rounding of the {len(row)} entries as written): consistent "
+                                   "with Σ = 1",
+                                   rf"\left|\sum_j \hat A_{{{i}j}} - 1\right| \le "
+                                   rf"{_tex_decimal(decimal_text(slack))}"))
             else:
                 ok = False
-                checks.append(Line(f"claimed row {label}: Σ = {sympy.sstr(total_i)} ≠ 1",
-                                   rf"\sum_j \hat A_{{{i}j}} = {sympy.latex(total_i)} \ne 1"))
+                within = f", more than ±{decimal_text(slack)} (the rounding as written) from 1" \
+                    if slack != 0 else ""
+                checks.append(Line(f"claimed row {label}: {terms} = {shown} ≠ 1{within}",
+                                   rf"\sum_j \hat A_{{{i}j}} = {_tex_decimal(shown)} \ne 1"))
                 if counter is None:
                     counter = {"row": trace.problem.tokens[i] if trace else i,
-                               "claimed": [sympy.sstr(x) for x in W.row(i)],
-                               "sum": sympy.sstr(total_i), "sum_decimal": dec(total_i, 6)}
+                               "claimed": [e.text for e in row], "sum": shown,
+                               "sum_decimal": dec(total_i, 6)}
+                    if slack != 0:
+                        counter["within"] = decimal_text(slack)
     return Proof("rows-sum-to-one", ok, Line("each row of weights sums to 1",
                                              r"\sum_j A_{ij} = 1 \text{ for every row } i"),
                  general, tuple(checks), counter)
@@ -133,23 +150,32 @@ def weights_in_open_interval(trace: Trace | None = None, claims: Claims | None =
             checks.append(Line(f"row {_row_label(trace, i)}: {note}{extra}",
                                rf"0 < A_{{{i}j}} < 1"))
     if claims is not None and claims.weights is not None:
-        W = claims.weights
-        for i in range(W.rows):
-            for j in range(W.cols):
-                x = W[i, j]
+        rounded = []
+        for i, row in enumerate(claims.entries("weights")):
+            for j, claimed in enumerate(row):
+                x, h = claimed.value, claimed.half
                 if trace is not None and j not in allowed(trace, i):
-                    good, want = x == 0, "0 (masked)"
+                    good, want = compare(abs(x), h) <= 0, "0 (masked)"
+                    edge = good and x != 0
                 elif trace is not None and len(allowed(trace, i)) == 1:
-                    good, want = x == 1, "1 (the only allowed key)"
-                else:
-                    good, want = 0 < x < 1, "in (0, 1)"
+                    good, want = compare(abs(x - 1), h) <= 0, "1 (the only allowed key)"
+                    edge = good and x != 1
+                else:   # some w in (0, 1) with |w − x| ≤ h
+                    good, want = compare(x + h, 0) > 0 and compare(x - h, 1) < 0, "in (0, 1)"
+                    edge = good and not (compare(x, 0) > 0 and compare(x, 1) < 0)
+                if edge:
+                    rounded.append(f"[{i}, {j}] = {claimed.text}")
                 if not good:
                     ok = False
-                    checks.append(Line(f"claimed weight [{i}, {j}] = {sympy.sstr(x)} is not {want}",
-                                       rf"\hat A_{{{i}{j}}} = {sympy.latex(x)}"))
-                    counter = counter or {"row": i, "key": j, "claimed": sympy.sstr(x), "expected": want}
+                    at = f" (nor within ±{decimal_text(h)}, its rounding as written)" if h else ""
+                    checks.append(Line(f"claimed weight [{i}, {j}] = {claimed.text} is not {want}{at}",
+                                       rf"\hat A_{{{i}{j}}} = {_tex_decimal(claimed.text)}"))
+                    counter = counter or {"row": i, "key": j, "claimed": claimed.text, "expected": want}
         if counter is None:
-            checks.append(Line("claimed weights: every one in (0, 1) (0 where masked)", r"0 < \hat A_{ij} < 1"))
+            checks.append(Line("claimed weights: every one in (0, 1) (0 where masked)"
+                               + (f"; {', '.join(rounded)} only as a rounding as written (a true "
+                                  "weight rounds to it)" if rounded else ""),
+                               r"0 < \hat A_{ij} < 1"))
     return Proof("weights-in-open-interval", ok,
                  Line("every weight is in (0, 1); masked weights are exactly 0 "
                       "(a row with a single allowed key gives it weight 1)",

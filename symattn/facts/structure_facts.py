@@ -14,7 +14,7 @@ import sympy
 from sympy import stats
 
 from symattn.compare import compare
-from symattn.facts.claims import Claims
+from symattn.facts.claims import Claims, decimal_text
 from symattn.facts.proof import Line, Proof
 from symattn.facts.softmax_facts import allowed, dec, same
 from symattn.facts.symbolic import has_symbols, is_zero, softmax, symbol_vector, symbolic_trace
@@ -138,28 +138,41 @@ def convex_hull(trace: Trace | None = None, claims: Claims | None = None) -> Pro
                            "with p_j > 0 that places it between the smallest and largest value", ""))
     elif trace is not None:
         eng, V = trace.engine, trace.V.matrix
-        outputs = claims.output if claims is not None and claims.output is not None else None
+        claimed = claims.entries("output") if claims is not None and claims.output is not None else None
         for i in range(trace.problem.n):
             keys = allowed(trace, i)
+            outside = []
             for c in range(V.cols):
                 column = [V[j, c] for j in keys]
                 lo, hi = min(column, key=_key), max(column, key=_key)
-                if outputs is not None:
-                    value, who = outputs[i, c], "claimed"
+                if claimed is not None:   # some true value within its rounding as written
+                    entry = claimed[i][c]
+                    value, half = entry.value, entry.half
+                    inside = compare(lo, value + half) <= 0 and compare(value - half, hi) <= 0
                 else:
                     value = eng.algebraic_value("output", i, c) if eng.algebraic else None
-                    value, who = (trace.output[i, c] if value is None else value), "output"
-                inside = compare(lo, value) <= 0 <= compare(hi, value)
+                    value, half = (trace.output[i, c] if value is None else value), 0
+                    inside = compare(lo, value) <= 0 <= compare(hi, value)
                 ok &= inside
+                if not inside:
+                    outside.append(c)
                 if not inside and counter is None:
-                    counter = {"row": trace.problem.tokens[i], "column": c, who: sympy.sstr(value),
-                               "decimal": dec(value, 6), "min": sympy.sstr(lo), "max": sympy.sstr(hi)}
-            got = outputs if outputs is not None else None
-            shown = [sympy.sstr(got[i, c]) if got is not None else dec(trace.output[i, c])
+                    counter = {"row": trace.problem.tokens[i], "column": c,
+                               "min": sympy.sstr(lo), "max": sympy.sstr(hi)}
+                    if claimed is not None:
+                        counter["claimed"] = entry.text
+                        if half:
+                            counter["within"] = decimal_text(half)
+                    else:
+                        counter |= {"output": sympy.sstr(value), "decimal": dec(value, 6)}
+            shown = [claimed[i][c].text if claimed is not None else dec(trace.output[i, c])
                      for c in range(V.cols)]
-            checks.append(Line(f"{'claimed ' if got is not None else ''}row {trace.problem.tokens[i]!r}: "
-                               f"[{', '.join(shown)}] lies between the column minima and maxima of V "
-                               f"over its allowed keys" + ("" if ok else " — NOT everywhere"),
+            verb = "lies" if not outside else \
+                f"does NOT lie (column {', '.join(map(str, outside))})"
+            checks.append(Line(f"{'claimed ' if claimed is not None else ''}row {trace.problem.tokens[i]!r}: "
+                               f"[{', '.join(shown)}] {verb} between the column minima and maxima of V "
+                               f"over its allowed keys"
+                               + (" (each within its rounding as written)" if claimed is not None else ""),
                                rf"\min_j V_{{jc}} \le O_{{{i}c}} \le \max_j V_{{jc}}"))
     return Proof("convex-hull", ok,
                  Line("each output lies in the convex hull of the value rows "
