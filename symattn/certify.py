@@ -274,11 +274,12 @@ def _round_int(n: int, e: int, rounding: Rounding) -> CertifiedDecimal:
     return _make(-m if n < 0 else m, -p, exact, rounding)
 
 
-def _too_long(e: int, n: int, places: int) -> CertificationError:
+def _too_long(front: int, places: int) -> CertificationError:
+    """Refuse a fixed-point rounding with ``front`` digits before the point."""
     return CertificationError(
-        f"a number of about 10^{e + n} rounded to {places} decimal places needs "
-        f"{e + n + places:,} digits, more than the {MAX_DIGITS:,} symattn shows: "
-        "ask for significant digits (digits=) instead")
+        f"a number with about {front:,} digits before the point, rounded to {places} decimal "
+        f"places, needs more than the {MAX_DIGITS:,} digits symattn shows: ask for significant "
+        "digits (digits=) instead")
 
 
 def _enclose(x: flint.arb, n: int, places: int | None) -> tuple[int, int, int]:
@@ -293,8 +294,8 @@ def _enclose(x: flint.arb, n: int, places: int | None) -> tuple[int, int, int]:
     mid, rad, e = x.mid_rad_10exp(n)
     e = int(e)
     if places is not None and e > -(places + 2):   # |x| >= 100: more digits
-        if e + places > MAX_DIGITS:
-            raise _too_long(e, n, places)
+        if e + n > MAX_DIGITS:
+            raise _too_long(e + n, places)
         mid, rad, e = x.mid_rad_10exp(n + e + places + 2)
         e = int(e)
     return int(mid), int(rad), e
@@ -538,6 +539,12 @@ def _as_expr(expr: object) -> sympy.Expr | Fraction | int:
         return expr
     if isinstance(expr, sympy.Expr) and not expr.has(sympy.Float):
         return expr
+    item = getattr(expr, "item", None)        # numpy scalars, as Problem reads them
+    if callable(item) and not isinstance(expr, (sympy.Basic, str, bytes)):
+        try:
+            expr = item()
+        except (TypeError, ValueError):
+            pass
     return to_exact(expr, where="the value to certify")
 
 
@@ -592,6 +599,8 @@ def certify(expr: object, rounding: Rounding | int | None = None, *,
     if not isinstance(expr, sympy.Basic) or isinstance(expr, sympy.Rational):
         return round_rational(expr, rounding)
     hint = 0 if rounding.places is None else _magnitude(expr)  # fixed point: the size first
+    if hint >= MAX_DIGITS:
+        raise _too_long(hint + 1, rounding.places)
     wanted = effective_digits(rounding, hint)
     tried = False
     for prec in precisions(wanted):
@@ -637,12 +646,11 @@ def _nearest_binary(m: int, e: int, prec: int) -> tuple:
     whose two ends round alike (never a tie: for e < 0 the value is not
     dyadic, for e > 0 it is an integer), without the 10**|e| integer."""
     for bits in precisions(prec // 3 + 1, start=2 * prec + 64):
-        with precision(bits):
+        with precision(bits):   # lower() and upper() round at the current precision too
             x = flint.arb(m) * flint.arb(10) ** e
-        ends = []
-        for end in (x.lower(), x.upper()):
-            man, ex = (int(v) for v in end.man_exp())
-            ends.append(mpmath.libmp.from_man_exp(man, ex, prec, mpmath.libmp.round_nearest))
+            ends = [mpmath.libmp.from_man_exp(*(int(v) for v in end.man_exp()), prec,
+                                              mpmath.libmp.round_nearest)
+                    for end in (x.lower(), x.upper())]
         if ends[0] == ends[1]:
             return ends[0]
     raise undecided(f"{m}e{e}", "the nearest binary number", bits, "its ball stayed too wide")

@@ -26,14 +26,18 @@ A scale that is not algebraic may still give algebraic exponentials: with
 ``scale = log(2)`` every e^(scale·Δ) is 2^Δ, and the weights are rational
 (2^k / Σ 2^k).  Whenever scale·Δ is a sum of rational multiples of
 logarithms of positive rationals, e^(Σ q·log b) = Π b^q exactly, and the
-softmax steps are computed from those algebraic numbers (within a size
-budget, :data:`EXACT_POWER_BITS`: 2^(-10^12) is never built).
+softmax steps are computed from those algebraic numbers.  SymPy builds
+b^q itself as soon as it sees e^(q·log b) (and again inside any product),
+so a problem whose b^q would pass :data:`EXACT_POWER_DIGITS` digits is
+refused with a ProblemError instead of hanging on 2^(-10^12).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Callable, Hashable
+
+import math
 
 import flint
 import sympy
@@ -42,13 +46,13 @@ from symattn.certify import to_arb
 from symattn.compare import compare, equal, sign
 from symattn.matrix import ExactMatrix, _fmpq_to_sympy, _sympy_to_fmpq
 from symattn.precision import precision
+from symattn.errors import ProblemError
 from symattn.problem import Problem
 
-#: the largest b^q (in bits of its numerator and denominator) built exactly
-#: from e^(q·log b); beyond it e^(q·log b) stays an exponential and its
-#: decimals come from balls (a rounding boundary is then out of reach: such
-#: a number has far more digits than the 100,000 symattn shows)
-EXACT_POWER_BITS = 1 << 20
+#: the most digits (numerator or denominator) of an exact b^q = e^(q·log b)
+#: that a problem may make: SymPy evaluates e^(q·log b) to b^q on sight (an
+#: unevaluated one is re-evaluated by any product), and every view prints it
+EXACT_POWER_DIGITS = 1_000
 
 LogTerms = tuple[tuple[sympy.Rational, sympy.Rational], ...]
 
@@ -72,10 +76,18 @@ def log_terms(expr: sympy.Expr) -> LogTerms | None:
     return tuple(terms)
 
 
-def _power_bits(terms: LogTerms) -> int:
-    """About the bits of Π b^q (numerator and denominator)."""
-    return sum(int(abs(q) * (int(b.p).bit_length() + int(b.q).bit_length())) + 1
+def power_digits(terms: LogTerms) -> int:
+    """An upper bound on the decimal digits of Π b^q (numerator plus denominator)."""
+    return sum(math.ceil(float(abs(q)) * (math.log10(int(b.p)) + math.log10(int(b.q))))
                for q, b in terms)
+
+
+def _too_big(terms: LogTerms, where: str) -> ProblemError:
+    shown = " + ".join(f"{sympy.sstr(q)}·log({b})" for q, b in terms[:3])
+    return ProblemError(
+        f"{where} is e^({shown}), an exact number of about {power_digits(terms):,} digits "
+        f"(at most {EXACT_POWER_DIGITS:,}): make the scores or the scale smaller "
+        "(attention sees only score differences)")
 
 
 def _power(terms: LogTerms) -> flint.fmpq | sympy.Expr:
@@ -165,6 +177,8 @@ class Engine:
             p.scale.has(sympy.log) or (not self.scores.is_rational and self.scores.general.has(sympy.log)))
         # every exponential algebraic: rational scores times a Σ q·log b scale
         log_exps = self._scale_logs is not None and self.scores.is_rational
+        if log_exps:
+            self._check_power_sizes()
         # Lindemann–Weierstrass needs algebraic exponents and coefficients.
         self.algebraic = (bool(p.scale.is_algebraic) or log_exps) and (
             self.V.is_rational or all(e.is_algebraic for e in self.V.to_sympy()))
@@ -249,18 +263,33 @@ class Engine:
         """The power of e in exp[i, j]: the shifted score (the scaled one in an open row)."""
         return self.scale * self.delta(i, j)
 
+    def _check_power_sizes(self) -> None:
+        """Refuse a Σ q·log b scale whose largest e^(scale·Δ) = Π b^(qΔ) is too long to build."""
+        worst, where = 0, (0, 0)
+        for i, plan in enumerate(self.rows):
+            if plan.argmax is None:
+                continue
+            row = self._score_ints[i]
+            far = max(plan.allowed, key=lambda j: abs(row[j] - row[plan.argmax]))
+            if abs(row[far] - row[plan.argmax]) > worst:
+                worst, where = abs(row[far] - row[plan.argmax]), (i, far)
+        if worst:
+            terms = self._row_terms(*where)
+            if power_digits(terms) > EXACT_POWER_DIGITS:
+                raise _too_big(terms, f"exp[{where[0]}, {where[1]}]")
+
     def exp(self, i: int, j: int) -> sympy.Expr:
         """e^shifted; in an open row e^scaled, which gives the same weights.
 
-        SymPy turns e^(q·log b) into b^q; past :data:`EXACT_POWER_BITS` that
-        power is not built (2^(-10^12) would not fit in memory)."""
+        SymPy turns e^(q·log b) into b^q (a problem where that is too long
+        was refused when the engine was made)."""
         if not self.is_allowed(i, j):
             return sympy.S.Zero
         exponent = self.exponent(i, j)
-        if self._logs_possible and exponent.has(sympy.log):
-            terms = log_terms(exponent)
-            if terms is not None and _power_bits(terms) > EXACT_POWER_BITS:
-                return sympy.exp(exponent, evaluate=False)
+        if self._logs_possible and self._scale_logs is None and exponent.has(sympy.log):
+            terms = log_terms(exponent)      # logs in the scores: checked entry by entry
+            if terms is not None and power_digits(terms) > EXACT_POWER_DIGITS:
+                raise _too_big(terms, f"exp[{i}, {j}]")
         return sympy.exp(exponent)
 
     def row_sum(self, i: int) -> sympy.Expr:
@@ -317,15 +346,21 @@ class Engine:
             return None
         values: dict[int, flint.fmpq | sympy.Expr] = {}
         for j in self.rows[i].allowed:
-            if self._scale_logs is not None and self.scores.is_rational:
-                delta = _fmpq_to_sympy(self.scores.rational[i, j] - self.scores.rational[i, r])
-                terms = tuple((q * delta, b) for q, b in self._scale_logs if delta)
-            else:
-                terms = log_terms(self.exponent(i, j))
-            if terms is None or _power_bits(terms) > EXACT_POWER_BITS:
+            terms = self._row_terms(i, j)
+            if terms is None:
                 return None
+            if power_digits(terms) > EXACT_POWER_DIGITS:
+                raise _too_big(terms, f"exp[{i}, {j}]")
             values[j] = _power(terms)
         return values
+
+    def _row_terms(self, i: int, j: int) -> LogTerms | None:
+        """scale·Δ of entry (i, j) as Σ q·log b, or None."""
+        if self._scale_logs is not None and self.scores.is_rational:
+            r = self.rows[i].argmax
+            delta = _fmpq_to_sympy(self.scores.rational[i, j] - self.scores.rational[i, r])
+            return tuple((q * delta, b) for q, b in self._scale_logs if delta)
+        return log_terms(self.exponent(i, j))
 
     def softmax_is_rational(self, i: int) -> bool:
         """True when every allowed key of row i ties, so its weights are 1/count."""

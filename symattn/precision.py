@@ -34,7 +34,7 @@ import flint
 
 from symattn.errors import CertificationError
 
-__all__ = ["GUARD_BITS", "SIGN_DIGITS", "cap_bits", "precision", "precisions", "start_bits",
+__all__ = ["GUARD_BITS", "MAX_BITS", "SIGN_DIGITS", "cap_bits", "precision", "precisions", "start_bits",
            "undecided"]
 
 #: extra bits beyond the digits asked for
@@ -43,6 +43,9 @@ GUARD_BITS = 30
 SIGN_DIGITS = 10
 #: the fixed part of the cap (see the module docstring)
 CAP_EXTRA_BITS = 1 << 16
+#: no arb computation runs above this (2^24 bits, 5 million digits: past it
+#: arb's memory, and its exponent arithmetic, can fail with a signal)
+MAX_BITS = 1 << 24
 _LOG2_10 = math.log2(10)
 
 
@@ -69,7 +72,13 @@ def precisions(digits: int, start: int | None = None) -> Iterator[int]:
 
 @contextmanager
 def precision(bits: int) -> Iterator[int]:
-    """Run a block at ``bits`` of arb precision; the previous precision is restored."""
+    """Run a block at ``bits`` of arb precision; the previous precision is restored.
+
+    Refuses (CertificationError) more than :data:`MAX_BITS`."""
+    if bits > MAX_BITS:
+        raise CertificationError(
+            f"a precision of {bits:,} bits was asked for, past symattn's limit of {MAX_BITS:,} "
+            "bits: ask for fewer digits")
     old = flint.ctx.prec
     flint.ctx.prec = int(bits)
     try:

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from sympy import E, Rational, Symbol, exp, log, oo, pi, sin, sqrt
 
+import symattn as sa
 from symattn.certify import (
     CertifiedDecimal, Rounding, RoundingSpecError, certified_mpf, certify, guard_prec,
     round_ball, round_rational, to_arb,
@@ -445,3 +446,135 @@ def test_certified_decimal_is_a_value():
     assert "0.667" in repr(d)
     with pytest.raises(AttributeError):
         d.mantissa = 1
+
+
+# ---------------------------------------------------------------- what certify accepts (issue 8 item 9)
+
+@pytest.mark.parametrize("value, rounding, text, exact", [
+    (0.1, 3, "0.1", True),                              # a float by its text, never its binary value
+    (0.3, D(20), "0.3", True),
+    ("1/3", 3, "0.333", False),                         # symattn's parser
+    ("2/sqrt(3)", 4, "1.155", False),
+    ("e^(-8/√3)", 3, "0.00986", False),
+    (Decimal("0.125"), P(2), "0.13", False),
+    (Fraction(1, 8), D(2), "0.13", False),
+    (sympy.Float("0.1") * 3, 3, "0.3", True),           # SymPy Floats by their text too
+    (-7, 3, "-7", True),
+])
+def test_certify_takes_what_problem_takes(value, rounding, text, exact):
+    d = certify(value, rounding)
+    assert (d.text, d.exact) == (text, exact)
+
+
+def test_certify_numpy_scalars():
+    numpy = pytest.importorskip("numpy")
+    assert certify(numpy.float64(0.1), 3).text == "0.1"
+    assert certify(numpy.float32(0.5), 3).text == "0.5"
+    assert certify(numpy.int64(12345), 3).text == "1.23e4"
+
+
+@pytest.mark.parametrize("value, words", [
+    ("x + 1", "x"), ("1/0", "1/0"), ("sqrt(-1)", "sqrt(-1)"), (float("nan"), "nan"),
+    (True, "bool"), ([1, 2], "list"), (object(), "object"), (b"1", "bytes"), ("", "''"),
+])
+def test_certify_bad_input_is_one_symattn_error(value, words):
+    with pytest.raises(SymattnError) as info:
+        certify(value, 3)
+    message = str(info.value)
+    assert "\n" not in message and words in message and "certify" in message
+
+
+# ---------------------------------------------------------------- the precision policy (issue 8)
+
+def test_precision_context_restores_and_refuses_absurd_requests():
+    from symattn.precision import MAX_BITS, precision
+    before = flint.ctx.prec
+    with pytest.raises(ZeroDivisionError):
+        with precision(777):
+            assert flint.ctx.prec == 777
+            raise ZeroDivisionError
+    assert flint.ctx.prec == before
+    with pytest.raises(CertificationError):
+        with precision(MAX_BITS + 1):
+            pass
+    assert flint.ctx.prec == before
+
+
+def test_one_start_and_one_cap():
+    from symattn.precision import cap_bits, precisions, start_bits
+    assert start_bits(3) == guard_prec(D(3)) == 40                  # ceil(3·log2 10) + 30
+    assert guard_prec(P(3), magnitude_hint=2) == start_bits(6)      # places count the front digits
+    assert [cap_bits(d) for d in (1, 3, 100_000)] == [8 * start_bits(d) + 2**16 for d in (1, 3, 100_000)]
+    steps = list(precisions(3))
+    assert steps[0] == 40 and steps[-1] == cap_bits(3)
+    assert all(b == 2 * a for a, b in zip(steps, steps[1:-1]))
+    assert list(precisions(3, start=10**9)) == [cap_bits(3)]
+
+
+def test_undecided_step_names_the_entry_the_cap_and_the_fix(monkeypatch):
+    """A tie no ball can decide, with the exact recognition switched off: the loop stops at the cap."""
+    from symattn.engine import Engine
+    from symattn.precision import cap_bits
+    monkeypatch.setattr(Engine, "known_row", lambda self, step, i: [None] * self.m)
+    monkeypatch.setattr(Engine, "algebraic_value", lambda self, step, i, j: None)
+    trace = sa.attend(Q=[[1]], K=[[0], [0], [1], [2]], V=[[1], [2], [3], [4]], scale="log(2)")
+    with pytest.raises(CertificationError) as info:
+        trace.weights.decimals(2)                        # weights[0, 0] = 1/8 = 0.125: a tie
+    message = str(info.value)
+    assert "weights[0, 0]" in message and f"{cap_bits(2):,} bits" in message
+    assert "boundary" in message and "digits" in message and "\n" not in message
+
+
+def test_sign_refusal_says_what_to_do(monkeypatch):
+    from symattn import compare
+    monkeypatch.setattr(compare, "_is_exactly_zero", lambda expr: None)
+    with pytest.raises(CertificationError) as info:
+        compare.sign(E * log(4) - 2 * E * log(2))       # exactly 0, not algebraic
+    assert "the sign" in str(info.value) and "bits" in str(info.value) and "simplify" in str(info.value)
+
+
+# ---------------------------------------------------------------- e^(q·log b) = b^q (issue 8 item 11)
+
+def _log2_reference(scores: list[int]) -> list[Fraction]:
+    """softmax with scale log 2: 2^s / Σ 2^s, with Fractions."""
+    top = max(scores)
+    exps = [Fraction(2) ** (s - top) for s in scores]
+    return [x / sum(exps) for x in exps]
+
+
+def test_log2_scale_weights_are_exact_rationals():
+    # Q·Kᵀ = [0, 0, 1, 2]: weights [1/8, 1/8, 1/4, 1/2]
+    trace = sa.attend(Q=[[0, 0, 1, 2]], K=[[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]],
+                      V=[[1], [2], [3], [4]], scale="log(2)")
+    ref = _log2_reference([0, 0, 1, 2])
+    assert ref == [Fraction(1, 8), Fraction(1, 8), Fraction(1, 4), Fraction(1, 2)]
+    two = trace.weights.decimals(2)[0]                    # was: "could not prove ... 1048576 bits"
+    assert [d.text for d in two] == ["0.13", "0.13", "0.25", "0.5"]
+    assert [d.as_fraction() for d in two] == [ref_round(q, D(2)) for q in ref]
+    seven = trace.weights.decimals(7)[0]                  # was: "0.1250000" (padded)
+    assert [d.text for d in seven] == ["0.125", "0.125", "0.25", "0.5"] and all(d.exact for d in seven)
+    assert [d.text for d in trace.exp.decimals(7)[0]] == ["0.25", "0.25", "0.5", "1"]
+    assert trace.row_sum.decimals(7)[0][0].text == "2"
+    out = sum(q * v for q, v in zip(ref, [1, 2, 3, 4]))   # 25/8 = 3.125: a tie at 3 digits
+    assert trace.output.decimals(3)[0][0].text == "3.13" and out == Fraction(25, 8)
+    assert trace.output.decimals(5)[0][0].text == "3.125"
+    assert trace.weights[0, 0] == Rational(1, 8)          # the exact step agrees
+
+
+@pytest.mark.parametrize("scale, base", [("log(2)", 2), ("log(4)/2", 2), ("log(3)", 3),
+                                         ("-log(2)", Fraction(1, 2)), ("log(2) + log(3)", 6)])
+def test_log_scales_other_bases_and_masks(scale, base):
+    trace = sa.attend(Q=[[1, 2, 3], [3, 1, 1]], K=[[1, 0, 0], [0, 1, 0], [0, 0, 1]],
+                      V=[[1, 0], [0, 1], [1, 1]], scale=scale, mask=[[1, 1, 1], [1, 0, 1]])
+    for i, (scores, allowed) in enumerate((([1, 2, 3], [0, 1, 2]), ([3, 1, 1], [0, 2]))):
+        exps = [Fraction(base) ** scores[j] if j in allowed else 0 for j in range(3)]   # ∝ e^(scale·s)
+        ref = [x / sum(exps) for x in exps]
+        got = trace.weights.decimals(4)[i]
+        assert [d.as_fraction() for d in got] == [ref_round(q, D(4)) if q else 0 for q in ref]
+        assert all(d.exact == (ref_round(q, D(4)) == q) for d, q in zip(got, ref))
+
+
+def test_log_scale_too_long_is_refused_in_one_line():
+    with pytest.raises(sa.ProblemError) as info:
+        sa.attend(Q=[[5000]], K=[[1], [0]], V=[[1], [2]], scale="log(2)")   # 2^-5000
+    assert "\n" not in str(info.value) and "digits" in str(info.value)
