@@ -26,7 +26,7 @@ def test_each_fact_holds_on_the_lesson(lesson, name):
     assert proof.fact == name
     assert proof.general, "every fact has a general argument"
     assert proof.checks, "and exact checks on the problem"
-    assert name in proof.text() and name in proof.latex()
+    assert name in proof.text() and name.replace("_", r"\_") in proof.latex()
     assert proof.to_json()["holds"] is True
 
 
@@ -212,3 +212,50 @@ def test_symbolic_rows_sum_to_one_identically(symbolic):
     assert sympy.simplify(total) == 1
     assert symbolic.weights[0, 0].free_symbols == {sympy.Symbol(n, real=True) for n in
                                                    ("q00", "q01", "k00", "k01", "k10", "k11")}
+
+
+ODD_TOML = r'''title = "Odd names"
+tokens = ["plain", "a_b&c%d", "$#{}~^\\"]
+Q = [[1, 0], [0, 1], [1, 1]]
+K = [[1, 0], [0, 1], [1, 1]]
+V = [[1, 2], [0, 1], [3, 0]]
+'''
+# row 'a_b&c%d' sums to 1.5 (past 3 · 0.05); output['$#{}~^\', 1] = 9.5 is above max V[:, 1] = 2
+ODD_CLAIMS = '''weights = [[0.2, 0.3, 0.5], [0.5, 0.5, 0.5], [0.2, 0.3, 0.5]]
+output = [[1.5, 1.5], [1.2, 0.9], [1.5, 9.5]]
+'''
+
+
+def _need_tex():
+    import os
+    import shutil
+
+    missing = [p for p in ("pdflatex", "pdftotext") if shutil.which(p) is None]
+    if missing:
+        reason = f"{' and '.join(missing)} not on PATH (TeX Live and poppler-utils)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI=true but {reason}")
+        pytest.skip(reason)
+
+
+def test_facts_latex_compiles_with_tex_special_characters_in_names(tmp_path):
+    """issue 8, item 5: \\texttt{variance-d_k} did not compile (an unescaped _)."""
+    _need_tex()
+    from symattn.pdf import compile_tex
+    from symattn.render.latex import document
+
+    (tmp_path / "odd.toml").write_text(ODD_TOML, encoding="utf-8")
+    (tmp_path / "claims.toml").write_text(ODD_CLAIMS, encoding="utf-8")
+    done = _run("facts", str(tmp_path / "odd.toml"), "--claims", str(tmp_path / "claims.toml"),
+                "--latex", "-o", str(tmp_path / "facts.tex"))
+    assert done.returncode == 1, done.stderr           # two claimed facts fail
+    fragment = (tmp_path / "facts.tex").read_text(encoding="utf-8")
+    assert r"\texttt{variance-d\_k}" in fragment and r"\verb" not in fragment
+    pdf = tmp_path / "facts.pdf"
+    pdf.write_bytes(compile_tex(document(fragment), "facts"))
+    text = subprocess.run(["pdftotext", str(pdf), "-"], capture_output=True, text=True,
+                          check=True).stdout
+    for name in facts.FACTS:
+        assert name in text, name
+    assert "Counterexample: row = a_b&c%d" in text
+    assert "row = $#{}" in text and "sum = 1.5" in text and "claimed = 9.5" in text

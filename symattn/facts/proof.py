@@ -14,6 +14,7 @@ from typing import Any
 import sympy
 
 from symattn.certify import certify
+from symattn.render.texutil import tex_escape
 
 
 @dataclass(frozen=True)
@@ -33,14 +34,6 @@ def expr_line(label: str, expr: sympy.Expr, *, digits: int | None = None) -> Lin
         text += f" ≈ {d}"
         latex += rf" \approx {d}"
     return Line(text, latex)
-
-
-_TEX_SPECIAL = {c: "\\" + c for c in "&%$#_{}"} | {"~": r"\textasciitilde{}",
-                                                  "^": r"\textasciicircum{}", "\\": r"\textbackslash{}"}
-
-
-def _tex_escape(text: str) -> str:
-    return "".join(_TEX_SPECIAL.get(c, c) for c in text)
 
 
 @dataclass(frozen=True)
@@ -88,18 +81,18 @@ class Proof:
     def latex(self) -> str:
         """A LaTeX fragment (itemize lists of display-math lines)."""
         mark = r"holds" if self.holds else r"\textbf{fails}"
-        out = [rf"\paragraph{{\texttt{{{self.fact}}}: {mark}.}} ${self.statement.latex}$"]
+        out = [rf"\paragraph{{\texttt{{{tex_escape(self.fact)}}}: {mark}.}} ${self.statement.latex}$"]
         for title, lines in (("In general (SymPy, on symbols)", self.general),
                              ("On the given data (exact)", self.checks)):
             if lines:
                 out.append(rf"\par {title}:")
                 out.append(r"\begin{itemize}")
-                out += [rf"  \item ${line.latex}$" if line.latex else rf"  \item {_tex_escape(line.text)}"
+                out += [rf"  \item ${line.latex}$" if line.latex else rf"  \item {tex_escape(line.text)}"
                         for line in lines]
                 out.append(r"\end{itemize}")
         if self.counterexample:
             pairs = ", ".join(f"{k} = {v}" for k, v in self.counterexample.items())
-            out.append(rf"\par Counterexample: \verb|{pairs}|")
+            out.append(rf"\par Counterexample: \texttt{{{tex_escape(pairs)}}}")
         return "\n".join(out) + "\n"
 
     def _repr_latex_(self) -> str:  # Jupyter

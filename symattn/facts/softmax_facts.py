@@ -18,7 +18,6 @@ from symattn.facts.proof import Line, Proof
 from symattn.facts.symbolic import (has_symbols, indexed_softmax, is_zero, rename_dummies, softmax,
                                     symbol_vector, symbolic_trace)
 from symattn.problem import Problem
-from symattn.render.texutil import tex_escape
 from symattn.trace import Trace
 
 SMALL_N = (2, 3, 4)
@@ -44,9 +43,10 @@ def same(a: sympy.Expr, b: sympy.Expr) -> bool:
     return False if (a - b).free_symbols else equal(a, b)
 
 
-def _tex_decimal(text: str) -> str:
-    """A decimal or a SymPy formula as written, for math mode."""
-    return text if all(ch.isdigit() or ch in ".-" for ch in text) else rf"\text{{{tex_escape(text)}}}"
+def _tex_value(text: str, value: sympy.Expr) -> str:
+    """A claimed figure for math mode: a decimal as written, anything else as SymPy writes it."""
+    plain = text and all(ch.isdigit() or ch in ".-" for ch in text)
+    return text if plain else sympy.latex(value)
 
 
 def _row_label(trace: Trace | None, i: int) -> str:
@@ -95,13 +95,13 @@ def rows_sum_to_one(trace: Trace | None = None, claims: Claims | None = None) ->
                                    f"of 1 (the rounding of the {len(row)} entries as written): consistent "
                                    "with Σ = 1",
                                    rf"\left|\sum_j \hat A_{{{i}j}} - 1\right| \le "
-                                   rf"{_tex_decimal(decimal_text(slack))}"))
+                                   rf"{decimal_text(slack)}"))
             else:
                 ok = False
                 within = f", more than ±{decimal_text(slack)} (the rounding as written) from 1" \
                     if slack != 0 else ""
                 checks.append(Line(f"claimed row {label}: {terms} = {shown} ≠ 1{within}",
-                                   rf"\sum_j \hat A_{{{i}j}} = {_tex_decimal(shown)} \ne 1"))
+                                   rf"\sum_j \hat A_{{{i}j}} = {_tex_value(shown, total_i)} \ne 1"))
                 if counter is None:
                     counter = {"row": trace.problem.tokens[i] if trace else i,
                                "claimed": [e.text for e in row], "sum": shown,
@@ -169,7 +169,7 @@ def weights_in_open_interval(trace: Trace | None = None, claims: Claims | None =
                     ok = False
                     at = f" (nor within ±{decimal_text(h)}, its rounding as written)" if h else ""
                     checks.append(Line(f"claimed weight [{i}, {j}] = {claimed.text} is not {want}{at}",
-                                       rf"\hat A_{{{i}{j}}} = {_tex_decimal(claimed.text)}"))
+                                       rf"\hat A_{{{i}{j}}} = {_tex_value(claimed.text, x)}"))
                     counter = counter or {"row": i, "key": j, "claimed": claimed.text, "expected": want}
         if counter is None:
             checks.append(Line("claimed weights: every one in (0, 1) (0 where masked)"
