@@ -373,3 +373,36 @@ def test_docs_limits_table_matches_the_code() -> None:
         seen.add(constant)
     # every cap in symattn.limits is in the table
     assert {f"symattn.limits.{n}" for n in limits.__all__} <= seen
+
+
+# ------------------------------------------- every view at the caps (issue 8 item 6)
+
+AT_THE_CAPS = {
+    "fraction": ('Q = [["1/' + "7" * 999 + '", 1]]', "7" * 999),
+    "numeral": ('Q = [["0.' + "7" * 999 + '", 1]]', "7" * 999),
+    "roots": ('Q = [["0.12345678901234567890123456789*sqrt(2)", "sqrt(3)"]]\n'
+              'K = [["sqrt(5)", 0], [0, 1]]\nscale = 1', "12345678901234567890123456789"),
+    "magnitude": ("Q = [[1000000], [-1000000]]\nK = [[1000000], [-1000000]]\nscale = 1",
+                  "1000000"),   # scaled scores of ±10^12, weights near e^(-2·10^12)
+}
+
+
+@pytest.mark.parametrize("name", sorted(AT_THE_CAPS))
+@pytest.mark.parametrize("fmt", ["text", "json", "latex"])
+def test_explain_works_at_the_caps_and_refuses_past_them(tmp_path, capsys, name, fmt) -> None:
+    from symattn import cli
+
+    body, shown = AT_THE_CAPS[name]
+    if "K = " not in body:
+        body += "\nK = [[1, 0], [0, 1]]"
+    path = tmp_path / f"{name}.toml"
+    path.write_text(body + "\nV = [[1, 2], [3, 4]]\n", encoding="utf-8")
+    assert cli.main(["explain", str(path), "--format", fmt]) == 0
+    out = capsys.readouterr().out
+    assert shown in out      # the exact value at the cap is shown whole
+    past = tmp_path / "past.toml"
+    past.write_text('Q = [["10^2200", 2]]\nK = [[1, 0], [0, 1]]\nV = [[1, 2], [3, 4]]\n',
+                    encoding="utf-8")
+    assert cli.main(["explain", str(past), "--format", fmt]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "MAX_VALUE_DIGITS" in err and "Q[0][0]" in err
