@@ -120,8 +120,37 @@ def _combine(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
     )
 
 
-#: One hostile expression: a named one, or one built from numerals, roots and powers.
-EXPRESSIONS = st.one_of(st.sampled_from(NAMED), st.recursive(_numerals(), _combine, max_leaves=6))
+def _mild() -> st.SearchStrategy[str]:
+    """Numbers well inside the caps, so that many inputs are accepted and reach the
+    engine, the views and the checker (where the cost of an accepted input is paid)."""
+    return st.one_of(
+        st.integers(-99, 99).map(str),
+        st.builds(lambda a, b: f"{a}.{b}", st.integers(-9, 9), st.integers(0, 999)),
+        st.builds(lambda p, q: f"{p}/{q}", st.integers(-99, 99), st.integers(1, 99)),
+        st.builds(lambda k: f"√{k}", st.sampled_from([0, 2, 3, 4, 12, 27])),
+        st.builds(lambda k: f"1e-{k}", st.integers(0, 300)),
+        st.builds(lambda b, k: f"{b}^{k}", st.integers(2, 9), st.integers(-300, 300)),
+        st.builds(lambda p, q, r: f"({p}/{q})^(1/{r})", st.integers(1, 99), st.integers(1, 99),
+                  st.integers(2, 8)),
+        st.builds(lambda x: f"exp({x})", st.integers(-700, 50)),
+        st.sampled_from(["e", "pi", "π", "2/√3", "1/sqrt(3)", "0.136", "−0.5", "13.6%", "0."]),
+    )
+
+
+def _combine_mild(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    return st.one_of(
+        st.builds(lambda x: f"√({x})", inner),
+        st.builds(lambda a, b: f"({a})^({b})", inner, st.integers(-3, 3).map(str)),
+        st.builds(lambda xs: " + ".join(xs), st.lists(inner, min_size=2, max_size=4)),
+        st.builds(lambda f, x: f"{f}({x})", st.sampled_from(["exp", "log", "sqrt"]), inner),
+        st.builds(lambda a, op, b: f"{a}{op}{b}", inner, st.sampled_from("*/·×÷-+"), inner),
+    )
+
+
+#: One hostile expression: a named one, one built from numerals, roots and powers at
+#: and past the caps, or one well inside them.
+MILD = st.recursive(_mild(), _combine_mild, max_leaves=5)
+EXPRESSIONS = st.one_of(st.sampled_from(NAMED), st.recursive(_numerals(), _combine, max_leaves=6), MILD)
 
 STEPS = ["Q", "K", "V", "scores", "scaled", "shifted", "exp", "row_sum", "weights", "output", "masked"]
 KEYS = st.one_of(st.sampled_from(["I", "love", "cats", "0", "1", "2", "-1", "9" * 30, "", "I, love"]),
@@ -145,8 +174,10 @@ def _targets() -> st.SearchStrategy[str]:
 
 
 TARGETS = _targets()
-GOOD_TARGETS = ["weights[I, I]", "weights[I]", "weights", "output[love]", "scaled[cats, cats]",
-                "sqrt(d_k)", "shifted[cats]", "exp(scaled[I])", "weights[cats, I]"]
+SCALAR_TARGETS = ["weights[I, I]", "scaled[cats, cats]", "sqrt(d_k)", "weights[cats, I]",
+                  "output[love, 2]", "sum(exp(scaled[I]))", "shifted[cats, I]"]
+ROW_TARGETS = ["weights[I]", "output[love]", "shifted[cats]", "exp(scaled[I])", "scores[love]"]
+GOOD_TARGETS = [*SCALAR_TARGETS, *ROW_TARGETS, "weights"]
 PROBLEMS = ["i-love-cats", "i-love-cats-causal"]
 
 
@@ -162,6 +193,8 @@ def _answers() -> st.SearchStrategy[str]:
 
 
 ANSWERS = _answers()
+#: One entry of a written row or matrix: mostly mild, so that whole rows get read and judged.
+_UNSPACED = st.one_of(MILD, MILD, MILD, EXPRESSIONS).map(lambda x: x.replace(" ", ""))
 
 #: A TOML value that Python's tomllib reads as a number: huge integers, tiny and huge floats.
 TOML_NUMBERS = st.one_of(
@@ -374,7 +407,15 @@ CASES = {
     "problem": st.tuples(SLOTS.filter(lambda s: s != "X"), EXPRESSIONS, DIGITS),
     "toml": st.tuples(st.sampled_from(["Q", "K", "V", "scale"]), _toml_entry(),
                       st.sampled_from(["text", "json", "latex"]), DIGITS),
-    "answer": st.tuples(st.sampled_from(PROBLEMS), st.sampled_from(GOOD_TARGETS), ANSWERS),
+    "answer": st.one_of(          # answers of the target's shape (so they are read and judged) or any
+        st.tuples(st.sampled_from(PROBLEMS), st.sampled_from(SCALAR_TARGETS), EXPRESSIONS),
+        st.tuples(st.sampled_from(PROBLEMS), st.sampled_from(ROW_TARGETS),
+                  st.builds(", ".join, st.lists(_UNSPACED, min_size=3, max_size=3))),
+        st.tuples(st.sampled_from(PROBLEMS), st.just("weights"),
+                  st.builds(lambda xs: "[" + "\n ".join("[" + "  ".join(xs[3 * r:3 * r + 3]) + "]"
+                                                        for r in range(3)) + "]",
+                            st.lists(_UNSPACED, min_size=9, max_size=9))),
+        st.tuples(st.sampled_from(PROBLEMS), st.sampled_from(GOOD_TARGETS), ANSWERS)),
     "target": st.tuples(st.sampled_from(PROBLEMS), TARGETS,
                         st.sampled_from(["0.136", "1", "0", "-inf", "1.73"])),
     "grade": st.builds(
@@ -467,6 +508,14 @@ def _receive(stream):
     return pickle.loads(stream.read(size))
 
 
+def _where(exc: BaseException) -> str:
+    """The last symattn frames of a traceback and the frame that raised: enough to route it."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    ours = [f for f in frames if "/symattn/" in f.filename and "/tests/" not in f.filename][-3:]
+    shown = ours + ([frames[-1]] if frames and frames[-1] not in ours else [])
+    return "".join(traceback.format_list(shown))[-1500:] + f"{type(exc).__name__}: {str(exc)[:200]}"
+
+
 def worker(memory: int) -> None:
     """Read (api, case) pairs from stdin, run each, answer with its outcome."""
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
@@ -490,7 +539,7 @@ def worker(memory: int) -> None:
             kind, etype, message = "contract", "AssertionError", str(exc)[:400]
         except BaseException as exc:  # noqa: BLE001 - the point is to catch everything
             kind, etype, message = "exception:" + type(exc).__name__, type(exc).__name__, str(exc)[:400]
-            tail = "".join(traceback.format_exception(exc)[-4:])[-1500:]
+            tail = _where(exc)
         elapsed = time.perf_counter() - start
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         _send(stdout, (kind, etype, message, tail, elapsed, peak))
