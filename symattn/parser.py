@@ -4,8 +4,9 @@ Why: attention is computed exactly, so every input must become an exact SymPy
 number without passing through a binary float, and text typed by people must
 be read without ``eval`` (SymPy's own parser runs Python ``eval``).  Strings
 are tokenized and parsed here into a small AST of frozen dataclasses; an
-:class:`Evaluator` then builds SymPy objects directly.  Hard caps (below) keep
-hostile input from exhausting time or memory.
+:class:`Evaluator` then builds SymPy objects directly.  Hard caps (symattn.limits,
+docs/limits.md) keep hostile input from exhausting time or memory, and keep
+what is accepted cheap for every later step (printing, minimal polynomials).
 
 Grammar, loosest binding first::
 
@@ -26,15 +27,21 @@ Grammar, loosest binding first::
 * Unicode: ``−`` minus, ``·`` ``×`` ``⋅`` times, ``÷`` divide, ``√``, ``π``.
 * Numbers: ``12``, ``0.3``, ``.5``, ``5.``, ``-2.5e-3``, ``1E10``; no
   underscores, no ``%``.  ``2e3`` is 2000; ``e`` alone is Euler's number.
-* Exponents: any rational p/q within MAX_POWER_EXPONENT (``2^(1/2)``,
-  ``8^(2/3)``); a fractional power needs a non-negative base.  Irrational
-  exponents (``2^√2``, ``e^(2/sqrt(3))``) need a positive base and a result
-  of at most e^MAX_POWER_EXPONENT.
+* Exponents: any rational p/q with |p| within MAX_POWER_EXPONENT and a root
+  index q within MAX_ALGEBRAIC_DEGREE (``2^(1/2)``, ``8^(2/3)``); a fractional
+  power needs a non-negative base.  Irrational exponents (``2^√2``,
+  ``e^(2/sqrt(3))``) need a positive base and a result of at most
+  e^MAX_POWER_EXPONENT.
 * Domains are checked as each node is built (square root of a negative, log
   of a non-positive, division by zero).  Signs come from python-flint balls,
   never from SymPy's assumptions (which may primality-test a huge integer);
-  a sign the balls cannot decide, as for the hidden zero √2+√3-√(5+2√6), is
+  a sign the balls cannot decide, as for the hidden zero √(3+2√2)-1-√2, is
   refused rather than guessed.
+* Every value built stays within MAX_VALUE_DIGITS digits per rational, and
+  its roots within an algebraic degree of MAX_ALGEBRAIC_DEGREE (the product of
+  the root indices of its distinct roots); a finished value with roots keeps
+  its rationals within MAX_ALGEBRAIC_DIGITS digits.  Deciding a tie computes a
+  minimal polynomial, whose cost explodes past these (docs/limits.md).
 """
 
 from __future__ import annotations
