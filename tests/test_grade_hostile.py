@@ -266,3 +266,19 @@ def test_cli_reads_only_regular_files_and_at_most_the_byte_limit(tmp_path):
 def test_in_memory_data_has_the_same_byte_limit():
     with pytest.raises(GradeError, match="byte limit"):
         read_submissions(b"student,x\n" + b"a" * grading.MAX_BYTES)
+
+
+def test_a_quote_never_closed_is_refused_with_its_line():
+    # leniently read, the quote would swallow bob's and cy's lines into ann's cell
+    with pytest.raises(GradeError, match="the quote opened on line 3 is never closed"):
+        read_submissions('student,weights[I, I]\nann,0.136\nbob,"0.14\ncy,0.136\n')
+    # a stray character after a closed quote is still read (as Excel and LibreOffice do)
+    header, rows = read_submissions('student,x\nann,"0.1, 0.2" x\nbob,"a""b"\n')
+    assert rows == [["ann", "0.1, 0.2 x"], ["bob", 'a"b']]
+
+
+def test_no_gradable_column_is_nothing_graded(lesson):
+    with pytest.raises(GradeError, match=r"no column can be graded: 'nonsense\[9\]': "):
+        grade(lesson, "student,nonsense[9]\nann,1\n")
+    with pytest.raises(GradeError, match=r"\(and 1 more column\)"):
+        grade(lesson, "student,nonsense[9],weights[dog]\nann,1,2\n")

@@ -206,22 +206,48 @@ def _csv_rows(text: str, source: str) -> list[list[str]]:
     """The non-blank rows of a CSV text; stops (with an error) past MAX_ROWS students.
 
     Why the field limit is raised: Python's csv module refuses a cell over 128 KiB with an
-    error that would stop the whole class; such a cell is judged (invalid) on its own."""
+    error that would stop the whole class; such a cell is judged (invalid) on its own.
+    Why strict first: a quote that is never closed swallows every later line into one cell,
+    so it is refused with its line; other strict complaints (``"0.1" x``) are read leniently."""
     previous = csv.field_size_limit()
     csv.field_size_limit(max(previous, MAX_BYTES + 1))
-    rows: list[list[str]] = []
     try:
-        for row in csv.reader(io.StringIO(text, newline="")):
-            if not any(c.strip() for c in row):
-                continue
-            rows.append(row)
-            if len(rows) > MAX_ROWS + 1:      # the header row is not a student
-                raise GradeError(f"{source}: over {MAX_ROWS:,} students; split the file")
+        try:
+            return _read_rows(text, source, strict=True)
+        except _Unclosed as exc:
+            raise GradeError(f"{source}: the quote opened on line {exc.line} is never closed; "
+                             "close it (a quote inside a cell is written twice: \"\")") from None
+        except csv.Error:
+            return _read_rows(text, source, strict=False)
     except csv.Error as exc:
         raise GradeError(f"{source}: not a readable CSV ({exc})") from None
     finally:
         csv.field_size_limit(previous)
-    return rows
+
+
+class _Unclosed(Exception):
+    def __init__(self, line: int) -> None:
+        self.line = line
+
+
+def _read_rows(text: str, source: str, strict: bool) -> list[list[str]]:
+    reader = csv.reader(io.StringIO(text, newline=""), strict=strict)
+    rows: list[list[str]] = []
+    while True:
+        start = reader.line_num + 1
+        try:
+            row = next(reader)
+        except StopIteration:
+            return rows
+        except csv.Error as exc:
+            if "unexpected end of data" in str(exc):
+                raise _Unclosed(start) from None
+            raise
+        if not any(c.strip() for c in row):
+            continue
+        rows.append(row)
+        if len(rows) > MAX_ROWS + 1:      # the header row is not a student
+            raise GradeError(f"{source}: over {MAX_ROWS:,} students; split the file")
 
 
 def read_submissions(data: bytes | str, source: str = "submissions") -> tuple[list[str], list[list[str]]]:
@@ -347,6 +373,12 @@ def grade(versions: Versions, data: bytes | str, source: str = "submissions") ->
                 pass
         row.note = "; ".join(notes)
         report.rows.append(row)
+    if len(report.column_errors) == len(report.targets) and \
+            not any(v.code != "invalid" for r in report.rows for v in r.verdicts):
+        target, why = next(iter(report.column_errors.items()))
+        more = len(report.column_errors) - 1
+        raise GradeError(f"{source}: no column can be graded: {target!r}: {why}"
+                         + (f" (and {more} more column{'s' if more > 1 else ''})" if more else ""))
     _mark_duplicates(report)
     return report
 
