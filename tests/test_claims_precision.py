@@ -34,19 +34,20 @@ def lesson_values() -> tuple[list[list[mpmath.mpf]], list[list[mpmath.mpf]]]:
     data = tomllib.loads(LESSON.read_text(encoding="utf-8"))
     X = data["X"]
     Q, K, V = (matmul(X, data[w]) for w in ("W_q", "W_k", "W_v"))
-    mpmath.mp.dps = 50
-    weights, output = [], []
-    for row in matmul(Q, [list(c) for c in zip(*K)]):
-        e = [mpmath.exp((s - max(row)) / mpmath.sqrt(3)) for s in row]
-        w = [x / sum(e) for x in e]
-        weights.append(w)
-        output.append([sum(w[j] * V[j][c] for j in range(3)) for c in range(3)])
+    with mpmath.workdps(50):   # the global precision is left as it was
+        weights, output = [], []
+        for row in matmul(Q, [list(c) for c in zip(*K)]):
+            e = [mpmath.exp((s - max(row)) / mpmath.sqrt(3)) for s in row]
+            w = [x / sum(e) for x in e]
+            weights.append(w)
+            output.append([sum(w[j] * V[j][c] for j in range(3)) for c in range(3)])
     return weights, output
 
 
 def text(x: mpmath.mpf, *, places: int | None = None, digits: int | None = None) -> str:
     """x correctly rounded (irrational here, so never a tie), as a person writes it."""
-    d = Decimal(mpmath.nstr(x, 45, strip_zeros=False, min_fixed=-50, max_fixed=50))
+    with mpmath.workdps(50):
+        d = Decimal(mpmath.nstr(x, 45, strip_zeros=False, min_fixed=-50, max_fixed=50))
     exponent = -places if places is not None else d.adjusted() - digits + 1
     return format(d.quantize(Decimal(1).scaleb(exponent), rounding=ROUND_HALF_EVEN), "f")
 

@@ -34,7 +34,8 @@ def matmul(a: list[list[int]], b: list[list[int]]) -> list[list[int]]:
 
 def sig3(x: mpmath.mpf) -> str:
     """x correctly rounded to 3 significant digits (x is irrational here: never a tie)."""
-    d = Decimal(mpmath.nstr(x, 45, strip_zeros=False, min_fixed=-50, max_fixed=50))
+    with mpmath.workdps(50):
+        d = Decimal(mpmath.nstr(x, 45, strip_zeros=False, min_fixed=-50, max_fixed=50))
     step = Decimal(1).scaleb(d.adjusted() - 2)
     return format(d.quantize(step, rounding=ROUND_HALF_EVEN), "f")
 
@@ -48,20 +49,20 @@ def reference(path: Path) -> dict:
     Q, K, V = matmul(X, W_q), matmul(X, W_k), matmul(X, W_v)
     d_k = len(W_q[0])
     scores = matmul(Q, [list(c) for c in zip(*K)])
-    mpmath.mp.dps = 50
-    weights, output, shifted = [], [], []
-    for i, row in enumerate(scores):
-        allowed = list(range(i + 1))
-        top = max(row[j] for j in allowed)
-        shifted.append([(row[j] - top) / mpmath.sqrt(d_k) if j in allowed else None
-                        for j in range(len(row))])
-        e = [mpmath.exp(shifted[i][j]) if j in allowed else mpmath.mpf(0) for j in range(len(row))]
-        total = sum(e)
-        w = [x / total for x in e]
-        weights.append(["1" if len(allowed) == 1 and j == 0 else "0" if j not in allowed
-                        else sig3(w[j]) for j in range(len(row))])
-        out = [sum(w[j] * V[j][c] for j in allowed) for c in range(len(V[0]))]
-        output.append([str(V[0][c]) if i == 0 else sig3(out[c]) for c in range(len(V[0]))])
+    with mpmath.workdps(50):   # the global precision is left as it was
+        weights, output, shifted = [], [], []
+        for i, row in enumerate(scores):
+            allowed = list(range(i + 1))
+            top = max(row[j] for j in allowed)
+            shifted.append([(row[j] - top) / mpmath.sqrt(d_k) if j in allowed else None
+                            for j in range(len(row))])
+            e = [mpmath.exp(shifted[i][j]) if j in allowed else mpmath.mpf(0) for j in range(len(row))]
+            total = sum(e)
+            w = [x / total for x in e]
+            weights.append(["1" if len(allowed) == 1 and j == 0 else "0" if j not in allowed
+                            else sig3(w[j]) for j in range(len(row))])
+            out = [sum(w[j] * V[j][c] for j in allowed) for c in range(len(V[0]))]
+            output.append([str(V[0][c]) if i == 0 else sig3(out[c]) for c in range(len(V[0]))])
     return {"weights": weights, "output": output, "shifted": shifted, "V": V}
 
 
