@@ -57,14 +57,13 @@ def run(args: argparse.Namespace) -> Outcome:
 def _load(args: argparse.Namespace):
     """A problem file (single- or multi-head: it has heads or [[head]]), or an example."""
     if args.problem:
-        import tomllib
-        from pathlib import Path
-
+        from symattn.errors import SymattnError
         from symattn.multihead import MultiHeadProblem
+        from symattn.tomlfile import load_toml
 
-        try:
-            keys = tomllib.loads(Path(args.problem).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        try:   # the one capped reader: regular files only, at most MAX_FILE_BYTES
+            keys = load_toml(args.problem, what="a problem TOML file")
+        except SymattnError:
             keys = {}  # the ordinary loader reports the error in its own words
         if "heads" in keys or "head" in keys:
             return MultiHeadProblem.from_toml(args.problem)
