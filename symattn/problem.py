@@ -21,7 +21,7 @@ import sympy
 from symattn.errors import ParseError, ProblemError
 from symattn.exact import to_exact
 from symattn.limits import (MAX_ALGEBRAIC_DEGREE, MAX_ENTRIES, MAX_EXACT_DIGITS,
-                            MAX_SCORE_MAGNITUDE)
+                            MAX_SCORE_MAGNITUDE, MAX_SYMBOLIC_SIDE)
 from symattn.matrix import (ExactMatrix, _plain_scalar, _rows_of, check_magnitude, check_symbols,
                             exact_matrix)
 from symattn.parser import algebraic_degree
@@ -223,6 +223,8 @@ class Problem:
                                f"scores, over the cap of {MAX_ENTRIES:,} (MAX_ENTRIES)")
         general = [e for mat in self.inputs.values() if not mat.is_rational
                    for e in mat.entries()]
+        if general:
+            self._check_symbolic_size()
         degree = algebraic_degree(*general, self.scale)
         if degree > MAX_ALGEBRAIC_DEGREE:
             raise ProblemError(
@@ -258,6 +260,21 @@ class Problem:
                 f"the exact scores would need fractions of about {digits:,} digits, over the cap "
                 f"of {MAX_EXACT_DIGITS:,} (MAX_EXACT_DIGITS): use decimals with fewer places or "
                 "simpler fractions")
+
+    def _check_symbolic_size(self) -> None:
+        """An input that is not rational (a surd, e^x, π, a symbol) is worked by SymPy,
+        whose cost grows like n·m² (16×16: about 2 s; 64×64: 90 s): hand-sized only."""
+        key = next(k for k, mat in self.inputs.items() if not mat.is_rational)
+        sizes = {"queries": self.n, "keys": self.m, "d_k": self.d_k, "d_v": self.d_v}
+        if self.d_model is not None:
+            sizes["d_model"] = self.d_model
+        name, size = max(sizes.items(), key=lambda item: item[1])
+        if size > MAX_SYMBOLIC_SIDE:
+            raise ProblemError(
+                f"{key} has entries that are not rational numbers, so the problem is worked "
+                f"symbolically, which handles at most {MAX_SYMBOLIC_SIDE} queries, keys and "
+                f"columns (MAX_SYMBOLIC_SIDE); {name} is {size}: use decimals or fractions, "
+                "or a smaller problem")
 
     def _score_factors(self) -> tuple[tuple[ExactMatrix, ...], tuple[ExactMatrix, ...]]:
         """The matrices whose products make the queries and the keys."""

@@ -301,6 +301,20 @@ def test_entry_count_caps() -> None:
     assert problem.n * problem.m == limits.MAX_ENTRIES
 
 
+def test_non_rational_problems_are_hand_sized() -> None:
+    side = limits.MAX_SYMBOLIC_SIDE
+    Q = [["sqrt(2)"]] + [[k] for k in range(1, side)]          # 16 queries, one a surd
+    problem = sa.Problem(Q=Q, K=[[1], [-1]], V=[[1], [2]], scale=1)
+    with mpmath.workdps(60):
+        q = [[mpmath.sqrt(2)]] + [[M(k)] for k in range(1, side)]
+    _check_against_reference(problem, q, [[M(1)], [M(-1)]], [[M(1)], [M(2)]], M(1))
+    message = _refused("MAX_SYMBOLIC_SIDE", Q=Q + [[side]], K=[[1], [-1]], V=[[1], [2]])
+    assert "queries is 17" in message
+    _refused("MAX_SYMBOLIC_SIDE", Q=[[1]], K=[["exp(1/2)"]] * (side + 1), V=[[1]] * (side + 1))
+    # rational inputs with an irrational scale stay on the fast path, any size up to the caps
+    sa.Problem(Q=[[1]] * 100, K=[[1]] * 100, V=[[1]] * 100, scale="1/sqrt(3)")
+
+
 # ---------------------------------------------- names, titles and symbols
 
 @pytest.mark.parametrize("bad", ["lo\x1bve", "lo\nve", "\x07", "lo\u202eve", "a\tb"])
