@@ -476,6 +476,7 @@ def test_certify_numpy_scalars():
 @pytest.mark.parametrize("value, words", [
     ("x + 1", "x"), ("1/0", "1/0"), ("sqrt(-1)", "sqrt(-1)"), (float("nan"), "nan"),
     (True, "bool"), ([1, 2], "list"), (object(), "object"), (b"1", "bytes"), ("", "''"),
+    (complex(1, 2), "complex"), (sympy.Matrix([[1]]), "Matrix"),
 ])
 def test_certify_bad_input_is_one_symattn_error(value, words):
     with pytest.raises(SymattnError) as info:
