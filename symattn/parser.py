@@ -183,8 +183,8 @@ _ALGEBRAIC_HEIGHT = 4 * _ALGEBRAIC_BITS     # all of them once multiplied out: a
 
 
 def _too_many_digits() -> str:
-    return (f"a number in it has over {MAX_VALUE_DIGITS:,} digits (MAX_VALUE_DIGITS), "
-            "more than any view can show")
+    return (f"a number in it has over {MAX_VALUE_DIGITS:,} digits "
+            "(MAX_VALUE_DIGITS, the most symattn shows or checks)")
 
 
 def _over(r: sympy.Rational, limit: int) -> bool:

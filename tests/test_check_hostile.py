@@ -132,8 +132,8 @@ def test_issue9_answers_are_judged_alone(lesson, text):
 
 
 @pytest.mark.parametrize("target, words", [
-    ("d_k^9999", "4,000-bit cap"),                    # 3^9999: 15,849 bits
-    ("weights[I, I] * d_k^9999", "4,000-bit cap"),
+    ("d_k^9999", "over 1,000 digits"),                    # 3^9999: 15,849 bits
+    ("weights[I, I] * d_k^9999", "over 1,000 digits"),
     ("exp(9999)", "beyond 10^1,000"),                 # e^9999 ≈ 10^4342
     ("sum(exp(600 * scores[love]))", "beyond 10^1,000"),   # e^9600
 ])

@@ -8,6 +8,7 @@ from fractions import Fraction
 from symattn.commands import Outcome, digits_argument
 from symattn.commands.explain import add_problem_arguments, places_argument
 from symattn.errors import SymattnError
+from symattn.tomlfile import read_text
 
 ORDER = 30
 
@@ -102,8 +103,7 @@ def run(args: argparse.Namespace) -> Outcome:
         versions = seeded_versions(spec, args.seed, args.versions)
     else:
         if args.problem:
-            with open(args.problem, encoding="utf-8") as handle:
-                toml = handle.read()
+            toml = read_text(args.problem, what="a problem TOML file")
         else:
             toml = example_text(args.example or DEFAULT_EXAMPLE)
         versions = single_version(problem, toml)
