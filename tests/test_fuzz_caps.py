@@ -402,7 +402,7 @@ RUNNERS = {"problem": run_problem, "toml": run_toml, "answer": run_answer,
            "claims-file": run_claims_file}
 _PROBE = {"probe": run_probe}
 
-DIGITS = st.sampled_from([1, 2, 3, 3, 3, 6, 20])
+DIGITS = st.sampled_from([1, 2, 3, 3, 3, 6, 20, 60, 401, 1000])
 CASES = {
     "problem": st.tuples(SLOTS.filter(lambda s: s != "X"), EXPRESSIONS, DIGITS),
     "toml": st.tuples(st.sampled_from(["Q", "K", "V", "scale"]), _toml_entry(),
