@@ -12,9 +12,11 @@ and transcendental elsewhere; row_sum and weights are rational only when
 every allowed key of the row ties; output[i, c] is rational (= λ) only when
 every group of tied keys has mean value λ in column c.  Rational values are
 rounded exactly with integers; a transcendental value is trusted only when
-it is not within 10^-(digits+10) (relative) of a rounding boundary, which
-never happens for a true transcendental but would expose a mistaken
-classification.
+it is not within 10^-(digits+10) (relative) of a rounding boundary.  Near
+one (a near one-hot row whose top value is 35.5) the working precision
+grows until the rounding is decided; a value that still sits on a boundary
+at MAX_WORK_DIGITS raises ReferenceUndecided, which would expose a mistaken
+exact/transcendental classification, never pass a test.
 
 Rounding is half away from zero to ``digits`` significant digits, and the
 text follows the README's JSON rules (``%#.Ng``-like, trailing zeros kept,
@@ -38,7 +40,7 @@ MAX_WORK_DIGITS = 200_000  # the most working digits tried near a boundary
 
 
 class ReferenceUndecided(AssertionError):
-    """The mpmath value sits too close to a rounding boundary to be trusted."""
+    """A value the reference cannot decide: it looks exactly like a rounding boundary."""
 
 
 # ---------------------------------------------------------------- numbers
