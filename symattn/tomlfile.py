@@ -45,9 +45,9 @@ def _size(count: int) -> str:
     return f"{count / 1024 / 1024:.1f} MiB" if count >= 1024 * 1024 else f"{count:,} bytes"
 
 
-def read_text(path: str | Path, *, what: str, error: type[SymattnError] = ProblemError,
-              limit: int = MAX_FILE_BYTES) -> str:
-    """A regular file's UTF-8 text, at most ``limit`` bytes (a leading BOM is dropped).
+def read_bytes(path: str | Path, *, what: str, error: type[SymattnError] = ProblemError,
+               limit: int = MAX_FILE_BYTES) -> bytes:
+    """At most ``limit`` bytes of a regular file.
 
     ``what`` says which file was expected ("a problem TOML file"); ``error``
     is the caller's error class.  Devices (/dev/zero), FIFOs, sockets and
@@ -81,10 +81,17 @@ def read_text(path: str | Path, *, what: str, error: type[SymattnError] = Proble
         raise error(f"{path}: cannot read the file ({exc.strerror or exc})") from None
     if len(data) > limit:   # it grew after the size check
         raise too_big
+    return data
+
+
+def read_text(path: str | Path, *, what: str, error: type[SymattnError] = ProblemError,
+              limit: int = MAX_FILE_BYTES) -> str:
+    """:func:`read_bytes` decoded as UTF-8 (a leading BOM is dropped)."""
+    data = read_bytes(path, what=what, error=error, limit=limit)
     try:
         return data.decode("utf-8").removeprefix(_BOM)
     except UnicodeDecodeError:
-        raise error(f"{path}: not UTF-8 text; save {what} as UTF-8") from None
+        raise error(f"{Path(path)}: not UTF-8 text; save {what} as UTF-8") from None
 
 
 def load_toml(path: str | Path, *, what: str,

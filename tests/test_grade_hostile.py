@@ -259,7 +259,7 @@ def test_cli_reads_only_regular_files_and_at_most_the_byte_limit(tmp_path):
         handle.write(b"student,weights[I, I]\n")
         handle.truncate(grading.MAX_BYTES + 1)
     result = run("grade", str(LESSON), str(big))
-    assert result.returncode == 2 and "16,777,216-byte limit" in result.stderr
+    assert result.returncode == 2 and "over 16.0 MiB" in result.stderr
     assert result.stderr.count("\n") == 1
 
 

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import os
-import stat
 import sys
 from pathlib import Path
 
 from symattn.commands import Outcome
+from symattn.tomlfile import read_bytes
 
 ORDER = 35
 MAX_WARNINGS = 5   # lines of warnings on stderr; the report's note column has them all
@@ -25,26 +24,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def read_submissions_file(path: Path, limit: int) -> bytes:
-    """At most ``limit`` bytes of a regular file (never a FIFO, a device or /dev/zero)."""
+    """The submissions CSV's raw bytes (a bad byte spoils only its own cell)."""
     from symattn.check.grade import GradeError
 
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except FileNotFoundError:
-        raise GradeError(f"{path}: no such file; give the path of the submissions CSV") from None
-    except OSError as exc:
-        raise GradeError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise GradeError(f"{path}: not a regular file; give the path of the submissions CSV")
-        try:
-            data = handle.read(limit + 1)
-        except OSError as exc:
-            raise GradeError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
-    if len(data) > limit:
-        raise GradeError(f"{path}: over the {limit:,}-byte limit of a submissions file; "
-                         "split the class into several files")
-    return data
+    return read_bytes(path, what="the submissions CSV", error=GradeError, limit=limit)
 
 
 def warnings(report) -> list[str]:
