@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=100_000, help="inputs in all (split over the APIs)")
     parser.add_argument("--seed", type=int, default=0, help="hypothesis seed (same seed, same inputs)")
-    parser.add_argument("--apis", default="problem,toml,answer,target,grade,claims,claims-file")
+    parser.add_argument("--apis", default="problem,toml,answer,target,figures,grade,claims,claims-file")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds before a worker is killed")
     parser.add_argument("--slow", type=float, default=1.0, help="seconds above which an input is slow")
     parser.add_argument("--memory", type=int, default=GIB, help="worker address-space cap in bytes")

@@ -381,6 +381,23 @@ def run_claims_file(case: tuple[str, str, int, int]) -> None:
               "--fact", "rows-sum-to-one", "--fact", "weights-in-open-interval", "--fact", "convex-hull"])
 
 
+def run_figures(case: tuple[str, str, str]) -> None:
+    """A hostile figure beside a good one in a figures file, through ``symattn check --json``:
+    the good figure must still be judged."""
+    import json
+
+    name, target, text = case
+    figures = (f"example = {json.dumps(name)}\n\n"
+               f"[[figure]]\ntarget = \"weights[I, I]\"\ntext = \"0.136\"\n\n"
+               f"[[figure]]\ntarget = {json.dumps(target)}\ntext = {json.dumps(text)}\n")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "figures.toml"
+        path.write_text(figures, encoding="utf-8")
+        status, out, _ = _cli(["check", str(path), "--json"])
+        assert status != 2, "one hostile figure made the whole figures file invalid"
+        assert "weights[I, I]" in out, "the good figure was not judged"
+
+
 def run_probe(case: str) -> None:
     """Not an API: misbehaves on purpose, so a test can show the worker reports each failure kind."""
     import os
@@ -399,7 +416,7 @@ def run_probe(case: str) -> None:
 
 RUNNERS = {"problem": run_problem, "toml": run_toml, "answer": run_answer,
            "target": run_target, "grade": run_grade, "claims": run_claims,
-           "claims-file": run_claims_file}
+           "claims-file": run_claims_file, "figures": run_figures}
 _PROBE = {"probe": run_probe}
 
 DIGITS = st.sampled_from([1, 2, 3, 3, 3, 6, 20, 60, 401, 1000])
@@ -428,6 +445,9 @@ CASES = {
         st.lists(st.one_of(st.sampled_from(["s1", "=cmd|' /C calc'!A0", "@SUM(1+1)", "-2+3", ""]),
                            EXPRESSIONS), min_size=1, max_size=4),
         st.lists(ANSWERS, min_size=1, max_size=4)),
+    "figures": st.one_of(
+        st.tuples(st.sampled_from(PROBLEMS), st.sampled_from(GOOD_TARGETS), ANSWERS),
+        st.tuples(st.sampled_from(PROBLEMS), TARGETS, st.sampled_from(["0.136", "1", "-inf"]))),
     "claims": st.tuples(st.sampled_from(["weights", "output"]), EXPRESSIONS,
                         st.integers(0, 2), st.integers(0, 2)),
     "claims-file": st.tuples(st.sampled_from(["weights", "output"]), _toml_entry(),
