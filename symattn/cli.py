@@ -89,3 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("symattn: interrupted", file=sys.stderr)
         return 130
+
+
+if __name__ == "__main__":   # python3 -m symattn.cli, as well as python3 -m symattn
+    raise SystemExit(main())

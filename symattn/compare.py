@@ -20,15 +20,19 @@ _ZERO_TEST_BITS = 1 << 12
 
 
 def _is_exactly_zero(expr: sympy.Expr) -> bool | None:
-    """True/False when an exact test settles whether ``expr`` is 0, else None."""
-    if expr.is_algebraic:
-        x = sympy.Dummy("x")
-        try:
-            return minimal_polynomial(expr, x) == x
-        except (NotImplementedError, ValueError):
-            pass
-    verdict = expr.equals(0)
-    return verdict if isinstance(verdict, bool) else None
+    """True/False when an exact test settles whether ``expr`` is 0, else None.
+
+    Only algebraic numbers are tested (their minimal polynomial is x exactly
+    when they are 0; the parser's degree cap keeps that cheap).  SymPy's
+    ``equals`` is never asked: on a transcendental near-tie it runs its
+    solver without bound, so such a number is refused instead."""
+    if not expr.is_algebraic:
+        return None
+    x = sympy.Dummy("x")
+    try:
+        return minimal_polynomial(expr, x) == x
+    except Exception:  # noqa: BLE001 - SymPy fails in many ways (NotImplementedError, OverflowError, ...)
+        return None
 
 
 def sign(expr: sympy.Expr) -> int:
