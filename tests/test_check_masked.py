@@ -87,7 +87,7 @@ def test_the_reproducer_through_the_cli(tmp_path, capsys):
                     'text = "1, 0, 0"\n', encoding="utf-8")
     assert main(["check", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "exact" in out and "1 figures: 1 right" in out
+    assert "exact" in out and "1 figure: 1 right" in out
 
 
 @pytest.mark.parametrize("step", ["scores", "scaled", "masked", "shifted", "exp", "weights",

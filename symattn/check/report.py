@@ -36,7 +36,8 @@ def _one_line(text: str, limit: int = 60) -> str:
 def summary_line(verdicts: Sequence[FigureVerdict]) -> str:
     s = summary(verdicts)
     parts = ", ".join(f"{n} {code}" for code, n in s["counts"].items())
-    return f"{s['figures']} figures: {s['right']} right, {s['not_right']} not ({parts})"
+    noun = "figure" if s['figures'] == 1 else "figures"
+    return f"{s['figures']} {noun}: {s['right']} right, {s['not_right']} not ({parts})"
 
 
 def render_text(verdicts: Sequence[FigureVerdict], title: str | None = None) -> str:
