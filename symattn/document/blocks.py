@@ -1,0 +1,430 @@
+"""The derivation as data: blocks of a document and the hand-form nodes inside them.
+
+A :class:`Document` is a tree built once from a Trace (``document.build``)
+and printed by one printer per format (``document.printers``), each with one
+``_print_<ClassName>`` method per type below, as SymPy's printers do.
+
+Two kinds of node:
+
+* **Math nodes** (subclasses of :class:`Math`): how a person writes a value.
+  ``Frac(Int(2), Sqrt(Int(3)))`` is 2/√3, ``Exp(Neg(...))`` is e^(−8/√3),
+  ``Factor(x)`` is a factor of a written product (a printer puts negatives and
+  sums in parentheses), ``Sum`` joins terms (a ``Neg`` term prints as ``− x``),
+  ``SigmaSum`` stands for a sum too long to write, ``Approx`` is ``a ≈ b``
+  (a printer drops ``≈ b`` where both read the same), ``Decimal`` is a
+  certified decimal, ``Exact`` a SymPy value with no hand form.  The values
+  themselves stay in the Trace: these nodes only decide how a value is written.
+
+* **Blocks** (subclasses of :class:`Block`): a :class:`Section` (numbered by
+  its position in the tree, never by a hard-coded number), and what a section
+  shows: a :class:`LabelledMatrix`, the :class:`DotProducts` of a row, a
+  :class:`ScaledRow`, a :class:`SoftmaxRow` (the max-subtraction trick), a
+  :class:`Blend` (weights·V for a row), a :class:`Check`, a :class:`Note`,
+  a :class:`HeatMap`.
+
+Matrices carry their full shape; ``rows``/``cols`` list the indices shown,
+``None`` marking an elided run (⋯, ⋮), and elided cells are ``None`` (their
+exact forms are never built).  Every type is a frozen dataclass; this module
+only ever gains types and fields, so printers written against it keep working.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+import sympy
+
+from symattn.certify import CertifiedDecimal, Rounding
+
+__all__ = [
+    # math nodes
+    "Math", "Int", "Exact", "Decimal", "Sym", "Words", "Token", "Dots", "Neg", "Frac", "Sqrt", "Exp",
+    "Mul", "Product", "Factor", "Sum", "SigmaSum", "Row", "Seq", "Sub", "Approx", "Chain",
+    # blocks
+    "Block", "Document", "Section", "Formula", "Summary", "Note", "LabelledMatrix", "WorkedProjection",
+    "DotProduct", "DotProducts", "ScaleNote", "ScaledRow", "SoftmaxRule", "SoftmaxRow", "HeatMap",
+    "Blend", "CheckLine", "Check", "Cells", "Indices",
+]
+
+
+# -- math nodes: hand forms -----------------------------------------------------------
+
+class Math:
+    """A piece of written mathematics (base class of the hand-form nodes)."""
+
+
+@dataclass(frozen=True)
+class Int(Math):
+    """A whole number ≥ 0 written in digits (a negative one is ``Neg(Int(k))``)."""
+
+    value: int
+
+
+@dataclass(frozen=True)
+class Exact(Math):
+    """An exact SymPy value with no hand form (printed with the format's SymPy printer)."""
+
+    value: sympy.Basic
+
+
+@dataclass(frozen=True)
+class Decimal(Math):
+    """A certified decimal (``symattn.engine.NEG_INF`` where a mask blocks).
+
+    ``scientific``: written as 8.90 × 10⁻⁴ (a value that rounds to 0 at the
+    chosen places, shown to more digits instead of a false ``0.00``)."""
+
+    value: CertifiedDecimal | object
+    scientific: bool = False
+
+
+@dataclass(frozen=True)
+class Sym(Math):
+    """A named quantity in math italics: ``d_k``, ``S``, ``A``, ``q``; ``sub`` is its index."""
+
+    name: str
+    sub: str | None = None
+
+
+@dataclass(frozen=True)
+class Words(Math):
+    """Upright words inside math: ``row sum``, ``shifted``, ``scaled``."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Token(Math):
+    """A token name inside math (upright, escaped by the printer)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Dots(Math):
+    """An elided run: ⋯ in a row or a sum (``vertical``: ⋮)."""
+
+    vertical: bool = False
+
+
+@dataclass(frozen=True)
+class Neg(Math):
+    """−x."""
+
+    operand: Math
+
+
+@dataclass(frozen=True)
+class Frac(Math):
+    """numerator / denominator: stacked in LaTeX, ``a/b`` (``a/(2√2)``) in text and exponents."""
+
+    numerator: Math
+    denominator: Math
+
+
+@dataclass(frozen=True)
+class Sqrt(Math):
+    """√x."""
+
+    radicand: Math
+
+
+@dataclass(frozen=True)
+class Exp(Math):
+    """e^(exponent), as the lesson writes it: e^(−8/√3)."""
+
+    exponent: Math
+
+
+@dataclass(frozen=True)
+class Mul(Math):
+    """An implicit product, juxtaposed: 2√2, 2 e^(…)."""
+
+    factors: tuple[Math, ...]
+
+
+@dataclass(frozen=True)
+class Product(Math):
+    """A written product with a dot: 1·0, 0.136·[1, 0, 2]; factors are usually ``Factor``s."""
+
+    factors: tuple[Math, ...]
+
+
+@dataclass(frozen=True)
+class Factor(Math):
+    """A factor of a written product: the printer puts negatives and sums in parentheses, 2·(−3)."""
+
+    operand: Math
+
+
+@dataclass(frozen=True)
+class Sum(Math):
+    """Terms joined by + (a ``Neg`` term prints as ``− x``); ``Dots`` marks left-out terms."""
+
+    terms: tuple[Math, ...]
+
+
+@dataclass(frozen=True)
+class SigmaSum(Math):
+    """Σ_index body: a sum too long to write out term by term."""
+
+    body: Math
+    index: str = "j"
+
+
+@dataclass(frozen=True)
+class Row(Math):
+    """A row written as the lesson does: [a, b, c] (``Dots`` where elided)."""
+
+    items: tuple[Math, ...]
+
+
+@dataclass(frozen=True)
+class Seq(Math):
+    """Items separated by commas, no brackets: 1.86, 2.00, 1.99."""
+
+    items: tuple[Math, ...]
+
+
+@dataclass(frozen=True)
+class Sub(Math):
+    """An indexed entry: A_{cats, I}, S_{I, love}, O_{I, 0} (indices are math nodes)."""
+
+    base: Math
+    indices: tuple[Math, ...]
+
+
+@dataclass(frozen=True)
+class Approx(Math):
+    """exact ≈ approx; printed as just ``exact`` when the two read the same."""
+
+    exact: Math
+    approx: Math
+
+
+@dataclass(frozen=True)
+class Chain(Math):
+    """parts[0] rel[0] parts[1] rel[1] …: ``a = b = 1``, ``1 ≤ 1.86 ≤ 2``, ``[2, 4] → [..]``.
+
+    Relations are spelled ``=``, ``≈``, ``≤``, ``→``."""
+
+    parts: tuple[Math, ...]
+    relations: tuple[str, ...]
+
+
+# -- blocks ---------------------------------------------------------------------------
+
+class Block:
+    """A block of a document (base class)."""
+
+
+Cells = tuple[tuple[Union[Math, None], ...], ...]   # full shape; None where elided
+Indices = tuple[Union[int, None], ...]              # shown indices; None marks an elided run
+
+
+@dataclass(frozen=True)
+class Formula:
+    """A step's formula (text and LaTeX), what it means, its shape, and for a
+    product of matrices the shapes multiplied (``(3×4)·(4×3)``)."""
+
+    step: str
+    text: str
+    latex: str
+    meaning: str
+    shape: tuple[int, int]
+    factors: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class Section(Block):
+    """A section: ``key`` is stable (``scores``, ``softmax``); its number comes from
+    its position among the numbered sections (``sub``: a lettered sub-step of the
+    previous one, 5a)."""
+
+    key: str
+    title: str
+    children: tuple[Block, ...]
+    numbered: bool = True
+    sub: bool = False
+    formula: Formula | None = None
+
+
+@dataclass(frozen=True)
+class Summary(Block):
+    """What the problem is: the header of a derivation."""
+
+    title: str
+    kind: str                              # "self-attention", "cross-attention", "given"
+    tokens: tuple[str, ...]
+    key_tokens: tuple[str, ...]
+    d_k: int
+    d_v: int
+    d_model: int | None
+    scale: Math                            # the scale as written
+    default_scale: bool
+    mask_kind: str | None
+    symbols: tuple[str, ...]
+    rounding: Rounding
+    sci_digits: int
+
+
+@dataclass(frozen=True)
+class Note(Block):
+    """A paragraph: plain strings and inline math nodes."""
+
+    parts: tuple[str | Math, ...]
+
+
+@dataclass(frozen=True)
+class LabelledMatrix(Block):
+    """A step's matrix: exact cells, certified decimals beside them (None: not shown),
+    token labels; ``caption`` is said before it (the inputs' meanings)."""
+
+    step: str
+    symbol: Math
+    exact: Cells | None
+    decimals: Cells | None
+    rows: Indices
+    cols: Indices
+    row_labels: tuple[str, ...] | None
+    col_labels: tuple[str, ...] | None
+    shape: tuple[int, int]
+    integers: bool = False                 # every exact entry an integer (decimals add nothing)
+    caption: str | None = None
+
+
+@dataclass(frozen=True)
+class WorkedProjection(Block):
+    """A query worked by hand: its embedding times W_q, a combination of the rows of W_q."""
+
+    token: str
+    terms: tuple[Math, ...]                # Product(Factor(x_k), Row(W_q[k]))
+    result: Row
+
+
+@dataclass(frozen=True)
+class DotProduct:
+    """One score written out: query ``token`` against ``key_token``."""
+
+    token: str
+    key_token: str
+    key: Row
+    products: Sum                          # of Product(Factor(q_k), Factor(k_k))
+    value: Math
+
+
+@dataclass(frozen=True)
+class DotProducts(Block):
+    """The dot products of some rows; ``every``: all scores of a small problem."""
+
+    rows: tuple[tuple[str, Row, tuple[DotProduct | None, ...]], ...]   # (token, query, products; None = ⋮)
+    every: bool = False
+
+
+@dataclass(frozen=True)
+class ScaleNote(Block):
+    """``d_k = 3, so every score is divided by √3 ≈ 1.73`` (``rational``: √d_k is rational)."""
+
+    d_k: int
+    root: Math
+    rational: bool
+
+
+@dataclass(frozen=True)
+class ScaledRow(Block):
+    """A row of scores and the same row scaled, in hand form and as decimals."""
+
+    token: str
+    scores: Row
+    scaled: Row
+    decimals: Row
+
+
+@dataclass(frozen=True)
+class SoftmaxRule(Block):
+    """Why the row maximum is subtracted: softmax(z) = e^(z−max) / Σ e^(z−max)."""
+
+
+@dataclass(frozen=True)
+class SoftmaxRow(Block):
+    """The softmax of one row, worked with the max-subtraction trick.
+
+    Lists run over the row's allowed keys (``Dots`` where elided).  ``maximum``
+    is None when symbols leave the row maximum open (nothing is subtracted).
+    ``exact_weight`` is one weight as the fraction of exponentials it is."""
+
+    token: str
+    keys: tuple[str, ...]
+    blocked: tuple[str, ...]
+    scaled: Row
+    scaled_decimals: Row
+    maximum: Approx | None
+    maximum_key: str | None
+    ties: tuple[str, ...]                  # every key sharing the maximum
+    shifted: Row
+    shifted_decimals: Row
+    exponentials: tuple[Approx, ...]       # e^(…) ≈ 0.00986 (Dots where elided)
+    row_sum: Math
+    row_sum_decimal: Math
+    weights: Row
+    exact_key: str | None
+    exact_weight: Math | None
+    exact_weight_decimal: Math | None
+
+
+@dataclass(frozen=True)
+class HeatMap(Block):
+    """The weights shaded on a fixed [0, 1] scale: ``shades`` are whole percents
+    (the weight certified to 2 places); ``exact`` the exact weights where small."""
+
+    decimals: Cells
+    shades: tuple[tuple[int | None, ...], ...]
+    rows: Indices
+    cols: Indices
+    row_labels: tuple[str, ...]
+    col_labels: tuple[str, ...]
+    exact: Cells | None = None
+
+
+@dataclass(frozen=True)
+class Blend(Block):
+    """A row of the output as a blend of the value rows, weights·V."""
+
+    token: str
+    terms: tuple[Math, ...]                # Product(weight decimal, Row(V_j)), Dots where elided
+    result: Row
+    exact_entry: Math | None               # output[token, 0] as a fraction of exponentials
+    exact_decimal: Math | None
+
+
+@dataclass(frozen=True)
+class CheckLine:
+    """One line of a check: a label (``column 0``) and its math."""
+
+    label: str
+    math: Math
+
+
+@dataclass(frozen=True)
+class Check(Block):
+    """One of the lesson's sanity checks, proved for the instance: ``name`` is stable
+    (``rows-sum-to-one``, ``convex-hull``), ``statement`` what holds, ``reason`` why."""
+
+    name: str
+    statement: str
+    reason: str
+    lines: tuple[CheckLine, ...]
+
+
+@dataclass(frozen=True)
+class Document(Block):
+    """A whole derivation: a title, then its blocks (a Summary, then Sections)."""
+
+    title: str
+    children: tuple[Block, ...]
+    meta: dict = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def sections(self) -> tuple[Section, ...]:
+        return tuple(b for b in self.children if isinstance(b, Section))

@@ -1,0 +1,1 @@
+"""One printer per format, each a :class:`~symattn.document.printers.base.Printer` subclass."""
