@@ -1,0 +1,200 @@
+"""HTML output: MathML Core markup (unit tests) and whole pages in headless Chromium.
+
+The markup tests parse what the printers write as XML and assert its
+structure; the browser tests open real pages offline (tests/browser.py).
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from fractions import Fraction
+
+import pytest
+import sympy
+
+from symattn.certify import Rounding, certify
+from symattn.html import mathml as m
+from symattn.html import page as pg
+
+# MathML Core's elements (https://w3c.github.io/mathml-core/#mathml-elements-and-attributes)
+CORE = {"math", "mrow", "mi", "mn", "mo", "mtext", "mspace", "ms", "mfrac", "msqrt", "mroot", "msup",
+        "msub", "msubsup", "munder", "mover", "munderover", "mmultiscripts", "mprescripts",
+        "mtable", "mtr", "mtd", "mpadded", "mphantom", "mstyle", "merror", "semantics", "annotation"}
+
+
+def tree(markup: str) -> ET.Element:
+    """Markup parsed as XML (it must be well formed), wrapped in a <math>."""
+    return ET.fromstring(markup if markup.startswith("<math") else f"<math>{markup}</math>")
+
+
+def shape(e: ET.Element) -> str:
+    """A compact picture of an element tree: ``mfrac(mn:2,msqrt(mn:3))``."""
+    kids = list(e)
+    if not kids:
+        return f"{e.tag}:{e.text or ''}"
+    return f"{e.tag}(" + ",".join(shape(k) for k in kids) + ")"
+
+
+def only_core(markup: str) -> None:
+    for e in tree(markup).iter():
+        assert e.tag in CORE, e.tag
+        if "mathvariant" in e.attrib:
+            assert e.tag == "mi" and e.attrib["mathvariant"] == "normal"
+
+
+# -- escaping ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("raw, escaped", [
+    ("<b>", "&lt;b&gt;"),
+    ("a&b", "a&amp;b"),
+    ('say "hi"', "say &quot;hi&quot;"),
+    ("it's", "it&#x27;s"),
+    ("tab\there", "tab\there"),
+    ("nul\x00bell\x07", "nul\u2400bell\u2407"),
+    ("del\x7fc1\x85", "del\ufffdc1\ufffd"),
+    ("surrogate\ud800", "surrogate\ufffd"),
+    ("chat 🐈 é", "chat 🐈 é"),
+])
+def test_escape(raw, escaped):
+    assert m.escape(raw) == escaped
+    m.escape(raw).encode("utf-8")          # writable as UTF-8 whatever came in
+
+
+def test_token_names_are_escaped_and_upright():
+    t = tree(m.token('<script>"x"&\'y\''))
+    assert t[0].tag == "mi" and t[0].text == '<script>"x"&\'y\''
+    assert "<script>" not in m.token("<script>")
+    single = tree(m.token("I"))[0]
+    assert single.attrib == {"mathvariant": "normal"}      # "I" is a word, not the variable I
+    assert "mathvariant" not in tree(m.token("love"))[0].attrib   # several letters: upright already
+
+
+# -- exact values ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("expr, expected", [
+    (sympy.Integer(7), "mn:7"),
+    (sympy.Integer(-3), "mrow(mo:\u2212,mn:3)"),
+    (sympy.Rational(-2, 3), "mrow(mo:\u2212,mfrac(mn:2,mn:3))"),
+    (sympy.sqrt(3), "msqrt(mn:3)"),
+    (2 / sympy.sqrt(3), "mfrac(mrow(mn:2,mo:\u2062,msqrt(mn:3)),mn:3)"),   # SymPy's canonical 2√3/3
+    (sympy.exp(sympy.Rational(-1, 2)), "msup(mi:e,mrow(mo:\u2212,mrow(mn:1,mo:/,mn:2)))"),
+    (sympy.exp(-8 * sympy.sqrt(3) / 3),
+     "msup(mi:e,mrow(mo:\u2212,mrow(mrow(mn:8,mo:\u2062,msqrt(mn:3)),mo:/,mn:3)))"),
+    (-sympy.oo, "mrow(mo:\u2212,mi:\u221e)"),
+    (sympy.Symbol("q01"), "msub(mi:q,mn:01)"),
+    (sympy.Symbol("alpha"), "mi:\u03b1"),
+    (sympy.Symbol("x") ** 2, "msup(mi:x,mn:2)"),
+    (sympy.pi / 4, "mfrac(mi:\u03c0,mn:4)"),
+])
+def test_exact_markup(expr, expected):
+    markup = m.exact(expr)
+    only_core(markup)
+    assert shape(tree(markup)[0]) == expected
+
+
+def test_a_lesson_weight_is_a_stacked_fraction_over_a_sum():
+    w = 1 / (sympy.exp(-2 * sympy.sqrt(3) / 3) + 2)     # weights[I, love]
+    root = tree(m.exact(w))[0]
+    assert root.tag == "mfrac"
+    top, bottom = list(root)
+    assert shape(top) == "mn:1"
+    assert [k.tag for k in bottom] == ["msup", "mo", "mn"] and bottom[1].text == "+"
+
+
+def test_negatives_are_parenthesised_as_factors_and_subtracted_in_sums():
+    assert shape(tree(m.factor(sympy.Integer(-3)))[0]) == "mrow(mo:(,mrow(mo:\u2212,mn:3),mo:))"
+    assert shape(tree(m.factor(sympy.Integer(3)))[0]) == "mn:3"
+    assert shape(tree(m.factor(1 + sympy.sqrt(2)))[0]).startswith("mrow(mo:(,")
+    two_times_minus_three = tree(m.product(m.factor(2), m.factor(-3)))[0]
+    assert shape(two_times_minus_three) == "mrow(mn:2,mo:\u00b7,mrow(mo:(,mrow(mo:\u2212,mn:3),mo:)))"
+    x = sympy.Symbol("x")
+    difference = tree(m.exact(x - 2))[0]         # x − 2, not x + −2
+    assert [(k.tag, k.text) for k in difference] == [("mi", "x"), ("mo", "\u2212"), ("mrow", None)]
+
+
+def test_max_of_symbols():
+    x, y = sympy.symbols("x y", real=True)
+    assert shape(tree(m.exact(sympy.Max(x, y)))[0]) == "mrow(mi:max,mrow(mo:(,mrow(mi:x,mo:,,mi:y),mo:)))"
+
+
+def test_a_float_never_reaches_the_page():
+    with pytest.raises(TypeError, match="Float"):
+        m.exact(sympy.Float("0.5"))
+
+
+# -- certified decimals -------------------------------------------------------------------
+
+def test_decimals_come_from_certify():
+    w = 1 / (sympy.exp(-2 * sympy.sqrt(3) / 3) + 2)
+    d = certify(w, 3)
+    markup = m.approx(m.exact(w), d)
+    only_core(markup)
+    kids = list(tree(markup)[0])
+    assert (kids[-2].text, kids[-1].tag, kids[-1].text) == ("\u2248", "mn", "0.432")
+    # an exact rounding says so with "="
+    assert tree(m.approx(m.exact(sympy.Rational(1, 2)), certify(sympy.Rational(1, 2), 3)))[0][1].text == "="
+
+
+@pytest.mark.parametrize("value, text", [
+    (sympy.Rational(-231, 50), "mrow(mo:\u2212,mn:4.62)"),
+    (sympy.exp(-48), "mrow(mn:1.43,mo:\u00d7,msup(mn:10,mrow(mo:\u2212,mn:21)))"),
+    (sympy.Integer(12345678), "mrow(mn:1.23,mo:\u00d7,msup(mn:10,mn:7))"),
+])
+def test_decimal_markup(value, text):
+    assert shape(tree(m.decimal(certify(value, 3)))[0]) == text
+
+
+def test_decimal_digits_agree_with_mpmath():
+    import mpmath
+    with mpmath.workdps(50):                  # an independent evaluation, far past 3 digits
+        assert mpmath.nstr(mpmath.exp(-48), 3) == "1.43e-21"
+        assert mpmath.nstr(1 / (mpmath.exp(-2 / mpmath.sqrt(3)) + 2), 3) == "0.432"
+
+
+def test_matrix_and_row_vector():
+    cells = [[m.mn("1"), m.mn("0")], [m.exact(sympy.Integer(-2)), m.mn("5")]]
+    root = tree(m.matrix(cells))[0]
+    assert [k.tag for k in root] == ["mo", "mtable", "mo"]
+    assert len(root[1]) == 2 and all(len(r) == 2 for r in root[1])
+    vec = tree(m.row_vector([m.mn("1"), m.mn("2"), m.mn("3")]))[0]
+    assert [k.text for k in vec if k.tag == "mo"] == ["[", ",", ",", "]"]
+
+
+def test_well_formed_whatever_the_token():
+    nasty = "<i>&\"'\x00"
+    markup = m.math(m.msub(m.mi("A"), m.mrow(m.token(nasty), m.mo(","), m.token("cats"))), label=nasty)
+    root = tree(markup)
+    assert root.attrib["aria-label"] == "<i>&\"'\u2400"
+
+
+# -- page shell ---------------------------------------------------------------------------
+
+def test_page_is_self_contained():
+    html = pg.page('Title <&> "q"', "<p>body</p>")
+    assert html.startswith("<!doctype html>\n<html lang=\"en\">")
+    assert '<meta charset="utf-8">' in html
+    assert "<title>Title &lt;&amp;&gt; &quot;q&quot;</title>" in html
+    assert "@media print" in html
+    for external in ("http://", "https://", "<script", "<link", "<img", "@import", "url("):
+        assert external not in html, external
+
+
+def test_heatmap_cells_shade_on_a_fixed_scale_and_carry_the_exact_value():
+    w = 1 / (sympy.exp(-2 * sympy.sqrt(3) / 3) + 2)
+    d, shade = certify(w, 3), certify(w, Rounding(places=2))
+    cell = pg.HeatCell(m.decimal(d), shade, m.math(m.approx(m.exact(w), d)), "A[I, love] \u2248 0.432")
+    one = pg.HeatCell(m.mn("1"), certify(1, Rounding(places=2)), m.mn("1"), "A = 1")
+    html = pg.heatmap([[cell, one], [None, None]], ["I", None], ["love", "<c>"])
+    assert html.count('tabindex="0"') == 2
+    assert 'title="A[I, love] \u2248 0.432"' in html
+    assert '<th scope="col">&lt;c&gt;</th>' in html and '<th scope="row">I</th>' in html
+    # 0.43 of the way from white to (31, 78, 156), in integer steps; 1 is the darkest, with white ink
+    # by hand: 255 - 224·43 // 100 = 159, 255 - 177·43 // 100 = 179, 255 - 99·43 // 100 = 213
+    assert 'style="background:rgb(159 179 213)"' in html and 'class="ink-light"' not in html.split("</tr>")[1][:60]
+    assert 'class="ink-light" style="background:rgb(31 78 156)"' in html
+
+
+def test_shades_are_two_place_weights():
+    with pytest.raises(ValueError, match="2 places"):
+        pg.shade_percent(certify(Fraction(1, 3), 3))
+    assert pg.shade_percent(certify(Fraction(1, 3), Rounding(places=2))) == 33
