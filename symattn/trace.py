@@ -13,6 +13,7 @@ and columns are addressed by token name or by 0-based index.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from fractions import Fraction
 from functools import cached_property
 from typing import Callable, Iterator, Sequence
 
@@ -23,8 +24,8 @@ from symattn.certify import CertifiedDecimal, Rounding
 from symattn.engine import NEG_INF, Engine, ExactMatrix
 from symattn.errors import SymattnError
 from symattn.problem import Problem
-from symattn.render import forms
 from symattn.stepcert import certify_entries
+from symattn.steps import spec
 
 Index = int | str
 
@@ -102,6 +103,19 @@ class Step:
         for i in range(self.shape[0]):
             yield [self._exact(i, j) for j in range(self.shape[1])]
 
+    @property
+    def is_rational(self) -> bool:
+        """Whether every entry is a rational number (inputs, Q, K, V and scores of a rational problem)."""
+        matrix = self._trace.engine.matrix(self.name)
+        return matrix is not None and matrix.is_rational
+
+    def fraction(self, i: Index, j: Index) -> Fraction | None:
+        """An entry as a Fraction, when the step is rational (None otherwise)."""
+        matrix = self._trace.engine.matrix(self.name)
+        if matrix is None or not matrix.is_rational:
+            return None
+        return matrix.fraction(self.row_index(i), self.col_index(j))
+
     # -- numbers ------------------------------------------------------------------
     def decimals(self, rounding: Rounding | int) -> list[list[CertifiedDecimal | object]]:
         """Every entry correctly rounded, proved with ball arithmetic (NEG_INF where masked)."""
@@ -173,73 +187,42 @@ class Trace:
         dv_cols = tuple(str(c) for c in range(p.d_v))
         steps: list[Step] = []
 
-        def add(name: str, formula: str, latex: str, meaning: str, shape: tuple[int, int],
-                rows: tuple[str, ...], cols: tuple[str, ...],
+        def add(name: str, shape: tuple[int, int], rows: tuple[str, ...], cols: tuple[str, ...],
                 exact: Callable[[int, int], sympy.Expr]) -> None:
-            steps.append(Step(name, StepInfo(formula, latex, meaning), shape, rows, cols, exact, self))
+            entry = spec(name, p)
+            steps.append(Step(name, StepInfo(entry.formula, entry.latex, entry.meaning), shape, rows, cols,
+                              exact, self))
 
-        def matrix_step(name: str, formula: str, latex: str, meaning: str, mat: ExactMatrix,
-                        rows: tuple[str, ...], cols: tuple[str, ...]) -> None:
-            add(name, formula, latex, meaning, (mat.rows, mat.cols), rows, cols, mat.exact)
+        def matrix_step(name: str, mat: ExactMatrix, rows: tuple[str, ...], cols: tuple[str, ...]) -> None:
+            add(name, (mat.rows, mat.cols), rows, cols, mat.exact)
 
         if p.projected:
             dm_cols = tuple(str(c) for c in range(p.d_model))
-            kv_tokens = keys
-            matrix_step("X", "X", "X", "the token embeddings, one row per token",
-                        engine.inputs["X"], tok, dm_cols)
-            for w, role in (("W_q", "queries"), ("W_k", "keys"), ("W_v", "values")):
-                cols = dv_cols if w == "W_v" else dk_cols
-                matrix_step(w, w, f"W_{{{w[-1]}}}", f"the learned projection to {role}",
-                            engine.inputs[w], dm_cols, cols)
+            matrix_step("X", engine.inputs["X"], tok, dm_cols)
+            for w in ("W_q", "W_k", "W_v"):
+                matrix_step(w, engine.inputs[w], dm_cols, dv_cols if w == "W_v" else dk_cols)
             if "X_kv" in engine.inputs:
-                matrix_step("X_kv", "X_kv", r"X_{kv}", "the embeddings the keys and values come from",
-                            engine.inputs["X_kv"], kv_tokens, dm_cols)
-            src = "X_kv" if "X_kv" in engine.inputs else "X"
-            src_tex = r"X_{kv}" if src == "X_kv" else "X"
-            matrix_step("Q", "Q = X·W_q", r"Q = X W_q", "what each token is looking for",
-                        engine.Q, tok, dk_cols)
-            matrix_step("K", f"K = {src}·W_k", rf"K = {src_tex} W_k", "what each token offers",
-                        engine.K, keys, dk_cols)
-            matrix_step("V", f"V = {src}·W_v", rf"V = {src_tex} W_v", "what each token passes on",
-                        engine.V, keys, dv_cols)
-        else:
-            matrix_step("Q", "Q (given)", "Q", "the queries", engine.Q, tok, dk_cols)
-            matrix_step("K", "K (given)", "K", "the keys", engine.K, keys, dk_cols)
-            matrix_step("V", "V (given)", "V", "the values", engine.V, keys, dv_cols)
+                matrix_step("X_kv", engine.inputs["X_kv"], keys, dm_cols)
+        matrix_step("Q", engine.Q, tok, dk_cols)
+        matrix_step("K", engine.K, keys, dk_cols)
+        matrix_step("V", engine.V, keys, dv_cols)
 
         n, m = p.n, p.m
-        matrix_step("scores", "scores = Q·Kᵀ", r"S = Q K^\top",
-                    "how well query i matches key j (dot products)", engine.scores, tok, keys)
+        matrix_step("scores", engine.scores, tok, keys)
         scale = p.scale
 
         def scaled_exact(i: int, j: int) -> sympy.Expr:
             return scale * engine.scores.exact(i, j)
 
-        scaled_formula = f"scaled = {forms.scale_formula(p)}"
-        scaled_latex = (r"\frac{S}{\sqrt{d_k}}" if p.default_scale
-                        else rf"{sympy.latex(scale)} \cdot S")
-        add("scaled", scaled_formula, scaled_latex,
-            "scores scaled so they do not grow with the width d_k", (n, m), tok, keys, scaled_exact)
+        add("scaled", (n, m), tok, keys, scaled_exact)
         if p.mask is not None:
-            add("masked", "masked = scaled, −∞ where the mask blocks",
-                r"\tilde S = \text{scaled}, -\infty \text{ where blocked}",
-                "blocked positions get −∞, so their weight is exactly 0", (n, m), tok, keys,
+            add("masked", (n, m), tok, keys,
                 lambda i, j: scaled_exact(i, j) if engine.is_allowed(i, j) else sympy.S.NegativeInfinity)
-        add("shifted", "shifted = scaled − max of its row",
-            r"\text{scaled}_{ij} - \max_k \text{scaled}_{ik}",
-            "the stability trick: the same weights, no large exponents", (n, m), tok, keys,
-            engine.shifted)
-        add("exp", "exp = e^shifted", r"e^{\text{shifted}}", "positive, in (0, 1], 1 at the row maximum",
-            (n, m), tok, keys, engine.exp)
-        add("row_sum", "row_sum = Σ_j exp", r"\sum_j e^{\text{shifted}_{ij}}",
-            "the softmax denominator of each row", (n, 1), tok, ("Σ",),
-            lambda i, j: engine.row_sum(i))
-        add("weights", "weights = exp / row_sum", r"A = \operatorname{softmax}\left(\frac{QK^\top}{\sqrt{d_k}}\right)",
-            "how much each query takes from each key; each row sums to 1", (n, m), tok, keys,
-            engine.weight)
-        add("output", "output = weights·V", r"O = A V",
-            "each token's weighted average of the value rows", (n, p.d_v), tok, dv_cols,
-            engine.output)
+        add("shifted", (n, m), tok, keys, engine.shifted)
+        add("exp", (n, m), tok, keys, engine.exp)
+        add("row_sum", (n, 1), tok, ("Σ",), lambda i, j: engine.row_sum(i))
+        add("weights", (n, m), tok, keys, engine.weight)
+        add("output", (n, p.d_v), tok, dv_cols, engine.output)
         self._steps = {s.name: s for s in steps}
 
     # -- access -------------------------------------------------------------------
@@ -277,6 +260,51 @@ class Trace:
 
     def __iter__(self) -> Iterator[Step]:
         return iter(self._steps.values())
+
+    # -- what views and checks need (the Trace is their only contract) -------------
+    masked_value = sympy.S.NegativeInfinity
+    """The exact value of a blocked position in ``masked`` and ``shifted``."""
+
+    def _row(self, i: Index) -> int:
+        return self._steps["scores"].row_index(i)
+
+    def _key(self, j: Index) -> int:
+        return self._steps["scores"].col_index(j)
+
+    def allowed(self, i: Index) -> tuple[int, ...]:
+        """The keys (0-based) row i may attend to: all of them without a mask."""
+        return self.engine.rows[self._row(i)].allowed
+
+    def is_allowed(self, i: Index, j: Index) -> bool:
+        """Whether query i may attend to key j (False where the mask blocks)."""
+        return self.engine.is_allowed(self._row(i), self._key(j))
+
+    def row_max(self, i: Index) -> int | None:
+        """The key of row i's maximum scaled score (the first of a tie); None when
+        symbols leave the order open (then nothing is subtracted in that row)."""
+        return self.engine.rows[self._row(i)].argmax
+
+    def ties(self, i: Index) -> frozenset[int]:
+        """The keys sharing row i's maximum (shifted score exactly 0; empty in an open row)."""
+        return self.engine.top_group(self._row(i))
+
+    def tie_groups(self, i: Index) -> tuple[tuple[int, ...], ...]:
+        """Row i's allowed keys grouped by equal shifted score, in key order."""
+        return tuple(tuple(g) for g in self.engine.groups(self._row(i)).values())
+
+    def score_gap(self, i: Index, j: Index) -> sympy.Expr:
+        """scores[i, j] − scores[i, row max], exactly, before scaling (the score itself in
+        an open row): the hand form of a shifted score is scale times this."""
+        return self.engine.delta(self._row(i), self._key(j))
+
+    def exponent(self, i: Index, j: Index) -> sympy.Expr:
+        """The power of e in exp[i, j] (the shifted score; the scaled score in an open row)."""
+        return self.engine.exponent(self._row(i), self._key(j))
+
+    def symbols_of(self, name: str) -> frozenset:
+        """The symbols a step's entries depend on (empty: it has numbers, so decimals)."""
+        self.step(name)
+        return self.engine.symbols_of(name)
 
     def _repr_latex_(self) -> str:
         """Jupyter: every step as typeset math (IPython is not needed to call this)."""

@@ -146,7 +146,7 @@ class _RoundedExpSource(Source):
             return total
         if name == "weights":
             return row[j] / total
-        V = self.trace.engine.V
+        V = self.trace.V
         if not V.is_rational:
             return None          # surds in V: the hand product is not a rational; not modelled
         return sum((w * V.fraction(k, j) for k, w in enumerate(row)), Fraction(0)) / total
@@ -305,7 +305,7 @@ class Mistakes:
         rows = []
         for i, row in enumerate(t.step(step).decimals(rounding)):
             rows.append([sympy.Rational(d.mantissa, 10**-d.exponent)
-                         if t.engine.is_allowed(i, j) else 0 for j, d in enumerate(row)])
+                         if t.is_allowed(i, j) else 0 for j, d in enumerate(row)])
         identity = sympy.eye(p.m)
         trace = self._attempt(lambda: _direct(t, sympy.Matrix(rows), identity, scale=1))
         if trace is None:

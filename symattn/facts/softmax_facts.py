@@ -33,7 +33,7 @@ def dec(expr: sympy.Expr, digits: int = 3) -> str:
 
 def allowed(trace: Trace, i: int) -> tuple[int, ...]:
     """The keys row i may attend (all of them without a mask)."""
-    return trace.engine.rows[i].allowed
+    return trace.allowed(i)
 
 
 def same(a: sympy.Expr, b: sympy.Expr) -> bool:

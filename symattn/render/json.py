@@ -47,14 +47,14 @@ def exact_strings(trace: Trace, step: Step) -> list[list[str]]:
     """
     if step.name not in ("row_sum", "weights", "output"):
         return [[_text(v) for v in row] for row in step.rows()]
-    engine = trace.engine
+    exp, V = trace.step("exp"), trace.V
     out: list[list[str]] = []
     for i in range(step.shape[0]):
-        allowed = engine.rows[i].allowed
-        if len(engine.groups(i)) == 1:  # tied row: small exact numbers, print them as SymPy does
-            out.append([_text(step._exact(i, j)) for j in range(step.shape[1])])
+        allowed = trace.allowed(i)
+        if len(trace.tie_groups(i)) == 1:  # tied row: small exact numbers, print them as SymPy does
+            out.append([_text(step[i, j]) for j in range(step.shape[1])])
             continue
-        exps = {j: _text(engine.exp(i, j)) for j in allowed}
+        exps = {j: _text(exp[i, j]) for j in allowed}
         total = " + ".join(exps[j] for j in allowed)
         if step.name == "row_sum":
             out.append([total])
@@ -63,8 +63,7 @@ def exact_strings(trace: Trace, step: Step) -> list[list[str]]:
         else:
             row = []
             for c in range(step.shape[1]):
-                terms = [f"{_factor(engine.V.exact(j, c))}*{exps[j]}" for j in allowed
-                         if engine.V.exact(j, c) != 0]
+                terms = [f"{_factor(V[j, c])}*{exps[j]}" for j in allowed if V[j, c] != 0]
                 row.append(f"({' + '.join(terms) or '0'})/({total})")
             out.append(row)
     return out
@@ -72,7 +71,7 @@ def exact_strings(trace: Trace, step: Step) -> list[list[str]]:
 
 def decimal_strings(trace: Trace, step: Step, rounding: Rounding) -> list[list[str | None]]:
     """A step's certified decimals; None for an entry that depends on symbols."""
-    if not trace.engine.symbols_of(step.name):
+    if not trace.symbols_of(step.name):
         return [[str(d) for d in row] for row in step.decimals(rounding)]
     out: list[list[str | None]] = []
     for row in step.rows():

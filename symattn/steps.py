@@ -1,0 +1,111 @@
+"""The step table: every step's name, formula (text and LaTeX), meaning and section title, as data.
+
+The Trace names its steps from this table and the document takes its section
+titles from it, so a step is described in one place.  ``{src}`` in a formula
+is the matrix keys and values come from (``X``, or ``X_kv`` in cross-attention).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+import sympy
+
+from symattn.problem import Problem
+
+
+@dataclass(frozen=True)
+class StepSpec:
+    """How one step is written and what it means."""
+
+    formula: str
+    latex: str
+    meaning: str
+    title: str
+
+
+STEPS: dict[str, StepSpec] = {
+    "X": StepSpec("X", "X", "the token embeddings, one row per token", "Embeddings"),
+    "W_q": StepSpec("W_q", "W_{q}", "the learned projection to queries", "Query projection"),
+    "W_k": StepSpec("W_k", "W_{k}", "the learned projection to keys", "Key projection"),
+    "W_v": StepSpec("W_v", "W_{v}", "the learned projection to values", "Value projection"),
+    "X_kv": StepSpec("X_kv", r"X_{kv}", "the embeddings the keys and values come from",
+                     "Key/value embeddings"),
+    "Q": StepSpec("Q = X·W_q", r"Q = X W_q", "what each token is looking for", "Queries"),
+    "K": StepSpec("K = {src}·W_k", r"K = {src_tex} W_k", "what each token offers", "Keys"),
+    "V": StepSpec("V = {src}·W_v", r"V = {src_tex} W_v", "what each token passes on", "Values"),
+    "Q given": StepSpec("Q (given)", "Q", "the queries", "Queries"),
+    "K given": StepSpec("K (given)", "K", "the keys", "Keys"),
+    "V given": StepSpec("V (given)", "V", "the values", "Values"),
+    "scores": StepSpec("scores = Q·Kᵀ", r"S = Q K^\top", "how well query i matches key j (dot products)",
+                       "Scores"),
+    "scaled": StepSpec("scaled = {scale}", r"\frac{{S}}{{\sqrt{{d_k}}}}",
+                       "scores scaled so they do not grow with the width d_k", "Scaled scores"),
+    "masked": StepSpec("masked = scaled, −∞ where the mask blocks",
+                       r"\tilde S = \text{scaled}, -\infty \text{ where blocked}",
+                       "blocked positions get −∞, so their weight is exactly 0", "Masking"),
+    "shifted": StepSpec("shifted = scaled − max of its row", r"\text{scaled}_{ij} - \max_k \text{scaled}_{ik}",
+                        "the stability trick: the same weights, no large exponents",
+                        "Softmax, with the max-subtraction trick"),
+    "exp": StepSpec("exp = e^shifted", r"e^{\text{shifted}}", "positive, in (0, 1], 1 at the row maximum",
+                    "Exponentials"),
+    "row_sum": StepSpec("row_sum = Σ_j exp", r"\sum_j e^{\text{shifted}_{ij}}",
+                        "the softmax denominator of each row", "Row sums"),
+    "weights": StepSpec("weights = exp / row_sum",
+                        r"A = \operatorname{softmax}\left(\frac{QK^\top}{\sqrt{d_k}}\right)",
+                        "how much each query takes from each key; each row sums to 1", "Attention weights"),
+    "output": StepSpec("output = weights·V", r"O = A V", "each token's weighted average of the value rows",
+                       "Output"),
+}
+
+# Sections of a derivation that are not one step
+SECTION_TITLES = {"inputs": "Inputs", "softmax": "Softmax, with the max-subtraction trick",
+                  "checks": "Checks, proved for this instance"}
+
+
+def spec(name: str, problem: Problem) -> StepSpec:
+    """The table's entry for a step of this problem, its placeholders filled in."""
+    given = name in ("Q", "K", "V") and not problem.projected
+    entry = STEPS[f"{name} given" if given else name]
+    cross = "X_kv" in problem.inputs
+    if name == "scaled":
+        latex = (r"\frac{S}{\sqrt{d_k}}" if problem.default_scale
+                 else rf"{sympy.latex(problem.scale)} \cdot S")
+        return StepSpec(f"scaled = {scale_formula(problem)}", latex, entry.meaning, entry.title)
+    if "{src" in entry.formula or "{src" in entry.latex:
+        src = "X_kv" if cross else "X"
+        return StepSpec(entry.formula.format(src=src), entry.latex.format(src_tex=r"X_{kv}" if cross else "X"),
+                        entry.meaning, entry.title)
+    return entry
+
+
+def scale_form(problem: Problem) -> tuple[Fraction, int | None] | None:
+    """The scale as ``c/√d_k`` (c rational), or a rational ``(c, None)``; None if neither."""
+    if problem.scale.is_Rational:
+        return Fraction(int(problem.scale.p), int(problem.scale.q)), None
+    c = sympy.expand(problem.scale * sympy.sqrt(problem.d_k))
+    if c.is_Rational:
+        return Fraction(int(c.p), int(c.q)), problem.d_k
+    return None
+
+
+def scale_formula(problem: Problem) -> str:
+    """How the scaling step is written: ``scores / √d_k``, ``5 · scores / √d_k``, ``scores``."""
+    from symattn.document.sympytext import unicode_text
+
+    if problem.default_scale:
+        return "scores / √d_k"
+    form = scale_form(problem)
+    if form is None:
+        return f"{unicode_text(problem.scale)} · scores"
+    c, radicand = form
+    factor = "" if c == 1 else f"{_fraction_text(c)} · "
+    if radicand is None:
+        return f"{factor}scores" if factor else "scores (no scaling)"
+    return f"{factor}scores / √d_k"
+
+
+def _fraction_text(c: Fraction) -> str:
+    sign = "−" if c < 0 else ""
+    return f"{sign}{abs(c.numerator)}" + ("" if c.denominator == 1 else f"/{c.denominator}")
