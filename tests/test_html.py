@@ -182,8 +182,8 @@ def test_page_is_self_contained():
 def test_heatmap_cells_shade_on_a_fixed_scale_and_carry_the_exact_value():
     w = 1 / (sympy.exp(-2 * sympy.sqrt(3) / 3) + 2)
     d, shade = certify(w, 3), certify(w, Rounding(places=2))
-    cell = pg.HeatCell(m.decimal(d), shade, m.math(m.approx(m.exact(w), d)), "A[I, love] \u2248 0.432")
-    one = pg.HeatCell(m.mn("1"), certify(1, Rounding(places=2)), m.mn("1"), "A = 1")
+    cell = pg.HeatCell(m.decimal(d), pg.shade_percent(shade), m.math(m.approx(m.exact(w), d)), "A[I, love] \u2248 0.432")
+    one = pg.HeatCell(m.mn("1"), pg.shade_percent(certify(1, Rounding(places=2))), m.mn("1"), "A = 1")
     html = pg.heatmap([[cell, one], [None, None]], ["I", None], ["love", "<c>"])
     assert html.count('tabindex="0"') == 2
     assert 'title="A[I, love] \u2248 0.432"' in html

@@ -141,9 +141,12 @@ def paren(inner: str) -> str:
 
 # -- numbers -------------------------------------------------------------------------
 
-def decimal(d: CertifiedDecimal) -> str:
-    """A certified decimal: ``0.136``, ``−4.62``, ``1.43 × 10⁻²¹`` (never a float)."""
-    text = d.text
+def decimal(d: CertifiedDecimal, *, scientific: bool = False) -> str:
+    """A certified decimal: ``0.136``, ``−4.62``, ``1.43 × 10⁻²¹`` (never a float).
+
+    ``scientific`` writes it as m × 10^e whatever its size (a value that rounds
+    to 0 at fixed places, shown to significant digits instead)."""
+    text = _scientific_text(d) if scientific and d.mantissa != 0 else d.text
     sign = text.startswith("-")
     body = text[1:] if sign else text
     if "e" in body:
@@ -153,6 +156,16 @@ def decimal(d: CertifiedDecimal) -> str:
     else:
         number = mn(body)
     return mrow(mo(MINUS, form="prefix"), number) if sign else number
+
+
+def _scientific_text(d: CertifiedDecimal) -> str:
+    """``8.90e-4`` from the mantissa and exponent (trailing zeros kept: they are significant)."""
+    digits = str(abs(d.mantissa))
+    lead = d.exponent + len(digits) - 1
+    if d.exact:                      # an exact value's trailing zeros say nothing
+        digits = digits.rstrip("0") or "0"
+    body = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+    return ("-" if d.mantissa < 0 else "") + body + (f"e{lead}" if lead else "")
 
 
 def relation(d: CertifiedDecimal) -> str:
@@ -343,9 +356,11 @@ class MathMLPrinter(sympy.printing.printer.Printer):
         return mtext(str(expr))
 
 
-def exact(expr: sympy.Expr) -> str:
-    """An exact SymPy value as MathML (no ``<math>`` around it)."""
-    return MathMLPrinter().doprint(sympy.sympify(expr) if isinstance(expr, int) else expr)
+def exact(expr: sympy.Expr, *, script: bool = False) -> str:
+    """An exact SymPy value as MathML (no ``<math>`` around it); ``script``: inside an exponent."""
+    printer = MathMLPrinter()
+    printer._script = int(script)
+    return printer.doprint(sympy.Integer(expr) if isinstance(expr, int) else expr)
 
 
 def factor(expr: sympy.Expr) -> str:

@@ -49,6 +49,9 @@ th, .token { font-style: normal; }
 table.matrix td { border: 0; }
 table.matrix td .dec { display: block; color: var(--muted); font-size: .85em; }
 ul.steps { padding-left: 1.2rem; }
+table.softmax th[scope="row"] { font-weight: 500; color: var(--muted); white-space: nowrap; }
+table.softmax td.left { text-align: left; }
+.dec math { font-size: .95em; }
 ul.steps li { margin: .2rem 0; }
 table.heatmap td { position: relative; min-width: 4.2rem; border: 1px solid #fff; cursor: default; }
 table.heatmap td:focus { outline: 3px solid #e8a317; outline-offset: -3px; }
@@ -125,11 +128,13 @@ class HeatCell:
     """One weight of the heat map: what it shows, how it is shaded and what its popup says.
 
     ``shown`` and ``exact_markup`` are markup (MathML or text already escaped);
-    ``title`` is plain text (escaped here) for the ``title`` attribute.
+    ``percent`` is the weight certified to two places, as a whole percentage
+    (:func:`shade_percent`); ``title`` is plain text (escaped here) for the
+    ``title`` attribute.
     """
 
     shown: str
-    shade: CertifiedDecimal
+    percent: int
     exact_markup: str
     title: str
 
@@ -156,7 +161,7 @@ def heatmap(cells: Sequence[Sequence[HeatCell | None]], row_labels: Sequence[str
             if cell is None:
                 tds.append("<td>⋯</td>")
                 continue
-            p = shade_percent(cell.shade)
+            p = max(0, min(100, cell.percent))
             ink = ' class="ink-light"' if p >= WHITE_TEXT_FROM else ""
             tds.append(f'<td tabindex="0"{ink} style="background:{_background(p)}" '
                        f'title="{escape(cell.title)}">{cell.shown}'
