@@ -85,6 +85,7 @@ class Sym(Math):
 
     name: str
     sub: str | None = None
+    accent: str | None = None              # "tilde": S̃, the masked scores
 
 
 @dataclass(frozen=True)
