@@ -416,6 +416,7 @@ class Check(Block):
     statement: str
     reason: str
     lines: tuple[CheckLine, ...]
+    because: tuple[str | Math, ...] = ()   # the reason with its math, when it has some (preferred)
 
 
 @dataclass(frozen=True)
