@@ -198,3 +198,32 @@ def test_shades_are_two_place_weights():
     with pytest.raises(ValueError, match="2 places"):
         pg.shade_percent(certify(Fraction(1, 3), 3))
     assert pg.shade_percent(certify(Fraction(1, 3), Rounding(places=2))) == 33
+
+
+# -- the HTML printer on a hand-built document ---------------------------------------------
+
+def test_printer_escapes_and_writes_hand_forms():
+    from symattn.document import blocks as b
+    from symattn.document.printers.html import HtmlPrinter
+    p = HtmlPrinter()
+    neg = b.Neg(b.Frac(b.Int(8), b.Sqrt(b.Int(3))))
+    # e^(−8/√3): the exponent's fraction is written with a slash, as by hand
+    assert shape(tree(p.print(b.Exp(neg)))[0]) == \
+        "msup(mi:e,mrow(mo:\u2212,mrow(mn:8,mo:/,msqrt(mn:3))))"
+    # outside an exponent it is stacked
+    assert shape(tree(p.print(neg))[0]) == "mrow(mo:\u2212,mfrac(mn:8,msqrt(mn:3)))"
+    # 1·4 + 0·(−3): the negative factor in parentheses; a Neg term of a sum is subtracted
+    product = b.Product((b.Factor(b.Int(0)), b.Factor(b.Neg(b.Int(3)))))
+    assert shape(tree(p.print(product))[0]) == "mrow(mn:0,mo:\u00b7,mrow(mo:(,mrow(mo:\u2212,mn:3),mo:)))"
+    total = tree(p.print(b.Sum((b.Int(1), b.Neg(b.Int(2))))))[0]
+    assert [(k.tag, k.text) for k in total] == [("mn", "1"), ("mo", "\u2212"), ("mn", "2")]
+    # Approx drops "≈ b" where both read the same, and says "=" for a proved-exact decimal
+    half = certify(sympy.Rational(1, 2), 3)
+    assert p.print(b.Approx(b.Int(4), b.Decimal(certify(4, 3)))) == "<mn>4</mn>"
+    assert tree(p.print(b.Approx(b.Frac(b.Int(1), b.Int(2)), b.Decimal(half))))[0][1].text == "="
+    # token names are escaped wherever they go
+    note = p.print(b.Note(("the key ", b.Token("<img src=x>"), " & more")))
+    assert "<img" not in note and "&lt;img src=x&gt;" in note and "&amp; more" in note
+    ET.fromstring(note)                                  # well formed
+    for node in (b.Exp(neg), product, b.Sub(b.Sym("A"), (b.Token("I"), b.Token("love")))):
+        only_core(p.print(node))

@@ -81,8 +81,9 @@ def mn(digits: str) -> str:
     return f"<mn>{escape(digits)}</mn>"
 
 
-def mo(op: str, *, stretchy: bool | None = None, form: str | None = None) -> str:
-    attrs = ""
+def mo(op: str, *, stretchy: bool | None = None, form: str | None = None, tight: bool = False) -> str:
+    """An operator; ``tight`` drops its spacing (the slash of ``−8/√3`` in an exponent)."""
+    attrs = ' lspace="0" rspace="0"' if tight else ""
     if stretchy is not None:
         attrs += f' stretchy="{"true" if stretchy else "false"}"'
     if form is not None:
@@ -131,8 +132,10 @@ def _is_single(markup: str) -> bool:
 
 
 def fenced(inner: str, left: str = "(", right: str = ")") -> str:
-    """``( inner )`` with fences that stretch to the content (MathML Core has no ``mfenced``)."""
-    return mrow(mo(left, form="prefix"), inner, mo(right, form="postfix"))
+    """``( inner )`` (MathML Core has no ``mfenced``).  The fences stretch only around
+    something tall (a stacked fraction, a table): Chromium pads a stretched fence."""
+    tall = "<mfrac" in inner or "<mtable" in inner
+    return mrow(mo(left, form="prefix", stretchy=tall), inner, mo(right, form="postfix", stretchy=tall))
 
 
 def paren(inner: str) -> str:
@@ -257,7 +260,7 @@ class MathMLPrinter(sympy.printing.printer.Printer):
             t = paren(t) if isinstance(top, sympy.Add) else t
         if isinstance(bottom, (sympy.Add, sympy.Mul)):
             b = paren(b)
-        return mrow(t, mo("/", stretchy=False), b)
+        return mrow(t, mo("/", stretchy=False, tight=True), b)
 
     # atoms
     def _print_Integer(self, expr: sympy.Integer) -> str:

@@ -61,7 +61,8 @@ table.heatmap .pop { display: none; position: absolute; z-index: 10; left: 50%; 
   background: #fffbe6; color: var(--ink); border: 1px solid #b8a04a; border-radius: .3rem;
   box-shadow: 0 2px 6px rgb(0 0 0 / .25); text-align: left; white-space: normal; font-size: .9rem; }
 table.heatmap td:hover .pop, table.heatmap td:focus .pop, table.heatmap td:focus-visible .pop { display: block; }
-.pop .where { display: block; font-weight: 600; }
+.pop math { font-size: 1.25em; }
+caption { white-space: nowrap; }
 .legend { display: flex; gap: .3rem; align-items: center; font-size: .85rem; margin: .2rem 0 1rem; }
 .legend span.sw { display: inline-block; min-width: 2.6rem; text-align: center; padding: .1rem .2rem;
   border: 1px solid var(--rule); }

@@ -1,0 +1,449 @@
+"""The HTML printer: a document as one self-contained page, math as MathML Core.
+
+One ``_print_<ClassName>`` method per block and hand-form node of
+:mod:`symattn.document.blocks`.  Math nodes print to MathML fragments
+(:mod:`symattn.html.mathml`); blocks print to HTML and wrap their math in
+``<math>``; the document is wrapped in the page shell (:mod:`symattn.html.page`),
+which needs no network and no JavaScript.  Every string from the problem
+(titles, token names) is escaped on its way out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from symattn.certify import CertifiedDecimal
+from symattn.document import blocks as b
+from symattn.document.printers.base import Printer
+from symattn.html import mathml as m
+from symattn.html import page as pg
+
+__all__ = ["HtmlPrinter", "print_html"]
+
+
+class HtmlPrinter(Printer):
+    """Prints a :class:`~symattn.document.blocks.Document` as a complete HTML page."""
+
+    format = "html"
+
+    def __init__(self, **settings: Any) -> None:
+        super().__init__(**settings)
+        self._script = 0                 # > 0 inside an exponent: fractions use a slash
+
+    # -- helpers ---------------------------------------------------------------------
+    def math(self, node: b.Math, *, display: bool = False) -> str:
+        """A math node as a ``<math>`` element."""
+        return m.math(self.print(node), display=display)
+
+    def inline(self, parts: tuple[str | b.Math, ...]) -> str:
+        """Running text: strings escaped, math nodes inline."""
+        return "".join(m.escape(p) if isinstance(p, str) else self.math(p) for p in parts)
+
+    def _cell(self, exact: b.Math | None, decimal: b.Math | None) -> str:
+        """A matrix cell: the exact value, its decimal beneath when the two read differently."""
+        if exact is None and decimal is None:
+            return ""
+        if exact is None:
+            return self.math(decimal)
+        top = self.print(exact)
+        if decimal is None:
+            return m.math(top)
+        low = self.print(decimal)
+        if low == top:
+            return m.math(top)
+        rel = m.relation(decimal.value) if isinstance(decimal, b.Decimal) and isinstance(
+            decimal.value, CertifiedDecimal) else m.mo("\u2248")
+        return f'{m.math(top)}<span class="dec">{m.math(m.mrow(rel, low))}</span>'
+
+    def _grid(self, cells: b.Cells, decimals: b.Cells | None, rows: b.Indices, cols: b.Indices
+              ) -> list[list[str]]:
+        """The shown part of a matrix: ⋯ and ⋮ where runs are elided."""
+        grid: list[list[str]] = []
+        for i in rows:
+            if i is None:
+                grid.append(["\u22f1" if j is None else "\u22ee" for j in cols])
+                continue
+            grid.append(["\u22ef" if j is None else self._cell(
+                cells[i][j], decimals[i][j] if decimals is not None else None) for j in cols])
+        return grid
+
+    @staticmethod
+    def _labels(labels: tuple[str, ...] | None, shown: b.Indices) -> list[str] | None:
+        if labels is None:
+            return None
+        return ["\u22ef" if k is None else labels[k] for k in shown]
+
+    # -- the document ------------------------------------------------------------------
+    def _print_Document(self, doc: b.Document) -> str:
+        body = [f"<header><h1>{m.escape(doc.title)}</h1></header>\n"]
+        body += [self.print(child) for child in doc.children]
+        return pg.page(doc.title, "".join(body), description="A derivation by symattn: exact values, "
+                       "certified decimals")
+
+    def _print_Summary(self, s: b.Summary) -> str:
+        kinds = {"self-attention": "Self-attention", "cross-attention": "Cross-attention",
+                 "given": "Attention from Q, K, V given directly"}
+        kind = kinds.get(s.kind, s.kind[:1].upper() + s.kind[1:])
+        n, k = len(s.tokens), len(s.key_tokens)
+        queries = ", ".join(s.tokens)
+        keys = ", ".join(s.key_tokens)
+        dims = f"d_k = {s.d_k}, d_v = {s.d_v}" + (f", d_model = {s.d_model}" if s.d_model else "")
+        scale = self.math(s.scale)
+        scale_words = " (1/√d_k)" if s.default_scale else " (instead of 1/√d_k)"
+        out = [f'<p class="summary">{m.escape(kind)}: {n} quer{"y" if n == 1 else "ies"} '
+               f'({m.escape(queries)}) × {k} key{"" if k == 1 else "s"} ({m.escape(keys)}); '
+               f'{m.escape(dims)}; scale {scale}{m.escape(scale_words)}.</p>']
+        if s.mask_kind:
+            out.append(f"<p>Mask: {m.escape(s.mask_kind)} (1 = may attend, as PyTorch SDPA's boolean mask); "
+                       "a blocked position gets −∞ and weight exactly 0.</p>")
+        if s.symbols:
+            out.append(f"<p>Symbols: {m.escape(', '.join(s.symbols))}. Where they leave a value open "
+                       "the entry is a formula, with no decimal.</p>")
+        r = s.rounding
+        if r.digits is not None:
+            phrase = f"{r.digits} significant digit{'s' if r.digits != 1 else ''}"
+        else:
+            phrase = (f"{r.places} decimal place{'s' if r.places != 1 else ''}; a value that rounds to 0 "
+                      f"at that precision is shown in scientific notation to {s.sci_digits} digits")
+        out.append(f"<p>Exact values throughout; every decimal is correctly rounded to {m.escape(phrase)}, "
+                   "certified with ball arithmetic.</p>")
+        return "\n".join(out) + "\n"
+
+    def _print_Section(self, s: b.Section) -> str:
+        number = self.number(s)
+        title = f"{number}. {s.title}" if number else s.title
+        ident = f"sec-{s.key}"
+        out = [f'<section id="{m.escape(ident)}" aria-labelledby="{m.escape(ident)}-h">',
+               f'<h2 id="{m.escape(ident)}-h">{m.escape(title)}</h2>']
+        if s.formula is not None:
+            out.append(self.print(s.formula))
+        out += [self.print(child) for child in s.children]
+        out.append("</section>\n")
+        return "\n".join(out)
+
+    def _print_Formula(self, f: b.Formula) -> str:
+        r, c = f.shape
+        product = (" = " + "·".join(f"({a}×{b_})" for a, b_ in f.factors)) if f.factors else ""
+        meaning = f.meaning[:1].upper() + f.meaning[1:]
+        return (f'<p class="formula"><span class="keep">{m.escape(f.text)}</span> '
+                f"(shape {r}×{c}{m.escape(product)}): {m.escape(meaning)}.</p>")
+
+    def _print_Note(self, n: b.Note) -> str:
+        return f"<p>{self.inline(n.parts)}</p>\n"
+
+    def _print_LabelledMatrix(self, lm: b.LabelledMatrix) -> str:
+        r, c = lm.shape
+        caption = (m.math(m.mrow(self.print(lm.symbol), m.mo("="))) + f" <span class=\"note\">({r}×{c}"
+                   + ("" if lm.integers or lm.decimals is None else "; certified decimals beneath")
+                   + ")</span>")
+        lead = f"<p>{m.escape(lm.caption)}</p>\n" if lm.caption else ""
+        exact = lm.exact if lm.exact is not None else lm.decimals
+        decimals = None if (lm.integers or lm.exact is None) else lm.decimals
+        grid = self._grid(exact, decimals, lm.rows, lm.cols)
+        return lead + pg.table(grid, self._labels(lm.row_labels, lm.rows),
+                               self._labels(lm.col_labels, lm.cols), caption=caption)
+
+    def _print_WorkedProjection(self, w: b.WorkedProjection) -> str:
+        lhs = m.msub(m.mi("q"), m.token(w.token))
+        terms = m.sum_of(self.print(t) for t in w.terms)
+        return (f"<p>By hand, the query of <span class=\"token\">{m.escape(w.token)}</span> is its "
+                "embedding times W<sub>q</sub>, a combination of the rows of W<sub>q</sub>:</p>\n"
+                + m.math(m.mrow(lhs, m.mo("="), terms, m.mo("="), self.print(w.result)), display=True) + "\n")
+
+    def _print_DotProducts(self, d: b.DotProducts) -> str:
+        out = ["<p>" + ("Each score is a dot product, a sum of products in index order:" if d.every
+                        else "The dot products of the worked rows:") + "</p>"]
+        for token, query, products in d.rows:
+            out.append(f'<p>Row <span class="token">{m.escape(token)}</span>, query '
+                       f"{m.math(m.mrow(m.mi('q'), m.mo('='), self.print(query)))}:</p>")
+            items = []
+            for p in products:
+                if p is None:
+                    items.append("<li>⋮</li>")
+                    continue
+                lhs = m.msub(m.mi("S"), m.mrow(m.token(p.token), m.mo(","), m.token(p.key_token)))
+                items.append("<li>" + m.math(m.mrow(lhs, m.mo("="), self.print(p.products), m.mo("="),
+                                                    self.print(p.value))) +
+                             f' <span class="note">(key of {m.escape(p.key_token)}: '
+                             f"{self.math(p.key)})</span></li>")
+            out.append('<ul class="steps">' + "".join(items) + "</ul>")
+        return "\n".join(out) + "\n"
+
+    def _print_ScaleNote(self, s: b.ScaleNote) -> str:
+        root = m.math(m.mrow(m.msqrt(m.mn(str(s.d_k))), m.mo("="), self.print(s.root))) if s.rational \
+            else m.math(self.print(b.Approx(b.Sqrt(b.Int(s.d_k)), s.root)))
+        tail = " (a rational scale: the scores stay fractions)." if s.rational else \
+            ", written as a person writes it:"
+        return (f"<p>{m.math(m.mrow(m.msub(m.mi('d'), m.mi('k')), m.mo('='), m.mn(str(s.d_k))))}, "
+                f"so every score is divided by {root}{tail}</p>\n")
+
+    def _print_ScaledRow(self, s: b.ScaledRow) -> str:
+        chain = m.mrow(self.print(s.scores), m.mo("\u2192"), self.print(s.scaled), m.mo("\u2248"),
+                       self.print(s.decimals))
+        return f'<p>Row <span class="token">{m.escape(s.token)}</span>: {m.math(chain)}.</p>\n'
+
+    def _print_SoftmaxRule(self, s: b.SoftmaxRule) -> str:
+        z = lambda idx: m.msub(m.mi("z"), m.mi(idx))  # noqa: E731
+        zmax = m.mrow(m.mo("max", form="prefix"), m.mi("z"))
+        shifted = lambda idx: m.msup(m.mi("e"), m.mrow(z(idx), m.mo("\u2212"), zmax))  # noqa: E731
+        sigma = m.msub(m.mo("\u2211"), m.mi("k"))
+        rule = m.mrow(m.msub(m.mrow(m.mi("softmax"), m.paren(m.mi("z"))), m.mi("j")), m.mo("="),
+                      m.mfrac(m.msup(m.mi("e"), z("j")), m.mrow(sigma, m.msup(m.mi("e"), z("k")))),
+                      m.mo("="), m.mfrac(shifted("j"), m.mrow(sigma, shifted("k"))))
+        return ("<p>Subtracting the row maximum changes no weight (the factor e<sup>−max</sup> cancels "
+                "above and below the fraction bar) but keeps every exponent ≤ 0:</p>\n"
+                + m.math(rule, display=True) + "\n")
+
+    def _print_SoftmaxRow(self, s: b.SoftmaxRow) -> str:
+        out = [f'<h3>Row <span class="token">{m.escape(s.token)}</span></h3>']
+        if s.blocked:
+            out.append(f"<p>The mask blocks {m.escape(', '.join(s.blocked))}: weight exactly 0.</p>")
+        rows: list[tuple[str, str]] = [
+            ("scaled", m.mrow(self.print(s.scaled), m.mo("\u2248"), self.print(s.scaled_decimals)))]
+        if s.maximum is not None:
+            ties = [k for k in s.ties if k != s.maximum_key]
+            where = f" (key {s.maximum_key}" + (f"; tied with {', '.join(ties)}" if ties else "") + ")"
+            rows.append(("maximum", m.mrow(self.print(s.maximum), '<mspace width="0.5em"></mspace>',
+                                           m.mtext(where.strip()))))
+        else:
+            rows.append(("maximum", m.mtext("left open by the symbols, so nothing is subtracted")))
+        rows += [
+            ("shifted = scaled − max", m.mrow(self.print(s.shifted), m.mo("\u2248"),
+                                             self.print(s.shifted_decimals))),
+            ("exponentials", self._commas(s.exponentials)),
+            ("row sum", m.mrow(self.print(s.row_sum), m.mo("\u2248"), self.print(s.row_sum_decimal))),
+            ("weights = exp / row sum", m.mrow(m.mo("\u2248"), self.print(s.weights))),
+        ]
+        body = "".join(f'<tr><th scope="row">{m.escape(label)}</th><td class="left">{m.math(math)}</td></tr>'
+                       for label, math in rows)
+        out.append(f'<div class="scroll"><table class="softmax"><caption>Softmax of row '
+                   f'{m.escape(s.token)}</caption><tbody>{body}</tbody></table></div>')
+        if s.exact_weight is not None and s.exact_key is not None:
+            lhs = m.msub(m.mi("A"), m.mrow(m.token(s.token), m.mo(","), m.token(s.exact_key)))
+            right = [m.mo("\u2248"), self.print(s.exact_weight_decimal)] if s.exact_weight_decimal else []
+            out.append(f'<p>Exactly, the weight of <span class="token">{m.escape(s.exact_key)}</span> is a '
+                       "fraction of exponentials:</p>")
+            out.append(m.math(m.mrow(lhs, m.mo("="), self.print(s.exact_weight), *right), display=True))
+        return "\n".join(out) + "\n"
+
+    def _commas(self, items: tuple[b.Math, ...]) -> str:
+        parts: list[str] = []
+        for item in items:
+            if parts:
+                parts.append(m.mo(","))
+                parts.append('<mspace width="0.6em"></mspace>')
+            parts.append(self.print(item))
+        return m.mrow(*parts)
+
+    def _print_HeatMap(self, h: b.HeatMap) -> str:
+        cells: list[list[pg.HeatCell | None]] = []
+        for i in h.rows:
+            if i is None:
+                cells.append([None for _ in h.cols])
+                continue
+            row: list[pg.HeatCell | None] = []
+            for j in h.cols:
+                if j is None:
+                    row.append(None)
+                    continue
+                row.append(self._heat_cell(h, i, j))
+            cells.append(row)
+        rows = [None if i is None else h.row_labels[i] for i in h.rows]
+        cols = [None if j is None else h.col_labels[j] for j in h.cols]
+        intro = ("<p>Each row of the heat map is one query; shading runs on the fixed scale 0 (white) to "
+                 "1 (darkest), the certified weight in each cell. Hover over a cell, or move to it with "
+                 "the Tab key, to see its exact value.</p>\n")
+        return intro + pg.heatmap(cells, rows, cols, caption="Attention weights (rows: queries, "
+                                                            "columns: keys)")
+
+    def _heat_cell(self, h: b.HeatMap, i: int, j: int) -> pg.HeatCell:
+        decimal = h.decimals[i][j]
+        shown = self.math(decimal)
+        where = m.msub(m.mi("A"), m.mrow(m.token(h.row_labels[i]), m.mo(","), m.token(h.col_labels[j])))
+        exact = h.exact[i][j] if h.exact is not None else None
+        if exact is not None and self.print(exact) != self.print(decimal):
+            proved = isinstance(decimal, b.Decimal) and isinstance(decimal.value, CertifiedDecimal) \
+                and decimal.value.exact
+            rel = "=" if proved else "\u2248"
+            popup = m.mrow(where, m.mo("="), self.print(exact), m.mo(rel), self.print(decimal))
+            words = f"{self.plain(exact)} {rel} {self.plain(decimal)}"
+        else:
+            popup = m.mrow(where, m.mo("="), self.print(decimal))
+            words = self.plain(decimal)
+        title = f"weight of query {h.row_labels[i]} on key {h.col_labels[j]}: {words}"
+        return pg.HeatCell(shown, h.shades[i][j] or 0, m.math(popup), title)
+
+    def plain(self, node: b.Math) -> str:
+        """A math node as plain text (the heat map's ``title`` attribute), from the text printer."""
+        from symattn.document.printers.text import TextPrinter
+        return TextPrinter().print(node)
+
+    def _print_Blend(self, bl: b.Blend) -> str:
+        out = [f'<p>Row <span class="token">{m.escape(bl.token)}</span> blends the value rows with its '
+               "weights:</p>",
+               m.math(m.mrow(m.sum_of(self.print(t) for t in bl.terms), m.mo("\u2248"),
+                             self.print(bl.result)), display=True)]
+        if bl.exact_entry is not None:
+            lhs = m.msub(m.mi("O"), m.mrow(m.token(bl.token), m.mo(","), m.mn("0")))
+            right = [m.mo("\u2248"), self.print(bl.exact_decimal)] if bl.exact_decimal is not None else []
+            out += ["<p>Exactly, its first entry is</p>",
+                    m.math(m.mrow(lhs, m.mo("="), self.print(bl.exact_entry), *right), display=True)]
+        return "\n".join(out) + "\n"
+
+    def _print_Check(self, c: b.Check) -> str:
+        items = "".join(f"<li>{m.escape(line.label)}{': ' if line.label else ''}{self.math(line.math)}</li>"
+                        for line in c.lines)
+        because = getattr(c, "because", ())
+        reason = self.inline(because) if because else m.escape(c.reason)
+        return (f'<div class="check" id="check-{m.escape(c.name)}"><p><strong>{m.escape(c.statement)}</strong> '
+                f"{reason}</p>\n<ul class=\"checks\">{items}</ul></div>\n")
+
+    # -- math nodes --------------------------------------------------------------------
+    def _print_Int(self, n: b.Int) -> str:
+        return m.mn(str(n.value))
+
+    def _print_Exact(self, n: b.Exact) -> str:
+        return m.exact(n.value, script=self._script > 0)
+
+    def _print_Decimal(self, n: b.Decimal) -> str:
+        if not isinstance(n.value, CertifiedDecimal):       # the engine's NEG_INF (a masked entry)
+            return m.mrow(m.mo(m.MINUS, form="prefix"), m.mi("\u221e"))
+        return m.decimal(n.value, scientific=n.scientific)
+
+    def _print_Sym(self, n: b.Sym) -> str:
+        base = m.mi(n.name)
+        accent = _ACCENTS.get(getattr(n, "accent", None) or "")
+        if accent:
+            base = f'<mover accent="true">{base}{m.mo(accent, stretchy=False)}</mover>'
+        return m.msub(base, m.mi(n.sub)) if n.sub else base
+
+    def _print_Words(self, n: b.Words) -> str:
+        return m.mtext(n.text)
+
+    def _print_Token(self, n: b.Token) -> str:
+        return m.token(n.name)
+
+    def _print_Dots(self, n: b.Dots) -> str:
+        return m.mo("\u22ee" if n.vertical else "\u22ef")
+
+    def _print_Neg(self, n: b.Neg) -> str:
+        inner = self.print(n.operand)
+        if isinstance(n.operand, (b.Sum, b.Neg)):
+            inner = m.paren(inner)
+        return m.mrow(m.mo(m.MINUS, form="prefix"), inner)
+
+    def _print_Frac(self, n: b.Frac) -> str:
+        top, bottom = self.print(n.numerator), self.print(n.denominator)
+        if not self._script:
+            return m.mfrac(top, bottom)
+        if isinstance(n.numerator, (b.Sum, b.Neg)):
+            top = m.paren(top)
+        if isinstance(n.denominator, (b.Sum, b.Mul, b.Product, b.Frac, b.Neg)):
+            bottom = m.paren(bottom)
+        return m.mrow(top, m.mo("/", stretchy=False, tight=True), bottom)
+
+    def _print_Sqrt(self, n: b.Sqrt) -> str:
+        return m.msqrt(self.print(n.radicand))
+
+    def _print_Exp(self, n: b.Exp) -> str:
+        self._script += 1
+        try:
+            exponent = self.print(n.exponent)
+        finally:
+            self._script -= 1
+        return m.msup(m.mi("e"), exponent)
+
+    def _print_Mul(self, n: b.Mul) -> str:
+        parts: list[str] = []
+        for f in n.factors:
+            text = self.print(f)
+            if isinstance(f, (b.Sum, b.Neg)) and parts:
+                text = m.paren(text)
+            if parts:
+                parts.append(m.mo(m.INVISIBLE_TIMES))
+            parts.append(text)
+        return m.mrow(*parts)
+
+    def _print_Product(self, n: b.Product) -> str:
+        parts: list[str] = []
+        for f in n.factors:
+            if parts:
+                parts.append(m.mo("\u00b7"))
+            parts.append(self.print(f))
+        return m.mrow(*parts)
+
+    def _print_Factor(self, n: b.Factor) -> str:
+        inner = self.print(n.operand)
+        return m.paren(inner) if _needs_parentheses(n.operand) else inner
+
+    def _print_Sum(self, n: b.Sum) -> str:
+        parts: list[str] = []
+        for term in n.terms:
+            if parts:
+                if isinstance(term, b.Neg):
+                    parts += [m.mo(m.MINUS), self._operand(term.operand)]
+                    continue
+                parts.append(m.mo("+"))
+            parts.append(self.print(term))
+        return m.mrow(*parts) if parts else m.mn("0")
+
+    def _operand(self, node: b.Math) -> str:
+        text = self.print(node)
+        return m.paren(text) if isinstance(node, b.Sum) else text
+
+    def _print_SigmaSum(self, n: b.SigmaSum) -> str:
+        return m.mrow(m.msub(m.mo("\u2211"), m.mi(n.index)), self.print(n.body))
+
+    def _print_Row(self, n: b.Row) -> str:
+        return m.row_vector([self.print(item) for item in n.items])
+
+    def _print_Seq(self, n: b.Seq) -> str:
+        parts: list[str] = []
+        for item in n.items:
+            if parts:
+                parts.append(m.mo(","))
+            parts.append(self.print(item))
+        return m.mrow(*parts)
+
+    def _print_Sub(self, n: b.Sub) -> str:
+        parts: list[str] = []
+        for index in n.indices:
+            if parts:
+                parts.append(m.mo(","))
+            parts.append(self.print(index))
+        return m.msub(self.print(n.base), m.mrow(*parts))
+
+    def _print_Approx(self, n: b.Approx) -> str:
+        exact, approx = self.print(n.exact), self.print(n.approx)
+        if exact == approx:
+            return exact
+        rel = m.relation(n.approx.value) if isinstance(n.approx, b.Decimal) and isinstance(
+            n.approx.value, CertifiedDecimal) else m.mo("\u2248")
+        return m.mrow(exact, rel, approx)
+
+    def _print_Chain(self, n: b.Chain) -> str:
+        parts = [self.print(n.parts[0])]
+        for rel, part in zip(n.relations, n.parts[1:]):
+            parts += [m.mo(rel), self.print(part)]
+        return m.mrow(*parts)
+
+
+_ACCENTS = {"tilde": "\u02dc", "hat": "^", "bar": "\u00af"}
+
+
+def _needs_parentheses(node: b.Math) -> bool:
+    """Whether a factor of a written product is bracketed: negatives and sums, as by hand."""
+    if isinstance(node, (b.Neg, b.Sum)):
+        return True
+    if isinstance(node, b.Exact):
+        v = node.value
+        return bool(v.is_Add or (v.could_extract_minus_sign() if hasattr(v, "could_extract_minus_sign")
+                                 else False))
+    if isinstance(node, b.Decimal) and isinstance(node.value, CertifiedDecimal):
+        return node.value.mantissa < 0
+    return False
+
+
+def print_html(doc: b.Document) -> str:
+    """A document as a complete, self-contained HTML page."""
+    return HtmlPrinter().doprint(doc)
