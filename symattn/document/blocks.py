@@ -208,7 +208,7 @@ class Approx(Math):
 class Chain(Math):
     """parts[0] rel[0] parts[1] rel[1] …: ``a = b = 1``, ``1 ≤ 1.86 ≤ 2``, ``[2, 4] → [..]``.
 
-    Relations are spelled ``=``, ``≈``, ``≤``, ``→``."""
+    Relations are spelled ``=``, ``≈``, ``≤``, ``≥``, ``→``."""
 
     parts: tuple[Math, ...]
     relations: tuple[str, ...]
