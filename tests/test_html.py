@@ -12,6 +12,8 @@ from fractions import Fraction
 import pytest
 import sympy
 
+import symattn as sa
+from browser import Browser, need_browser
 from symattn.certify import Rounding, certify
 from symattn.html import mathml as m
 from symattn.html import page as pg
@@ -227,3 +229,167 @@ def test_printer_escapes_and_writes_hand_forms():
     ET.fromstring(note)                                  # well formed
     for node in (b.Exp(neg), product, b.Sub(b.Sym("A"), (b.Token("I"), b.Token("love")))):
         only_core(p.print(node))
+
+
+# -- whole pages in headless Chromium ---------------------------------------------------------
+
+LESSON_FIGURES = ("0.136", "0.432", "1.86", "6.32", "1.70")
+
+CROSS = dict(tokens=["le", "chat"], key_tokens=["the", "cat", "sat"], title="Cross-attention: le chat",
+             X=[[1, 0, 1], [0, 1, -1]], X_kv=[[1, 1, 0], [0, 1, 1], [1, 0, 0]],
+             W_q=[[1, 0], [0, 1], [1, 1]], W_k=[[1, 0], [0, 1], [0, 0]], W_v=[[1, 2], [0, -1], [3, 0]])
+
+
+def problems() -> dict[str, sa.Problem]:
+    return {
+        "lesson": sa.load_example("i-love-cats"),
+        "causal": sa.load_example("i-love-cats-causal"),
+        "cross": sa.Problem(**CROSS),
+        "symbolic": sa.Problem(Q=sa.symbol_matrix("q", 2, 2), K=[[1, 0], [0, 1]], V=[[1], [2]], scale=1,
+                               title="Symbolic queries"),
+    }
+
+
+def build(problem: sa.Problem):
+    """The document of a problem and its HTML page, as `explain --format html` writes them."""
+    from symattn.document.build import build_document
+    from symattn.document.printers.html import print_html
+    doc = build_document(sa.attend(problem))
+    return doc, print_html(doc)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """One headless Chromium for the module (skip or, with CI=true, fail without one)."""
+    b = Browser(need_browser())
+    yield b
+    b.close()
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory):
+    """Each problem's document and the path of its written page, built once."""
+    out = {}
+    folder = tmp_path_factory.mktemp("html")
+    for name, problem in problems().items():
+        doc, html = build(problem)
+        path = folder / f"{name}.html"
+        path.write_text(html, encoding="utf-8")
+        out[name] = (doc, path)
+    return out
+
+
+VISIBLE_MATH_SIZES = """els => els.map(e => { const r = e.getBoundingClientRect(); return [r.width, r.height]; })"""
+STACKED = """f => { const [a, b] = f.children; return a.getBoundingClientRect().bottom <= b.getBoundingClientRect().top + 1; }"""
+
+
+@pytest.mark.parametrize("name", ["lesson", "causal", "cross", "symbolic"])
+def test_page_renders_offline_with_typeset_math(browser, pages, name, tmp_path):
+    doc, path = pages[name]
+    shown = browser.open(path)
+    try:
+        page = shown.page
+        shown.assert_clean()                      # nothing fetched, no console or page errors
+        assert page.evaluate("document.documentElement.lang") == "en"
+        assert page.evaluate("document.characterSet") == "UTF-8"
+        sizes = page.eval_on_selector_all("math:not(.pop math)", VISIBLE_MATH_SIZES)
+        assert len(sizes) >= 5
+        assert all(w > 0 and h > 0 for w, h in sizes), sizes
+        # MathML is laid out as math, not as unknown inline tags: a fraction's numerator sits above
+        # its denominator
+        fractions = page.locator("mfrac:not(.pop mfrac)")
+        if fractions.count():
+            assert fractions.first.evaluate(STACKED)
+        # the page lists the document's sections, in order, as its h2 headings
+        from symattn.document.printers.base import section_numbers
+        numbers = section_numbers(doc)
+        expected = [f"{numbers[id(s)]}. {s.title}" if id(s) in numbers else s.title for s in doc.sections]
+        assert page.locator("h2").all_inner_texts() == expected
+        assert page.locator("h1").count() == 1
+        # every data table's headers say what they head
+        assert page.locator("th:not([scope])").count() == 0
+        page.screenshot(path=str(tmp_path / f"{name}.png"), full_page=True)
+        assert (tmp_path / f"{name}.png").stat().st_size > 10_000
+    finally:
+        shown.close()
+
+
+def test_lesson_figures_are_in_the_rendered_text(browser, pages):
+    _, path = pages["lesson"]
+    shown = browser.open(path)
+    try:
+        text = shown.page.inner_text("body")
+        for figure in LESSON_FIGURES + ("0.00744", "0.755", "0.238"):
+            assert figure in text, figure
+        assert "I love cats" in text
+    finally:
+        shown.close()
+
+
+def test_lesson_reads_with_javascript_off(browser, pages):
+    _, path = pages["lesson"]
+    shown = browser.open(path, javascript=False)
+    try:
+        shown.assert_clean()
+        text = shown.page.inner_text("body")
+        for figure in LESSON_FIGURES:
+            assert figure in text, figure
+        cell = shown.page.locator("table.heatmap td[tabindex='0']").first
+        cell.focus()
+        assert cell.locator(".pop").is_visible()     # the popup is CSS: it needs no script
+    finally:
+        shown.close()
+
+
+POPUP_ON_TOP = """p => { const r = p.getBoundingClientRect();
+  const hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+  return r.width > 0 && r.height > 0 && hit !== null && p.contains(hit); }"""
+
+
+def test_heat_map_cell_shows_its_exact_value_on_focus_and_hover(browser, pages):
+    _, path = pages["lesson"]
+    shown = browser.open(path)
+    try:
+        page = shown.page
+        cells = page.locator("table.heatmap td[tabindex='0']")
+        assert cells.count() == 9
+        popups = page.locator("table.heatmap .pop")
+        assert all(not popups.nth(k).is_visible() for k in range(9))
+        # weights[I, love] = 1/(e^(−2/√3) + 2) ≈ 0.432 (mpmath: 0.43193710122...)
+        cell = cells.nth(1)
+        assert "0.432" in cell.get_attribute("title")
+        page.locator("h1").click()                    # a starting point outside the map
+        page.keyboard.press("Tab")                    # keyboard: the first cell is the first stop
+        assert page.evaluate("document.activeElement.tagName") == "TD"
+        page.keyboard.press("Tab")
+        popup = cell.locator(".pop")
+        assert popup.is_visible()
+        assert popup.evaluate(POPUP_ON_TOP)           # drawn on top, not clipped or covered
+        words = popup.inner_text()
+        assert "0.432" in words and "love" in words
+        assert popup.locator("mfrac").count() >= 1    # the exact value, typeset
+        page.screenshot(path=str(path.with_suffix(".focus.png")))
+        page.mouse.move(0, 0)
+        page.locator("h1").click()
+        assert not popup.is_visible()
+        cells.nth(4).hover()
+        assert cells.nth(4).locator(".pop").is_visible()
+        assert "0.909" in cells.nth(4).locator(".pop").inner_text()
+    finally:
+        shown.close()
+
+
+def test_print_stylesheet_hides_popups_and_keeps_the_shading(browser, pages):
+    _, path = pages["lesson"]
+    shown = browser.open(path)
+    try:
+        page = shown.page
+        page.emulate_media(media="print")
+        cell = page.locator("table.heatmap td[tabindex='0']").nth(4)
+        cell.focus()
+        assert not cell.locator(".pop").is_visible()
+        adjust = cell.evaluate("c => getComputedStyle(c).printColorAdjust")
+        assert adjust == "exact"
+        assert cell.evaluate("c => getComputedStyle(c).backgroundColor") != "rgba(0, 0, 0, 0)"
+    finally:
+        shown.close()

@@ -47,6 +47,16 @@ thead th { border-bottom: 1px solid var(--rule); }
 th[scope="row"] { text-align: right; border-right: 1px solid var(--rule); font-weight: 600; }
 th, .token { font-style: normal; }
 table.matrix td { border: 0; }
+table.matrix th[scope="row"] { border-right: 0; }
+table.matrix thead th { border-bottom: 0; }
+table.matrix td { position: relative; }
+table.matrix td.l::before, table.matrix td.r::after { content: ""; position: absolute; top: 0; bottom: 0;
+  width: .35rem; border: 0 solid currentColor; pointer-events: none; }
+table.matrix td.l::before { left: 0; border-left-width: 1.5px; }
+table.matrix td.r::after { right: 0; border-right-width: 1.5px; }
+table.matrix td.t::before, table.matrix td.t::after { border-top-width: 1.5px; }
+table.matrix td.b::before, table.matrix td.b::after { border-bottom-width: 1.5px; }
+table.matrix math, table.softmax math, .checks math, .pop math { math-style: normal; }
 table.matrix td .dec { display: block; color: var(--muted); font-size: .85em; }
 ul.steps { padding-left: 1.2rem; }
 table.softmax th[scope="row"] { font-weight: 500; color: var(--muted); white-space: nowrap; }
@@ -94,8 +104,10 @@ def page(title: str, body: str, *, lang: str = "en", description: str | None = N
 
 def table(cells: Sequence[Sequence[str]], row_labels: Sequence[str] | None,
           col_labels: Sequence[str] | None, *, caption: str | None = None, css: str = "matrix",
-          corner: str = "") -> str:
-    """A data table of markup cells; labels become ``<th scope="col|row">`` (labels are plain text)."""
+          corner: str = "", brackets: bool = False) -> str:
+    """A data table of markup cells; labels become ``<th scope="col|row">`` (labels are plain text).
+
+    ``brackets`` draws a matrix's [ ] around the data cells (CSS borders, no image)."""
     out = [f'<div class="scroll"><table class="{escape(css)}">']
     if caption:
         out.append(f"<caption>{caption}</caption>")
@@ -104,9 +116,17 @@ def table(cells: Sequence[Sequence[str]], row_labels: Sequence[str] | None,
         lead = f'<td>{escape(corner)}</td>' if row_labels is not None else ""
         out.append(f"<thead><tr>{lead}{heads}</tr></thead>")
     out.append("<tbody>")
+    last = len(cells) - 1
     for k, row in enumerate(cells):
         head = f'<th scope="row">{escape(row_labels[k])}</th>' if row_labels is not None else ""
-        out.append("<tr>" + head + "".join(f"<td>{c}</td>" for c in row) + "</tr>")
+        tds = []
+        for j, c in enumerate(row):
+            marks = []
+            if brackets and j in (0, len(row) - 1):   # l/r: a bracket's side; t/b: its ticks
+                marks = [m for m, on in (("l", j == 0), ("r", j == len(row) - 1), ("t", k == 0),
+                                         ("b", k == last)) if on]
+            tds.append(f'<td class="{" ".join(marks)}">{c}</td>' if marks else f"<td>{c}</td>")
+        out.append("<tr>" + head + "".join(tds) + "</tr>")
     out.append("</tbody></table></div>")
     return "\n".join(out) + "\n"
 

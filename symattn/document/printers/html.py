@@ -87,12 +87,17 @@ class HtmlPrinter(Printer):
         n, k = len(s.tokens), len(s.key_tokens)
         queries = ", ".join(s.tokens)
         keys = ", ".join(s.key_tokens)
-        dims = f"d_k = {s.d_k}, d_v = {s.d_v}" + (f", d_model = {s.d_model}" if s.d_model else "")
-        scale = self.math(s.scale)
-        scale_words = " (1/√d_k)" if s.default_scale else " (instead of 1/√d_k)"
+        dk = m.msub(m.mi("d"), m.mi("k"))
+        dims = [m.mrow(dk, m.mo("="), m.mn(str(s.d_k))),
+                m.mrow(m.msub(m.mi("d"), m.mi("v")), m.mo("="), m.mn(str(s.d_v)))]
+        if s.d_model:
+            dims.append(m.mrow(m.msub(m.mi("d"), m.mi("model")), m.mo("="), m.mn(str(s.d_model))))
+        one_over_root = m.mfrac(m.mn("1"), m.msqrt(dk))
+        scale = (m.math(m.mrow(one_over_root, m.mo("="), self.print(s.scale))) if s.default_scale
+                 else self.math(s.scale) + " (instead of " + m.math(one_over_root) + ")")
         out = [f'<p class="summary">{m.escape(kind)}: {n} quer{"y" if n == 1 else "ies"} '
                f'({m.escape(queries)}) × {k} key{"" if k == 1 else "s"} ({m.escape(keys)}); '
-               f'{m.escape(dims)}; scale {scale}{m.escape(scale_words)}.</p>']
+               f'{", ".join(m.math(d) for d in dims)}; scale {scale}.</p>']
         if s.mask_kind:
             out.append(f"<p>Mask: {m.escape(s.mask_kind)} (1 = may attend, as PyTorch SDPA's boolean mask); "
                        "a blocked position gets −∞ and weight exactly 0.</p>")
@@ -136,12 +141,12 @@ class HtmlPrinter(Printer):
         caption = (m.math(m.mrow(self.print(lm.symbol), m.mo("="))) + f" <span class=\"note\">({r}×{c}"
                    + ("" if lm.integers or lm.decimals is None else "; certified decimals beneath")
                    + ")</span>")
-        lead = f"<p>{m.escape(lm.caption)}</p>\n" if lm.caption else ""
+        lead = f"<p>{m.escape(lm.caption[:1].upper() + lm.caption[1:])}:</p>\n" if lm.caption else ""
         exact = lm.exact if lm.exact is not None else lm.decimals
         decimals = None if (lm.integers or lm.exact is None) else lm.decimals
         grid = self._grid(exact, decimals, lm.rows, lm.cols)
         return lead + pg.table(grid, self._labels(lm.row_labels, lm.rows),
-                               self._labels(lm.col_labels, lm.cols), caption=caption)
+                               self._labels(lm.col_labels, lm.cols), caption=caption, brackets=True)
 
     def _print_WorkedProjection(self, w: b.WorkedProjection) -> str:
         lhs = m.msub(m.mi("q"), m.token(w.token))
@@ -275,8 +280,8 @@ class HtmlPrinter(Printer):
 
     def plain(self, node: b.Math) -> str:
         """A math node as plain text (the heat map's ``title`` attribute), from the text printer."""
-        from symattn.document.printers.text import TextPrinter
-        return TextPrinter().print(node)
+        from symattn.document.printers.text import print_text
+        return print_text(node)
 
     def _print_Blend(self, bl: b.Blend) -> str:
         out = [f'<p>Row <span class="token">{m.escape(bl.token)}</span> blends the value rows with its '
@@ -315,7 +320,11 @@ class HtmlPrinter(Printer):
         accent = _ACCENTS.get(getattr(n, "accent", None) or "")
         if accent:
             base = f'<mover accent="true">{base}{m.mo(accent, stretchy=False)}</mover>'
-        return m.msub(base, m.mi(n.sub)) if n.sub else base
+        sub = n.sub
+        if sub is None and "_" in n.name.strip("_"):     # d_k, d_model: the name carries its index
+            head, _, sub = n.name.partition("_")
+            base = m.mi(head) if not accent else base
+        return m.msub(base, m.mi(sub)) if sub else base
 
     def _print_Words(self, n: b.Words) -> str:
         return m.mtext(n.text)
