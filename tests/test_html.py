@@ -346,6 +346,20 @@ POPUP_ON_TOP = """p => { const r = p.getBoundingClientRect();
   return r.width > 0 && r.height > 0 && hit !== null && p.contains(hit); }"""
 
 
+def test_symbolic_formulas_are_equalities_not_approximations(browser, pages):
+    """Where symbols leave no decimal, the page writes "=" between formulas, never "≈"."""
+    _, path = pages["symbolic"]
+    shown = browser.open(path)
+    try:
+        page = shown.page
+        for section in ("#sec-softmax", "#sec-output"):
+            text = page.inner_text(section)
+            assert "\u2248" not in text and "=" in text, text
+        assert page.locator("table.heatmap").count() == 0        # no numbers to shade
+    finally:
+        shown.close()
+
+
 def test_heat_map_cell_shows_its_exact_value_on_focus_and_hover(browser, pages):
     _, path = pages["lesson"]
     shown = browser.open(path)

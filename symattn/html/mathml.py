@@ -196,7 +196,8 @@ def row_vector(items: Sequence[str]) -> str:
         if k:
             parts.append(mo(","))
         parts.append(item)
-    return mrow(mo("[", form="prefix", stretchy=False), *parts, mo("]", form="postfix", stretchy=False))
+    tall = any("<mfrac" in item for item in items)      # brackets grow only around fractions
+    return mrow(mo("[", form="prefix", stretchy=tall), *parts, mo("]", form="postfix", stretchy=tall))
 
 
 def sum_of(terms: Iterable[str]) -> str:

@@ -10,6 +10,7 @@ which needs no network and no JavaScript.  Every string from the problem
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from symattn.certify import CertifiedDecimal
@@ -51,9 +52,7 @@ class HtmlPrinter(Printer):
         low = self.print(decimal)
         if low == top:
             return m.math(top)
-        rel = m.relation(decimal.value) if isinstance(decimal, b.Decimal) and isinstance(
-            decimal.value, CertifiedDecimal) else m.mo("\u2248")
-        return f'{m.math(top)}<span class="dec">{m.math(m.mrow(rel, low))}</span>'
+        return f'{m.math(top)}<span class="dec">{m.math(m.mrow(m.mo(_relation(decimal)), low))}</span>'
 
     def _grid(self, cells: b.Cells, decimals: b.Cells | None, rows: b.Indices, cols: b.Indices
               ) -> list[list[str]]:
@@ -66,6 +65,17 @@ class HtmlPrinter(Printer):
             grid.append(["\u22ef" if j is None else self._cell(
                 cells[i][j], decimals[i][j] if decimals is not None else None) for j in cols])
         return grid
+
+    def approx(self, exact: b.Math | str, value: b.Math | None) -> list[str]:
+        """``exact ≈ value`` as mrow parts: nothing added where the two read the same, ``=``
+        where ``value`` is exact (a formula of symbols, or a decimal proved exact)."""
+        left = exact if isinstance(exact, str) else self.print(exact)
+        if value is None:
+            return [left]
+        right = self.print(value)
+        if right == left:
+            return [left]
+        return [left, m.mo(_relation(value)), right]
 
     @staticmethod
     def _labels(labels: tuple[str, ...] | None, shown: b.Indices) -> list[str] | None:
@@ -183,8 +193,7 @@ class HtmlPrinter(Printer):
                 f"so every score is divided by {root}{tail}</p>\n")
 
     def _print_ScaledRow(self, s: b.ScaledRow) -> str:
-        chain = m.mrow(self.print(s.scores), m.mo("\u2192"), self.print(s.scaled), m.mo("\u2248"),
-                       self.print(s.decimals))
+        chain = m.mrow(self.print(s.scores), m.mo("\u2192"), *self.approx(s.scaled, s.decimals))
         return f'<p>Row <span class="token">{m.escape(s.token)}</span>: {m.math(chain)}.</p>\n'
 
     def _print_SoftmaxRule(self, s: b.SoftmaxRule) -> str:
@@ -204,7 +213,7 @@ class HtmlPrinter(Printer):
         if s.blocked:
             out.append(f"<p>The mask blocks {m.escape(', '.join(s.blocked))}: weight exactly 0.</p>")
         rows: list[tuple[str, str]] = [
-            ("scaled", m.mrow(self.print(s.scaled), m.mo("\u2248"), self.print(s.scaled_decimals)))]
+            ("scaled", m.mrow(*self.approx(s.scaled, s.scaled_decimals)))]
         if s.maximum is not None:
             ties = [k for k in s.ties if k != s.maximum_key]
             where = f" (key {s.maximum_key}" + (f"; tied with {', '.join(ties)}" if ties else "") + ")"
@@ -213,11 +222,10 @@ class HtmlPrinter(Printer):
         else:
             rows.append(("maximum", m.mtext("left open by the symbols, so nothing is subtracted")))
         rows += [
-            ("shifted = scaled − max", m.mrow(self.print(s.shifted), m.mo("\u2248"),
-                                             self.print(s.shifted_decimals))),
+            ("shifted = scaled − max", m.mrow(*self.approx(s.shifted, s.shifted_decimals))),
             ("exponentials", self._commas(s.exponentials)),
-            ("row sum", m.mrow(self.print(s.row_sum), m.mo("\u2248"), self.print(s.row_sum_decimal))),
-            ("weights = exp / row sum", m.mrow(m.mo("\u2248"), self.print(s.weights))),
+            ("row sum", m.mrow(*self.approx(s.row_sum, s.row_sum_decimal))),
+            ("weights = exp / row sum", m.mrow(m.mo(_relation(s.weights)), self.print(s.weights))),
         ]
         body = "".join(f'<tr><th scope="row">{m.escape(label)}</th><td class="left">{m.math(math)}</td></tr>'
                        for label, math in rows)
@@ -225,10 +233,10 @@ class HtmlPrinter(Printer):
                    f'{m.escape(s.token)}</caption><tbody>{body}</tbody></table></div>')
         if s.exact_weight is not None and s.exact_key is not None:
             lhs = m.msub(m.mi("A"), m.mrow(m.token(s.token), m.mo(","), m.token(s.exact_key)))
-            right = [m.mo("\u2248"), self.print(s.exact_weight_decimal)] if s.exact_weight_decimal else []
             out.append(f'<p>Exactly, the weight of <span class="token">{m.escape(s.exact_key)}</span> is a '
                        "fraction of exponentials:</p>")
-            out.append(m.math(m.mrow(lhs, m.mo("="), self.print(s.exact_weight), *right), display=True))
+            out.append(m.math(m.mrow(lhs, m.mo("="), *self.approx(s.exact_weight, s.exact_weight_decimal)),
+                              display=True))
         return "\n".join(out) + "\n"
 
     def _commas(self, items: tuple[b.Math, ...]) -> str:
@@ -286,13 +294,13 @@ class HtmlPrinter(Printer):
     def _print_Blend(self, bl: b.Blend) -> str:
         out = [f'<p>Row <span class="token">{m.escape(bl.token)}</span> blends the value rows with its '
                "weights:</p>",
-               m.math(m.mrow(m.sum_of(self.print(t) for t in bl.terms), m.mo("\u2248"),
-                             self.print(bl.result)), display=True)]
+               m.math(m.mrow(*self.approx(m.sum_of(self.print(t) for t in bl.terms), bl.result)),
+                      display=True)]
         if bl.exact_entry is not None:
             lhs = m.msub(m.mi("O"), m.mrow(m.token(bl.token), m.mo(","), m.mn("0")))
-            right = [m.mo("\u2248"), self.print(bl.exact_decimal)] if bl.exact_decimal is not None else []
             out += ["<p>Exactly, its first entry is</p>",
-                    m.math(m.mrow(lhs, m.mo("="), self.print(bl.exact_entry), *right), display=True)]
+                    m.math(m.mrow(lhs, m.mo("="), *self.approx(bl.exact_entry, bl.exact_decimal)),
+                           display=True)]
         return "\n".join(out) + "\n"
 
     def _print_Check(self, c: b.Check) -> str:
@@ -423,18 +431,28 @@ class HtmlPrinter(Printer):
         return m.msub(self.print(n.base), m.mrow(*parts))
 
     def _print_Approx(self, n: b.Approx) -> str:
-        exact, approx = self.print(n.exact), self.print(n.approx)
-        if exact == approx:
-            return exact
-        rel = m.relation(n.approx.value) if isinstance(n.approx, b.Decimal) and isinstance(
-            n.approx.value, CertifiedDecimal) else m.mo("\u2248")
-        return m.mrow(exact, rel, approx)
+        parts = self.approx(n.exact, n.approx)
+        return parts[0] if len(parts) == 1 else m.mrow(*parts)
 
     def _print_Chain(self, n: b.Chain) -> str:
         parts = [self.print(n.parts[0])]
         for rel, part in zip(n.relations, n.parts[1:]):
             parts += [m.mo(rel), self.print(part)]
         return m.mrow(*parts)
+
+
+def _relation(node: object) -> str:
+    """``≈`` when a node holds a rounded decimal, ``=`` when all it holds is exact
+    (formulas of symbols, integers, decimals proved to be the exact value)."""
+    if isinstance(node, b.Decimal):
+        return "=" if isinstance(node.value, CertifiedDecimal) and node.value.exact else "\u2248"
+    if dataclasses.is_dataclass(node):
+        children = [getattr(node, f.name) for f in dataclasses.fields(node)]
+    elif isinstance(node, tuple):
+        children = list(node)
+    else:
+        return "="
+    return "\u2248" if any(_relation(c) == "\u2248" for c in children) else "="
 
 
 _ACCENTS = {"tilde": "\u02dc", "hat": "^", "bar": "\u00af"}
