@@ -512,6 +512,21 @@ def test_the_named_hostile_inputs_as_problem_entries(text, capped_worker):
         _assert_fine(capped_worker, "problem", (slot, text, 3))
 
 
+#: Inputs the large budget found (benchmarks/fuzz_caps.py), kept as regressions.
+FOUND = [
+    ("claims", ("weights", "log(1e-147)/3^-102 + 3^-102", 0, 1)),          # rows-sum-to-one: > 5 min in simplify
+    ("claims", ("weights", "log(1e-147)/3^-102 + 3^-102 + 1e-147", 1, 1)),
+    ("claims", ("output", "1+1+1+2^-99", 0, 2)),                            # 1.9 s
+    ("toml", ("scale", '"log(30)*√(1000000000000)"', "text", 1)),           # ValueError: int->str 4300
+    ("toml", ("scale", '"log(1000000000000)*√(1000000000000)"', "text", 1)),  # past 10 s
+]
+
+
+@pytest.mark.parametrize("api,case", FOUND, ids=[f"{a}-{i}" for i, (a, _) in enumerate(FOUND)])
+def test_inputs_the_large_budget_found(api, case, capped_worker):
+    _assert_fine(capped_worker, api, case)
+
+
 # ---------------------------------------------------------------- the capped worker
 
 def _send(stream, obj) -> None:
