@@ -46,6 +46,9 @@ th, td { padding: .3rem .6rem; text-align: center; vertical-align: middle; }
 thead th { border-bottom: 1px solid var(--rule); }
 th[scope="row"] { text-align: right; border-right: 1px solid var(--rule); font-weight: 600; }
 th, .token { font-style: normal; }
+.mats { display: flex; flex-wrap: wrap; gap: 0 2.5rem; align-items: flex-start; }
+.mat { max-width: 100%; }
+.mat > p { margin-bottom: .2rem; }
 table.matrix td { border: 0; }
 table.matrix th[scope="row"] { border-right: 0; }
 table.matrix thead th { border-bottom: 0; }

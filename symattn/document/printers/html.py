@@ -132,16 +132,28 @@ class HtmlPrinter(Printer):
                f'<h2 id="{m.escape(ident)}-h">{m.escape(title)}</h2>']
         if s.formula is not None:
             out.append(self.print(s.formula))
-        out += [self.print(child) for child in s.children]
+        run: list[str] = []                  # consecutive matrices sit side by side where they fit
+        for child in s.children:
+            if isinstance(child, b.LabelledMatrix):
+                run.append(f'<div class="mat">{self.print(child)}</div>')
+                continue
+            if run:
+                out.append(f'<div class="mats">{"".join(run)}</div>')
+                run = []
+            out.append(self.print(child))
+        if run:
+            out.append(f'<div class="mats">{"".join(run)}</div>')
         out.append("</section>\n")
         return "\n".join(out)
 
     def _print_Formula(self, f: b.Formula) -> str:
         r, c = f.shape
         product = (" = " + "·".join(f"({a}×{b_})" for a, b_ in f.factors)) if f.factors else ""
-        meaning = f.meaning[:1].upper() + f.meaning[1:]
+        parts = tuple(getattr(f, "meaning_parts", ()) or (f.meaning,))
+        if parts and isinstance(parts[0], str):
+            parts = (parts[0][:1].upper() + parts[0][1:], *parts[1:])
         return (f'<p class="formula"><span class="keep">{m.escape(f.text)}</span> '
-                f"(shape {r}×{c}{m.escape(product)}): {m.escape(meaning)}.</p>")
+                f"(shape {r}×{c}{m.escape(product)}): {self.inline(parts)}.</p>")
 
     def _print_Note(self, n: b.Note) -> str:
         return f"<p>{self.inline(n.parts)}</p>\n"
@@ -229,8 +241,8 @@ class HtmlPrinter(Printer):
         ]
         body = "".join(f'<tr><th scope="row">{m.escape(label)}</th><td class="left">{m.math(math)}</td></tr>'
                        for label, math in rows)
-        out.append(f'<div class="scroll"><table class="softmax"><caption>Softmax of row '
-                   f'{m.escape(s.token)}</caption><tbody>{body}</tbody></table></div>')
+        out.append(f'<div class="scroll"><table class="softmax" aria-label="softmax of row '
+                   f'{m.escape(s.token)}"><tbody>{body}</tbody></table></div>')
         if s.exact_weight is not None and s.exact_key is not None:
             lhs = m.msub(m.mi("A"), m.mrow(m.token(s.token), m.mo(","), m.token(s.exact_key)))
             out.append(f'<p>Exactly, the weight of <span class="token">{m.escape(s.exact_key)}</span> is a '
