@@ -12,6 +12,7 @@ from fractions import Fraction
 
 import sympy
 
+from symattn.document.blocks import Exact, Sym
 from symattn.problem import Problem
 
 
@@ -23,6 +24,7 @@ class StepSpec:
     latex: str
     meaning: str
     title: str
+    meaning_parts: tuple = ()     # the meaning with its math as document nodes (i, j, d_k, −∞)
 
 
 STEPS: dict[str, StepSpec] = {
@@ -39,12 +41,14 @@ STEPS: dict[str, StepSpec] = {
     "K given": StepSpec("K (given)", "K", "the keys", "Keys"),
     "V given": StepSpec("V (given)", "V", "the values", "Values"),
     "scores": StepSpec("scores = Q·Kᵀ", r"S = Q K^\top", "how well query i matches key j (dot products)",
-                       "Scores"),
+                       "Scores", ("how well query ", Sym("i"), " matches key ", Sym("j"), " (dot products)")),
     "scaled": StepSpec("scaled = {scale}", r"\frac{{S}}{{\sqrt{{d_k}}}}",
-                       "scores scaled so they do not grow with the width d_k", "Scaled scores"),
+                       "scores scaled so they do not grow with the width d_k", "Scaled scores",
+                       ("scores scaled so they do not grow with the width ", Sym("d_k"))),
     "masked": StepSpec("masked = scaled, −∞ where the mask blocks",
                        r"\tilde S = \text{scaled}, -\infty \text{ where blocked}",
-                       "blocked positions get −∞, so their weight is exactly 0", "Masking"),
+                       "blocked positions get −∞, so their weight is exactly 0", "Masking",
+                       ("blocked positions get ", Exact(sympy.S.NegativeInfinity), ", so their weight is exactly 0")),
     "shifted": StepSpec("shifted = scaled − max of its row", r"\text{scaled}_{ij} - \max_k \text{scaled}_{ik}",
                         "the stability trick: the same weights, no large exponents",
                         "Softmax, with the max-subtraction trick"),
@@ -72,11 +76,12 @@ def spec(name: str, problem: Problem) -> StepSpec:
     if name == "scaled":
         latex = (r"\frac{S}{\sqrt{d_k}}" if problem.default_scale
                  else rf"{sympy.latex(problem.scale)} \cdot S")
-        return StepSpec(f"scaled = {scale_formula(problem)}", latex, entry.meaning, entry.title)
+        return StepSpec(f"scaled = {scale_formula(problem)}", latex, entry.meaning, entry.title,
+                        entry.meaning_parts)
     if "{src" in entry.formula or "{src" in entry.latex:
         src = "X_kv" if cross else "X"
         return StepSpec(entry.formula.format(src=src), entry.latex.format(src_tex=r"X_{kv}" if cross else "X"),
-                        entry.meaning, entry.title)
+                        entry.meaning, entry.title, entry.meaning_parts)
     return entry
 
 

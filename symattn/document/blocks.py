@@ -235,6 +235,7 @@ class Formula:
     meaning: str
     shape: tuple[int, int]
     factors: tuple[tuple[int, int], ...] = ()
+    meaning_parts: tuple[str | Math, ...] = ()   # the meaning with its math (i, j, d_k), when it has some
 
 
 @dataclass(frozen=True)

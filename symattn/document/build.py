@@ -143,7 +143,7 @@ class _Builder:
 
     def formula(self, name: str, factors: tuple[tuple[int, int], ...] = ()) -> Formula:
         entry, step = spec(name, self.p), self.t.step(name)
-        return Formula(name, entry.formula, entry.latex, entry.meaning, step.shape, factors)
+        return Formula(name, entry.formula, entry.latex, entry.meaning, step.shape, factors, entry.meaning_parts)
 
     def matrix(self, name: str, symbol: Math | None = None, *, row_labels: bool = True,
                col_labels: bool = False, exact=None, decimals: bool = True, caption: str | None = None
@@ -267,8 +267,9 @@ class _Builder:
                        sub=True, formula=self.formula("masked"))
 
     def softmax(self) -> Section:
-        return Section("softmax", SECTION_TITLES["softmax"],
-                       (SoftmaxRule(), *[self.softmax_row(i) for i in self.softmax_rows]))
+        rows = [self.softmax_row(i) for i in self.softmax_rows]
+        rule = [SoftmaxRule()] if any(r.maximum is not None for r in rows) else []
+        return Section("softmax", SECTION_TITLES["softmax"], (*rule, *rows))
 
     def softmax_row(self, i: int) -> SoftmaxRow:
         t, p = self.t, self.p
@@ -338,7 +339,7 @@ class _Builder:
         sums = Check(
             "rows-sum-to-one", "Each row of weights sums to exactly 1.",
             "Row i is its exponentials divided by their own sum, so the numerators add up to the denominator.",
-            (CheckLine(f"row {token}", Chain((SigmaSum(Sub(Sym("A"), (Token(token), Sym("j")))),
+            (CheckLine("", Chain((SigmaSum(Sub(Sym("A"), (Token(token), Sym("j")))),
                                               Frac(total, total), Int(1)), ("=", "="))),),
             because=("Row ", Sym("i"), " is ", Exp(Sub(Words("shifted"), (Sym("i"), Sym("j")))),
                      " divided by their own sum, so the numerators add up to the denominator. For row ",
@@ -364,3 +365,9 @@ class _Builder:
                             ), ("=",)),
                      " is a weighted average of column ", Sym("c"), ":"))
         return Section("checks", SECTION_TITLES["checks"], (sums, hull))
+
+
+def step_decimals(trace: Trace, name: str, options: DocumentOptions | None = None) -> Cells:
+    """A step's certified decimals as math nodes, as the document shows them (a value that
+    rounds to 0 at the chosen places is shown in scientific notation, never as 0.00)."""
+    return _Builder(trace, options or DocumentOptions()).dec(name)

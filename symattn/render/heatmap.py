@@ -18,6 +18,9 @@ WHITE_TEXT_FROM = 55   # percent of colour above which the number is printed in 
 
 
 def _percent(d: object) -> int:
+    """A shade: a whole percent, or a weight certified to 2 places."""
+    if isinstance(d, int):
+        return max(0, min(100, d))
     assert isinstance(d, CertifiedDecimal) and d.rounding.places == 2
     return max(0, min(100, d.mantissa))
 
@@ -33,10 +36,11 @@ def _ink(value: float, percent: int) -> str:
 
 
 def heatmap(cells: Sequence[Sequence[str]], shades: Sequence[Sequence[object]],
-            row_labels: Sequence[str], col_labels: Sequence[str], *, limit: int = 8) -> str:
+            row_labels: Sequence[str], col_labels: Sequence[str], *, limit: int = 8,
+            rows: Sequence[int | None] | None = None, cols: Sequence[int | None] | None = None) -> str:
     """A LaTeX tabular: token labels on both axes, each cell shaded by its weight, plus a legend."""
-    rows = elide(list(range(len(cells))), limit)
-    cols = elide(list(range(len(cells[0]))), limit)
+    rows = list(rows) if rows is not None else elide(list(range(len(cells))), limit)
+    cols = list(cols) if cols is not None else elide(list(range(len(cells[0]))), limit)
     spec = "r|" + "".join(">{\\centering\\arraybackslash}p{1.9cm}" for _ in cols)
     out = ["\\begin{center}", "\\renewcommand{\\arraystretch}{1.5}",
            f"\\begin{{tabular}}{{{spec}}}",

@@ -20,7 +20,7 @@ def step_math(step: Step, rounding: Rounding | None = None, limit: int = 8) -> s
     t = step._trace
     r, c = step.shape
     name = step.name
-    if t.engine.symbols_of(name):  # symbols: the exact entries are all there is
+    if t.symbols_of(name):  # symbols: the exact entries are all there is
         cells = [[forms.latex_text(v) for v in row] for row in step.rows()]
         return f"{_symbol(name)} = {matrix_latex(cells, step.row_labels, None, limit=limit)}"
     decimals = [[cell_text(d) for d in row] for row in step.decimals(rounding)]
@@ -36,7 +36,7 @@ def step_math(step: Step, rounding: Rounding | None = None, limit: int = 8) -> s
     exact: list[list[str]] | None
     if name in ("scaled", "masked"):
         exact = grid(lambda i, j: forms.scaled_latex(t, scores[i, j])
-                     if t.engine.is_allowed(i, j) or name == "scaled" else r"-\infty")
+                     if t.is_allowed(i, j) or name == "scaled" else r"-\infty")
     elif name == "shifted":
         exact = grid(lambda i, j: forms.shifted_latex(t, i, j))
     elif name == "exp":

@@ -20,11 +20,13 @@ def _elide(items: Sequence, limit: int, filler) -> list:
 
 
 def grid(cells: Sequence[Sequence[str]], row_labels: Sequence[str] | None = None,
-         col_labels: Sequence[str] | None = None, *, limit: int = 8) -> list[str]:
-    """A matrix of strings between ⎡ ⎤ brackets, labelled, elided beyond ``limit``."""
+         col_labels: Sequence[str] | None = None, *, limit: int = 8,
+         rows: Sequence[int | None] | None = None, cols: Sequence[int | None] | None = None) -> list[str]:
+    """A matrix of strings between ⎡ ⎤ brackets, labelled, elided beyond ``limit``
+    (or showing exactly the ``rows`` and ``cols`` given, None marking an elided run)."""
     n_cols = len(cells[0])
-    col_idx = _elide(list(range(n_cols)), limit, None)
-    row_idx = _elide(list(range(len(cells))), limit, None)
+    col_idx = list(cols) if cols is not None else _elide(list(range(n_cols)), limit, None)
+    row_idx = list(rows) if rows is not None else _elide(list(range(len(cells))), limit, None)
 
     def pick(row: Sequence[str]) -> list[str]:
         return [ELLIPSIS_H if c is None else row[c] for c in col_idx]

@@ -118,13 +118,15 @@ def _label(text: str) -> str:
 
 
 def matrix_latex(cells: Sequence[Sequence[str]], row_labels: Sequence[str] | None = None,
-                 col_labels: Sequence[str] | None = None, *, limit: int = 8) -> str:
+                 col_labels: Sequence[str] | None = None, *, limit: int = 8,
+                 rows: Sequence[int | None] | None = None, cols: Sequence[int | None] | None = None) -> str:
     """A matrix: bracketed when unlabelled, a ruled array with token labels otherwise.
 
-    Beyond ``limit`` rows or columns the middle is elided with ⋯, ⋮ and ⋱.
+    Beyond ``limit`` rows or columns the middle is elided with ⋯, ⋮ and ⋱ (or
+    exactly ``rows`` and ``cols`` are shown, None marking an elided run).
     """
-    rows = elide(list(range(len(cells))), limit)
-    cols = elide(list(range(len(cells[0]))), limit)
+    rows = list(rows) if rows is not None else elide(list(range(len(cells))), limit)
+    cols = list(cols) if cols is not None else elide(list(range(len(cells[0]))), limit)
 
     def entry(r: int | None, c: int | None) -> str:
         if r is None:

@@ -1,0 +1,331 @@
+"""The LaTeX printer: a document as a LaTeX body (``render.latex`` wraps it in a preamble).
+
+Math nodes print to LaTeX math (``\\frac{2}{\\sqrt{3}}``, ``e^{-8/\\sqrt{3}}``
+with slashed fractions in exponents, ``2\\cdot(-3)``); blocks print to lists
+of lines.  Token names and words are escaped with ``render.texutil``.
+"""
+
+from __future__ import annotations
+
+from symattn.document.blocks import (
+    Approx, Blend, Chain, Check, Decimal, Document, DotProducts, Dots, Exact, Exp, Factor, Frac, HeatMap,
+    Int, LabelledMatrix, Math, Mul, Neg, Note, Product, Row, ScaledRow, ScaleNote, Section, Seq, SigmaSum,
+    SoftmaxRow, SoftmaxRule, Sqrt, Sub, Sum, Summary, Sym, Token, WorkedProjection, Words,
+)
+from symattn.document.printers.base import Printer, section_numbers
+from symattn.document.sympytext import latex_text
+from symattn.render.heatmap import heatmap
+from symattn.render.texutil import decimal_latex, matrix_latex, tex_escape
+
+_RELATIONS = {"=": "=", "≈": r"\approx", "≤": r"\le", "≥": r"\ge", "→": r"\to"}
+
+
+def display(math: str) -> str:
+    return f"\\[\n{math}\n\\]"
+
+
+def inline(math: str) -> str:
+    return f"${math}$"
+
+
+def aligned(equations: list[str]) -> str:
+    return "\\begin{align*}\n" + " \\\\\n".join(equations) + "\n\\end{align*}"
+
+
+def product_latex(a: str, b: str) -> str:
+    """``2\\cdot 1``, ``2\\cdot(-3)``: a written product, negatives already in parentheses."""
+    if "\\times" in a:
+        a = f"({a})"
+    return f"{a}\\cdot{b}" if b.startswith(("(", "\\")) else f"{a}\\cdot {b}"
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+class LatexPrinter(Printer):
+    """Prints a document as LaTeX (the body; the preamble is the caller's)."""
+
+    format = "latex"
+
+    # -- math -------------------------------------------------------------------------
+    def _print_Int(self, node: Int, **ctx) -> str:
+        return str(node.value)
+
+    def _print_Exact(self, node: Exact, **ctx) -> str:
+        return latex_text(node.value)
+
+    def _print_Decimal(self, node: Decimal, **ctx) -> str:
+        return decimal_latex(node.value, scientific=node.scientific)
+
+    def _print_Sym(self, node: Sym, **ctx) -> str:
+        name = rf"\tilde {node.name}" if node.accent == "tilde" else node.name
+        return f"{name}_{{{node.sub}}}" if node.sub else name
+
+    def _print_Words(self, node: Words, **ctx) -> str:
+        return f"\\text{{{tex_escape(node.text)}}}"
+
+    def _print_Token(self, node: Token, **ctx) -> str:
+        return f"\\text{{{tex_escape(node.name)}}}"
+
+    def _print_Dots(self, node: Dots, **ctx) -> str:
+        return r"\vdots" if node.vertical else r"\cdots"
+
+    def _print_Neg(self, node: Neg, **ctx) -> str:
+        return "-" + self.print(node.operand, **ctx)
+
+    def _print_Frac(self, node: Frac, exponent: bool = False, **ctx) -> str:
+        num = self.print(node.numerator, exponent=exponent)
+        den = self.print(node.denominator, exponent=exponent)
+        if exponent:   # e^{-8/\sqrt{3}}: a stacked fraction in an exponent is too small to read
+            return f"{num}/({den})" if isinstance(node.denominator, (Mul, Product, Sum)) else f"{num}/{den}"
+        return f"\\frac{{{num}}}{{{den}}}"
+
+    def _print_Sqrt(self, node: Sqrt, **ctx) -> str:
+        return f"\\sqrt{{{self.print(node.radicand, **ctx)}}}"
+
+    def _print_Exp(self, node: Exp, **ctx) -> str:
+        return f"e^{{{self.print(node.exponent, exponent=True)}}}"
+
+    def _print_Mul(self, node: Mul, **ctx) -> str:
+        text = ""
+        for k, f in enumerate(node.factors):
+            if k:
+                text += "" if isinstance(f, Sqrt) else (r"\," if isinstance(f, (Exp, Exact)) else " ")
+            text += self.print(f, **ctx)
+        return text
+
+    def _print_Product(self, node: Product, **ctx) -> str:
+        parts = [self.print(f, **ctx) for f in node.factors]
+        text = parts[0]
+        for part in parts[1:]:
+            text = product_latex(text, part)
+        return text
+
+    def _print_Factor(self, node: Factor, **ctx) -> str:
+        text = self.print(node.operand, **ctx)
+        if text.startswith("-") or any(op in text[1:] for op in ("+", "-")):
+            return f"({text})"
+        return text
+
+    def _print_Sum(self, node: Sum, **ctx) -> str:
+        parts = [self.print(t, **ctx) for t in node.terms]
+        text = parts[0] if parts else "0"
+        for part in parts[1:]:
+            text += f" - {part[1:]}" if part.startswith("-") else f" + {part}"
+        return text
+
+    def _print_SigmaSum(self, node: SigmaSum, **ctx) -> str:
+        return f"\\sum_{node.index} {self.print(node.body, **ctx)}"
+
+    def _print_Row(self, node: Row, **ctx) -> str:
+        return r"\left[" + ",\\ ".join(self.print(x, **ctx) for x in node.items) + r"\right]"
+
+    def _print_Seq(self, node: Seq, **ctx) -> str:
+        return ",\\ ".join(self.print(x, **ctx) for x in node.items)
+
+    def _print_Sub(self, node: Sub, **ctx) -> str:
+        indices = [self.print(x, **ctx) for x in node.indices]
+        if all(len(x) == 1 for x in indices):     # A_{ij}, shifted_j
+            index = "".join(indices) if len(indices) == 1 else "{" + "".join(indices) + "}"
+        else:
+            index = "{" + ",\\,".join(indices) + "}"
+        return f"{self.print(node.base, **ctx)}_{index}"
+
+    def _print_Approx(self, node: Approx, **ctx) -> str:
+        exact, approx = self.print(node.exact, **ctx), self.print(node.approx, **ctx)
+        return exact if exact == approx else f"{exact} \\approx {approx}"
+
+    def _print_Chain(self, node: Chain, align: bool = False, **ctx) -> str:
+        text = self.print(node.parts[0], **ctx)
+        for k, (rel, part) in enumerate(zip(node.relations, node.parts[1:])):
+            amp = "&" if align and k == 0 else ""
+            text += f" {amp}{_RELATIONS[rel]} {self.print(part, **ctx)}"
+        return text
+
+    def words(self, parts) -> str:
+        """Running text: strings escaped, token names emphasised, other math inline."""
+        out = []
+        for part in parts:
+            if isinstance(part, str):
+                out.append(tex_escape(part))
+            elif isinstance(part, Token):
+                out.append(f"\\emph{{{tex_escape(part.name)}}}")
+            else:
+                out.append(inline(self.print(part)))
+        return "".join(out)
+
+    # -- blocks -----------------------------------------------------------------------
+    def _print_Document(self, doc: Document, header: bool = True) -> str:
+        children = [c for c in doc.children if header or not isinstance(c, Summary)]
+        return "\n".join(line for child in children for line in self.print(child)) + "\n"
+
+    def _print_Summary(self, s: Summary) -> list[str]:
+        kind = {"given": "attention from $Q$, $K$, $V$ given directly"}.get(s.kind, s.kind)
+        queries = ", ".join(tex_escape(t) for t in s.tokens)
+        keys = ", ".join(tex_escape(t) for t in s.key_tokens)
+        scale = (f"$\\frac{{1}}{{\\sqrt{{d_k}}}} = \\frac{{1}}{{\\sqrt{{{s.d_k}}}}}$" if s.default_scale
+                 else f"${self.print(s.scale)}$ (instead of $1/\\sqrt{{d_k}}$)")
+        dims = f"$d_k = {s.d_k}$, $d_v = {s.d_v}$" + (f", $d_{{\\text{{model}}}} = {s.d_model}$"
+                                                    if s.d_model else "")
+        n, m = len(s.tokens), len(s.key_tokens)
+        lines = [f"\\section*{{{tex_escape(s.title)}}}",
+                 f"{kind[0].upper() + kind[1:]}: {n} quer{'y' if n == 1 else 'ies'} ({queries}) $\\times$ "
+                 f"{m} key{'' if m == 1 else 's'} ({keys}); {dims}; scale {scale}.", ""]
+        if s.mask_kind is not None:
+            lines += [f"Mask: {s.mask_kind} (1 = may attend, as PyTorch SDPA's boolean mask); "
+                      "a blocked position gets $-\\infty$ and weight exactly 0.", ""]
+        r = s.rounding
+        if r.digits is not None:
+            phrase = f"{r.digits} significant digit{'s' if r.digits != 1 else ''}"
+        else:
+            phrase = (f"{r.places} decimal place{'s' if r.places != 1 else ''}; a value that rounds to 0 at "
+                      f"that precision is shown in scientific notation to {s.sci_digits} digits")
+        lines += [f"Exact values throughout; every decimal is correctly rounded to {phrase}, "
+                  "certified with ball arithmetic.", ""]
+        return lines
+
+    def _print_Section(self, section: Section) -> list[str]:
+        number = self.number(section)
+        title = tex_escape(section.title)
+        lines = [f"\\subsection*{{{number}. {title}}}" if number else f"\\subsection*{{{title}}}"]
+        f = section.formula
+        if f is not None:
+            meaning = self.words(f.meaning_parts) if f.meaning_parts else tex_escape(f.meaning)
+            lines += [f"${f.latex}$ \\quad (shape ${f.shape[0]} \\times {f.shape[1]}$): {meaning}.", ""]
+        for child in section.children:
+            lines += self.print(child)
+        return lines
+
+    def _print_Note(self, note: Note) -> list[str]:
+        return [self.words(note.parts), ""]
+
+    def matrix(self, cells, rows, cols, row_labels, col_labels) -> str:
+        r_shown = {r for r in rows if r is not None}
+        c_shown = {c for c in cols if c is not None}
+        text = [[self.print(cells[i][j]) if i in r_shown and j in c_shown else "" for j in range(len(cells[i]))]
+                for i in range(len(cells))]
+        return matrix_latex(text, row_labels, col_labels, rows=list(rows), cols=list(cols))
+
+    def _print_LabelledMatrix(self, m: LabelledMatrix) -> list[str]:
+        symbol = self.print(m.symbol)
+        if m.exact is None:
+            math = f"{symbol} \\approx {self.matrix(m.decimals, m.rows, m.cols, m.row_labels, m.col_labels)}"
+        else:
+            left = self.matrix(m.exact, m.rows, m.cols, m.row_labels, m.col_labels)
+            right = (self.matrix(m.decimals, m.rows, m.cols, None, None) if m.decimals is not None else None)
+            plain = (m.decimals is None or m.integers
+                     or self.matrix(m.exact, m.rows, m.cols, None, None) == right)
+            math = f"{symbol} = {left}" if plain else f"{symbol} = {left} \\approx {right}"
+        if m.caption is None:
+            return [display(math)]
+        return [f"{tex_escape(_sentence(m.caption))} (${m.shape[0]} \\times {m.shape[1]}$):", display(math)]
+
+    def _print_WorkedProjection(self, w: WorkedProjection) -> list[str]:
+        token = tex_escape(w.token)
+        terms = " + ".join(self.print(t) for t in w.terms)
+        return [f"By hand, the query of \\emph{{{token}}} is its embedding times $W_q$:",
+                display(f"q_{{\\text{{{token}}}}} = {terms} = {self.print(w.result)}")]
+
+    def _print_DotProducts(self, d: DotProducts) -> list[str]:
+        eqs = []
+        for token, _query, products in d.rows:
+            for dp in products:
+                if dp is None:
+                    eqs.append(r"&\;\;\vdots")
+                    continue
+                eqs.append(f"S_{{\\text{{{tex_escape(token)}}},\\,\\text{{{tex_escape(dp.key_token)}}}}}"
+                           f" &= {self.print(dp.products)} = {self.print(dp.value)}")
+        return ["Each score is a dot product, a sum of products in index order:" if d.every
+                else "The dot products of the worked rows:", aligned(eqs)]
+
+    def _print_ScaleNote(self, s: ScaleNote) -> list[str]:
+        return [f"$d_k = {s.d_k}$, so every score is divided by $\\sqrt{{{s.d_k}}} \\approx {self.print(s.root)}$"
+                + (" (a rational scale: the scores stay fractions)." if s.rational
+                   else ", written as a person writes it:")]
+
+    def _print_ScaledRow(self, r: ScaledRow) -> list[str]:
+        return [f"Row \\emph{{{tex_escape(r.token)}}}: "
+                + inline(f"{self.print(r.scores)} \\to {self.print(Approx(r.scaled, r.decimals))}") + "."]
+
+    def _print_SoftmaxRule(self, rule: SoftmaxRule) -> list[str]:
+        return ["Subtracting the row maximum changes no weight (the factor $e^{-\\max}$ cancels above "
+                "and below the fraction bar) but keeps every exponent $\\le 0$:",
+                display(r"\operatorname{softmax}(z)_j = \frac{e^{z_j}}{\sum_k e^{z_k}}"
+                        r" = \frac{e^{z_j - \max z}}{\sum_k e^{z_k - \max z}}")]
+
+    def _exponential(self, e: Math) -> str | None:
+        if not isinstance(e, Approx):
+            return None        # an elided run: the row above shows where
+        if e.exact == Int(1):
+            return "e^{0} = 1"
+        if e.exact == Int(0):
+            return "0"
+        return self.print(e)
+
+    def _print_SoftmaxRow(self, r: SoftmaxRow) -> list[str]:
+        p = self.print
+        token = tex_escape(r.token)
+        lines = [f"\\paragraph{{Row \\emph{{{token}}}.}}"]
+        if r.blocked:
+            lines.append("The mask blocks " + ", ".join(f"\\emph{{{tex_escape(b)}}}" for b in r.blocked)
+                         + ": weight exactly 0.")
+        terms = [t for t in (self._exponential(e) for e in r.exponentials) if t is not None]
+        eqs = [f"\\text{{scaled}} &= {p(Approx(r.scaled, r.scaled_decimals))}",
+               (f"\\max &= {p(r.maximum)} \\quad (\\text{{key {tex_escape(r.maximum_key)}}})"
+                if r.maximum is not None else
+                "\\max &: \\text{left open by the symbols, so nothing is subtracted}"),
+               f"\\text{{shifted}} = \\text{{scaled}} - \\max &= {p(Approx(r.shifted, r.shifted_decimals))}",
+               "e^{\\text{shifted}} &: \\quad " + ",\\quad ".join(terms),
+               f"\\text{{row sum}} &= {p(Approx(r.row_sum, r.row_sum_decimal))}",
+               f"\\text{{weights}} = \\frac{{e^{{\\text{{shifted}}}}}}{{\\text{{row sum}}}} &\\approx "
+               f"{p(r.weights)}"]
+        lines.append(aligned(eqs))
+        if r.exact_weight is not None:
+            key = tex_escape(r.exact_key)
+            lines += [f"Exactly, the weight of \\emph{{{key}}} is a fraction of exponentials:",
+                      display(f"A_{{\\text{{{token}}},\\,\\text{{{key}}}}} = "
+                              f"{p(Approx(r.exact_weight, r.exact_weight_decimal))}")]
+        return lines
+
+    def _print_HeatMap(self, h: HeatMap) -> list[str]:
+        r_shown = {r for r in h.rows if r is not None}
+        c_shown = {c for c in h.cols if c is not None}
+        cells = [[self.print(h.decimals[i][j]) if i in r_shown and j in c_shown else ""
+                  for j in range(len(h.decimals[i]))] for i in range(len(h.decimals))]
+        shades = [[s if s is not None else 0 for s in row] for row in h.shades]
+        return ["Each row of the heat map is one query; shading runs on the fixed scale 0 (white) "
+                "to 1 (darkest), the certified weight in each cell.", "",
+                heatmap(cells, shades, h.row_labels, h.col_labels, rows=list(h.rows), cols=list(h.cols)), ""]
+
+    def _print_Blend(self, b: Blend) -> list[str]:
+        token = tex_escape(b.token)
+        lines = [f"Row \\emph{{{token}}} blends the value rows with its weights:",
+                 display(f"{' + '.join(self.print(t) for t in b.terms)} \\approx {self.print(b.result)}")]
+        if b.exact_entry is not None:
+            lines += ["Exactly, its first entry is",
+                      display(f"O_{{\\text{{{token}}},0}} = {self.print(Approx(b.exact_entry, b.exact_decimal))}")]
+        return lines
+
+    def _print_Check(self, c: Check) -> list[str]:
+        reason = self.words(c.because) if c.because else tex_escape(c.reason)
+        lines = [f"\\textbf{{{tex_escape(c.statement)}}} {reason}"]
+        if len(c.lines) == 1:
+            line = c.lines[0]
+            label = f"\\text{{{tex_escape(line.label)}}}:\\quad " if line.label else ""
+            lines.append(display(label + self.print(line.math)))
+            return lines
+        eqs = [(f"\\text{{{tex_escape(line.label)}}}:\\quad " if line.label else "")
+               + (self.print(line.math, align=True) if isinstance(line.math, Chain) else
+                  "&\\;\\;" + self.print(line.math)) for line in c.lines]
+        lines.append(aligned(eqs))
+        return lines
+
+
+def print_latex(node: Document | Math, *, header: bool = True) -> str:
+    """A document's LaTeX body (``header``: with its title and summary), or one math node."""
+    printer = LatexPrinter()
+    if isinstance(node, Document):
+        printer.numbers = section_numbers(node)
+        return printer.print(node, header=header)
+    return printer.print(node)
