@@ -584,7 +584,9 @@ WARM_UP = [("problem", ("Q", "1", 3)), ("toml", ("Q", "1", "json", 3)),
            ("answer", ("i-love-cats", "weights[I]", "0.136, 0.432, 0.432")),
            ("answer", ("i-love-cats-causal", "weights[I]", "1, 0, 0")),
            ("grade", ("i-love-cats", ["student", "weights[I, I]"], [["s", "0.136"]])),
-           ("claims", ("weights", "0.14", 0, 0))]
+           ("claims", ("weights", "0.14", 0, 0)), ("claims-file", ("weights", "0.14", 0, 0)),
+           ("figures", ("i-love-cats", "weights[I]", "0.136, 0.432, 0.432")),
+           ("target", ("i-love-cats", "sqrt(d_k)", "1.73"))]
 
 
 class Worker:
