@@ -360,6 +360,30 @@ def test_symbolic_formulas_are_equalities_not_approximations(browser, pages):
         shown.close()
 
 
+def test_hostile_names_show_as_text_and_nothing_runs(browser, tmp_path):
+    """Token names and a title full of markup are escaped: they read literally, nothing executes."""
+    names = ["<b>x</b>", "a&\"b'", "<img src=x onerror=alert(1)>"]
+    problem = sa.Problem(Q=[[1, 0], [0, 1], [1, 1]], K=[[1, 0], [0, 1]], V=[[1], [2]], tokens=names,
+                         key_tokens=["</td>", "<!--"], title="<script>alert(1)</script>")
+    _, html = build(problem)
+    assert "<script" not in html and "<b>" not in html and "<img" not in html and "<!--" not in html
+    path = tmp_path / "hostile.html"
+    path.write_text(html, encoding="utf-8")
+    shown = browser.open(path)
+    try:
+        shown.assert_clean()
+        page = shown.page
+        assert page.locator("h1").inner_text() == "<script>alert(1)</script>"
+        assert page.locator("b, img, script").count() == 0
+        heads = page.locator("table.heatmap thead th").all_inner_texts()
+        assert heads == ["</td>", "<!--"]
+        rows = page.locator("table.heatmap tbody th").all_inner_texts()
+        assert rows == names
+        assert page.locator("table.heatmap td[tabindex='0']").count() == 6
+    finally:
+        shown.close()
+
+
 def test_heat_map_cell_shows_its_exact_value_on_focus_and_hover(browser, pages):
     _, path = pages["lesson"]
     shown = browser.open(path)
