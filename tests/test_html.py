@@ -233,6 +233,17 @@ def test_printer_escapes_and_writes_hand_forms():
 
 # -- whole pages in headless Chromium ---------------------------------------------------------
 
+def test_a_missing_browser_skips_outside_ci_and_fails_in_ci(monkeypatch):
+    import browser as harness
+    monkeypatch.setattr(harness, "chromium_path", lambda: None)
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="apt-get install chromium"):
+        harness.need_browser()
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI=true but .*chromium"):
+        harness.need_browser()
+
+
 LESSON_FIGURES = ("0.136", "0.432", "1.86", "6.32", "1.70")
 
 CROSS = dict(tokens=["le", "chat"], key_tokens=["the", "cat", "sat"], title="Cross-attention: le chat",
