@@ -78,10 +78,11 @@ class HtmlPrinter(Printer):
         return [left, m.mo(_relation(value)), right]
 
     @staticmethod
-    def _labels(labels: tuple[str, ...] | None, shown: b.Indices) -> list[str] | None:
+    def _labels(labels: tuple[str, ...] | None, shown: b.Indices, *, vertical: bool = False
+                ) -> list[str] | None:
         if labels is None:
             return None
-        return ["\u22ef" if k is None else labels[k] for k in shown]
+        return [("\u22ee" if vertical else "\u22ef") if k is None else labels[k] for k in shown]
 
     # -- the document ------------------------------------------------------------------
     def _print_Document(self, doc: b.Document) -> str:
@@ -167,7 +168,7 @@ class HtmlPrinter(Printer):
         exact = lm.exact if lm.exact is not None else lm.decimals
         decimals = None if (lm.integers or lm.exact is None) else lm.decimals
         grid = self._grid(exact, decimals, lm.rows, lm.cols)
-        return lead + pg.table(grid, self._labels(lm.row_labels, lm.rows),
+        return lead + pg.table(grid, self._labels(lm.row_labels, lm.rows, vertical=True),
                                self._labels(lm.col_labels, lm.cols), caption=caption, brackets=True)
 
     def _print_WorkedProjection(self, w: b.WorkedProjection) -> str:
@@ -224,7 +225,7 @@ class HtmlPrinter(Printer):
         out = [f'<h3>Row <span class="token">{m.escape(s.token)}</span></h3>']
         if s.blocked:
             out.append(f"<p>The mask blocks {m.escape(', '.join(s.blocked))}: weight exactly 0.</p>")
-        rows: list[tuple[str, str]] = [
+        rows: list[tuple[str, str | None]] = [
             ("scaled", m.mrow(*self.approx(s.scaled, s.scaled_decimals)))]
         if s.maximum is not None:
             ties = [k for k in s.ties if k != s.maximum_key]
@@ -235,12 +236,14 @@ class HtmlPrinter(Printer):
             rows.append(("maximum", m.mtext("left open by the symbols, so nothing is subtracted")))
         rows += [
             ("shifted = scaled − max", m.mrow(*self.approx(s.shifted, s.shifted_decimals))),
-            ("exponentials", self._commas(s.exponentials)),
+            ("exponentials", None),
             ("row sum", m.mrow(*self.approx(s.row_sum, s.row_sum_decimal))),
             ("weights = exp / row sum", m.mrow(m.mo(_relation(s.weights)), self.print(s.weights))),
         ]
-        body = "".join(f'<tr><th scope="row">{m.escape(label)}</th><td class="left">{m.math(math)}</td></tr>'
-                       for label, math in rows)
+        # the exponentials are separate formulas, so a long row wraps between them
+        exps = ", ".join(self.math(e) for e in s.exponentials)
+        body = "".join(f'<tr><th scope="row">{m.escape(label)}</th><td class="left">'
+                       f'{exps if math is None else m.math(math)}</td></tr>' for label, math in rows)
         out.append(f'<div class="scroll"><table class="softmax" aria-label="softmax of row '
                    f'{m.escape(s.token)}"><tbody>{body}</tbody></table></div>')
         if s.exact_weight is not None and s.exact_key is not None:
@@ -250,15 +253,6 @@ class HtmlPrinter(Printer):
             out.append(m.math(m.mrow(lhs, m.mo("="), *self.approx(s.exact_weight, s.exact_weight_decimal)),
                               display=True))
         return "\n".join(out) + "\n"
-
-    def _commas(self, items: tuple[b.Math, ...]) -> str:
-        parts: list[str] = []
-        for item in items:
-            if parts:
-                parts.append(m.mo(","))
-                parts.append('<mspace width="0.6em"></mspace>')
-            parts.append(self.print(item))
-        return m.mrow(*parts)
 
     def _print_HeatMap(self, h: b.HeatMap) -> str:
         cells: list[list[pg.HeatCell | None]] = []
