@@ -87,7 +87,8 @@ def rows_sum_to_one(trace: Trace | None = None, claims: Claims | None = None) ->
             label = _row_label(trace, i)
             total_i, slack, shown = written_sum(row)
             terms = " + ".join(e.text for e in row)
-            if same(total_i, sympy.S.One):
+            # claimed numbers: the bounded exact decision, never SymPy's simplify (unbounded)
+            if total_i == 1 or (not total_i.free_symbols and equal(total_i, sympy.S.One)):
                 checks.append(Line(f"claimed row {label}: {terms} = {shown}: Σ = 1 exactly",
                                    rf"\sum_j \hat A_{{{i}j}} = 1"))
             elif slack != 0 and compare(abs(total_i - 1), slack) <= 0:
