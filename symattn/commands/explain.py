@@ -1,4 +1,4 @@
-"""``symattn explain``: work a problem step by step (text, JSON, LaTeX or PDF)."""
+"""``symattn explain``: work a problem step by step (text, JSON, LaTeX, PDF or HTML)."""
 
 from __future__ import annotations
 
@@ -29,19 +29,19 @@ def load_problem(args: argparse.Namespace) -> Problem:
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("explain", help="work a problem step by step (default: the lesson 'I love cats')")
     add_problem_arguments(parser)
-    parser.add_argument("--format", choices=("text", "json", "latex"), default=None,
-                        help="text (default), json, or latex (a complete document)")
+    parser.add_argument("--format", choices=("text", "json", "latex", "html"), default=None,
+                        help="text (default), json, latex (a complete document) or html (one self-contained page)")
     precision = parser.add_mutually_exclusive_group()
     precision.add_argument("--digits", type=digits_argument, default=None, metavar="N",
                            help="significant digits of every decimal (default 3)")
     precision.add_argument("--places", type=places_argument, default=None, metavar="N",
-                           help="LaTeX: decimal places instead of significant digits")
+                           help="LaTeX/HTML: decimal places instead of significant digits")
     parser.add_argument("--fragment", action="store_true",
                         help="LaTeX: only the body, for pasting into a lesson")
     parser.add_argument("--pdf", action="store_true",
                         help="compile the LaTeX to a PDF (-o FILE.pdf; needs latexmk or pdflatex)")
     parser.add_argument("--rows", metavar="I,cats",
-                        help="LaTeX: the rows worked by hand (token names or 0-based indices)")
+                        help="LaTeX/HTML: the rows worked by hand (token names or 0-based indices)")
     parser.add_argument("--decimal-only", action="store_true",
                         help="JSON: leave out the exact strings (they grow fast with n)")
     parser.add_argument("--row", metavar="TOKEN",
@@ -66,11 +66,11 @@ def _check_options(args: argparse.Namespace) -> str:
     fmt = args.format or ("latex" if args.pdf or args.fragment else "text")
     if args.decimal_only and fmt != "json":
         raise SymattnError("--decimal-only applies to --format json")
-    if fmt != "latex":
-        for flag, given in (("--pdf", args.pdf), ("--fragment", args.fragment),
-                            ("--places", args.places is not None), ("--rows", args.rows)):
-            if given:
-                raise SymattnError(f"{flag} applies to --format latex, not --format {fmt}")
+    for flag, given, formats in (("--pdf", args.pdf, ("latex",)), ("--fragment", args.fragment, ("latex",)),
+                                 ("--places", args.places is not None, ("latex", "html")),
+                                 ("--rows", args.rows, ("latex", "html"))):
+        if given and fmt not in formats:
+            raise SymattnError(f"{flag} applies to --format {' or --format '.join(formats)}, not --format {fmt}")
     if args.pdf and args.fragment:
         raise SymattnError("--pdf compiles a whole document: leave out --fragment")
     if args.pdf and not args.output:
@@ -100,22 +100,45 @@ def run(args: argparse.Namespace) -> Outcome:
         return Outcome(render_json(trace, digits, decimal_only=args.decimal_only))
     if fmt == "latex":
         return _latex(trace, args, digits)
+    if fmt == "html":
+        return _html(trace, args, digits)
     from symattn.render.text import TextOptions, render_text
 
     return Outcome(render_text(trace, TextOptions(digits=digits, dot_row=args.row,
                                                   softmax_row=args.row)))
 
 
-def _latex(trace, args: argparse.Namespace, digits: int) -> Outcome:
-    from pathlib import Path
-
+def _rounding_and_rows(args: argparse.Namespace, digits: int):
     from symattn.certify import Rounding
-    from symattn.render.latex import LatexOptions, render_latex
-    from symattn.trace import IndexError_
 
     rounding = Rounding(places=args.places) if args.places is not None else Rounding(digits=digits)
     rows = tuple(r.strip() for r in args.rows.split(",") if r.strip()) if args.rows else (
         (args.row,) if args.row else None)
+    return rounding, rows
+
+
+def _html(trace, args: argparse.Namespace, digits: int) -> Outcome:
+    """One self-contained HTML page of the derivation (the LaTeX document's sections)."""
+    from symattn.document.build import build_document
+    from symattn.document.printers.html import print_html
+    from symattn.render.latex import LatexOptions
+    from symattn.trace import IndexError_
+
+    rounding, rows = _rounding_and_rows(args, digits)
+    try:
+        doc = build_document(trace, LatexOptions(rounding=rounding, rows=rows).document_options())
+    except IndexError_ as exc:
+        raise SymattnError(f"--rows {args.rows or args.row}: {exc}") from None
+    return Outcome(print_html(doc))
+
+
+def _latex(trace, args: argparse.Namespace, digits: int) -> Outcome:
+    from pathlib import Path
+
+    from symattn.render.latex import LatexOptions, render_latex
+    from symattn.trace import IndexError_
+
+    rounding, rows = _rounding_and_rows(args, digits)
     try:
         tex = render_latex(trace, LatexOptions(rounding=rounding, rows=rows), fragment=args.fragment)
     except IndexError_ as exc:
