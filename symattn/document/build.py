@@ -238,12 +238,10 @@ class _Builder:
         symbol = (Frac(Sym("S"), Sqrt(Sym("d_k"))) if p.default_scale
                   else Product((hf.factor(p.scale), Sym("S"))))
         rows = tuple(sorted({r for r in self.shown(p.n) if r is not None} | set(self.dot_rows)))
-        mat = self.matrix("scaled", symbol, col_labels=True,
-                          exact=lambda i, j: hf.scaled(t, scores[i, j]))
-        exact_cells = self.cells(scores.shape, rows, mat.cols, lambda i, j: hf.scaled(t, scores[i, j]))
-        children.append(LabelledMatrix(mat.step, symbol, exact_cells, mat.decimals, mat.rows, mat.cols,
-                                       mat.row_labels, mat.col_labels, mat.shape, False))
-        cols = self.shown(p.m)
+        shown_rows, cols = self.shown(p.n), self.shown(p.m)
+        exact_cells = self.cells(scores.shape, rows, cols, lambda i, j: hf.scaled(t, scores[i, j]))
+        children.append(LabelledMatrix("scaled", symbol, exact_cells, self.dec("scaled"), shown_rows, cols,
+                                       scores.row_labels, scores.col_labels, scores.shape, False))
         for i in self.dot_rows:
             children.append(ScaledRow(p.tokens[i],
                                       self.pick([hf.exact(scores[i, j]) if j in cols else None

@@ -6,6 +6,8 @@ parentheses inside products); blocks print to lists of lines.
 
 from __future__ import annotations
 
+import textwrap
+
 from symattn.document.blocks import (
     Approx, Blend, Chain, Check, Decimal, Document, DotProducts, Dots, Exact, Exp, Factor, Frac, HeatMap,
     Int, LabelledMatrix, Math, Mul, Neg, Note, Product, Row, ScaledRow, ScaleNote, Section, Seq, SigmaSum,
@@ -15,6 +17,9 @@ from symattn.document.printers.base import Printer
 from symattn.document.sympytext import unicode_text
 from symattn.engine import NEG_INF
 from symattn.render.layout import grid, indent, side_by_side
+
+WIDTH = 100   # prose wraps here; matrices and formulas are never broken
+
 
 def _single(node: Math) -> Math:
     """A one-term sum is its term."""
@@ -169,7 +174,7 @@ class TextPrinter(Printer):
         return lines
 
     def _print_Note(self, note: Note) -> list[str]:
-        return ["   " + "".join(p if isinstance(p, str) else self.print(p) for p in note.parts)]
+        return _wrap("".join(p if isinstance(p, str) else self.print(p) for p in note.parts))
 
     def _cells(self, cells, rows, cols) -> list[list[str]]:
         r_shown = {r for r in rows if r is not None}
@@ -256,10 +261,16 @@ class TextPrinter(Printer):
         return lines
 
     def _print_Check(self, c: Check) -> list[str]:
-        lines = ["", f"   {c.statement}", f"   {c.reason}"]
+        lines = ["", *_wrap(f"{c.statement} {c.reason}")]
         for line in c.lines:
             lines.append(f"   {line.label}: {self.print(line.math)}" if line.label else f"   {self.print(line.math)}")
         return lines
+
+
+def _wrap(text: str, width: int = WIDTH) -> list[str]:
+    """Prose indented under its section, wrapped to the terminal width."""
+    return textwrap.wrap(text, width, initial_indent="   ", subsequent_indent="   ",
+                         break_long_words=False, break_on_hyphens=False)
 
 
 def _count(k: int, one: str, many: str) -> str:
