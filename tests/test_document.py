@@ -22,7 +22,7 @@ import symattn as sa
 from symattn.certify import Rounding
 from symattn.document import handforms as hf
 from symattn.document.blocks import (
-    Approx, Decimal, Document, Exp, Factor, Frac, HeatMap, Int, LabelledMatrix, Math, Mul, Neg, Section,
+    Decimal, Document, Exp, Factor, Frac, HeatMap, Int, LabelledMatrix, Math, Mul, Neg, Section,
     SoftmaxRow, SoftmaxRule, Sqrt, Sum,
 )
 from symattn.document.build import DocumentOptions, build_document
@@ -30,7 +30,7 @@ from symattn.document.printers.base import Printer, PrinterError
 from symattn.document.printers.json import document_json, document_json_text
 from symattn.document.printers.latex import print_latex
 from symattn.document.printers.text import print_text
-from symattn.render.latex import LatexOptions, render_latex
+from symattn.render.latex import render_latex
 from symattn.render.text import render_text
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -30,6 +30,7 @@ only ever gains types and fields, so printers written against it keep working.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Union
 
@@ -44,7 +45,7 @@ __all__ = [
     # blocks
     "Block", "Document", "Section", "Formula", "Summary", "Note", "LabelledMatrix", "WorkedProjection",
     "DotProduct", "DotProducts", "ScaleNote", "ScaledRow", "SoftmaxRule", "SoftmaxRow", "HeatMap",
-    "Blend", "CheckLine", "Check", "Cells", "Indices",
+    "Blend", "CheckLine", "Check", "Cells", "Indices", "elide",
 ]
 
 
@@ -222,6 +223,16 @@ class Block:
 
 Cells = tuple[tuple[Union[Math, None], ...], ...]   # full shape; None where elided
 Indices = tuple[Union[int, None], ...]              # shown indices; None marks an elided run
+
+
+def elide(items: Sequence, limit: int) -> list:
+    """The first and last items of a long sequence, with None where the middle is left out
+    (how every view picks the ``Indices`` of a large matrix)."""
+    if len(items) <= limit:
+        return list(items)
+    head = (limit + 1) // 2
+    tail = limit - head - 1
+    return [*items[:head], None, *items[len(items) - tail:]]
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from symattn.document.blocks import (
     Approx, Blend, Cells, Chain, Check, CheckLine, Decimal, Document, DotProduct, DotProducts, Dots,
     Exact, Exp, Formula, Frac, HeatMap, Indices, Int, LabelledMatrix, Math, Mul, Product, Row,
     ScaledRow, ScaleNote, Section, Seq, SigmaSum, SoftmaxRow, SoftmaxRule, Sqrt, Sub, Sum, Summary,
-    Sym, Token, WorkedProjection, Words,
+    Sym, Token, WorkedProjection, Words, elide,
 )
 from symattn.engine import NEG_INF
 from symattn.steps import SECTION_TITLES, spec
@@ -50,15 +50,6 @@ class DocumentOptions:
     every_dot_product: bool = True                  # a small problem writes out every score
     limit: int = 8                                  # larger matrices elide their middle
     sci_digits: int = 3                             # a value that rounds to 0: shown to these digits
-
-
-def elide(items: Sequence, limit: int) -> list:
-    """The first and last items of a long sequence, with None where the middle is left out."""
-    if len(items) <= limit:
-        return list(items)
-    head = (limit + 1) // 2
-    tail = limit - head - 1
-    return [*items[:head], None, *items[len(items) - tail:]]
 
 
 def shorten(terms: Sequence[Math]) -> tuple[Math, ...]:

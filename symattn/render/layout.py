@@ -7,16 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from symattn.document.blocks import elide
+
 ELLIPSIS_H, ELLIPSIS_V = "⋯", "⋮"
-
-
-def _elide(items: Sequence, limit: int, filler) -> list:
-    """Keep the first and last items of a long sequence, with a filler between."""
-    if len(items) <= limit:
-        return list(items)
-    head = (limit + 1) // 2
-    tail = limit - head - 1
-    return [*items[:head], filler, *items[len(items) - tail:]]
 
 
 def grid(cells: Sequence[Sequence[str]], row_labels: Sequence[str] | None = None,
@@ -25,8 +18,8 @@ def grid(cells: Sequence[Sequence[str]], row_labels: Sequence[str] | None = None
     """A matrix of strings between ⎡ ⎤ brackets, labelled, elided beyond ``limit``
     (or showing exactly the ``rows`` and ``cols`` given, None marking an elided run)."""
     n_cols = len(cells[0])
-    col_idx = list(cols) if cols is not None else _elide(list(range(n_cols)), limit, None)
-    row_idx = list(rows) if rows is not None else _elide(list(range(len(cells))), limit, None)
+    col_idx = list(cols) if cols is not None else elide(list(range(n_cols)), limit)
+    row_idx = list(rows) if rows is not None else elide(list(range(len(cells))), limit)
 
     def pick(row: Sequence[str]) -> list[str]:
         return [ELLIPSIS_H if c is None else row[c] for c in col_idx]
@@ -71,11 +64,6 @@ def side_by_side(left: list[str], right: list[str], joiner: str = "≈", gap: in
         mid = f" {joiner} " if k == middle and b else " " * (len(joiner) + 2)
         out.append((a.ljust(width) + " " * gap + mid + b).rstrip())
     return out
-
-
-def bracket_row(values: Sequence[str]) -> str:
-    """``[a, b, c]`` as the lesson writes a row."""
-    return "[" + ", ".join(values) + "]"
 
 
 def indent(lines: list[str], by: int = 3) -> list[str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from symattn.certify import CertifiedDecimal
+from symattn.document.blocks import elide  # noqa: F401 (re-exported)
 from symattn.engine import NEG_INF
 
 _SPECIAL = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "$": r"\$", "&": r"\&", "#": r"\#",
@@ -104,15 +105,6 @@ def cell_text(d: object) -> str:
     return decimal_latex(d)
 
 
-def elide(items: Sequence, limit: int) -> list:
-    """The first and last items of a long sequence, with None where the middle is left out."""
-    if len(items) <= limit:
-        return list(items)
-    head = (limit + 1) // 2
-    tail = limit - head - 1
-    return [*items[:head], None, *items[len(items) - tail:]]
-
-
 def _label(text: str) -> str:
     return f"\\text{{{tex_escape(text)}}}"
 
@@ -146,8 +138,3 @@ def matrix_latex(cells: Sequence[Sequence[str]], row_labels: Sequence[str] | Non
         label = "" if row_labels is None else ((r"\vdots" if r is None else _label(row_labels[r])) + " & ")
         out.append(label + " & ".join(row) + r" \\")
     return f"\\begin{{array}}{{{spec}}}\n" + "\n".join(out) + "\n\\end{array}"
-
-
-def row_latex(values: Sequence[str]) -> str:
-    """``[a, b, c]`` as the lesson writes a row."""
-    return r"\left[" + ",\\ ".join(values) + r"\right]"
