@@ -301,6 +301,24 @@ class Trace:
         """The power of e in exp[i, j] (the shifted score; the scaled score in an open row)."""
         return self.engine.exponent(self._row(i), self._key(j))
 
+    def algebraic_value(self, name: str, i: Index, j: Index) -> sympy.Expr | None:
+        """A softmax-side entry (exp, row_sum, weights, output) in its exact algebraic form
+        when the exponentials cancel (tied scores: 1/2, 1/3, …), else None.  With algebraic
+        inputs None means the entry is transcendental (never on a rounding boundary)."""
+        step = self.step(name)
+        if name not in ("exp", "row_sum", "weights", "output") or not self.engine.algebraic:
+            return None
+        return self.engine.algebraic_value(name, step.row_index(i), step.col_index(j))
+
+    def enclosure(self, name: str, i: Index, prec: int) -> list:
+        """Row i of a step as python-flint arb balls at ``prec`` bits: certified enclosures of
+        the exact entries (``symattn.engine.NEG_INF`` where masked), computed on demand."""
+        step = self.step(name)
+        if self.engine.symbols_of(name):
+            raise SymattnError(f"{name} depends on symbols ({', '.join(sorted(map(str, self.symbols_of(name))))}):"
+                               " substitute numbers (problem.subs) for enclosures")
+        return self.engine.balls(name, step.row_index(i), prec)
+
     def symbols_of(self, name: str) -> frozenset:
         """The symbols a step's entries depend on (empty: it has numbers, so decimals)."""
         self.step(name)

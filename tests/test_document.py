@@ -313,3 +313,18 @@ def test_explain_html_writes_one_page_with_the_lesson_figures(tmp_path):
     for figure in ("0.136", "0.432", "1.86", "6.32", "1.70"):
         assert figure in text
     assert html_outline(page) == LESSON_OUTLINE
+
+
+def test_trace_gives_algebraic_values_and_enclosures_on_demand():
+    tied = sa.attend(sa.Problem(Q=[[1, 0]], K=[[1, 0], [1, 0], [0, 1]], V=[[1], [2], [6]], scale=0))
+    assert tied.algebraic_value("weights", 0, 1) == sympy.Rational(1, 3)      # scale 0: every score ties
+    assert tied.algebraic_value("output", 0, 0) == 3                          # (1 + 2 + 6) / 3
+    lesson = sa.attend(sa.load_example("i-love-cats"))
+    assert lesson.algebraic_value("weights", "cats", "I") is None            # transcendental
+    balls = lesson.enclosure("weights", "cats", 80)
+    # independent: float64 softmax of [4, 12, 10]/√3 lies in each ball (within float error)
+    for ball, w in zip(balls, _softmax_row_float([Fraction(4), Fraction(12), Fraction(10)], 1 / math.sqrt(3),
+                                                 [0, 1, 2])):
+        assert abs(float(ball.mid()) - w) < 1e-15 and float(ball.rad()) < 1e-20
+    with pytest.raises(sa.SymattnError, match="substitute numbers"):
+        sa.attend(symbolic_problem()).enclosure("weights", 0, 64)
