@@ -274,30 +274,30 @@ def compare_float(result: Any, trace: Trace, *, step: str = "output", fmt: str |
     if (len(got), len(got[0])) != target.shape:
         raise FloatRefError(f"the float {step} is {len(got)}×{len(got[0])} but the exact one is "
                             f"{target.shape[0]}×{target.shape[1]}")
-    engine, rounding = trace.engine, Rounding(digits=digits)
+    rounding = Rounding(digits=digits)
     exact_digits = target.decimals(Rounding(digits=max(digits, _SHOW_DIGITS[fmt])))
     entries = []
     for i, row in enumerate(got):
         for c, y in enumerate(row):
-            known = engine.algebraic_value(step, i, c) if engine.algebraic else None
+            known = trace.algebraic_value(step, i, c)
             if known is not None and known.is_Rational:
                 x = Fraction(int(known.p), int(known.q))
                 ulps = round_rational((y - x) / ulp_of(x, fmt), rounding)
                 rel = None if x == 0 else round_rational((y - x) / abs(x), rounding)
             else:
-                ulps, rel = _errors_from_balls(engine, step, i, c, y, fmt, rounding)
+                ulps, rel = _errors_from_balls(trace, step, i, c, y, fmt, rounding)
             entries.append(EntryError(i, c, y, exact_digits[i][c], ulps, rel))
     return FloatReport(step, fmt, "binary", tuple(entries))
 
 
-def _errors_from_balls(engine, step: str, i: int, c: int, y: Fraction, fmt: str,
+def _errors_from_balls(trace: Trace, step: str, i: int, c: int, y: Fraction, fmt: str,
                        rounding: Rounding) -> tuple[CertifiedDecimal, CertifiedDecimal]:
     """(y − x)/ulp(x) and (y − x)/|x| from arb balls of a transcendental x (never a tie)."""
     p, e_min = FORMATS[fmt]
     yq = flint.fmpq(y.numerator, y.denominator)
 
     def x_ball(prec: int) -> flint.arb:
-        return engine.balls(step, i, prec)[c]
+        return trace.enclosure(step, i, prec)[c]
 
     def ulps(prec: int):
         x = x_ball(prec)

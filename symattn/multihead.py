@@ -240,12 +240,8 @@ class MultiHeadResult:
 
     def _head_output(self, h: int, i: int, c: int) -> sympy.Expr:
         """An exact head output entry, in its algebraic form when the engine knows one."""
-        engine = self.traces[h].engine
-        if engine.algebraic:
-            value = engine.algebraic_value("output", i, c)
-            if value is not None:
-                return value
-        return self.traces[h].output[i, c]
+        value = self.traces[h].algebraic_value("output", i, c)
+        return value if value is not None else self.traces[h].output[i, c]
 
     @cached_property
     def concat(self) -> Matrix:

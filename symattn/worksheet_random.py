@@ -101,17 +101,17 @@ def _draw(spec: RandomSpec, rng: random.Random) -> dict:
 
 def _hand_friendly(trace: Trace, spec: RandomSpec) -> bool:
     """No exact ties (unless allowed), no tiny weight, no query that is all zeros."""
-    e, p = trace.engine, trace.problem
+    p = trace.problem
     scores, Q = trace.step("scores"), trace.step("Q")
     for i in range(p.n):
         if all(Q[i, c] == 0 for c in range(p.d_k)):
             return False
-        allowed = e.rows[i].allowed
+        allowed = trace.allowed(i)
         if not spec.allow_ties and len({scores[i, j] for j in allowed}) < len(allowed):
             return False
     weights = trace.step("weights").decimals(Rounding(digits=3))
     for i, row in enumerate(weights):
-        for j in e.rows[i].allowed:
+        for j in trace.allowed(i):
             if row[j].as_fraction() < spec.min_weight:
                 return False
     return True

@@ -78,10 +78,10 @@ def temperature_limits(trace: Trace | None = None) -> Proof:
         checks.append(Line("not checked on this problem: with symbols the order of the scores is open "
                            "(substitute numbers, or see the general argument)", ""))
     elif trace is not None:
-        eng, V = trace.engine, trace.V.matrix
+        V = trace.V.matrix
         for i in range(trace.problem.n):
             keys = allowed(trace, i)
-            top = sorted(eng.top_group(i)) if eng.scale_sign != 0 else list(keys)
+            top = sorted(trace.ties(i))
             hot = [sympy.Rational(1, len(top)) if j in top else 0 for j in keys]
             cold = [sympy.Rational(1, len(keys))] * len(keys)
             if len(keys) <= 4:  # SymPy's limit as a second opinion on small rows
@@ -137,7 +137,7 @@ def convex_hull(trace: Trace | None = None, claims: Claims | None = None) -> Pro
                            f"(the identity o − v_first = Σ_j p_j (v_j − v_first) {'holds' if good else 'FAILS'}); "
                            "with p_j > 0 that places it between the smallest and largest value", ""))
     elif trace is not None:
-        eng, V = trace.engine, trace.V.matrix
+        V = trace.V.matrix
         claimed = claims.entries("output") if claims is not None and claims.output is not None else None
         for i in range(trace.problem.n):
             keys = allowed(trace, i)
@@ -150,7 +150,7 @@ def convex_hull(trace: Trace | None = None, claims: Claims | None = None) -> Pro
                     value, half = entry.value, entry.half
                     inside = compare(lo, value + half) <= 0 and compare(value - half, hi) <= 0
                 else:
-                    value = eng.algebraic_value("output", i, c) if eng.algebraic else None
+                    value = trace.algebraic_value("output", i, c)
                     value, half = (trace.output[i, c] if value is None else value), 0
                     inside = compare(lo, value) <= 0 <= compare(hi, value)
                 ok &= inside
