@@ -281,8 +281,17 @@ class MultiHeadResult:
     def __repr__(self) -> str:
         return f"<MultiHeadResult of {self.problem!r}>"
 
-    def _repr_latex_(self) -> str:  # Jupyter
-        return render_heads_latex(self)
+    def _repr_latex_(self) -> str:  # Jupyter: the LaTeX body of the result's document
+        from symattn.document.build_heads import build_heads_document
+        from symattn.document.printers.latex import print_latex
+
+        return print_latex(build_heads_document(self))
+
+    def _repr_html_(self) -> str:  # Jupyter: a fragment whose CSS is scoped to its wrapper
+        from symattn.document.build_heads import build_heads_document
+        from symattn.document.formats import html_fragment
+
+        return html_fragment(build_heads_document(self))
 
 
 def _certify_matrix(M: Matrix, rounding: Rounding | int) -> list[list[CertifiedDecimal]]:
@@ -294,102 +303,3 @@ def attend_heads(problem: MultiHeadProblem | None = None, **inputs: Any) -> Mult
     if problem is None:
         problem = MultiHeadProblem.split(**inputs)
     return MultiHeadResult(problem)
-
-
-# -- views (numbers only through the certified path) ----------------------------
-
-def _cells(rows: list[list[CertifiedDecimal]]) -> list[list[str]]:
-    return [[str(d) for d in row] for row in rows]
-
-
-def render_heads_text(result: MultiHeadResult, digits: int = 3) -> str:
-    """A compact section per head (weights, output), then concat and output."""
-    from symattn.render.layout import grid, indent
-
-    p, rounding = result.problem, Rounding(digits=digits)
-    kind = ("multi-head" if p.kv_heads == p.heads else "multi-query" if p.kv_heads == 1
-            else "grouped-query")
-    title = f"{p.title}: " if p.title else ""
-    lines = [f"{title}{kind} attention, {p.heads} query head{'s' * (p.heads > 1)} over "
-             f"{p.kv_heads} key/value head{'s' * (p.kv_heads > 1)} "
-             f"(head i uses key/value head i // {p.group})", ""]
-    for h, trace in enumerate(result.traces):
-        hp = trace.problem
-        lines.append(f"head {h} (key/value head {p.kv_of[h]}): d_k = {hp.d_k}, d_v = {hp.d_v}, "
-                     f"scale = {sympy.sstr(hp.scale)}")
-        weights = grid(_cells(trace.weights.decimals(rounding)), hp.tokens, hp.key_tokens)
-        output = grid(_cells(trace.output.decimals(rounding)), hp.tokens,
-                      [str(c) for c in range(hp.d_v)])
-        lines += indent(["weights ≈", *weights, "output ≈", *output]) + [""]
-    labels = [f"h{h}.{c}" for h, d in enumerate(p.d_v) for c in range(d)]
-    lines.append(f"concat = [O_0 | … | O_{p.heads - 1}]    ({p.n}×{p.width})")
-    lines += indent(grid(_cells(result.concat_decimals(rounding)), p.tokens, labels)) + [""]
-    if p.W_o is not None:
-        lines.append(f"output = concat·W_o    ({p.n}×{p.W_o.cols})")
-        lines += indent(grid(_cells(result.output_decimals(rounding)), p.tokens,
-                             [str(c) for c in range(p.W_o.cols)])) + [""]
-    lines.append("average weights (nn.MultiheadAttention, average_attn_weights=True)")
-    lines += indent(grid(_cells(result.average_weights_decimals(rounding)), p.tokens, p.key_tokens))
-    return "\n".join(lines) + "\n"
-
-
-def heads_json(result: MultiHeadResult, digits: int = 3) -> dict[str, Any]:
-    """The machine-readable result: exact strings and certified decimals."""
-    p, rounding = result.problem, Rounding(digits=digits)
-
-    def both(exact: Matrix, decimals: list[list[CertifiedDecimal]]) -> dict[str, Any]:
-        return {"shape": [exact.rows, exact.cols],
-                "exact": [[sympy.sstr(exact[i, j]) for j in range(exact.cols)] for i in range(exact.rows)],
-                "decimal": _cells(decimals)}
-
-    heads = []
-    for h, trace in enumerate(result.traces):
-        heads.append({"head": h, "kv_head": p.kv_of[h], "d_k": trace.problem.d_k,
-                      "scale": sympy.sstr(trace.problem.scale),
-                      "weights": both(trace.weights.matrix, trace.weights.decimals(rounding)),
-                      "output": both(trace.output.matrix, trace.output.decimals(rounding))})
-    out = {"digits": digits, "heads": p.heads, "kv_heads": p.kv_heads, "tokens": list(p.tokens),
-           "key_tokens": list(p.key_tokens), "per_head": heads,
-           "concat": both(result.concat, result.concat_decimals(rounding)),
-           "average_weights": both(result.average_weights, result.average_weights_decimals(rounding))}
-    if p.W_o is not None:
-        out["output"] = both(result.output, result.output_decimals(rounding))
-    return out
-
-
-def _tex_number(text: str) -> str:
-    """'1.35e-7' → '1.35 \\times 10^{-7}' (a certified decimal's text, re-typeset)."""
-    if "e" in text:
-        mantissa, exponent = text.split("e")
-        return rf"{mantissa} \times 10^{{{int(exponent)}}}"
-    return text
-
-
-def _bmatrix(rows: list[list[CertifiedDecimal]]) -> str:
-    body = r" \\ ".join(" & ".join(_tex_number(str(d)) for d in row) for row in rows)
-    return r"\begin{bmatrix} " + body + r" \end{bmatrix}"
-
-
-def render_heads_latex(result: MultiHeadResult, digits: int = 3) -> str:
-    """A LaTeX fragment (amsmath): each head's weights and output, concat, output, averaged weights."""
-    p, rounding = result.problem, Rounding(digits=digits)
-    from symattn.render.texutil import tex_escape
-
-    out = [rf"% {p.heads} query head(s) over {p.kv_heads} key/value head(s); "
-           rf"head i uses key/value head i // {p.group}"]
-    if p.title:
-        out.append(rf"\paragraph{{{tex_escape(p.title)}}}")
-    out.append("Rows (queries): " + ", ".join(tex_escape(t) for t in p.tokens) + "; columns of "
-               r"$A$ (keys): " + ", ".join(tex_escape(t) for t in p.key_tokens) + ".")
-    for h, trace in enumerate(result.traces):
-        out.append(rf"\paragraph{{Head {h}}} (key/value head {p.kv_of[h]}, "
-                   rf"scale ${sympy.latex(trace.problem.scale)}$)")
-        out.append(rf"\[ A^{{({h})}} \approx {_bmatrix(trace.weights.decimals(rounding))}, \quad "
-                   rf"O^{{({h})}} = A^{{({h})}} V^{{({p.kv_of[h]})}} \approx {_bmatrix(trace.output.decimals(rounding))} \]")
-    heads = ", ".join(f"O^{{({h})}}" for h in range(p.heads))
-    out.append(rf"\[ \operatorname{{concat}}({heads}) \approx {_bmatrix(result.concat_decimals(rounding))} \]")
-    if p.W_o is not None:
-        out.append(rf"\[ O = \operatorname{{concat}}\,W_o \approx {_bmatrix(result.output_decimals(rounding))} \]")
-    out.append(rf"\[ \bar A = \tfrac{{1}}{{{p.heads}}} \textstyle\sum_h A^{{(h)}} \approx "
-               rf"{_bmatrix(result.average_weights_decimals(rounding))} \]")
-    return "\n".join(out) + "\n"

@@ -330,6 +330,12 @@ class Trace:
 
         return trace_repr_latex(self)
 
+    def _repr_html_(self) -> str:
+        """Jupyter: the derivation as an HTML fragment (MathML, CSS scoped to its wrapper)."""
+        from symattn.render.jupyter import trace_repr_html
+
+        return trace_repr_html(self)
+
     def _repr_pretty_(self, p, cycle) -> None:
         """IPython's plain-text display: the terminal derivation."""
         from symattn.render.text import render_text

@@ -132,24 +132,32 @@ def test_facts_on_a_multihead_file(tmp_path):
     assert out["holds"] is True and "2 query heads over 1 key/value head" in out["checks"][0]
 
 
-def test_latex_view_shows_the_certified_decimals():
-    from symattn.multihead import render_heads_latex
+def test_latex_view_shows_the_certified_decimals(capsys):
+    """The LaTeX is the heads document printed (issue 10: one document, every format);
+    --latex is --format latex, a complete document that the notebook's body matches."""
+    from symattn import cli
+    from symattn.document.build_heads import build_heads_document
+    from symattn.document.formats import print_document
 
     result = attend_heads(MultiHeadProblem.from_toml_text(DEMO_TOML))
-    tex = render_heads_latex(result)
-    assert r"A^{(0)} \approx \begin{bmatrix} 0.136 & 0.432 & 0.432 \\ 0.000890 & 0.909 & 0.0903" in tex
-    assert r"O = \operatorname{concat}\,W_o \approx \begin{bmatrix} 1.92 & 6.97 & 1.10" in tex
-    assert tex.count(r"\begin{bmatrix}") == 2 * 2 + 3
-    assert result._repr_latex_() == tex
-    done = _run("heads", "--latex")
-    assert done.returncode == 0 and done.stdout == tex
+    tex = print_document(build_heads_document(result), "latex")
+    assert "A_0 \\approx" in tex and "\\text{I} & 0.136 & 0.432 & 0.432 \\\\" in tex
+    assert "\\text{love} & 0.000890 & 0.909 & 0.0903 \\\\" in tex
+    assert "\\text{I} & 1.92 & 6.97 & 1.10 \\\\" in tex           # concat·W_o, row I
+    assert tex.count("\\begin{array}") == 2 * 2 + 3
+    assert result._repr_latex_() in tex
+    for argv in (["heads", "--latex"], ["heads", "--format", "latex"]):
+        assert cli.main(argv) == 0
+        assert capsys.readouterr().out == tex
 
 
 def test_tex_numbers_use_powers_of_ten():
-    from symattn.multihead import _tex_number
+    from symattn.certify import certify
+    from symattn.document.blocks import Decimal
+    from symattn.document.printers.latex import LatexPrinter
 
-    assert _tex_number("1.14e-7") == r"1.14 \times 10^{-7}"
-    assert _tex_number("0.432") == "0.432"
+    assert LatexPrinter().print(Decimal(certify(sympy.Rational(114, 10**9), 3))) == r"1.14 \times 10^{-7}"
+    assert LatexPrinter().print(Decimal(certify(sympy.Rational(432, 1000), 3))) == "0.432"
 
 
 def test_symbols_pass_through_every_head():

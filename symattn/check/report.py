@@ -1,7 +1,8 @@
-"""Views of verdicts: one line per figure (text) and the ``--json`` contract.
+"""The counts of a check and the ``--json`` contract; every other view of verdicts is the
+check document (``document.build_check``) printed in the format asked for.
 
 Why separate from the checker: the verdicts are data; how they are shown
-(terminal, JSON, a grade report) is a view that never re-judges anything.
+(terminal, JSON, LaTeX, HTML, a grade report) is a view that never re-judges anything.
 """
 
 from __future__ import annotations
@@ -13,10 +14,7 @@ from typing import Sequence
 from symattn.check.checker import FigureVerdict
 from symattn.check.verdict import CODES
 
-__all__ = ["render_json", "render_text", "summary"]
-
-_MARK = {"exact": "✓", "rounded": "✓", "last-digit": "✗", "mistake": "✗", "wrong": "✗",
-         "invalid": "!"}
+__all__ = ["render_json", "render_text", "summary", "summary_line"]
 
 
 def summary(verdicts: Sequence[FigureVerdict]) -> dict:
@@ -28,11 +26,6 @@ def summary(verdicts: Sequence[FigureVerdict]) -> dict:
             "all_right": right == len(verdicts)}
 
 
-def _one_line(text: str, limit: int = 60) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[:limit - 1] + "…"
-
-
 def summary_line(verdicts: Sequence[FigureVerdict]) -> str:
     s = summary(verdicts)
     parts = ", ".join(f"{n} {code}" for code, n in s["counts"].items())
@@ -41,18 +34,11 @@ def summary_line(verdicts: Sequence[FigureVerdict]) -> str:
 
 
 def render_text(verdicts: Sequence[FigureVerdict], title: str | None = None) -> str:
-    """One line per figure (and its explanation when it is not right), then a summary."""
-    lines = [title] if title else []
-    width = max((len(v.target) + (len(v.variant) + 3 if v.variant else 0) for v in verdicts),
-                default=0)
-    for v in verdicts:
-        name = v.target + (f" ({v.variant})" if v.variant else "")
-        code = v.code + (f": {v.mistake}" if v.mistake else "")
-        lines.append(f"{_MARK[v.code]} {name.ljust(width)}  {_one_line(v.text)!s:<40}  {code}")
-        if not v.right:
-            lines.append(f"    {v.message}")
-    lines.append(summary_line(verdicts))
-    return "\n".join(lines) + "\n"
+    """The report as terminal text: the check document (``document.build_check``) printed."""
+    from symattn.document.build_check import build_check_document
+    from symattn.document.formats import print_document
+
+    return print_document(build_check_document(verdicts, title), "text")
 
 
 def render_json(verdicts: Sequence[FigureVerdict], source: str | None = None) -> str:

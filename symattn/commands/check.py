@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from symattn.commands import Outcome
+from symattn.commands.heads import add_format_arguments, chosen_format
 
 ORDER = 30
 
@@ -17,17 +18,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     source.add_argument("figures", nargs="?", help="a figures file (TOML)")
     source.add_argument("--example", metavar="NAME",
                         help="check every figure a built-in lesson prints (e.g. i-love-cats)")
-    parser.add_argument("--json", action="store_true", help="print the verdicts as JSON")
-    parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    add_format_arguments(parser, json_help="the verdicts as JSON", latex_help="")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> Outcome:
     from symattn.check.figfile import example_figures, load_figures
-    from symattn.check.report import render_json, render_text
+    from symattn.check.report import render_json
 
+    fmt = chosen_format(args)
     figures = example_figures(args.example) if args.example else load_figures(args.figures)
     verdicts = figures.check()
-    text = (render_json(verdicts, figures.source) if args.json
-            else render_text(verdicts, figures.title))
-    return Outcome(text, 0 if all(v.right for v in verdicts) else 1)
+    status = 0 if all(v.right for v in verdicts) else 1
+    if fmt == "json":
+        return Outcome(render_json(verdicts, figures.source), status)
+    from symattn.document.build_check import build_check_document
+    from symattn.document.formats import print_document
+
+    return Outcome(print_document(build_check_document(verdicts, figures.title), fmt), status)

@@ -7,6 +7,7 @@ import json
 
 from symattn.commands import Outcome
 from symattn.commands.explain import add_problem_arguments, load_problem
+from symattn.commands.heads import add_format_arguments, chosen_format
 
 ORDER = 40
 
@@ -18,15 +19,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "problem (default: the lesson 'I love cats'). Exit status 1 when a fact fails "
                     "(only claimed figures can make one fail).")
     add_problem_arguments(parser)
-    parser.add_argument("--json", action="store_true", help='print [{"fact": NAME, "holds": true|false, ...}]')
-    parser.add_argument("--latex", action="store_true", help="print the proofs as a LaTeX fragment")
+    add_format_arguments(parser, json_help='[{"fact": NAME, "holds": true|false, ...}]',
+                         latex_help="the proofs as a LaTeX document")
     parser.add_argument("--fact", action="append", metavar="NAME",
                         help="only this fact (repeatable); names as in --json")
     parser.add_argument("--claims", metavar="FILE",
                         help="a TOML file with weights = [[...]] and/or output = [[...]] to check the facts on")
     parser.add_argument("--general", action="store_true",
                         help="only the general proofs (no problem)")
-    parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     parser.set_defaults(run=run)
 
 
@@ -34,8 +34,7 @@ def run(args: argparse.Namespace) -> Outcome:
     from symattn.errors import SymattnError
     from symattn.facts import FACTS, Claims, check_facts
 
-    if args.json and args.latex:
-        raise SymattnError("give --json or --latex, not both")
+    fmt = chosen_format(args)
     if args.general and (args.problem or args.example):
         raise SymattnError("--general proves the facts without a problem: leave out the problem")
     for name in args.fact or []:
@@ -45,13 +44,13 @@ def run(args: argparse.Namespace) -> Outcome:
     problem = None if args.general else _load(args)
     proofs = check_facts(problem, claims, args.fact)
     status = 0 if all(p.holds for p in proofs) else 1
-    if args.json:
+    if fmt == "json":
         return Outcome(json.dumps([p.to_json() for p in proofs], indent=2, ensure_ascii=False) + "\n", status)
-    if args.latex:
-        return Outcome("".join(p.latex() for p in proofs), status)
-    held = sum(p.holds for p in proofs)
-    head = f"{held} of {len(proofs)} facts hold" + ("" if held == len(proofs) else " — see ✗ below")
-    return Outcome(head + "\n\n" + "\n".join(p.text() for p in proofs), status)
+    from symattn.document.build_facts import build_facts_document
+    from symattn.document.formats import print_document
+
+    title = "Facts about attention" + (f": {problem.title}" if getattr(problem, "title", None) else "")
+    return Outcome(print_document(build_facts_document(proofs, title), fmt, fragment=args.fragment), status)
 
 
 def _load(args: argparse.Namespace):

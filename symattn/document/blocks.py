@@ -46,6 +46,8 @@ __all__ = [
     "Block", "Document", "Section", "Formula", "Summary", "Note", "LabelledMatrix", "WorkedProjection",
     "DotProduct", "DotProducts", "ScaleNote", "ScaledRow", "SoftmaxRule", "SoftmaxRow", "HeatMap",
     "Blend", "CheckLine", "Check", "Cells", "Indices", "elide",
+    # results other than a Trace: proofs of facts, verdicts on written figures
+    "ProofLine", "ProofLines", "VerdictRow", "Verdicts", "Report",
 ]
 
 
@@ -442,3 +444,55 @@ class Document(Block):
     @property
     def sections(self) -> tuple[Section, ...]:
         return tuple(b for b in self.children if isinstance(b, Section))
+
+
+# -- results other than a Trace ------------------------------------------------------
+
+@dataclass(frozen=True)
+class ProofLine:
+    """One line of a proof, as the fact wrote it: plain text and LaTeX math
+    (``latex`` empty: the line is prose, printed from ``text``)."""
+
+    text: str
+    latex: str = ""
+
+
+@dataclass(frozen=True)
+class ProofLines(Block):
+    """A labelled run of proof lines: ``In general (SymPy, on symbols)``, ``On the given data``."""
+
+    heading: str
+    lines: tuple[ProofLine, ...]
+
+
+@dataclass(frozen=True)
+class VerdictRow:
+    """The verdict on one written figure: ``mark`` is ✓ (right), ✗ (not) or ! (unreadable);
+    ``expected`` the certified rounding at the written precision (entries joined by ", ")."""
+
+    target: str
+    variant: str | None
+    text: str
+    code: str
+    mark: str
+    right: bool
+    message: str
+    expected: str | None = None
+    mistake: str | None = None
+
+
+@dataclass(frozen=True)
+class Verdicts(Block):
+    """A table of verdicts, one row per figure, in the order written."""
+
+    rows: tuple[VerdictRow, ...]
+
+
+@dataclass(frozen=True)
+class Report(Document):
+    """A document the terminal prints as a listing: its sections' blocks one after another,
+    without headings (one line per item, as ``symattn check`` has always printed, for grep and
+    CI logs); LaTeX, JSON and HTML show the sections as for any document.  ``show_title``:
+    the terminal listing starts with the title (False when the title is only a default)."""
+
+    show_title: bool = True

@@ -1,9 +1,10 @@
 """Proof objects: what a fact says, why it holds, and what was checked.
 
 A :class:`Proof` is data, not prose: its lines carry both a text and a LaTeX
-form, so the same proof renders in a terminal, in a notebook
-(``_repr_latex_``) and as JSON, and a failing check keeps its
-counterexample for the caller to inspect.
+form, so the same proof prints through the facts document
+(``document.build_facts``) as text, LaTeX, HTML and in a notebook, and as
+JSON (``to_json``); a failing check keeps its counterexample for the caller
+to inspect.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from typing import Any
 import sympy
 
 from symattn.certify import certify
-from symattn.render.texutil import tex_escape
 
 
 @dataclass(frozen=True)
@@ -64,36 +64,25 @@ class Proof:
         return " and ".join(parts) or "none"
 
     def text(self) -> str:
-        """A plain-text rendering (what ``symattn facts`` prints)."""
-        mark = "✓ holds" if self.holds else "✗ FAILS"
-        out = [f"{self.fact}: {mark}", f"  {self.statement.text}"]
-        if self.general:
-            out.append("  In general (verified with SymPy on symbols):")
-            out += [f"    {line.text}" for line in self.general]
-        if self.checks:
-            out.append("  On the given data (exact):")
-            out += [f"    {line.text}" for line in self.checks]
-        if self.counterexample:
-            pairs = ", ".join(f"{k} = {v}" for k, v in self.counterexample.items())
-            out.append(f"  Counterexample: {pairs}")
-        return "\n".join(out) + "\n"
+        """Plain text: the fact's section of the facts document (``document.build_facts``)."""
+        from symattn.document.build_facts import proof_section
+        from symattn.document.printers.text import TextPrinter
+
+        lines = TextPrinter().print(proof_section(self))
+        return "\n".join(lines[1:]) + "\n"      # the section without its leading blank line
 
     def latex(self) -> str:
-        """A LaTeX fragment (itemize lists of display-math lines)."""
-        mark = r"holds" if self.holds else r"\textbf{fails}"
-        out = [rf"\paragraph{{\texttt{{{tex_escape(self.fact)}}}: {mark}.}} ${self.statement.latex}$"]
-        for title, lines in (("In general (SymPy, on symbols)", self.general),
-                             ("On the given data (exact)", self.checks)):
-            if lines:
-                out.append(rf"\par {title}:")
-                out.append(r"\begin{itemize}")
-                out += [rf"  \item ${line.latex}$" if line.latex else rf"  \item {tex_escape(line.text)}"
-                        for line in lines]
-                out.append(r"\end{itemize}")
-        if self.counterexample:
-            pairs = ", ".join(f"{k} = {v}" for k, v in self.counterexample.items())
-            out.append(rf"\par Counterexample: \texttt{{{tex_escape(pairs)}}}")
-        return "\n".join(out) + "\n"
+        """A LaTeX fragment: the fact's section of the facts document."""
+        from symattn.document.build_facts import proof_section
+        from symattn.document.printers.latex import LatexPrinter
+
+        return "\n".join(LatexPrinter().print(proof_section(self))) + "\n"
+
+    def _repr_html_(self) -> str:  # Jupyter: a fragment whose CSS is scoped to its wrapper
+        from symattn.document.build_facts import build_facts_document
+        from symattn.document.formats import html_fragment
+
+        return html_fragment(build_facts_document([self], title=self.fact))
 
     def _repr_latex_(self) -> str:  # Jupyter
         return self.latex()

@@ -1,6 +1,7 @@
-"""Jupyter display: a Trace or a Step as typeset math (MathJax-friendly LaTeX).
+"""Jupyter display: a Trace or a Step as typeset math (MathJax-friendly LaTeX), and a
+Trace as an HTML fragment (the derivation document, CSS scoped to one wrapper class).
 
-``Trace._repr_latex_`` and ``Step._repr_latex_`` call these.  Exact values
+``Trace._repr_latex_``, ``Trace._repr_html_`` and ``Step._repr_latex_`` call these.  Exact values
 sit beside certified decimals; large steps elide their middle, and the
 exact forms of elided entries are never built.  IPython is not needed.
 """
@@ -83,3 +84,12 @@ def trace_repr_latex(trace: Trace) -> str:
         symbol, _, rest = math.partition(" ")
         rows.append(f"{symbol} &{rest} && \\text{{{tex_escape(step.info.meaning)}}}")
     return "$$\\begin{aligned}\n" + " \\\\[4pt]\n".join(rows) + "\n\\end{aligned}$$"
+
+
+def trace_repr_html(trace: Trace) -> str:
+    """Jupyter's ``_repr_html_`` for a Trace: the derivation document as an HTML fragment
+    (no ``<html>`` or ``<body>``; its stylesheet applies only inside its wrapper ``div``)."""
+    from symattn.document.build import build_document
+    from symattn.document.formats import html_fragment
+
+    return html_fragment(build_document(trace))

@@ -317,6 +317,30 @@ class HtmlPrinter(Printer):
         return (f'<div class="check" id="check-{m.escape(c.name)}"><p><strong>{m.escape(c.statement)}</strong> '
                 f"{reason}</p>\n<ul class=\"checks\">{items}</ul></div>\n")
 
+    # -- results other than a Trace ---------------------------------------------------
+    def _print_ProofLines(self, p: b.ProofLines) -> str:
+        if not p.heading:
+            return "".join(f'<p class="statement">{m.escape(line.text)}</p>\n' for line in p.lines)
+        items = "".join(f"<li>{m.escape(line.text)}</li>" for line in p.lines)
+        return f'<p>{m.escape(p.heading)}:</p>\n<ul class="steps">{items}</ul>\n'
+
+    def _print_Verdicts(self, v: b.Verdicts) -> str:
+        words = {"✓": "right", "✗": "not right", "!": "unreadable"}
+        head = "".join(f'<th scope="col">{h}</th>' for h in
+                       ("Figure", "Written", "Verdict", "Expected", "Mistake", "Why"))
+        rows = []
+        for r in v.rows:
+            name = r.target + (f" ({r.variant})" if r.variant else "")
+            verdict = f"{r.mark} {r.code}"
+            rows.append(f'<tr class="{"right" if r.right else "not-right"}">'
+                        f'<th scope="row"><code>{m.escape(name)}</code></th>'
+                        f"<td><code>{m.escape(' '.join(r.text.split()))}</code></td>"
+                        f'<td aria-label="{words.get(r.mark, r.mark)}: {m.escape(r.code)}">{m.escape(verdict)}</td>'
+                        f"<td>{m.escape(r.expected or '')}</td><td>{m.escape(r.mistake or '')}</td>"
+                        f'<td class="left">{m.escape(r.message)}</td></tr>')
+        return (f'<div class="scroll"><table class="verdicts"><thead><tr>{head}</tr></thead>'
+                f'<tbody>{"".join(rows)}</tbody></table></div>\n')
+
     # -- math nodes --------------------------------------------------------------------
     def _print_Int(self, n: b.Int) -> str:
         return m.mn(str(n.value))

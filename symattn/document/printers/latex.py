@@ -11,6 +11,7 @@ from symattn.document.blocks import (
     Approx, Blend, Chain, Check, Decimal, Document, DotProducts, Dots, Exact, Exp, Factor, Frac, HeatMap,
     Int, LabelledMatrix, Math, Mul, Neg, Note, Product, Row, ScaledRow, ScaleNote, Section, Seq, SigmaSum,
     SoftmaxRow, SoftmaxRule, Sqrt, Sub, Sum, Summary, Sym, Token, WorkedProjection, Words,
+    ProofLines, Verdicts,
 )
 from symattn.document.printers.base import Printer, section_numbers
 from symattn.document.sympytext import latex_text
@@ -319,6 +320,33 @@ class LatexPrinter(Printer):
                + (self.print(line.math, align=True) if isinstance(line.math, Chain) else
                   "&\\;\\;" + self.print(line.math)) for line in c.lines]
         lines.append(aligned(eqs))
+        return lines
+
+    # -- results other than a Trace ---------------------------------------------------
+    @staticmethod
+    def _proof_line(line) -> str:
+        return f"${line.latex}$" if line.latex else tex_escape(line.text)
+
+    def _print_ProofLines(self, p: ProofLines) -> list[str]:
+        if not p.heading:
+            return [" ".join(self._proof_line(line) for line in p.lines), ""]
+        return [f"\\par {tex_escape(p.heading)}:", r"\begin{itemize}",
+                *(f"  \\item {self._proof_line(line)}" for line in p.lines), r"\end{itemize}"]
+
+    def _print_Verdicts(self, v: Verdicts) -> list[str]:
+        marks = {"✓": r"$\checkmark$", "✗": r"$\times$", "!": r"\textbf{!}"}
+        lines = [r"\begin{itemize}"]
+        for r in v.rows:
+            name = f"\\texttt{{{tex_escape(r.target)}}}" + (f" ({tex_escape(r.variant)})" if r.variant else "")
+            code = f"\\textbf{{{tex_escape(r.code)}}}" + (f": {tex_escape(r.mistake)}" if r.mistake else "")
+            written = tex_escape(" ".join(r.text.split()))
+            item = f"  \\item[{marks.get(r.mark, tex_escape(r.mark))}] {name}: {written} --- {code}"
+            if r.expected is not None and not r.right:
+                item += f"; expected {tex_escape(r.expected)}"
+            if not r.right:
+                item += f"\\\\\n  {{\\small {tex_escape(r.message)}}}"
+            lines.append(item)
+        lines.append(r"\end{itemize}")
         return lines
 
 

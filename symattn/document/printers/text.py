@@ -12,6 +12,7 @@ from symattn.document.blocks import (
     Approx, Blend, Chain, Check, Decimal, Document, DotProducts, Dots, Exact, Exp, Factor, Frac, HeatMap,
     Int, LabelledMatrix, Math, Mul, Neg, Note, Product, Row, ScaledRow, ScaleNote, Section, Seq, SigmaSum,
     SoftmaxRow, SoftmaxRule, Sqrt, Sub, Sum, Summary, Sym, Token, WorkedProjection, Words,
+    ProofLines, Report, Verdicts,
 )
 from symattn.document.printers.base import Printer
 from symattn.document.sympytext import unicode_text
@@ -265,6 +266,41 @@ class TextPrinter(Printer):
         for line in c.lines:
             lines.append(f"   {line.label}: {self.print(line.math)}" if line.label else f"   {self.print(line.math)}")
         return lines
+
+    # -- results other than a Trace ---------------------------------------------------
+    def _print_ProofLines(self, p: ProofLines) -> list[str]:
+        if not p.heading:
+            return [f"   {line.text}" for line in p.lines]
+        return [f"   {p.heading}:", *(f"     {line.text}" for line in p.lines)]
+
+    def _print_Verdicts(self, v: Verdicts) -> list[str]:
+        """One line per figure (its explanation beneath when it is not right)."""
+        width = max((len(r.target) + (len(r.variant) + 3 if r.variant else 0) for r in v.rows), default=0)
+        lines = []
+        for r in v.rows:
+            name = r.target + (f" ({r.variant})" if r.variant else "")
+            code = r.code + (f": {r.mistake}" if r.mistake else "")
+            lines.append(f"{r.mark} {name.ljust(width)}  {_one_line(r.text):<40}  {code}")
+            if not r.right:
+                lines.append(f"    {r.message}")
+        return lines
+
+    def _print_Report(self, doc: Report) -> str:
+        """The listing: the title, then every section's blocks without headings; notes unwrapped."""
+        lines = [doc.title] if doc.show_title else []
+        for section in doc.sections:
+            for child in section.children:
+                if isinstance(child, Note):
+                    lines.append("".join(p if isinstance(p, str) else self.print(p) for p in child.parts))
+                else:
+                    lines += self.print(child)
+        return "\n".join(lines) + "\n"
+
+
+def _one_line(text: str, limit: int = 60) -> str:
+    """A written figure on one line (a pasted numpy matrix spans several)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[:limit - 1] + "…"
 
 
 def _wrap(text: str, width: int = WIDTH) -> list[str]:
