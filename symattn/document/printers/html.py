@@ -161,8 +161,12 @@ class HtmlPrinter(Printer):
 
     def _print_LabelledMatrix(self, lm: b.LabelledMatrix) -> str:
         r, c = lm.shape
-        caption = (m.math(m.mrow(self.print(lm.symbol), m.mo("="))) + f" <span class=\"note\">({r}×{c}"
-                   + ("" if lm.integers or lm.decimals is None else "; certified decimals beneath")
+        only_decimals = lm.exact is None              # the cells are the decimals themselves
+        rel = _relation(lm.decimals) if only_decimals else "="   # ≈ unless every decimal is exact
+        caption = (m.math(m.mrow(self.print(lm.symbol), m.mo(rel)))
+                   + f" <span class=\"note\">({r}×{c}"
+                   + ("; certified decimals" if only_decimals else
+                      "" if lm.integers or lm.decimals is None else "; certified decimals beneath")
                    + ")</span>")
         lead = f"<p>{m.escape(lm.caption[:1].upper() + lm.caption[1:])}:</p>\n" if lm.caption else ""
         exact = lm.exact if lm.exact is not None else lm.decimals
