@@ -41,6 +41,7 @@ from symattn.exact import DecimalText, to_exact
 from symattn.precision import cap_bits, precision, precisions, undecided
 from symattn.problem import Problem
 from symattn.trace import Trace
+from symattn.floatref.errors import FloatRefError
 
 #: precision p (bits, with the hidden bit) and minimum normal exponent of each format
 FORMATS: dict[str, tuple[int, int]] = {
@@ -48,10 +49,6 @@ FORMATS: dict[str, tuple[int, int]] = {
 }
 #: significant digits that tell neighbouring floats apart (shown in reports)
 _SHOW_DIGITS = {"float64": 17, "float32": 9, "float16": 5, "bfloat16": 4}
-
-
-class FloatRefError(SymattnError, ValueError):
-    """Float inputs that cannot be used (not finite, not a matrix, numpy missing, ...)."""
 
 
 def _numpy():
@@ -322,3 +319,6 @@ def float_report(Q: Any, K: Any, V: Any, result: Any, *, step: str = "output", m
     trace = reference(Q, K, V, mask=mask, scale=scale, mode=mode, causal=causal)
     report = compare_float(result, trace, step=step, fmt=format_of(result), digits=digits)
     return FloatReport(report.step, report.fmt, mode, report.entries)
+
+
+from symattn.floatref.sdpa import SDPAReference, correctly_rounded  # noqa: E402  (the SDPA oracle)

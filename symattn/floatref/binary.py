@@ -1,0 +1,89 @@
+"""Round-to-nearest-even into the float formats, decided exactly.
+
+Three roundings of one rule (IEEE 754 roundTiesToEven, the format's own
+precision p, minimum exponent e_min and maximum exponent e_max, subnormals
+included, overflow to ±inf):
+
+* :func:`round_array` — a float64 numpy array, vectorised: frexp gives the
+  binade exactly, ldexp scales by a power of two exactly, and numpy's
+  ``rint`` is round-half-even on an integer grid.  No cast between float
+  formats is trusted (float64 → float32 → bfloat16 would round twice).
+* :func:`round_fraction` — an exact rational, with Python integers.
+* :func:`round_ball` — an arb ball: decided when both ends round alike.
+
+A result is a Python/numpy float64 that holds the format's value exactly.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import NamedTuple
+
+import flint
+
+
+class BinaryFormat(NamedTuple):
+    """A binary floating-point format: precision (with the hidden bit) and exponent range."""
+
+    name: str
+    p: int
+    e_min: int
+    e_max: int
+
+    @property
+    def max_finite(self) -> Fraction:
+        return Fraction(2 ** self.p - 1) * Fraction(2) ** (self.e_max - self.p + 1)
+
+
+BINARY_FORMATS: dict[str, BinaryFormat] = {
+    "float64": BinaryFormat("float64", 53, -1022, 1023),
+    "float32": BinaryFormat("float32", 24, -126, 127),
+    "float16": BinaryFormat("float16", 11, -14, 15),
+    "bfloat16": BinaryFormat("bfloat16", 8, -126, 127),
+}
+
+
+def round_array(x, fmt: BinaryFormat):
+    """RNE of every entry of a float64 array into ``fmt`` (a float64 array of format values)."""
+    import numpy as np
+
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        _, e = np.frexp(x)                                   # |x| in [2^(e-1), 2^e)
+        q = np.maximum(e - 1, fmt.e_min) - (fmt.p - 1)       # the quantum: 2^q
+        y = np.ldexp(np.rint(np.ldexp(x, -q)), q)            # both ldexp exact here
+        big = float(fmt.max_finite)
+        y = np.where(np.abs(y) > big, np.copysign(np.inf, x), y)
+    return y
+
+
+def round_fraction(value: Fraction, fmt: BinaryFormat) -> float:
+    """RNE of an exact rational into ``fmt``, with integers (a float holding the value)."""
+    if value == 0:
+        return 0.0
+    a = abs(value)
+    e = a.numerator.bit_length() - a.denominator.bit_length()   # 2^e <= a < 2^(e+2)
+    if Fraction(2) ** (e + 1) <= a:
+        e += 1
+    q = max(e, fmt.e_min) - fmt.p + 1
+    scaled = a / Fraction(2) ** q
+    n = round(scaled)            # Fraction.__round__: half to even
+    result = n * Fraction(2) ** q
+    if result > fmt.max_finite:
+        return float("inf") if value > 0 else float("-inf")
+    out = float(result)          # exact: every format value is a float64
+    return out if value > 0 else -out
+
+
+def _dyadic(x: flint.arb) -> Fraction:
+    man, exp = (int(v) for v in x.man_exp())
+    return Fraction(man) * Fraction(2) ** exp
+
+
+def round_ball(x: flint.arb, fmt: BinaryFormat) -> float | None:
+    """The RNE of the value a ball encloses, when both its ends round alike; else None."""
+    if not x.is_finite():
+        return None
+    mid, rad = _dyadic(x.mid()), _dyadic(x.rad())
+    lo, hi = round_fraction(mid - rad, fmt), round_fraction(mid + rad, fmt)
+    return hi if lo == hi else None

@@ -1,0 +1,208 @@
+"""Correctly rounded references of torch's scaled_dot_product_attention, proved.
+
+:func:`correctly_rounded` takes SDPA's arguments on numpy arrays (read by
+their exact binary values) and returns the weights and the output with
+every entry the round-to-nearest-even of the exact value in the target
+format.  Most entries are decided by float64 enclosures
+(:mod:`symattn.floatref.fast`); an entry whose enclosure straddles a
+rounding boundary is decided through the Trace (the one engine, arb balls
+of rising precision; exact rationals such as a tied row's midpoint
+exactly).  docs/floatref.md has the semantics and the error analysis.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from symattn.floatref.binary import BINARY_FORMATS, BinaryFormat, round_array, round_ball, round_fraction
+from symattn.floatref.errors import FloatRefError
+
+#: float32/16/bf16 are decided from float64 enclosures; float64 needs the arb path for every entry
+FAST_FORMATS = ("float32", "float16", "bfloat16")
+
+
+def _numpy():
+    try:
+        import numpy
+    except ImportError:  # pragma: no cover - numpy is in the test extra
+        raise FloatRefError("floatref needs numpy: pip install numpy") from None
+    return numpy
+
+
+@dataclass(frozen=True)
+class SDPAReference:
+    """The correctly rounded weights (…, L, S) and output (…, L, Ev) of SDPA.
+
+    ``dtype`` is the target format.  bfloat16 values are returned in float32
+    arrays (numpy has no bfloat16; every bfloat16 is a float32 exactly).
+    A fully masked row (no key may be attended to) has NaN weights and
+    output, and is True in ``fully_masked`` (…, L).  Zeros are +0.
+    ``arb_entries`` counts the entries that needed the arb path."""
+
+    output: Any
+    weights: Any
+    dtype: str
+    fully_masked: Any
+    arb_entries: int
+    entries: int
+
+
+@dataclass(frozen=True)
+class Problem4:
+    """SDPA's arguments, normalised: float64 arrays broadcast to one batch shape."""
+
+    Q: Any          # (B..., L, E) float64
+    K: Any          # (B..., S, E)
+    V: Any          # (B..., S, Ev)
+    allowed: Any    # (B..., L, S) bool or None
+    additive: Any   # (B..., L, S) finite float64 (0 where blocked) or None
+    scale: Any      # exact: a Fraction or a SymPy 1/sqrt(E)
+    scale_f: float  # float64 of the scale
+    scale_err: float
+    batch: tuple
+
+
+def _array(x: Any, name: str):
+    np = _numpy()
+    if hasattr(x, "detach") and hasattr(x, "cpu"):  # a torch tensor, without importing torch
+        t = x.detach().cpu()
+        x = (t.float() if str(t.dtype) == "torch.bfloat16" else t).numpy()
+    a = np.asarray(x)
+    if a.dtype.name == "bfloat16":  # ml_dtypes: exact in float32
+        a = a.astype(np.float32)
+    if a.dtype.kind not in "fiub":
+        raise FloatRefError(f"{name} has dtype {a.dtype}: give float or integer arrays")
+    return a
+
+
+def normalise(Q: Any, K: Any, V: Any, attn_mask: Any = None, is_causal: bool = False,
+              scale: float | None = None, enable_gqa: bool = False) -> Problem4:
+    """SDPA's argument rules: shapes, broadcasting, GQA, masks and the scale, checked."""
+    np = _numpy()
+    q, k, v = (_array(x, n) for x, n in ((Q, "Q"), (K, "K"), (V, "V")))
+    for a, n in ((q, "Q"), (k, "K"), (v, "V")):
+        if a.ndim < 2:
+            raise FloatRefError(f"{n} has shape {a.shape}: give (..., L, E), (..., S, E) and (..., S, Ev) arrays")
+        if a.size and not np.isfinite(a.astype(np.float64)).all():
+            raise FloatRefError(f"{n} holds inf or NaN: give finite numbers")
+    if k.shape[-1] != q.shape[-1]:
+        raise FloatRefError(f"Q has E = {q.shape[-1]} but K has E = {k.shape[-1]}: give equal last dimensions")
+    if k.shape[-2] != v.shape[-2]:
+        raise FloatRefError(f"K has S = {k.shape[-2]} rows but V has {v.shape[-2]}: give equal key counts")
+    if 0 in q.shape or 0 in k.shape or 0 in v.shape:
+        raise FloatRefError(f"an input is empty (Q {q.shape}, K {k.shape}, V {v.shape}): give non-empty arrays")
+    if enable_gqa:
+        if q.ndim < 3 or k.ndim < 3 or v.ndim < 3:
+            raise FloatRefError("enable_gqa needs (..., heads, L, E) arrays")
+        hq, hk = q.shape[-3], k.shape[-3]
+        if v.shape[-3] != hk or hq % hk:
+            raise FloatRefError(f"enable_gqa: Q has {hq} heads, K {hk}, V {v.shape[-3]}: "
+                                "K and V need equal head counts that divide Q's")
+        k = np.repeat(k, hq // hk, axis=-3)   # query head h reads kv head h // (hq / hk)
+        v = np.repeat(v, hq // hk, axis=-3)
+    try:
+        batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    except ValueError:
+        raise FloatRefError(f"the batch dimensions of Q {q.shape}, K {k.shape} and V {v.shape} do not "
+                            "broadcast (for grouped-query heads pass enable_gqa=True)") from None
+    L, S, E = q.shape[-2], k.shape[-2], q.shape[-1]
+    f64 = np.float64
+    Qb = np.broadcast_to(q.astype(f64), batch + q.shape[-2:])
+    Kb = np.broadcast_to(k.astype(f64), batch + k.shape[-2:])
+    Vb = np.broadcast_to(v.astype(f64), batch + v.shape[-2:])
+    allowed = additive = None
+    if is_causal and attn_mask is not None:
+        raise FloatRefError("give is_causal=True or attn_mask, not both (as torch's SDPA)")
+    if is_causal:
+        allowed = np.broadcast_to(np.tril(np.ones((L, S), dtype=bool)), batch + (L, S))
+    elif attn_mask is not None:
+        m = _array(attn_mask, "attn_mask")
+        try:
+            shape = np.broadcast_shapes(m.shape, batch + (L, S))
+        except ValueError:
+            shape = None
+        if shape != batch + (L, S):
+            raise FloatRefError(f"attn_mask has shape {m.shape}, which does not broadcast to {batch + (L, S)}")
+        if m.dtype == bool:
+            allowed = np.broadcast_to(m, shape)
+        elif m.dtype.kind == "f":
+            m = m.astype(f64)
+            if np.isnan(m).any() or np.isposinf(m).any():
+                raise FloatRefError("attn_mask holds NaN or +inf: an additive mask takes finite values or -inf")
+            allowed = np.broadcast_to(~np.isneginf(m), shape)
+            additive = np.broadcast_to(np.where(np.isneginf(m), 0.0, m), shape)
+            if not additive.any():
+                additive = None
+        else:
+            raise FloatRefError(f"attn_mask has dtype {m.dtype}: give a boolean (True = attend) "
+                                "or a float (additive) mask")
+    if scale is None:
+        import sympy
+        exact: Any = 1 / sympy.sqrt(E)
+        scale_f = 1.0 / math.sqrt(E)
+        err = 3 * 2.0 ** -53 * scale_f   # two correctly rounded operations
+    else:
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale):
+            raise FloatRefError(f"scale is {scale!r}: give a finite float (read by its binary value)")
+        exact, scale_f, err = Fraction(float(scale)), float(scale), 0.0
+    return Problem4(Qb, Kb, Vb, allowed, additive, exact, scale_f, err, batch)
+
+
+def correctly_rounded(Q: Any, K: Any, V: Any, *, dtype: str = "float32", attn_mask: Any = None,
+                      is_causal: bool = False, scale: float | None = None,
+                      enable_gqa: bool = False) -> SDPAReference:
+    """softmax(scale·Q·Kᵀ + mask)·V and its weights, each entry correctly rounded to ``dtype``.
+
+    Arguments as torch.nn.functional.scaled_dot_product_attention (no dropout);
+    inputs by their exact binary values; the default scale is exactly 1/√E."""
+    from symattn.floatref import fast
+    from symattn.floatref.fallback import decide_slice
+
+    np = _numpy()
+    if dtype not in BINARY_FORMATS:
+        raise FloatRefError(f"dtype is {dtype!r}: use float64, float32, bfloat16 or float16")
+    fmt = BINARY_FORMATS[dtype]
+    pr = normalise(Q, K, V, attn_mask, is_causal, scale, enable_gqa)
+    L, S, Ev = pr.Q.shape[-2], pr.K.shape[-2], pr.V.shape[-1]
+    out = np.empty(pr.batch + (L, Ev))
+    weights = np.empty(pr.batch + (L, S))
+    empty_all = np.zeros(pr.batch + (L,), dtype=bool)
+    arb_count = 0
+    for idx in np.ndindex(*pr.batch):
+        allowed = None if pr.allowed is None else pr.allowed[idx]
+        additive = None if pr.additive is None else pr.additive[idx]
+        if dtype in FAST_FORMATS:
+            enc = fast.enclose(pr.Q[idx], pr.K[idx], pr.V[idx], allowed, additive, pr.scale_f, pr.scale_err)
+            w, w_ok = _decide(enc.weights, enc.weights_rad, fmt)
+            o, o_ok = _decide(enc.output, enc.output_rad, fmt)
+            empty = enc.empty
+        else:
+            w, w_ok = np.full((L, S), np.nan), np.zeros((L, S), dtype=bool)
+            o, o_ok = np.full((L, Ev), np.nan), np.zeros((L, Ev), dtype=bool)
+            empty = np.zeros(L, dtype=bool) if allowed is None else ~allowed.any(axis=1)
+        w_ok[empty], o_ok[empty] = True, True
+        w[empty], o[empty] = np.nan, np.nan
+        if not (w_ok.all() and o_ok.all()):
+            arb_count += decide_slice(pr, idx, w, w_ok, o, o_ok, fmt)
+        weights[idx], out[idx], empty_all[idx] = w, o, empty
+    np_type = {"float64": np.float64, "float32": np.float32, "float16": np.float16,
+               "bfloat16": np.float32}[dtype]
+    return SDPAReference(out.astype(np_type), weights.astype(np_type), dtype, empty_all, arb_count,
+                         weights.size + out.size)
+
+
+def _decide(mid, rad, fmt: BinaryFormat):
+    """Round both ends of [mid − rad, mid + rad] (widened outward by one float64 step)."""
+    np = _numpy()
+    with np.errstate(invalid="ignore", over="ignore"):
+        lo = np.nextafter(mid - rad, -np.inf)
+        hi = np.nextafter(mid + rad, np.inf)
+        rl, rh = round_array(lo, fmt), round_array(hi, fmt)
+        ok = (rl == rh) & np.isfinite(rad) & np.isfinite(rh)
+    return np.where(ok, rh + 0.0, np.nan), ok
+
+
+__all__ = ["SDPAReference", "correctly_rounded", "normalise", "round_ball", "round_fraction"]

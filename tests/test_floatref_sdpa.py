@@ -1,0 +1,224 @@
+"""floatref.correctly_rounded: every entry checked against an independent computation
+(mpmath at 60 digits from the inputs' binary values, SDPA's rules written out here, and
+round-to-nearest-even done here with integer shifts), for all four formats, masks, GQA,
+broadcasting, crafted near-midpoint outputs and float16 subnormals."""
+
+import mpmath
+import pytest
+
+import symattn as sa
+from symattn import floatref as fr
+
+np = pytest.importorskip("numpy")
+
+# (precision with the hidden bit, e_min, e_max)
+FMT = {"float64": (53, -1022, 1023), "float32": (24, -126, 127),
+       "float16": (11, -14, 15), "bfloat16": (8, -126, 127)}
+
+
+def rne(x: mpmath.mpf, fmt: str) -> float:
+    """Round an mpf (an exact binary number man·2^exp) to the format, ties to even, with ints."""
+    p, e_min, e_max = FMT[fmt]
+    if x == 0:
+        return 0.0
+    sign, man, exp, _ = x._mpf_
+    # |x| = man·2^exp; its leading bit is at exp + bitlen − 1; the format's quantum is 2^q
+    q = max(exp + man.bit_length() - 1, e_min) - p + 1
+    shift = q - exp
+    if shift <= 0:
+        n = man << -shift
+    else:
+        n, rest = man >> shift, man & ((1 << shift) - 1)
+        half = 1 << (shift - 1)
+        if rest > half or (rest == half and n & 1):
+            n += 1
+    if n * mpmath.mpf(2) ** q > (2 - mpmath.mpf(2) ** (1 - p)) * mpmath.mpf(2) ** e_max:
+        return float("-inf") if sign else float("inf")
+    value = float(mpmath.ldexp(mpmath.mpf(n), q))
+    return -value if sign else value
+
+
+def mp_sdpa(q, k, v, allowed=None, additive=None, scale=None):
+    """One (L, E) head: weights and output in mpmath at 60 digits (None for a fully masked row)."""
+    with mpmath.workdps(60):
+        L, E = q.shape
+        S = k.shape[0]
+        s = 1 / mpmath.sqrt(E) if scale is None else mpmath.mpf(float(scale))
+        W, O = [], []
+        for i in range(L):
+            keys = [j for j in range(S) if allowed is None or allowed[i, j]]
+            if not keys:
+                W.append(None)
+                O.append(None)
+                continue
+            t = {j: s * mpmath.fsum(mpmath.mpf(float(q[i, a])) * mpmath.mpf(float(k[j, a])) for a in range(E))
+                 + (0 if additive is None else mpmath.mpf(float(additive[i, j]))) for j in keys}
+            top = max(t.values())
+            e = {j: mpmath.exp(t[j] - top) for j in keys}
+            z = mpmath.fsum(e.values())
+            W.append([e[j] / z if j in e else mpmath.mpf(0) for j in range(S)])
+            O.append([mpmath.fsum(e[j] * mpmath.mpf(float(v[j, c])) for j in keys) / z
+                      for c in range(v.shape[1])])
+        return W, O
+
+
+def assert_matches(ref, q, k, v, fmt, allowed=None, additive=None, scale=None):
+    W, O = mp_sdpa(q, k, v, allowed, additive, scale)
+    for i in range(q.shape[0]):
+        if W[i] is None:
+            assert np.isnan(ref.weights[i]).all() and np.isnan(ref.output[i]).all()
+            continue
+        for j, x in enumerate(W[i]):
+            assert float(ref.weights[i, j]) == rne(x, fmt), (fmt, "weights", i, j)
+        for c, x in enumerate(O[i]):
+            assert float(ref.output[i, c]) == rne(x, fmt), (fmt, "output", i, c)
+
+
+def test_rne_helper_is_itself_right():
+    assert rne(mpmath.mpf(1) + mpmath.mpf(2) ** -24, "float32") == 1.0            # tie → even
+    assert rne(mpmath.mpf(1) + 3 * mpmath.mpf(2) ** -24, "float32") == 1 + 2.0 ** -22
+    assert rne(mpmath.mpf(2) ** -150, "float32") == 0.0                           # tie with 0 → 0
+    assert rne(mpmath.mpf(3) * mpmath.mpf(2) ** -151, "float32") == 2.0 ** -149
+    assert rne(mpmath.mpf(2) ** -25 * 3, "float16") == 2.0 ** -23    # 1.5 subnormal units → 2
+    assert rne(mpmath.mpf(2) ** -25 * 5, "float16") == 2.0 ** -23    # 2.5 units → 2 (even)
+    assert rne(mpmath.mpf(2) ** -25 * 7, "float16") == 2.0 ** -22    # 3.5 units → 4 (even)
+    assert rne(mpmath.mpf(65520), "float16") == float("inf")          # past max + half ulp
+    assert rne(mpmath.mpf(65519), "float16") == 65504.0
+    assert float(np.float32(rne(mpmath.mpf("0.1"), "float32"))) == float(np.float32(0.1))
+
+
+def _shapes(rng, batch, heads, L, S, E, Ev, dtype):
+    return (rng.standard_normal(batch + (heads, L, E)).astype(dtype),
+            rng.standard_normal(batch + (heads, S, E)).astype(dtype),
+            rng.standard_normal(batch + (heads, S, Ev)).astype(dtype))
+
+
+@pytest.mark.parametrize("fmt", ["float32", "float16", "bfloat16", "float64"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_random_problems_every_entry(fmt, seed):
+    rng = np.random.default_rng(seed)
+    L, S, E, Ev = 3 + seed, 5 - seed, 4, 3
+    Q, K, V = _shapes(rng, (2,), 2, L, S, E, Ev, np.float32)
+    Q *= 2  # sharper softmax: small weights too
+    causal = seed == 1
+    ref = fr.correctly_rounded(Q, K, V, dtype=fmt, is_causal=causal)
+    assert ref.output.shape == (2, 2, L, Ev) and ref.weights.shape == (2, 2, L, S)
+    assert ref.output.dtype == {"float64": np.float64, "float16": np.float16}.get(fmt, np.float32)
+    allowed = np.tril(np.ones((L, S), dtype=bool)) if causal else None
+    for b in range(2):
+        for h in range(2):
+            sub = type(ref)(ref.output[b, h], ref.weights[b, h], fmt, None, 0, 0)
+            assert_matches(sub, Q[b, h], K[b, h], V[b, h], fmt, allowed)
+    if fmt == "float64":
+        assert ref.arb_entries == ref.entries          # float64: every entry through arb
+    else:
+        assert ref.arb_entries < ref.entries / 10
+
+
+def test_boolean_and_additive_masks_broadcast_with_a_fully_masked_row():
+    rng = np.random.default_rng(5)
+    Q, K, V = _shapes(rng, (), 2, 4, 5, 3, 2, np.float32)
+    mask = rng.random((4, 5)) < 0.7
+    mask[2] = False                                    # no key at all: NaN row
+    ref = fr.correctly_rounded(Q, K, V, dtype="float32", attn_mask=mask)
+    assert ref.fully_masked.tolist() == [[False, False, True, False]] * 2
+    for h in range(2):
+        sub = type(ref)(ref.output[h], ref.weights[h], "float32", None, 0, 0)
+        assert_matches(sub, Q[h], K[h], V[h], "float32", mask)
+    additive = rng.standard_normal((4, 5)).astype(np.float32) * 3
+    additive[1, 2] = -np.inf
+    ref = fr.correctly_rounded(Q, K, V, dtype="bfloat16", attn_mask=additive, scale=0.75)
+    for h in range(2):
+        sub = type(ref)(ref.output[h], ref.weights[h], "bfloat16", None, 0, 0)
+        assert_matches(sub, Q[h], K[h], V[h], "bfloat16", ~np.isneginf(additive),
+                       np.where(np.isneginf(additive), 0, additive), scale=0.75)
+    assert ref.weights[0, 1, 2] == 0 and ref.weights[1, 1, 2] == 0
+
+
+def test_additive_mask_through_the_arb_path_matches():
+    """float64 sends every entry to arb, so the extra-column encoding of a float mask is checked."""
+    rng = np.random.default_rng(7)
+    Q, K, V = (rng.standard_normal((3, 2)) for _ in range(3))
+    additive = rng.standard_normal((3, 3))
+    ref = fr.correctly_rounded(Q, K, V, dtype="float64", attn_mask=additive)
+    assert ref.arb_entries == ref.entries
+    assert_matches(ref, Q, K, V, "float64", None, additive)
+
+
+def test_gqa_maps_query_head_h_to_kv_head_h_over_group():
+    rng = np.random.default_rng(3)
+    Q = rng.standard_normal((1, 4, 2, 3)).astype(np.float32)
+    K = rng.standard_normal((1, 2, 3, 3)).astype(np.float32)
+    V = rng.standard_normal((1, 2, 3, 2)).astype(np.float32)
+    ref = fr.correctly_rounded(Q, K, V, dtype="float32", enable_gqa=True)
+    for h, kv in enumerate([0, 0, 1, 1]):              # repeat_interleave, not tile [0, 1, 0, 1]
+        sub = type(ref)(ref.output[0, h], ref.weights[0, h], "float32", None, 0, 0)
+        assert_matches(sub, Q[0, h], K[0, kv], V[0, kv], "float32")
+    with pytest.raises(fr.FloatRefError, match="enable_gqa"):
+        fr.correctly_rounded(Q, K, V)
+
+
+def test_outputs_crafted_next_to_a_float32_midpoint():
+    """Two keys with scores 0 and δ and values 1, 1 + 2^-23: the output is 1 + 2^-24 + ~δ·2^-25,
+    a hair from the midpoint of two float32s (an exact tie when δ = 0)."""
+    V = np.array([[1.0], [1.0 + 2.0 ** -23]], dtype=np.float32)
+    Q = np.array([[1.0]], dtype=np.float32)
+    fast = 0
+    for delta in [0.0, 2.0 ** -20, 2.0 ** -30, 2.0 ** -40, -2.0 ** -40, 2.0 ** -60, -2.0 ** -100]:
+        K = np.array([[0.0], [delta]], dtype=np.float32)
+        ref = fr.correctly_rounded(Q, K, V, dtype="float32", scale=1.0)
+        assert_matches(ref, Q, K, V, "float32", scale=1.0)
+        want = 1.0 if delta <= 0 else 1.0 + 2.0 ** -23      # the tie goes to the even 1.0
+        assert float(ref.output[0, 0]) == want
+        fast += ref.arb_entries == 0
+    assert fast >= 1                                  # δ = 2^-20 is decided by float64 alone
+
+
+def test_relative_distance_1e_minus_12_from_a_midpoint():
+    """Random q, k and keys k1 = k0 + a small step: the exact output lies within about 1e-12
+    (relative) of the float32 midpoint 1.5 + 2^-24, on either side; float64 must get it right."""
+    rng = np.random.default_rng(11)
+    V = np.array([[1.5], [1.5 + 2.0 ** -23]], dtype=np.float32)
+    seen = []
+    for sign in (1, -1):
+        Q = rng.standard_normal((1, 2)).astype(np.float32)
+        K = np.repeat(rng.standard_normal((1, 2)).astype(np.float32), 2, axis=0)
+        K[1, 0] = np.float32(K[0, 0] + sign * 2.0 ** -13 / Q[0, 0])
+        ref = fr.correctly_rounded(Q, K, V, dtype="float32")
+        assert_matches(ref, Q, K, V, "float32")
+        _, O = mp_sdpa(Q, K, V)
+        mid = mpmath.mpf(1.5) + mpmath.mpf(2) ** -24
+        distance = (O[0][0] - mid) / mid
+        assert 1e-13 < abs(distance) < 1e-10
+        seen.append(float(ref.output[0, 0]))
+        assert float(ref.output[0, 0]) == (1.5 + 2.0 ** -23 if distance > 0 else 1.5)
+    assert len(set(seen)) == 2
+
+
+def test_float16_subnormal_outputs_and_weights():
+    rng = np.random.default_rng(2)
+    Q = (rng.standard_normal((3, 4)) * 4).astype(np.float32)
+    K = rng.standard_normal((5, 4)).astype(np.float32)
+    V = (rng.standard_normal((5, 3)) * 2e-6).astype(np.float32)   # outputs below 2^-14
+    ref = fr.correctly_rounded(Q, K, V, dtype="float16")
+    assert ref.output.dtype == np.float16
+    assert (np.abs(ref.output[ref.output != 0]) < 2.0 ** -14).all()   # subnormal in float16
+    assert (ref.output != 0).all()
+    assert_matches(ref, Q, K, V, "float16")
+    ref = fr.correctly_rounded(Q * 3, K, V * 1e5, dtype="float16")      # sharper: tiny weights
+    w = ref.weights.astype(np.float64)
+    assert ((w > 0) & (w < 2.0 ** -14)).any()                          # subnormal weights
+    assert_matches(ref, Q * 3, K, V * 1e5, "float16")
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(is_causal=True, attn_mask=np.ones((2, 2), dtype=bool)), "not both"),
+    (dict(dtype="float8"), "dtype is 'float8'"),
+    (dict(attn_mask=np.ones((3, 3), dtype=bool)), "does not broadcast"),
+    (dict(attn_mask=np.full((2, 2), np.nan)), "NaN or \\+inf"),
+    (dict(scale=float("inf")), "finite float"),
+])
+def test_bad_arguments_are_one_line_errors(kwargs, words):
+    Q = K = V = np.eye(2, dtype=np.float32)
+    with pytest.raises(sa.SymattnError, match=words):
+        fr.correctly_rounded(Q, K, V, **kwargs)
