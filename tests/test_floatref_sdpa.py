@@ -161,7 +161,7 @@ def test_gqa_maps_query_head_h_to_kv_head_h_over_group():
 def test_outputs_crafted_next_to_a_float32_midpoint():
     """Two keys with scores 0 and δ and values 1, 1 + 2^-23: the output is 1 + 2^-24 + ~δ·2^-25,
     a hair from the midpoint of two float32s (an exact tie when δ = 0)."""
-    V = np.array([[1.0], [1.0 + 2.0 ** -23]], dtype=np.float32)
+    V = np.array([[0.3, -2.0, 1.0], [0.7, 5.0, 1.0 + 2.0 ** -23]], dtype=np.float32)  # column 2
     Q = np.array([[1.0]], dtype=np.float32)
     fast = 0
     for delta in [0.0, 2.0 ** -20, 2.0 ** -30, 2.0 ** -40, -2.0 ** -40, 2.0 ** -60, -2.0 ** -100]:
@@ -169,7 +169,7 @@ def test_outputs_crafted_next_to_a_float32_midpoint():
         ref = fr.correctly_rounded(Q, K, V, dtype="float32", scale=1.0)
         assert_matches(ref, Q, K, V, "float32", scale=1.0)
         want = 1.0 if delta <= 0 else 1.0 + 2.0 ** -23      # the tie goes to the even 1.0
-        assert float(ref.output[0, 0]) == want
+        assert float(ref.output[0, 2]) == want
         fast += ref.arb_entries == 0
     assert fast >= 1                                  # δ = 2^-20 is decided by float64 alone
 

@@ -9,6 +9,7 @@ scale·(q'·k') = scale·q·k + m exactly; −inf entries are the 0/1 mask.
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
@@ -17,17 +18,25 @@ from symattn.floatref.errors import FloatRefError
 from symattn.precision import precisions, undecided
 
 
-def _exact_rows(a) -> list[list[Fraction]]:
-    return [[Fraction(x) for x in row] for row in a.tolist()]   # float64 → exact rational
+def _exact(x: float) -> str | Fraction:
+    """A float's exact value: its terminating decimal (every dyadic has one), which the
+    Problem reads on its fast path, or the Fraction when that has over 60 decimals."""
+    text = format(Decimal(x), "f")
+    whole, _, frac = text.lstrip("-").partition(".")
+    return text if len(whole) <= 60 and len(frac) <= 60 else Fraction(x)
 
 
-def _trace(pr, idx: tuple, rows: list[int]):
+def _exact_rows(a) -> list[list[str | Fraction]]:
+    return [[_exact(x) for x in row] for row in a.tolist()]
+
+
+def _trace(pr, idx: tuple, rows: list[int], cols: list[int]):
     import sympy
 
     from symattn.problem import Problem
     from symattn.trace import Trace
 
-    Q, K, V = pr.Q[idx][rows], pr.K[idx], pr.V[idx]
+    Q, K, V = pr.Q[idx][rows], pr.K[idx], pr.V[idx][:, cols]   # only the columns in doubt
     q, k = _exact_rows(Q), _exact_rows(K)
     mask = None if pr.allowed is None else [[int(x) for x in r] for r in pr.allowed[idx][rows].tolist()]
     if pr.additive is not None:
@@ -68,12 +77,14 @@ def decide_slice(pr, idx: tuple, w, w_ok, o, o_ok, fmt: BinaryFormat) -> int:
     import numpy as np
 
     rows = sorted(set(np.nonzero(~w_ok.all(axis=1) | ~o_ok.all(axis=1))[0].tolist()))
-    trace = _trace(pr, idx, rows)
+    cols = sorted(set(np.nonzero(~o_ok[rows].all(axis=0))[0].tolist())) or [0]
+    trace = _trace(pr, idx, rows, cols)
+    where = {"weights": {j: j for j in range(w.shape[1])}, "output": {c: k for k, c in enumerate(cols)}}
     count = 0
     for r, i in enumerate(rows):
         for step, values, ok in (("weights", w, w_ok), ("output", o, o_ok)):
             for c in np.nonzero(~ok[i])[0].tolist():
-                values[i, c] = decide_entry(trace, step, r, c, fmt)
+                values[i, c] = decide_entry(trace, step, r, where[step][c], fmt)
                 ok[i, c] = True
                 count += 1
     return count
