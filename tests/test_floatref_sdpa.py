@@ -222,3 +222,60 @@ def test_bad_arguments_are_one_line_errors(kwargs, words):
     Q = K = V = np.eye(2, dtype=np.float32)
     with pytest.raises(sa.SymattnError, match=words):
         fr.correctly_rounded(Q, K, V, **kwargs)
+
+
+def _numpy_sdpa(Q, K, V, causal=False):
+    dt = Q.dtype.type
+    S = (Q @ np.swapaxes(K, -1, -2)) / dt(np.sqrt(Q.shape[-1]))
+    if causal:
+        S = np.where(np.tril(np.ones(S.shape[-2:], dtype=bool)), S, dt(-np.inf))
+    A = np.exp(S - S.max(axis=-1, keepdims=True))
+    A = A / A.sum(axis=-1, keepdims=True)
+    return A, A @ V
+
+
+def mp_ulps(y, x, fmt):
+    p, e_min, _ = FMT[fmt]
+    with mpmath.workdps(60):
+        e = e_min if x == 0 else max(int(mpmath.floor(mpmath.log(abs(x), 2))), e_min)
+        return (mpmath.mpf(float(y)) - x) / mpmath.mpf(2) ** (e - p + 1)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_ulp_report_against_mpmath(dtype):
+    rng = np.random.default_rng(4)
+    Q, K, V = _shapes(rng, (), 2, 4, 4, 3, 2, dtype)
+    A, O = _numpy_sdpa(Q, K, V, causal=True)
+    for step, got in (("output", O), ("weights", A)):
+        report = fr.ulp_report(got, Q, K, V, step=step, is_causal=True, worst=3)
+        assert report.fmt == dtype and report.entries == got.size
+        assert report.resolution < 1e-3
+        correct = 0
+        for h in range(2):
+            W, Ou = mp_sdpa(Q[h], K[h], V[h], np.tril(np.ones((4, 4), dtype=bool)))
+            exact = W if step == "weights" else Ou
+            for i in range(4):
+                for c in range(got.shape[-1]):
+                    want = mp_ulps(got[h, i, c], exact[i][c], dtype)
+                    assert abs(report.errors[h, i, c] - float(want)) <= report.resolution + 1e-9
+                    correct += float(got[h, i, c]) == rne(exact[i][c], dtype)
+        assert report.correctly_rounded == correct
+        assert report.max_ulps == pytest.approx(float(np.nanmax(np.abs(report.errors))))
+        worst = report.worst[0]
+        assert abs(float(worst.ulps)) == pytest.approx(report.max_ulps, rel=5e-3)
+        assert report.exceeds(report.max_ulps / 2) and not report.exceeds(report.max_ulps + 1)
+        text = str(report)
+        assert "worst entries (certified)" in text and worst.exact in text
+        assert sum(report.to_json()["histogram"].values()) == report.entries
+
+
+def test_ulp_report_skips_fully_masked_rows_and_checks_shapes():
+    Q = K = V = np.eye(2, dtype=np.float32)
+    mask = np.array([[True, False], [False, False]])
+    ref = fr.correctly_rounded(Q, K, V, attn_mask=mask)
+    out = np.nan_to_num(ref.output)                    # a backend that gives 0 there
+    report = fr.ulp_report(out, Q, K, V, attn_mask=mask)
+    assert report.skipped_rows == 1 and report.entries == 2 and report.max_ulps == 0
+    assert report.correctly_rounded == 2
+    with pytest.raises(fr.FloatRefError, match="shape"):
+        fr.ulp_report(out[:1], Q, K, V)

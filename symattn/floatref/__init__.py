@@ -322,3 +322,4 @@ def float_report(Q: Any, K: Any, V: Any, result: Any, *, step: str = "output", m
 
 
 from symattn.floatref.sdpa import SDPAReference, correctly_rounded  # noqa: E402  (the SDPA oracle)
+from symattn.floatref.ulp import ULPReport, ulp_report  # noqa: E402

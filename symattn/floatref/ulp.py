@@ -1,0 +1,250 @@
+"""ULP report of any kernel's SDPA result against the exact values.
+
+Every entry's error (y − x)/ulp(x) is computed from an enclosure of the
+exact x: float64 enclosures for float32/float16/bfloat16 results (their
+width in ulps is reported as the resolution: errors are exact to within it),
+arb balls at 128 bits for float64 results.  Whether an entry is correctly
+rounded is proved (it is compared with :func:`correctly_rounded`), and the
+worst entries are certified through the Trace: their exact value and their
+error in ulps as certified decimals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from symattn.certify import Rounding, round_rational
+from symattn.floatref.binary import BINARY_FORMATS
+from symattn.floatref.errors import FloatRefError
+
+#: histogram bins of |error| in ulps: (low, high]; the first is [0, 0.5]
+BIN_EDGES = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 64.0, 256.0, 1024.0, float("inf"))
+_SHOW_DIGITS = {"float64": 17, "float32": 9, "float16": 5, "bfloat16": 4}
+
+
+@dataclass(frozen=True)
+class WorstEntry:
+    """One of the worst entries: where, the candidate, the exact value and the errors (certified)."""
+
+    index: tuple
+    got: float
+    exact: str            # certified decimal of the exact value
+    ulps: str             # certified (y − x)/ulp(x)
+    relative: str | None  # certified (y − x)/|x|; None when x = 0
+
+
+@dataclass(frozen=True)
+class HeadSummary:
+    head: tuple
+    max_ulps: float
+    mean_ulps: float
+    max_relative: float
+    correctly_rounded: int
+    entries: int
+
+
+@dataclass(frozen=True)
+class ULPReport:
+    """Errors in ULPs of a candidate SDPA result (step 'output' or 'weights') in one format."""
+
+    step: str
+    fmt: str
+    max_ulps: float
+    mean_ulps: float
+    max_relative: float
+    correctly_rounded: int
+    entries: int
+    skipped_rows: int                 # fully masked rows: no exact value to compare with
+    resolution: float                 # every error is exact to within this many ulps
+    histogram: tuple                  # counts per BIN_EDGES bin
+    heads: tuple = field(default_factory=tuple)
+    worst: tuple = field(default_factory=tuple)
+    errors: Any = None                # every entry's (y − x)/ulp(x), float64 (NaN: fully masked)
+
+    def exceeds(self, max_ulp: float) -> bool:
+        """True when some entry's |error| is proved to exceed ``max_ulp`` ulps."""
+        return self.max_ulps - self.resolution > max_ulp
+
+    def to_json(self) -> dict[str, Any]:
+        bins = [f"({lo:g}, {hi:g}]" if lo else f"[0, {hi:g}]" for lo, hi in zip(BIN_EDGES, BIN_EDGES[1:])]
+        return {"step": self.step, "format": self.fmt, "entries": self.entries,
+                "correctly_rounded": self.correctly_rounded, "max_ulps": self.max_ulps,
+                "mean_ulps": self.mean_ulps, "max_relative": self.max_relative,
+                "resolution_ulps": self.resolution, "fully_masked_rows_skipped": self.skipped_rows,
+                "histogram": dict(zip(bins, self.histogram)),
+                "heads": [{"head": list(h.head), "max_ulps": h.max_ulps, "mean_ulps": h.mean_ulps,
+                           "max_relative": h.max_relative, "correctly_rounded": h.correctly_rounded,
+                           "entries": h.entries} for h in self.heads],
+                "worst": [{"index": list(w.index), "float": repr(w.got), "exact": w.exact, "ulps": w.ulps,
+                           "relative": w.relative} for w in self.worst]}
+
+    def __str__(self) -> str:
+        lines = [f"{self.fmt} {self.step} vs the exact values: {self.entries} entries, "
+                 f"{self.correctly_rounded} correctly rounded (proved)",
+                 f"max |error| {self.max_ulps:.4g} ulp, mean {self.mean_ulps:.4g} ulp, "
+                 f"max |relative error| {self.max_relative:.4g} (errors within ±{self.resolution:.1g} ulp)"]
+        if self.skipped_rows:
+            lines.append(f"{self.skipped_rows} fully masked rows skipped (no exact value)")
+        lines.append("")
+        lines.append("|error| (ulp)   entries")
+        for lo, hi, n in zip(BIN_EDGES, BIN_EDGES[1:], self.histogram):
+            label = f"[0, {hi:g}]" if lo == 0 else f"({lo:g}, {hi:g}]"
+            lines.append(f"{label:<15} {n}")
+        if len(self.heads) > 1:
+            lines.append("")
+            rows = [("head", "max ulp", "mean ulp", "max rel", "correct")]
+            rows += [(str(list(h.head)), f"{h.max_ulps:.4g}", f"{h.mean_ulps:.4g}", f"{h.max_relative:.3g}",
+                      f"{h.correctly_rounded}/{h.entries}") for h in self.heads]
+            lines += _table(rows)
+        if self.worst:
+            lines.append("")
+            lines.append("worst entries (certified)")
+            rows = [("entry", f"{self.fmt} value", "exact", "error (ulp)", "relative error")]
+            shown = Rounding(digits=_SHOW_DIGITS[self.fmt])
+            rows += [(str(list(w.index)), str(round_rational(Fraction(w.got), shown)), w.exact, w.ulps,
+                      w.relative or "—") for w in self.worst]
+            lines += _table(rows)
+        return "\n".join(lines) + "\n"
+
+
+def _table(rows: list[tuple]) -> list[str]:
+    widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+
+
+def ulp_report(out: Any, Q: Any, K: Any, V: Any, *, step: str = "output", dtype: str | None = None,
+               worst: int = 5, attn_mask: Any = None, is_causal: bool = False,
+               scale: float | None = None, enable_gqa: bool = False) -> ULPReport:
+    """The error of ``out`` (a kernel's SDPA output, or its weights with step='weights')."""
+    import numpy as np
+
+    from symattn.floatref import fast, format_of
+    from symattn.floatref.sdpa import _array, correctly_rounded, normalise
+
+    if step not in ("output", "weights"):
+        raise FloatRefError(f"step is {step!r}: compare the 'output' or the 'weights'")
+    fmt_name = dtype or format_of(out)
+    if fmt_name not in BINARY_FORMATS:
+        raise FloatRefError(f"dtype is {fmt_name!r}: use float64, float32, bfloat16 or float16")
+    fmt = BINARY_FORMATS[fmt_name]
+    kwargs = dict(attn_mask=attn_mask, is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)
+    y = _array(out, step).astype(np.float64)
+    pr = normalise(Q, K, V, **kwargs)
+    ref = correctly_rounded(Q, K, V, dtype=fmt_name, **kwargs)
+    want = getattr(ref, step).astype(np.float64)
+    if y.shape != want.shape:
+        raise FloatRefError(f"the candidate {step} has shape {y.shape} but SDPA's is {want.shape}")
+    if not np.isfinite(y[~np.isnan(want)]).all():
+        raise FloatRefError(f"the candidate {step} holds inf or NaN where the exact value is finite")
+    ulps = np.zeros(want.shape)
+    rel = np.zeros(want.shape)
+    resolution = 0.0
+    for idx in np.ndindex(*pr.batch):
+        if fmt_name == "float64":
+            ulps[idx], rel[idx], r = _arb_errors(pr, idx, step, y[idx], fmt)
+            resolution = max(resolution, float(r.max()) if r.size else 0.0)
+            continue
+        else:
+            allowed = None if pr.allowed is None else pr.allowed[idx]
+            additive = None if pr.additive is None else pr.additive[idx]
+            enc = fast.enclose(pr.Q[idx], pr.K[idx], pr.V[idx], allowed, additive, pr.scale_f, pr.scale_err)
+            mid, rad = (enc.output, enc.output_rad) if step == "output" else (enc.weights, enc.weights_rad)
+        unit = _ulp(mid, fmt)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ulps[idx] = (y[idx] - mid) / unit
+            rel[idx] = np.where(mid != 0, np.abs(y[idx] - mid) / np.abs(mid), 0.0)
+            r = np.where(np.isnan(want[idx]), 0.0, rad / unit)
+        if fmt_name != "float64":
+            # an entry whose enclosure is wide is not usable for ulps: the correctly rounded
+            # value is exact, and |x − RN(x)| ≤ 1/2 ulp, so use it with resolution 0.5
+            wide = ~(r < 1e-3)
+            ulps[idx] = np.where(wide, (y[idx] - want[idx]) / _ulp(want[idx], fmt), ulps[idx])
+            r = np.where(wide, 0.5, r)
+        resolution = max(resolution, float(np.nanmax(r)) if r.size else 0.0)
+    live = ~np.isnan(want)
+    skipped = int(np.isnan(getattr(ref, "output")).all(axis=-1).sum())
+    a = np.abs(ulps)[live]
+    hist = np.histogram(a, bins=np.array(BIN_EDGES))[0] if a.size else np.zeros(len(BIN_EDGES) - 1)
+    exact = int(((y == want) & live).sum())
+    heads = []
+    for idx in np.ndindex(*pr.batch):
+        m = live[idx]
+        h = np.abs(ulps[idx])[m]
+        heads.append(HeadSummary(idx, float(h.max()) if h.size else 0.0, float(h.mean()) if h.size else 0.0,
+                                 float(rel[idx][m].max()) if h.size else 0.0,
+                                 int(((y[idx] == want[idx]) & m).sum()), int(m.sum())))
+    order = np.argsort(-np.where(live, np.abs(ulps), -1).reshape(-1), kind="stable")[:max(0, worst)]
+    flat_live = live.reshape(-1)
+    chosen = [np.unravel_index(k, want.shape) for k in order.tolist() if flat_live[k]]
+    return ULPReport(step, fmt_name, float(a.max()) if a.size else 0.0, float(a.mean()) if a.size else 0.0,
+                     float(rel[live].max()) if a.size else 0.0, exact, int(live.sum()), skipped,
+                     resolution, tuple(int(n) for n in hist), tuple(heads),
+                     tuple(_certify_worst(pr, step, fmt_name, y, chosen)), np.where(live, ulps, np.nan))
+
+
+def _ulp(x, fmt):
+    import numpy as np
+
+    _, e = np.frexp(np.where(np.isfinite(x), x, 0.0))
+    return np.ldexp(1.0, np.maximum(e - 1, fmt.e_min) - fmt.p + 1)
+
+
+def _arb_errors(pr, idx: tuple, step: str, y, fmt):
+    """Errors in ulps and relative errors of one slice from 128-bit balls (float64 results),
+    and each error's uncertainty in ulps."""
+    import flint
+    import numpy as np
+
+    from symattn.floatref import _binade
+    from symattn.floatref.fallback import _trace
+    from symattn.precision import precision
+
+    L, width = y.shape
+    empty = np.zeros(L, dtype=bool) if pr.allowed is None else ~pr.allowed[idx].any(axis=1)
+    rows = [i for i in range(L) if not empty[i]]
+    ulps, rel, unc = np.zeros((L, width)), np.zeros((L, width)), np.zeros((L, width))
+    if rows:
+        trace = _trace(pr, idx, rows, list(range(pr.V.shape[-1])))
+        with precision(128):
+            for r, i in enumerate(rows):
+                for c, x in enumerate(trace.enclosure(step, r, 128)):
+                    e = _binade(x)
+                    unit = flint.arb(2) ** ((fmt.e_min if e is None else max(e, fmt.e_min)) - fmt.p + 1)
+                    err = (flint.arb(float(y[i, c])) - x) / unit
+                    ulps[i, c] = float(err.mid())
+                    unc[i, c] = float(err.rad()) + abs(ulps[i, c]) * 2.0 ** -50
+                    rel[i, c] = 0.0 if not (x > 0 or x < 0) else float((abs(err * unit) / abs(x)).mid())
+    return ulps, rel, unc
+
+
+def _certify_worst(pr, step: str, fmt_name: str, y, chosen: list) -> list[WorstEntry]:
+    """The chosen entries' exact values and errors as certified decimals, through the Trace."""
+    from symattn.certify import Rounding, round_rational
+    from symattn.floatref import _errors_from_balls, ulp_of
+    from symattn.floatref.fallback import _trace
+
+    out = []
+    by_slice: dict[tuple, list] = {}
+    for index in chosen:
+        by_slice.setdefault(tuple(int(v) for v in index[:-2]), []).append(tuple(int(v) for v in index))
+    for idx, entries in by_slice.items():
+        rows = sorted({e[-2] for e in entries})
+        trace = _trace(pr, idx, rows, list(range(pr.V.shape[-1])))
+        shown = Rounding(digits=_SHOW_DIGITS[fmt_name])
+        rounding = Rounding(digits=3)
+        for e in entries:
+            r, c = rows.index(e[-2]), e[-1]
+            got = Fraction(float(y[e]))
+            exact = trace.step(step).decimal(r, c, shown)
+            known = trace.algebraic_value(step, r, c)
+            if known is not None and known.is_Rational:
+                x = Fraction(int(known.p), int(known.q))
+                u = round_rational((got - x) / ulp_of(x, fmt_name), rounding)
+                rel = None if x == 0 else round_rational((got - x) / abs(x), rounding)
+            else:
+                u, rel = _errors_from_balls(trace, step, r, c, got, fmt_name, rounding)
+            out.append(WorstEntry(e, float(y[e]), str(exact), str(u), None if rel is None else str(rel)))
+    out.sort(key=lambda w: -abs(float(w.ulps)))
+    return out
