@@ -233,8 +233,10 @@ def test_every_command_takes_format_and_o(argv, fmt, tmp_path, capsys):
 def test_latex_alias_and_conflicting_flags(capsys):
     assert cli.main(["facts", "--fact", "rows-sum-to-one", "--latex"]) == 0
     latex = capsys.readouterr().out
+    assert cli.main(["facts", "--fact", "rows-sum-to-one", "--format", "latex", "--fragment"]) == 0
+    assert capsys.readouterr().out == latex and r"\documentclass" not in latex     # --latex: the body, as before
     assert cli.main(["facts", "--fact", "rows-sum-to-one", "--format", "latex"]) == 0
-    assert capsys.readouterr().out == latex
+    assert capsys.readouterr().out.startswith(r"\documentclass")
     for argv in (["heads", "--json", "--format", "latex"], ["facts", "--latex", "--json"],
                  ["check", "--example", "i-love-cats", "--fragment"], ["heads", "--fragment"]):
         assert cli.main(argv) == 2

@@ -249,14 +249,14 @@ def test_facts_latex_compiles_with_tex_special_characters_in_names(tmp_path):
     done = _run("facts", str(tmp_path / "odd.toml"), "--claims", str(tmp_path / "claims.toml"),
                 "--latex", "-o", str(tmp_path / "facts.tex"))
     assert done.returncode == 1, done.stderr           # two claimed facts fail
-    # issue 10: --latex is --format latex, a complete document (the facts document printed);
-    # the fact's name is its section title, escaped
-    tex = (tmp_path / "facts.tex").read_text(encoding="utf-8")
-    assert tex.startswith(r"\documentclass") and r"\end{document}" in tex
-    assert r"variance-d\_k: " in tex and r"\verb" not in tex
-    fragment = _run("facts", str(tmp_path / "odd.toml"), "--claims", str(tmp_path / "claims.toml"),
-                    "--latex", "--fragment").stdout
-    assert r"\documentclass" not in fragment and r"variance-d\_k: " in fragment
+    # issue 10: the facts document printed; --latex is still the body to paste (the fact's name,
+    # escaped, titles its section), --format latex the complete document around it
+    fragment = (tmp_path / "facts.tex").read_text(encoding="utf-8")
+    assert r"\documentclass" not in fragment
+    assert r"variance-d\_k: " in fragment and r"\verb" not in fragment
+    whole = _run("facts", str(tmp_path / "odd.toml"), "--claims", str(tmp_path / "claims.toml"),
+                 "--format", "latex").stdout
+    assert whole.startswith(r"\documentclass") and fragment in whole
     pdf = tmp_path / "facts.pdf"
     pdf.write_bytes(compile_tex(document(fragment), "facts"))
     text = subprocess.run(["pdftotext", str(pdf), "-"], capture_output=True, text=True,

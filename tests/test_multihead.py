@@ -134,7 +134,7 @@ def test_facts_on_a_multihead_file(tmp_path):
 
 def test_latex_view_shows_the_certified_decimals(capsys):
     """The LaTeX is the heads document printed (issue 10: one document, every format);
-    --latex is --format latex, a complete document that the notebook's body matches."""
+    --format latex is a complete document, --latex (as before) its body, which the notebook shows."""
     from symattn import cli
     from symattn.document.build_heads import build_heads_document
     from symattn.document.formats import print_document
@@ -145,10 +145,12 @@ def test_latex_view_shows_the_certified_decimals(capsys):
     assert "\\text{love} & 0.000890 & 0.909 & 0.0903 \\\\" in tex
     assert "\\text{I} & 1.92 & 6.97 & 1.10 \\\\" in tex           # concat·W_o, row I
     assert tex.count("\\begin{array}") == 2 * 2 + 3
-    assert result._repr_latex_() in tex
-    for argv in (["heads", "--latex"], ["heads", "--format", "latex"]):
+    body = print_document(build_heads_document(result), "latex", fragment=True)
+    assert result._repr_latex_() == body and body in tex
+    for argv, want in ((["heads", "--format", "latex"], tex), (["heads", "--latex"], body),
+                       (["heads", "--format", "latex", "--fragment"], body)):
         assert cli.main(argv) == 0
-        assert capsys.readouterr().out == tex
+        assert capsys.readouterr().out == want
 
 
 def test_tex_numbers_use_powers_of_ten():

@@ -20,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "(only claimed figures can make one fail).")
     add_problem_arguments(parser)
     add_format_arguments(parser, json_help='[{"fact": NAME, "holds": true|false, ...}]',
-                         latex_help="the proofs as a LaTeX document")
+                         latex_help="the proofs in LaTeX")
     parser.add_argument("--fact", action="append", metavar="NAME",
                         help="only this fact (repeatable); names as in --json")
     parser.add_argument("--claims", metavar="FILE",

@@ -12,12 +12,14 @@ ORDER = 45
 
 def add_format_arguments(parser: argparse.ArgumentParser, *, latex_help: str, json_help: str) -> None:
     """``--format text|json|latex|html``, ``--fragment``, ``-o FILE`` and the old ``--json``/``--latex``
-    aliases (shared by heads, facts and check)."""
+    aliases (shared by heads, facts and check): ``--latex`` keeps printing what it always did, the
+    LaTeX body to paste into a lesson (``--format latex --fragment``)."""
     parser.add_argument("--format", choices=("text", "json", "latex", "html"), default=None,
                         help="text (default), json, latex (a complete document) or html (one self-contained page)")
     parser.add_argument("--json", action="store_true", help=f"the same as --format json: {json_help}")
     if latex_help:
-        parser.add_argument("--latex", action="store_true", help=f"the same as --format latex: {latex_help}")
+        parser.add_argument("--latex", action="store_true",
+                            help=f"the same as --format latex --fragment: {latex_help} (the body, to paste)")
         parser.add_argument("--fragment", action="store_true",
                             help="LaTeX: only the body, for pasting into a lesson")
     parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
@@ -33,6 +35,8 @@ def chosen_format(args: argparse.Namespace) -> str:
     if asked and args.format and args.format != asked[0]:
         raise SymattnError(f"--{asked[0]} is --format {asked[0]}: leave out --format {args.format}")
     fmt = args.format or (asked[0] if asked else "text")
+    if getattr(args, "latex", False) and not args.format:
+        args.fragment = True          # --latex has always printed the body to paste into a lesson
     if getattr(args, "fragment", False) and fmt != "latex":
         raise SymattnError(f"--fragment applies to --format latex, not --format {fmt}")
     return fmt
@@ -47,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("problem", nargs="?", help="a multi-head problem file (TOML)")
     parser.add_argument("--show", action="store_true", help="print the demo problem file and stop")
     add_format_arguments(parser, json_help="the machine-readable result",
-                         latex_help="a LaTeX document (amsmath)")
+                         latex_help="the LaTeX (amsmath)")
     parser.add_argument("--digits", type=digits_argument, default=3, metavar="N",
                         help="significant digits of every decimal (default 3)")
     parser.set_defaults(run=run)
