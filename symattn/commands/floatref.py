@@ -1,0 +1,123 @@
+"""``symattn floatref``: a kernel's SDPA result against the exact values, in ULPs (or the reference)."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import math
+
+from symattn.commands import Outcome
+
+ORDER = 60
+#: the most bytes read from one .npy file
+NPY_MAX_BYTES = 1 << 30
+
+
+def _max_ulp(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--max-ulp must be a number, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"--max-ulp must be a finite number ≥ 0, got {text!r}")
+    return value
+
+
+def _scale(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--scale must be a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"--scale must be finite, got {text!r}")
+    return value
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "floatref", help="errors in ULPs of a float SDPA result against the exact values "
+                         "(exit 0, 1 over --max-ulp, 2 bad input)",
+        description="Reads Q, K, V (.npy, by their exact binary values) with torch SDPA's rules and "
+                    "compares --out with the exact values (every error in ULPs; the worst certified), "
+                    "or writes the correctly rounded reference (--write-reference).")
+    parser.add_argument("Q")
+    parser.add_argument("K")
+    parser.add_argument("V")
+    parser.add_argument("--out", metavar="OUT.npy", help="the kernel's result to judge")
+    parser.add_argument("--step", choices=("output", "weights"), default="output",
+                        help="what --out holds (default: output)")
+    parser.add_argument("--causal", action="store_true", help="is_causal=True (top-left)")
+    parser.add_argument("--mask", metavar="M.npy", help="attn_mask: boolean (True = attend) or additive float")
+    parser.add_argument("--scale", type=_scale, help="the scale (default 1/sqrt(E), exactly)")
+    parser.add_argument("--gqa", action="store_true", help="enable_gqa=True")
+    parser.add_argument("--dtype", choices=("float64", "float32", "bfloat16", "float16"),
+                        help="the format (default: --out's dtype, else float32)")
+    parser.add_argument("--json", action="store_true", help="the report as JSON")
+    parser.add_argument("--max-ulp", type=_max_ulp, metavar="N",
+                        help="exit 1 when some entry's error is proved to exceed N ulps")
+    parser.add_argument("--worst", type=int, default=5, metavar="K", help="certify the K worst entries (default 5)")
+    parser.add_argument("--write-reference", metavar="REF.npz",
+                        help="write the correctly rounded output and weights (and fully_masked)")
+    parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
+    parser.set_defaults(run=run)
+
+
+def _load(path: str, what: str):
+    from symattn.floatref import FloatRefError
+    from symattn.floatref.sdpa import _numpy
+    from symattn.tomlfile import read_bytes
+
+    np = _numpy()
+    data = read_bytes(path, what=what, error=FloatRefError, limit=NPY_MAX_BYTES)
+    try:
+        array = np.load(io.BytesIO(data), allow_pickle=False)
+    except (ValueError, OSError, EOFError):
+        raise FloatRefError(f"{path}: not a .npy array of numbers (object arrays are refused); "
+                            f"save {what} with numpy.save") from None
+    if not isinstance(array, np.ndarray):
+        raise FloatRefError(f"{path}: an .npz archive; give one array saved with numpy.save")
+    return array
+
+
+def run(args: argparse.Namespace) -> Outcome:
+    from symattn import floatref
+    from symattn.files import write_atomically
+    from symattn.floatref import FloatRefError
+
+    if args.max_ulp is not None and args.out is None:
+        raise FloatRefError("--max-ulp judges --out: give --out OUT.npy")
+    if args.worst < 0:
+        raise FloatRefError(f"--worst is {args.worst}: give 0 or more")
+    Q, K, V = (_load(p, f"the {n} array") for p, n in ((args.Q, "Q"), (args.K, "K"), (args.V, "V")))
+    kwargs = dict(attn_mask=None if args.mask is None else _load(args.mask, "the mask array"),
+                  is_causal=args.causal, scale=args.scale, enable_gqa=args.gqa)
+    out = None if args.out is None else _load(args.out, "the result array")
+    dtype = args.dtype or (floatref.format_of(out) if out is not None else "float32")
+    text, status = "", 0
+    if args.write_reference:
+        import numpy as np
+
+        ref = floatref.correctly_rounded(Q, K, V, dtype=dtype, **kwargs)
+        buffer = io.BytesIO()
+        np.savez(buffer, output=ref.output, weights=ref.weights, fully_masked=ref.fully_masked)
+        write_atomically(buffer.getvalue(), args.write_reference, error=FloatRefError)
+        if out is None:
+            summary = {"dtype": dtype, "output_shape": list(ref.output.shape),
+                       "weights_shape": list(ref.weights.shape), "entries": ref.entries,
+                       "arb_entries": ref.arb_entries, "fully_masked_rows": int(ref.fully_masked.sum()),
+                       "written": args.write_reference}
+            text = json.dumps(summary, indent=2) + "\n" if args.json else (
+                f"{dtype} reference of SDPA: output {tuple(ref.output.shape)}, weights "
+                f"{tuple(ref.weights.shape)}, every entry correctly rounded ({ref.arb_entries} of "
+                f"{ref.entries} decided by arb balls); written to {args.write_reference}\n")
+    if out is not None:
+        report = floatref.ulp_report(out, Q, K, V, step=args.step, dtype=dtype, worst=args.worst, **kwargs)
+        text = json.dumps(report.to_json(), indent=2) + "\n" if args.json else str(report)
+        if args.max_ulp is not None and report.exceeds(args.max_ulp):
+            status = 1
+            if not args.json:
+                text += f"FAIL: max |error| {report.max_ulps:.4g} ulp exceeds --max-ulp {args.max_ulp:g}\n"
+    if out is None and not args.write_reference:
+        raise FloatRefError("give --out OUT.npy to judge a result, or --write-reference REF.npz")
+    return Outcome(text, status)
