@@ -24,7 +24,7 @@ from symattn.document.blocks import Document, LabelledMatrix, ProofLines, Report
 from symattn.document.build_check import build_check_document
 from symattn.document.build_facts import build_facts_document
 from symattn.document.build_heads import build_heads_document
-from symattn.document.formats import WRAPPER, html_fragment, print_document, scoped_css
+from symattn.document.formats import WRAPPER, print_document, scoped_css
 from symattn.document.printers.json import document_json
 from symattn.render.texutil import tex_escape
 from symattn.multihead import DEMO_TOML, MultiHeadProblem, attend_heads
