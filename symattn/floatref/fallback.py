@@ -76,7 +76,25 @@ def decide_slice(pr, idx: tuple, w, w_ok, o, o_ok, fmt: BinaryFormat) -> int:
     """Fill the undecided entries of one slice in place; returns how many there were."""
     import numpy as np
 
-    rows = sorted(set(np.nonzero(~w_ok.all(axis=1) | ~o_ok.all(axis=1))[0].tolist()))
+    from symattn.limits import MAX_SIDE
+
+    all_rows = sorted(set(np.nonzero(~w_ok.all(axis=1) | ~o_ok.all(axis=1))[0].tolist()))
+    S = w.shape[1]
+    if S > MAX_SIDE or pr.Q.shape[-1] > MAX_SIDE:
+        undecided_count = int((~w_ok).sum() + (~o_ok).sum())
+        raise FloatRefError(f"{undecided_count} entries of head {list(idx)} lie too near a rounding boundary "
+                            f"for float64 and need the arb path, which takes at most {MAX_SIDE:,} keys and "
+                            f"E ≤ {MAX_SIDE:,} (MAX_SIDE); this head has S = {S:,}, E = {pr.Q.shape[-1]:,}")
+    count = 0
+    chunk = max(1, MAX_SIDE - pr.Q.shape[-1])   # rows per Trace: ≤ MAX_SIDE, and E + rows with a float mask
+    for start in range(0, len(all_rows), chunk):
+        count += _decide_rows(pr, idx, all_rows[start:start + chunk], w, w_ok, o, o_ok, fmt)
+    return count
+
+
+def _decide_rows(pr, idx, rows, w, w_ok, o, o_ok, fmt) -> int:
+    import numpy as np
+
     cols = sorted(set(np.nonzero(~o_ok[rows].all(axis=0))[0].tolist())) or [0]
     trace = _trace(pr, idx, rows, cols)
     where = {"weights": {j: j for j in range(w.shape[1])}, "output": {c: k for k, c in enumerate(cols)}}

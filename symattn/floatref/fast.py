@@ -21,6 +21,8 @@ EXP_REL = 8 * U          # assumed: |fl(exp(x)) − exp(x)| ≤ 8u·exp(x) + EXP
 EXP_ABS = 2.0 ** -1070   # 16 float64 subnormal units
 TINY = 2.0 ** -1000      # absorbs every underflow (far below any float32/16 subnormal)
 _INFLATE = 1 + 2.0 ** -20
+#: keys per partial sum: sums and W·V carry γ_{B + S/B + 1} instead of γ_S
+SUM_BLOCK = 64
 #: rows per block: keeps the (rows × S) float64 temporaries near 16 MB each
 BLOCK_ENTRIES = 1 << 21
 
@@ -70,6 +72,17 @@ def enclose(Q, K, V, allowed, additive, scale: float, scale_err: float) -> Enclo
     return Enclosures(W[0], W[1], O[0], O[1], empty)
 
 
+def _blocks(M):
+    """(rows, S) → (nb, rows, SUM_BLOCK), the keys cut in blocks (zero-padded: zeros add no error)."""
+    import numpy as np
+
+    rows, S = M.shape
+    nb = -(-S // SUM_BLOCK)
+    if nb * SUM_BLOCK != S:
+        M = np.concatenate([M, np.zeros((rows, nb * SUM_BLOCK - S))], axis=1)
+    return M.reshape(rows, nb, SUM_BLOCK).transpose(1, 0, 2)
+
+
 def _block(Q, K, V, absV, qn, kn, allowed, additive, s, ds):
     import numpy as np
 
@@ -100,9 +113,11 @@ def _block(Q, K, V, absV, qn, kn, allowed, additive, s, ds):
         Rw = _up(Wm * G + EXP_ABS * (1 + G))
         if allowed is not None:
             Rw = np.where(allowed, Rw, 0.0)      # blocked: exactly 0
-        # Z = Σ w; |Z − Z̃| ≤ γ_S·Z̃/(1 − γ_S) + Σ R_w
-        Z = Wm.sum(axis=1, keepdims=True)
-        gS = gamma(S)
+        # Z = Σ w, summed in blocks of SUM_BLOCK keys then over the blocks:
+        # |Z − Z̃| ≤ γ_{B+nb+1}·Z̃/(1 − γ) + Σ R_w (two-level sum of non-negative terms)
+        Wb = _blocks(Wm)
+        Z = Wb.sum(axis=2).sum(axis=0)[:, None]
+        gS = gamma(SUM_BLOCK + Wb.shape[0] + 1)
         RZ = _up(gS * Z / (1 - gS) + Rw.sum(axis=1, keepdims=True))
         denom = Z - RZ                          # a lower bound of Z (after the outward step)
         denom = np.nextafter(denom, -np.inf)
@@ -111,13 +126,13 @@ def _block(Q, K, V, absV, qn, kn, allowed, additive, s, ds):
         # p = w/Z; |p − p̃| ≤ (R_w + p̃(1+u)·R_Z)/(Z̃ − R_Z)·(1+u) + u·p̃
         Pm = Wm / Z
         Rp = _up((Rw + Pm * (1 + 2 * U) * RZ) / denom * (1 + 2 * U) + U * Pm)
-        # o = (Σ w·v)/Z; |Ñ − Σ w̃v| ≤ γ_S Σ w̃|v|; |Σ w̃v − Σ wv| ≤ max_j G_j·Σ w̃|v| + EXP_ABS(1+G)Σ|v|
-        N = Wm @ V
+        # o = (Σ w·v)/Z; Ñ in blocks: |Ñ − Σ w̃v| ≤ γ_{B+nb+1} Σ w̃|v|; |Σ w̃v − Σ wv| ≤ max_j G_j·Σ w̃|v| + EXP_ABS(1+G)Σ|v|
+        N = np.matmul(Wb, _blocks(V.T).transpose(0, 2, 1)).sum(axis=0)   # Σ over blocks of W_b·V_b
         A = Wm @ absV
         Gmax = G.max(axis=1, keepdims=True) if allowed is None else \
             np.where(allowed, G, 0.0).max(axis=1, keepdims=True)
-        RN = _up(gS * A * (1 + 2 * gS) + Gmax * A * (1 + 2 * gS)
-                 + EXP_ABS * (1 + Gmax) * absV.sum(axis=0)[None, :] * (1 + 2 * gS))
+        gA = 1 + 2 * gamma(S)                    # Σ w̃|v| ≤ A·(1 + 2γ_S): A is a plain product
+        RN = _up(gS * A * gA + Gmax * A * gA + EXP_ABS * (1 + Gmax) * absV.sum(axis=0)[None, :] * gA)
         Om = N / Z
         Ro = _up((RN + np.abs(Om) * (1 + 2 * U) * RZ) / denom * (1 + 2 * U) + U * np.abs(Om))
         bad = ~good[:, 0] | overflow
