@@ -9,7 +9,9 @@ Each (shape, method) runs in a fresh subprocess (imports excluded from the
 time, peak RSS per run from ru_maxrss).  Inputs: seeded standard normal
 float32 Q, K, V (L = S, Ev = E), default scale, no mask.  numpy: the
 max-subtraction softmax in float64, best of 3.  correctly_rounded: one run;
-its count of entries that needed the arb path is printed.  torch SDPA is
+its count of entries that needed the arb path is printed.  enclose64: the
+fast path alone (float64 enclosures of every head and their rounding; the
+"arb entries" column then counts the undecided entries).  torch SDPA is
 timed too when torch is importable.  The load average is printed (2 cores
 shared with other work: times vary).
 """
@@ -62,6 +64,23 @@ def one(method: str, shape) -> dict:
         ref = floatref.correctly_rounded(Q, K, V, dtype="float32")
         seconds = time.perf_counter() - t
         extra = {"arb_entries": ref.arb_entries, "entries": ref.entries}
+    elif method == "enclose64":   # the fast path alone: float64 enclosures and their rounding
+        import numpy as np
+
+        from symattn.floatref import fast
+        from symattn.floatref.binary import BINARY_FORMATS
+        from symattn.floatref.sdpa import _decide
+
+        t = time.perf_counter()
+        undecided = 0
+        for b in range(shape[0]):
+            for h in range(shape[1]):
+                q, k, v = (x[b, h].astype(np.float64) for x in (Q, K, V))
+                enc = fast.enclose(q, k, v, None, None, 1 / np.sqrt(shape[3]), 3 * 2.0 ** -53 / np.sqrt(shape[3]))
+                for m, r in ((enc.weights, enc.weights_rad), (enc.output, enc.output_rad)):
+                    undecided += int((~_decide(m, r, BINARY_FORMATS["float32"])[1]).sum())
+        seconds = time.perf_counter() - t
+        extra = {"arb_entries": undecided, "entries": Q.size // shape[3] * (shape[2] + shape[3])}
     elif method == "torch32":
         import torch
 
@@ -83,7 +102,7 @@ def main() -> None:
     if args.one:
         print(json.dumps(one(args.one[0], tuple(int(x) for x in args.one[1:]))))
         return
-    methods = ["numpy64", "floatref32"]
+    methods = ["numpy64", "enclose64", "floatref32"]
     try:
         import torch  # noqa: F401
         methods.append("torch32")
@@ -95,7 +114,10 @@ def main() -> None:
     for shape in [tuple(s) for s in args.shape] if args.shape else SHAPES:
         for method in methods:
             run = subprocess.run([sys.executable, __file__, "--one", method, *map(str, shape)],
-                                 capture_output=True, text=True, check=True)
+                                 capture_output=True, text=True)
+            if run.returncode:
+                print(f"| {shape} | {method} | failed: {run.stderr.strip().splitlines()[-1][:200]} | | |")
+                continue
             r = json.loads(run.stdout)
             arb = f"{r['arb_entries']} of {r['entries']}" if "arb_entries" in r else ""
             print(f"| {shape} | {method} | {r['seconds']:.3f} | {r['peak_rss_mib']:.0f} | {arb} |", flush=True)
