@@ -293,3 +293,28 @@ def test_more_keys_than_the_engine_takes_is_a_clear_error_only_when_arb_is_neede
     ref = fr.correctly_rounded(Q, K, V)                    # decided by float64 alone
     assert ref.arb_entries == 0
     assert_matches(ref, Q, K, V, "float32")
+
+
+def test_the_assumed_exp_bound_holds_for_this_numpy():
+    """The fast path assumes numpy's float64 exp and expm1 are within 8u (4 ulp) relative, plus
+    2^-1070 absolute; checked here with arb balls on points across the range it uses."""
+    import flint
+    from symattn.floatref import fast
+
+    rng = np.random.default_rng(12)
+    xs = np.concatenate([-rng.random(3000) * 750, -rng.random(1000) * 1e-3, -rng.random(500) * 40,
+                         np.array([0.0, -708.4, -709.8, -744.0, -745.1])])
+    ys = np.exp(xs)
+    es = rng.random(2000) * 1e-3
+    ms = np.expm1(es)
+    old = flint.ctx.prec
+    flint.ctx.prec = 200
+    try:
+        for x, y in zip(xs.tolist(), ys.tolist()):
+            exact = flint.arb(x).exp()
+            assert abs(flint.arb(y) - exact) <= exact * fast.EXP_REL + fast.EXP_ABS, x
+        for x, y in zip(es.tolist(), ms.tolist()):
+            exact = flint.arb(x).exp() - 1
+            assert abs(flint.arb(y) - exact) <= exact * fast.EXP_REL + fast.EXP_ABS, x
+    finally:
+        flint.ctx.prec = old
