@@ -158,7 +158,6 @@ def correctly_rounded(Q: Any, K: Any, V: Any, *, dtype: str = "float32", attn_ma
 
     Arguments as torch.nn.functional.scaled_dot_product_attention (no dropout);
     inputs by their exact binary values; the default scale is exactly 1/√E."""
-    from symattn.floatref import fast
     from symattn.floatref.fallback import decide_slice
 
     np = _numpy()
@@ -175,10 +174,7 @@ def correctly_rounded(Q: Any, K: Any, V: Any, *, dtype: str = "float32", attn_ma
         allowed = None if pr.allowed is None else pr.allowed[idx]
         additive = None if pr.additive is None else pr.additive[idx]
         if dtype in FAST_FORMATS:
-            enc = fast.enclose(pr.Q[idx], pr.K[idx], pr.V[idx], allowed, additive, pr.scale_f, pr.scale_err)
-            w, w_ok = _decide(enc.weights, enc.weights_rad, fmt)
-            o, o_ok = _decide(enc.output, enc.output_rad, fmt)
-            empty = enc.empty
+            w, w_ok, o, o_ok, empty = _fast_slice(pr, idx, allowed, additive, fmt)
         else:
             w, w_ok = np.full((L, S), np.nan), np.zeros((L, S), dtype=bool)
             o, o_ok = np.full((L, Ev), np.nan), np.zeros((L, Ev), dtype=bool)
@@ -192,6 +188,27 @@ def correctly_rounded(Q: Any, K: Any, V: Any, *, dtype: str = "float32", attn_ma
                "bfloat16": np.float32}[dtype]
     return SDPAReference(out.astype(np_type), weights.astype(np_type), dtype, empty_all, arb_count,
                          weights.size + out.size)
+
+
+def _fast_slice(pr, idx: tuple, allowed, additive, fmt: BinaryFormat):
+    """One head by the fast path, a block of rows at a time (bounded temporaries)."""
+    from symattn.floatref import fast
+
+    np = _numpy()
+    Q, K, V = pr.Q[idx], pr.K[idx], pr.V[idx]
+    L, S, Ev = Q.shape[0], K.shape[0], V.shape[1]
+    w, o = np.empty((L, S)), np.empty((L, Ev))
+    w_ok, o_ok = np.empty((L, S), dtype=bool), np.empty((L, Ev), dtype=bool)
+    empty = np.empty(L, dtype=bool)
+    step = max(1, fast.BLOCK_ENTRIES // max(S, Ev, 1))
+    for a in range(0, L, step):
+        b = min(L, a + step)
+        enc = fast.enclose(Q[a:b], K, V, None if allowed is None else allowed[a:b],
+                           None if additive is None else additive[a:b], pr.scale_f, pr.scale_err)
+        w[a:b], w_ok[a:b] = _decide(enc.weights, enc.weights_rad, fmt)
+        o[a:b], o_ok[a:b] = _decide(enc.output, enc.output_rad, fmt)
+        empty[a:b] = enc.empty
+    return w, w_ok, o, o_ok, empty
 
 
 def _decide(mid, rad, fmt: BinaryFormat):
