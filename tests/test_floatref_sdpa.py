@@ -318,3 +318,30 @@ def test_the_assumed_exp_bound_holds_for_this_numpy():
             assert abs(flint.arb(y) - exact) <= exact * fast.EXP_REL + fast.EXP_ABS, x
     finally:
         flint.ctx.prec = old
+
+
+def test_batch_dimensions_broadcast_as_torch():
+    rng = np.random.default_rng(9)
+    Q = rng.standard_normal((2, 1, 3, 2)).astype(np.float32)
+    K = rng.standard_normal((1, 3, 4, 2)).astype(np.float32)
+    V = rng.standard_normal((4, 2)).astype(np.float32)          # no batch dims at all
+    ref = fr.correctly_rounded(Q, K, V, dtype="float16")
+    assert ref.output.shape == (2, 3, 3, 2) and ref.weights.shape == (2, 3, 3, 4)
+    for b in range(2):
+        for h in range(3):
+            sub = type(ref)(ref.output[b, h], ref.weights[b, h], "float16", None, 0, 0)
+            assert_matches(sub, Q[b, 0], K[0, h], V, "float16")
+
+
+def test_ulp_report_of_bfloat16_values_in_float32_arrays():
+    rng = np.random.default_rng(10)
+    Q, K, V = _shapes(rng, (), 1, 3, 3, 2, 2, np.float32)
+    ref = fr.correctly_rounded(Q, K, V, dtype="bfloat16")
+    report = fr.ulp_report(ref.output, Q, K, V, dtype="bfloat16")
+    assert report.correctly_rounded == report.entries == 6
+    assert report.max_ulps <= 0.5
+    bumped = ref.output.copy()
+    bumped[0, 1, 1] = np.nextafter(bumped[0, 1, 1], np.float32(np.inf))  # not a bfloat16 step:
+    report = fr.ulp_report(bumped, Q, K, V, dtype="bfloat16")            # 2^-16 of one
+    assert report.correctly_rounded == 5
+    assert report.worst[0].index == (0, 1, 1)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any
 
 from symattn.floatref.binary import BinaryFormat, round_ball, round_fraction
 from symattn.floatref.errors import FloatRefError

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from symattn.floatref.binary import BINARY_FORMATS, BinaryFormat, round_array, round_ball, round_fraction
+from symattn.floatref.binary import BINARY_FORMATS, BinaryFormat, round_array
 from symattn.floatref.errors import FloatRefError
 
 #: float32/16/bf16 are decided from float64 enclosures; float64 needs the arb path for every entry
@@ -222,4 +222,4 @@ def _decide(mid, rad, fmt: BinaryFormat):
     return np.where(ok, rh + 0.0, np.nan), ok
 
 
-__all__ = ["SDPAReference", "correctly_rounded", "normalise", "round_ball", "round_fraction"]
+__all__ = ["SDPAReference", "correctly_rounded", "normalise"]
