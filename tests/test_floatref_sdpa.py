@@ -217,6 +217,7 @@ def test_float16_subnormal_outputs_and_weights():
     (dict(attn_mask=np.ones((3, 3), dtype=bool)), "does not broadcast"),
     (dict(attn_mask=np.full((2, 2), np.nan)), "NaN or \\+inf"),
     (dict(scale=float("inf")), "finite float"),
+    (dict(attn_mask=np.array([[1, 0], [0, 1]])), "dtype int64"),
 ])
 def test_bad_arguments_are_one_line_errors(kwargs, words):
     Q = K = V = np.eye(2, dtype=np.float32)
@@ -345,3 +346,13 @@ def test_ulp_report_of_bfloat16_values_in_float32_arrays():
     report = fr.ulp_report(bumped, Q, K, V, dtype="bfloat16")            # 2^-16 of one
     assert report.correctly_rounded == 5
     assert report.worst[0].index == (0, 1, 1)
+
+
+def test_integer_inputs_are_exact_and_huge_ones_refused():
+    Q = np.array([[1, 2]], dtype=np.int64)
+    K = np.array([[0, 1], [1, 0]], dtype=np.int64)
+    V = np.array([[3], [5]], dtype=np.int64)
+    ref = fr.correctly_rounded(Q, K, V)
+    assert_matches(ref, Q.astype(float), K.astype(float), V.astype(float), "float32")
+    with pytest.raises(fr.FloatRefError, match="beyond 2\\^53"):
+        fr.correctly_rounded(Q, K, V * 2 ** 60)

@@ -75,6 +75,9 @@ def _array(x: Any, name: str):
         a = a.astype(np.float32)
     if a.dtype.kind not in "fiub":
         raise FloatRefError(f"{name} has dtype {a.dtype}: give float or integer arrays")
+    if a.dtype.kind in "iu" and a.size and int(np.abs(a.astype(object)).max()) > 2 ** 53:
+        raise FloatRefError(f"{name} holds integers beyond 2^53, which float64 cannot hold exactly: "
+                            "give smaller values or floats")
     return a
 
 
