@@ -356,3 +356,20 @@ def test_integer_inputs_are_exact_and_huge_ones_refused():
     assert_matches(ref, Q.astype(float), K.astype(float), V.astype(float), "float32")
     with pytest.raises(fr.FloatRefError, match="beyond 2\\^53"):
         fr.correctly_rounded(Q, K, V * 2 ** 60)
+
+
+def test_heads_sharing_k_and_v_share_one_trace_with_their_own_masks_and_rows():
+    """float64 sends every entry through arb: grouped heads (one Trace per kv head) must keep
+    each query row's own mask row and additive values."""
+    rng = np.random.default_rng(13)
+    Q = rng.standard_normal((4, 3, 2))
+    K = rng.standard_normal((2, 3, 2))
+    V = rng.standard_normal((2, 3, 2))
+    additive = rng.standard_normal((4, 3, 3))
+    additive[1, 0, 2] = additive[2, 2, 0] = -np.inf
+    ref = fr.correctly_rounded(Q, K, V, dtype="float64", attn_mask=additive, enable_gqa=True)
+    assert ref.arb_entries == ref.entries
+    for h, kv in enumerate([0, 0, 1, 1]):
+        sub = type(ref)(ref.output[h], ref.weights[h], "float64", None, 0, 0)
+        assert_matches(sub, Q[h], K[kv], V[kv], "float64", ~np.isneginf(additive[h]),
+                       np.where(np.isneginf(additive[h]), 0, additive[h]))

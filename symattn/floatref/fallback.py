@@ -29,27 +29,31 @@ def _exact_rows(a) -> list[list[str | Fraction]]:
     return [[_exact(x) for x in row] for row in a.tolist()]
 
 
-def _trace(pr, idx: tuple, rows: list[int], cols: list[int]):
+def _trace(pr, pairs: list[tuple[tuple, int]], cols: list[int]):
+    """One Trace for query rows (batch index, row) that share K and V (those of the first)."""
+    import numpy as np
     import sympy
 
     from symattn.problem import Problem
     from symattn.trace import Trace
 
-    Q, K, V = pr.Q[idx][rows], pr.K[idx], pr.V[idx][:, cols]   # only the columns in doubt
+    idx0 = pairs[0][0]
+    Q = np.stack([pr.Q[idx][i] for idx, i in pairs])
+    K, V = pr.K[idx0], pr.V[idx0][:, cols]                   # only the columns in doubt
     q, k = _exact_rows(Q), _exact_rows(K)
-    mask = None if pr.allowed is None else [[int(x) for x in r] for r in pr.allowed[idx][rows].tolist()]
+    mask = None if pr.allowed is None else [[int(x) for x in pr.allowed[idx][i].tolist()] for idx, i in pairs]
     if pr.additive is not None:
-        add = pr.additive[idx][rows]
+        add = np.stack([pr.additive[idx][i] for idx, i in pairs])
         if add.any():
             if pr.scale == 0:
                 raise FloatRefError("scale is 0 with a non-zero additive mask: give a non-zero scale")
-            inv = 1 / (sympy.sympify(pr.scale) if isinstance(pr.scale, sympy.Basic) else
+            inv = 1 / (pr.scale if isinstance(pr.scale, sympy.Basic) else
                        sympy.Rational(pr.scale.numerator, pr.scale.denominator))
             for r, row in enumerate(q):
-                row.extend(1 if c == r else 0 for c in range(len(rows)))
+                row.extend(1 if c == r else 0 for c in range(len(pairs)))
             for j, row in enumerate(k):
                 row.extend(sympy.Rational(*Fraction(float(add[r, j])).as_integer_ratio()) * inv
-                           for r in range(len(rows)))
+                           for r in range(len(pairs)))
     return Trace(Problem(Q=q, K=k, V=_exact_rows(V), scale=pr.scale, mask=mask))
 
 
@@ -71,37 +75,51 @@ def decide_entry(trace, step: str, i: int, c: int, fmt: BinaryFormat) -> float:
                     "it may sit exactly on a rounding boundary")
 
 
-def decide_slice(pr, idx: tuple, w, w_ok, o, o_ok, fmt: BinaryFormat) -> int:
-    """Fill the undecided entries of one slice in place; returns how many there were."""
+def decide_all(pr, w, w_ok, o, o_ok, fmt: BinaryFormat) -> int:
+    """Fill every undecided entry in place (arrays (B..., L, ·)); returns how many there were.
+
+    Heads that share K and V (grouped-query heads, broadcast batch dimensions) share one
+    Trace: building the exact K and V is most of the arb path's cost."""
     import numpy as np
 
     from symattn.limits import MAX_SIDE
 
-    all_rows = sorted(set(np.nonzero(~w_ok.all(axis=1) | ~o_ok.all(axis=1))[0].tolist()))
-    S = w.shape[1]
-    if S > MAX_SIDE or pr.Q.shape[-1] > MAX_SIDE:
-        undecided_count = int((~w_ok).sum() + (~o_ok).sum())
-        raise FloatRefError(f"{undecided_count} entries of head {list(idx)} lie too near a rounding boundary "
-                            f"for float64 and need the arb path, which takes at most {MAX_SIDE:,} keys and "
-                            f"E ≤ {MAX_SIDE:,} (MAX_SIDE); this head has S = {S:,}, E = {pr.Q.shape[-1]:,}")
+    groups: dict[tuple, list[tuple]] = {}
+    for idx in np.ndindex(*pr.batch):
+        if w_ok[idx].all() and o_ok[idx].all():
+            continue
+        S, E = pr.K.shape[-2], pr.Q.shape[-1]
+        if S > MAX_SIDE or E > MAX_SIDE:
+            count = int((~w_ok[idx]).sum() + (~o_ok[idx]).sum())
+            raise FloatRefError(f"{count} entries of head {list(idx)} lie too near a rounding boundary "
+                                f"for float64 and need the arb path, which takes at most {MAX_SIDE:,} keys "
+                                f"and E ≤ {MAX_SIDE:,} (MAX_SIDE); this head has S = {S:,}, E = {E:,}")
+        key = (hash(pr.K[idx].tobytes()), hash(pr.V[idx].tobytes()))
+        while key in groups and not (np.array_equal(pr.K[groups[key][0]], pr.K[idx])
+                                     and np.array_equal(pr.V[groups[key][0]], pr.V[idx])):
+            key = key + (len(key),)                      # a hash collision: another group
+        groups.setdefault(key, []).append(idx)
     count = 0
     chunk = max(1, MAX_SIDE - pr.Q.shape[-1])   # rows per Trace: ≤ MAX_SIDE, and E + rows with a float mask
-    for start in range(0, len(all_rows), chunk):
-        count += _decide_rows(pr, idx, all_rows[start:start + chunk], w, w_ok, o, o_ok, fmt)
+    for members in groups.values():
+        pairs = [(idx, i) for idx in members
+                 for i in np.nonzero(~w_ok[idx].all(axis=1) | ~o_ok[idx].all(axis=1))[0].tolist()]
+        for start in range(0, len(pairs), chunk):
+            count += _decide_rows(pr, pairs[start:start + chunk], w, w_ok, o, o_ok, fmt)
     return count
 
 
-def _decide_rows(pr, idx, rows, w, w_ok, o, o_ok, fmt) -> int:
+def _decide_rows(pr, pairs, w, w_ok, o, o_ok, fmt) -> int:
     import numpy as np
 
-    cols = sorted(set(np.nonzero(~o_ok[rows].all(axis=0))[0].tolist())) or [0]
-    trace = _trace(pr, idx, rows, cols)
-    where = {"weights": {j: j for j in range(w.shape[1])}, "output": {c: k for k, c in enumerate(cols)}}
+    cols = sorted({c for idx, i in pairs for c in np.nonzero(~o_ok[idx][i])[0].tolist()}) or [0]
+    trace = _trace(pr, pairs, cols)
+    where = {"weights": {j: j for j in range(w.shape[-1])}, "output": {c: k for k, c in enumerate(cols)}}
     count = 0
-    for r, i in enumerate(rows):
+    for r, (idx, i) in enumerate(pairs):
         for step, values, ok in (("weights", w, w_ok), ("output", o, o_ok)):
-            for c in np.nonzero(~ok[i])[0].tolist():
-                values[i, c] = decide_entry(trace, step, r, where[step][c], fmt)
-                ok[i, c] = True
+            for c in np.nonzero(~ok[idx][i])[0].tolist():
+                values[idx + (i, c)] = decide_entry(trace, step, r, where[step][c], fmt)
+                ok[idx + (i, c)] = True
                 count += 1
     return count

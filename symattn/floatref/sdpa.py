@@ -161,7 +161,7 @@ def correctly_rounded(Q: Any, K: Any, V: Any, *, dtype: str = "float32", attn_ma
 
     Arguments as torch.nn.functional.scaled_dot_product_attention (no dropout);
     inputs by their exact binary values; the default scale is exactly 1/√E."""
-    from symattn.floatref.fallback import decide_slice
+    from symattn.floatref.fallback import decide_all
 
     np = _numpy()
     if dtype not in BINARY_FORMATS:
@@ -172,7 +172,8 @@ def correctly_rounded(Q: Any, K: Any, V: Any, *, dtype: str = "float32", attn_ma
     out = np.empty(pr.batch + (L, Ev))
     weights = np.empty(pr.batch + (L, S))
     empty_all = np.zeros(pr.batch + (L,), dtype=bool)
-    arb_count = 0
+    w_ok_all = np.zeros(pr.batch + (L, S), dtype=bool)
+    o_ok_all = np.zeros(pr.batch + (L, Ev), dtype=bool)
     for idx in np.ndindex(*pr.batch):
         allowed = None if pr.allowed is None else pr.allowed[idx]
         additive = None if pr.additive is None else pr.additive[idx]
@@ -184,9 +185,9 @@ def correctly_rounded(Q: Any, K: Any, V: Any, *, dtype: str = "float32", attn_ma
             empty = np.zeros(L, dtype=bool) if allowed is None else ~allowed.any(axis=1)
         w_ok[empty], o_ok[empty] = True, True
         w[empty], o[empty] = np.nan, np.nan
-        if not (w_ok.all() and o_ok.all()):
-            arb_count += decide_slice(pr, idx, w, w_ok, o, o_ok, fmt)
         weights[idx], out[idx], empty_all[idx] = w, o, empty
+        w_ok_all[idx], o_ok_all[idx] = w_ok, o_ok
+    arb_count = decide_all(pr, weights, w_ok_all, out, o_ok_all, fmt)
     np_type = {"float64": np.float64, "float32": np.float32, "float16": np.float16,
                "bfloat16": np.float32}[dtype]
     return SDPAReference(out.astype(np_type), weights.astype(np_type), dtype, empty_all, arb_count,

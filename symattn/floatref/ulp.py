@@ -206,7 +206,7 @@ def _arb_errors(pr, idx: tuple, step: str, y, fmt):
     rows = [i for i in range(L) if not empty[i]]
     ulps, rel, unc = np.zeros((L, width)), np.zeros((L, width)), np.zeros((L, width))
     if rows:
-        trace = _trace(pr, idx, rows, list(range(pr.V.shape[-1])))
+        trace = _trace(pr, [(idx, i) for i in rows], list(range(pr.V.shape[-1])))
         with precision(128):
             for r, i in enumerate(rows):
                 for c, x in enumerate(trace.enclosure(step, r, 128)):
@@ -231,7 +231,7 @@ def _certify_worst(pr, step: str, fmt_name: str, y, chosen: list) -> list[WorstE
         by_slice.setdefault(tuple(int(v) for v in index[:-2]), []).append(tuple(int(v) for v in index))
     for idx, entries in by_slice.items():
         rows = sorted({e[-2] for e in entries})
-        trace = _trace(pr, idx, rows, list(range(pr.V.shape[-1])))
+        trace = _trace(pr, [(idx, i) for i in rows], list(range(pr.V.shape[-1])))
         shown = Rounding(digits=_SHOW_DIGITS[fmt_name])
         rounding = Rounding(digits=3)
         for e in entries:
