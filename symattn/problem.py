@@ -86,10 +86,35 @@ def check_scale_ball(scale: sympy.Expr) -> flint.arb | None:
         return None
 
 
+def _window(value: Mapping) -> tuple[int, bool]:
+    """``{window = W, causal = true}``: the width W ≥ 1 and whether the band is causal."""
+    unknown = [k for k in value if k not in ("window", "causal")]
+    if unknown:
+        raise ProblemError(f"mask has the unknown key {str(unknown[0])!r}: a sliding window is "
+                           "mask = { window = W } or { window = W, causal = false }")
+    width = value.get("window")
+    if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+        raise ProblemError(f"mask window is {width!r}: give the window width as a whole number "
+                           "W ≥ 1 (query i sees W keys, itself included)")
+    causal = value.get("causal", True)
+    if not isinstance(causal, bool):
+        raise ProblemError(f"mask causal is {causal!r}: use true or false")
+    return width, causal
+
+
+def window_allows(i: int, j: int, width: int, causal: bool) -> bool:
+    """Mistral's sliding window: i − W < j ≤ i (W keys, itself included); |i − j| < W
+    when not causal."""
+    return (i - width < j <= i) if causal else abs(i - j) < width
+
+
 def _mask(value: object, n: int, m: int) -> tuple[Matrix | None, str | None]:
     """The mask as a 0/1 matrix (1 = may attend, PyTorch SDPA's boolean convention)."""
     if value is None or value is False:
         return None, None
+    if isinstance(value, Mapping):
+        width, causal = _window(value)
+        return Matrix(n, m, lambda i, j: 1 if window_allows(i, j, width, causal) else 0), "window"
     if isinstance(value, str):
         if value.strip().lower() != "causal":
             raise ProblemError(f"mask is {value!r}: use \"causal\" or a 0/1 matrix where 1 = may attend")
@@ -120,7 +145,9 @@ class Problem:
 
     Give ``X, W_q, W_k, W_v`` (self-attention; add ``X_kv`` for
     cross-attention) or ``Q, K, V`` directly.  ``scale`` defaults to
-    1/√d_k; ``mask`` is ``"causal"`` or a 0/1 matrix (1 = may attend).
+    1/√d_k; ``mask`` is ``"causal"``, a 0/1 matrix (1 = may attend) or a
+    sliding window ``{"window": W}`` (keys i − W < j ≤ i; ``"causal": False``
+    for |i − j| < W).
     ``symbols`` names the symbols that strings may use (``["a", "x_1"]``, or
     True for any); SymPy expressions passed directly may hold symbols anyway.
     """
@@ -204,6 +231,8 @@ class Problem:
             check_magnitude(flint.fmpq(int(self.scale.p), int(self.scale.q))
                             if self.scale.is_Rational else self.scale, "scale")
         self.mask, self.mask_kind = _mask(mask, self.n, self.m)
+        #: (W, causal) of a sliding-window mask, else None
+        self.window: tuple[int, bool] | None = _window(mask) if self.mask_kind == "window" else None
         if self.mask is not None:
             for i in range(self.n):
                 if not any(self.mask[i, j] for j in range(self.m)):
@@ -400,7 +429,23 @@ class Problem:
         return Problem(**inputs, tokens=self.tokens,
                        key_tokens=None if self.key_tokens == self.tokens else self.key_tokens,
                        scale=self.scale.subs(mapping) if self.scale_given else None,
-                       mask=None if self.mask is None else self.mask.tolist(), title=self.title)
+                       mask=self.mask_value, title=self.title)
+
+    @property
+    def mask_description(self) -> str | None:
+        """How the views name the mask: ``causal``, ``matrix`` or the window and its band."""
+        if self.window is None:
+            return self.mask_kind
+        width, causal = self.window
+        band = f"keys i − {width} < j ≤ i" if causal else f"keys |i − j| < {width}"
+        return f"sliding window W = {width}, {'causal' if causal else 'both sides'} ({band})"
+
+    @property
+    def mask_value(self) -> object:
+        """The mask as ``Problem(mask=...)`` takes it (a window stays a window)."""
+        if self.window is not None:
+            return {"window": self.window[0], "causal": self.window[1]}
+        return None if self.mask is None else self.mask.tolist()
 
     @property
     def default_scale(self) -> bool:

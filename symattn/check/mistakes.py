@@ -27,6 +27,14 @@ code                      the change
                           from the trace's exp values); or the weights rounded
                           before the output: Σ_j round(w_ij)·V_jc, a product of
                           trace values (the student's own arithmetic)
+``mask-after-softmax``    softmax over every key, then the blocked weights set
+                          to 0 without renormalising (the unmasked trace's
+                          weights, zeroed: a documented view of that trace)
+``masked-by-zero``        blocked scores set to 0 instead of −∞ (a Problem whose
+                          Q is the scores with 0 where blocked, K the identity,
+                          no mask)
+``window-off-by-one``     a sliding window of W + 1 keys (``q − kv ≤ W``, as
+                          attention-gym counts) or W − 1 keys
 ========================  =====================================================
 """
 
@@ -51,10 +59,12 @@ __all__ = ["Mistake", "Mistakes", "MISTAKE_CODES"]
 
 MISTAKE_CODES = ("unscaled", "scaled-by-d_k", "transposed-scores", "softmax-over-columns",
                  "scaled-after-softmax", "e-as-2.7", "values-from-keys", "transposed-output",
-                 "wrong-step", "early-rounding")
+                 "wrong-step", "early-rounding", "mask-after-softmax", "masked-by-zero",
+                 "window-off-by-one")
 
 _AFTER_SCORES = frozenset(("scaled", "masked", "shifted", "exp", "row_sum", "weights", "output"))
 _SOFTMAX = frozenset(("exp", "row_sum", "weights", "output"))
+_AFTER_MASK = frozenset(("masked", "shifted", "exp", "row_sum", "weights", "output"))
 _EARLY_PLACES = (2, 3)       # always tried, besides the places the figure is written at
 _MAX_EARLY_PLACES = 6
 
@@ -198,6 +208,37 @@ class _RoundedWeightsSource(Source):
         return certify(self.exact(name, i, j), rounding)
 
 
+class _ZeroedAfterSoftmaxSource(Source):
+    """Softmax over every key, then the blocked weights set to 0, not renormalised.
+
+    A documented view of the unmasked trace: weights[i, j] is its weight where the
+    base problem allows key j and 0 where it blocks it; output = Σ_j weights·V
+    (the rows now sum to less than 1).
+    """
+
+    STEPS = frozenset(("weights", "output"))
+
+    def __init__(self, unmasked: Trace, base: Trace) -> None:
+        super().__init__(unmasked)
+        self.base = base
+
+    def exact(self, name: str, i: int, j: int) -> sympy.Expr:
+        if name == "weights":
+            return self.trace.weights[i, j] if self.base.is_allowed(i, j) else sympy.S.Zero
+        if name == "output":
+            V, W = self.trace.V, self.trace.weights
+            return sympy.Add(*[W[i, k] * V[k, j] for k in range(self.trace.problem.m)
+                               if self.base.is_allowed(i, k)])
+        return super().exact(name, i, j)
+
+    def decimal(self, name: str, i: int, j: int, rounding: Rounding) -> CertifiedDecimal:
+        if name == "weights" and self.base.is_allowed(i, j):
+            return super().decimal(name, i, j, rounding)
+        if name in self.STEPS:
+            return certify(self.exact(name, i, j), rounding)
+        return super().decimal(name, i, j, rounding)
+
+
 class Mistakes:
     """Every named mistake of one problem, built lazily and once."""
 
@@ -272,9 +313,41 @@ class Mistakes:
         if values is not None:
             out.append(Mistake("values-from-keys", "K used where V belongs", frozenset(("output",)),
                                Source(values)))
+        out += self._mask_mistakes()
         if p.n == p.d_v:
             out.append(Mistake("transposed-output", "the output matrix transposed",
                                frozenset(("output",)), Source(self.trace, frozenset(("output",)))))
+        return out
+
+    def _mask_mistakes(self) -> list[Mistake]:
+        """The mask applied wrongly: after the softmax, by a 0 score, or a window off by one."""
+        p, t = self.problem, self.trace
+        if p.mask is None:
+            return []
+        out: list[Mistake] = []
+        unmasked = self._attempt(lambda: _rebuild(p, mask=None))
+        if unmasked is not None:
+            out.append(Mistake("mask-after-softmax",
+                               "softmax over every key, then blocked weights set to 0 "
+                               "without renormalising", _ZeroedAfterSoftmaxSource.STEPS,
+                               _ZeroedAfterSoftmaxSource(unmasked, t)))
+        scores = t.scores.matrix
+        zeroed = sympy.Matrix([[scores[i, j] if t.is_allowed(i, j) else 0 for j in range(p.m)]
+                               for i in range(p.n)])
+        by_zero = self._attempt(lambda: _direct(t, zeroed, sympy.eye(p.m), mask=None))
+        if by_zero is not None:
+            out.append(Mistake("masked-by-zero", "blocked scores set to 0 instead of −∞",
+                               frozenset(("shifted", *_SOFTMAX)), Source(by_zero)))
+        if p.window is not None:
+            width, causal = p.window
+            for other in (width + 1, width - 1):
+                if other < 1:
+                    continue
+                trace = self._attempt(lambda w=other: _rebuild(p, mask={"window": w, "causal": causal}))
+                if trace is not None:
+                    out.append(Mistake("window-off-by-one",
+                                       f"a window of {other} key{'s' if other != 1 else ''} instead of {width}",
+                                       _AFTER_MASK, Source(trace)))
         return out
 
     def _values_from_keys(self) -> Trace | None:

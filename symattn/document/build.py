@@ -164,7 +164,7 @@ class _Builder:
         kind = "cross-attention" if "X_kv" in p.inputs else ("self-attention" if p.projected else "given")
         return Summary(p.title or "Scaled dot-product attention", kind, tuple(p.tokens), tuple(p.key_tokens),
                        p.d_k, p.d_v, p.d_model if p.projected else None, hf.exact(p.scale), p.default_scale,
-                       p.mask_kind if p.mask is not None else None,
+                       p.mask_description if p.mask is not None else None,
                        tuple(sorted(str(x) for x in p.free_symbols)), self.o.rounding, self.o.sci_digits)
 
     def inputs(self) -> Section | None:

@@ -1,0 +1,179 @@
+"""Attention variants on the one engine: sliding windows, and the mask mistakes.
+
+Every expected number comes from an independent computation written here
+(numpy float64 on small mild problems, or mpmath at 40 digits rounded half
+away from zero with the decimal module), never from symattn's own values.
+"""
+
+from decimal import ROUND_HALF_UP, Decimal
+
+import mpmath
+import numpy as np
+import pytest
+
+import symattn as sa
+from symattn.check import Checker
+from symattn.check.mistakes import Mistakes
+from symattn.cli import main
+from symattn.errors import ProblemError
+
+LESSON_X = np.array([[1, 0, 1, 0], [0, 2, 0, 2], [1, 1, 1, 1]], dtype=float)
+LESSON_WQ = np.array([[1, 0, 1], [1, 0, 0], [0, 0, 1], [0, 1, 1]], dtype=float)
+LESSON_WK = np.array([[0, 0, 1], [1, 1, 0], [0, 1, 0], [1, 1, 0]], dtype=float)
+LESSON_WV = np.array([[0, 2, 0], [0, 3, 0], [1, 0, 3], [1, 1, 0]], dtype=float)
+
+
+# -- the independent float64 reference --------------------------------------------
+def band(n: int, m: int, width: int, causal: bool) -> np.ndarray:
+    """Mistral's window, written from its definition: W keys ending at the query itself."""
+    i = np.arange(n)[:, None]
+    j = np.arange(m)[None, :]
+    return ((j <= i) & (j > i - width)) if causal else (np.abs(i - j) < width)
+
+
+def softmax_rows(logits: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    z = np.where(allowed, logits, -np.inf)
+    z = z - z.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def reference(Q, K, V, scale, allowed):
+    w = softmax_rows(scale * (Q @ K.T), allowed)
+    return w, w @ V
+
+
+def decimals(step, places=12):
+    return np.array([[float(str(d)) for d in row]
+                     for row in step.decimals(sa.Rounding(places=places))])
+
+
+def rounded(x, places: int) -> str:
+    d = Decimal(mpmath.nstr(x, 40, min_fixed=-50, max_fixed=50))
+    return str(d.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP))
+
+
+# -- sliding window ---------------------------------------------------------------
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("seed", range(4))
+def test_window_matches_float64(seed, causal):
+    rng = np.random.default_rng(seed)
+    n, d = 5, 3
+    width = int(rng.integers(1, 4))
+    Q, K, V = (rng.integers(-3, 4, size=(n, d)) for _ in range(3))
+    p = sa.Problem(Q=Q.tolist(), K=K.tolist(), V=V.tolist(),
+                   mask={"window": width, "causal": causal})
+    t = sa.attend(p)
+    allowed = band(n, n, width, causal)
+    w, o = reference(Q.astype(float), K.astype(float), V.astype(float), 1 / np.sqrt(d), allowed)
+    assert np.allclose(decimals(t.weights), w, atol=1e-11)
+    assert np.allclose(decimals(t.output), o, atol=1e-11)
+    # blocked weights are exactly 0, and each row sees the keys of its band only
+    for i in range(n):
+        assert [j for j in range(n) if t.is_allowed(i, j)] == list(np.flatnonzero(allowed[i]))
+        for j in range(n):
+            if not allowed[i, j]:
+                assert t.weights[i, j] == 0
+
+
+def test_window_counts_w_keys_including_itself():
+    p = sa.Problem(Q=[[1]] * 6, K=[[1]] * 6, V=[[1]] * 6, mask={"window": 3})
+    assert [sum(int(p.mask[i, j]) for j in range(6)) for i in range(6)] == [1, 2, 3, 3, 3, 3]
+    assert [j for j in range(6) if p.mask[4, j]] == [2, 3, 4]      # 4 − 3 < j ≤ 4
+    both = sa.Problem(Q=[[1]] * 6, K=[[1]] * 6, V=[[1]] * 6, mask={"window": 2, "causal": False})
+    assert [j for j in range(6) if both.mask[3, j]] == [2, 3, 4]   # |3 − j| < 2
+
+
+def test_window_is_a_mask():
+    """window-is-a-mask: the window problem equals causal attention with the band mask."""
+    rng = np.random.default_rng(7)
+    Q, K, V = (rng.integers(-2, 3, size=(4, 2)).tolist() for _ in range(3))
+    windowed = sa.attend(sa.Problem(Q=Q, K=K, V=V, mask={"window": 2}))
+    banded = sa.attend(sa.Problem(Q=Q, K=K, V=V, mask=band(4, 4, 2, True).astype(int).tolist()))
+    for step in ("weights", "output"):
+        assert windowed.step(step).matrix == banded.step(step).matrix
+    # and a window as wide as the sequence is the causal mask
+    wide = sa.attend(sa.Problem(Q=Q, K=K, V=V, mask={"window": 4}))
+    causal = sa.attend(sa.Problem(Q=Q, K=K, V=V, mask="causal"))
+    assert wide.weights.matrix == causal.weights.matrix
+
+
+def test_window_example_hand_worked():
+    """Row 'sat' of the built-in example: scores with 'cat' and 'sat' are 2 and 1 at scale 1/2,
+    so its weights are 1/(1 + e^(−1/2)) = 0.6225 and e^(−1/2)/(1 + e^(−1/2)) = 0.3775."""
+    t = sa.attend(sa.load_example("sliding-window"))
+    a = 1 / (1 + mpmath.exp(mpmath.mpf(-1) / 2))
+    row = [str(d) for d in t.weights.decimals(sa.Rounding(places=4))[2]]
+    assert row == ["0.0000", rounded(a, 4), rounded(1 - a, 4), "0.0000", "0.0000"]
+    assert row[1:3] == ["0.6225", "0.3775"]
+    assert t.problem.window == (2, True)
+
+
+def test_window_from_toml_and_json(tmp_path, capsys):
+    path = tmp_path / "w.toml"
+    path.write_text('Q = [[1, 0], [0, 1], [1, 1]]\nK = [[1, 0], [0, 1], [1, 1]]\n'
+                    'V = [[1], [2], [3]]\nmask = { window = 2, causal = false }\n')
+    p = sa.Problem.from_toml(path)
+    assert p.window == (2, False)
+    assert p.mask.tolist() == [[1, 1, 0], [1, 1, 1], [0, 1, 1]]
+    assert p.subs({}).window == (2, False)         # a window stays a window
+    assert main(["explain", str(path)]) == 0
+    assert "sliding window W = 2, both sides (keys |i − j| < 2)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("mask, words", [
+    ({"window": 0}, "W ≥ 1"), ({"window": True}, "W ≥ 1"), ({"window": "2"}, "W ≥ 1"),
+    ({"width": 2}, "unknown key 'width'"), ({"window": 2, "causal": "yes"}, "true or false"),
+])
+def test_bad_windows_are_one_line_errors(mask, words):
+    with pytest.raises(ProblemError) as err:
+        sa.Problem(Q=[[1]], K=[[1]], V=[[1]], mask=mask)
+    assert words in str(err.value) and "\n" not in str(err.value)
+
+
+# -- the mask mistakes --------------------------------------------------------------
+def lesson_logits() -> np.ndarray:
+    Q, K = LESSON_X @ LESSON_WQ, LESSON_X @ LESSON_WK
+    return (Q @ K.T) / np.sqrt(3)
+
+
+def test_mask_after_softmax_the_lesson_row_love():
+    """Softmax over all keys, then the blocked key zeroed, not renormalised: 0.00, 0.91, 0."""
+    full = softmax_rows(lesson_logits(), np.ones((3, 3), bool))
+    wrong = np.where(np.tril(np.ones((3, 3))) > 0, full, 0.0)
+    assert [f"{x:.2f}" for x in wrong[1]] == ["0.00", "0.91", "0.00"]
+    v = Checker(sa.load_example("i-love-cats-causal")).check("weights[love]", "0.00, 0.91, 0")
+    assert v.code == "mistake" and v.mistake == "mask-after-softmax"
+    # its output is that row times V, summing to less than the right one
+    trace = sa.attend(sa.load_example("i-love-cats-causal"))
+    source = next(m.source for m in Mistakes(trace).fixed if m.code == "mask-after-softmax")
+    out = wrong @ (LESSON_X @ LESSON_WV)
+    got = [float(str(source.decimal("output", 1, c, sa.Rounding(places=10)))) for c in range(3)]
+    assert np.allclose(got, out[1], atol=1e-9)
+
+
+def test_masked_by_zero_the_lesson_row_i():
+    """Blocked scores set to 0 instead of −∞: row 'I' becomes 0.61, 0.19, 0.19."""
+    logits = np.where(np.tril(np.ones((3, 3))) > 0, lesson_logits(), 0.0)
+    wrong = softmax_rows(logits, np.ones((3, 3), bool))
+    assert [f"{x:.2f}" for x in wrong[0]] == ["0.61", "0.19", "0.19"]
+    v = Checker(sa.load_example("i-love-cats-causal")).check("weights[I]", "0.61, 0.19, 0.19")
+    assert v.code == "mistake" and v.mistake == "masked-by-zero"
+
+
+def test_window_off_by_one_is_named():
+    """attention-gym's q − kv ≤ W counts W + 1 keys: row 'sat' with 3 keys instead of 2."""
+    p = sa.load_example("sliding-window")
+    Q, K, V = (np.array(m.tolist(), dtype=float) for m in (p.Q_given, p.K_given, p.V_given))
+    wide = softmax_rows(0.5 * (Q @ K.T), band(5, 5, 3, True))
+    text = ", ".join(f"{x:.2f}" for x in wide[2])
+    assert text == "0.38, 0.38, 0.23, 0.00, 0.00"
+    v = Checker(p).check("weights[sat]", text)
+    assert v.code == "mistake" and v.mistake == "window-off-by-one"
+    assert "3 keys instead of 2" in v.message
+    assert Checker(p).check("weights[sat]", "0.00, 0.62, 0.38, 0, 0").right
+
+
+def test_no_mask_no_mask_mistakes():
+    codes = {m.code for m in Mistakes(sa.attend(sa.load_example("i-love-cats"))).fixed}
+    assert not codes & {"mask-after-softmax", "masked-by-zero", "window-off-by-one"}
