@@ -414,7 +414,8 @@ def _pow(node: sympy.Pow, base: flint.arb, ex: sympy.Expr, cache: dict) -> flint
 
 
 _CONSTANTS = {sympy.pi: flint.arb.pi, sympy.E: flint.arb.const_e}
-_FUNCS = {sympy.exp: flint.arb.exp, sympy.log: flint.arb.log, sympy.Abs: abs}
+_FUNCS = {sympy.exp: flint.arb.exp, sympy.log: flint.arb.log, sympy.Abs: abs,
+          sympy.tanh: flint.arb.tanh, sympy.cos: flint.arb.cos, sympy.sin: flint.arb.sin}
 _NARY = {sympy.Add: operator.add, sympy.Mul: operator.mul,
          sympy.Max: flint.arb.max, sympy.Min: flint.arb.min}
 
@@ -444,7 +445,7 @@ def _arb(node: sympy.Basic, cache: dict) -> flint.arb:
         raise _Unsupported(node, "floats are not exact; write the number as a fraction")
     else:
         raise _Unsupported(node, f"{_short(node, 40)} is not supported here "
-                                 "(exact numbers, + * ** exp log Abs Max Min pi E only)")
+                                 "(exact numbers, + * ** exp log tanh cos sin Abs Max Min pi E only)")
     cache[node] = v
     return v
 

@@ -26,7 +26,8 @@ MAX_TEXT_LENGTH = 10_000        # characters in one expression string
 MAX_DEPTH = 100                 # nesting: parentheses, calls, signs, √ and powers
 MAX_NUMERAL_DIGITS = 1_000      # digits written in one numeral (2.000…0e0 counts every 0)
 MAX_DECIMAL_EXPONENT = 1_000    # |e| of a numeral such as 1.5e-3
-MAX_POWER_EXPONENT = 10_000     # |p| of an exponent p/q; |x| of e^x and of b^x = e^(x·log b)
+MAX_POWER_EXPONENT = 10_000     # |p| of an exponent p/q; |x| of e^x and of b^x = e^(x·log b);
+                                # |x| of tanh(x), cos(x), sin(x)
 MAX_VALUE_DIGITS = 1_000        # digits of the numerator or denominator of any rational built
 MAX_BITS = 100_000              # estimated bits of all numerals and powers in one string
 MAX_ROOT_BITS = 2_000           # bits under logs and irrational powers (SymPy factors them)

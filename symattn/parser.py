@@ -478,7 +478,8 @@ def _ball(x: sympy.Expr) -> arb | None:
 
 
 _ARB_CONSTANTS = {sympy.pi: arb.pi, sympy.E: arb.const_e}
-_ARB_FUNCTIONS = {sympy.exp: arb.exp, sympy.log: arb.log}
+_ARB_FUNCTIONS = {sympy.exp: arb.exp, sympy.log: arb.log, sympy.tanh: arb.tanh,
+                  sympy.cos: arb.cos, sympy.sin: arb.sin}
 
 
 def _approx(x: sympy.Expr, decide_sign: bool = False) -> arb | None:
@@ -522,6 +523,10 @@ class Evaluator:
         "exp": (sympy.exp, (), "", "guard_exp"),
         "log": (sympy.log, (1,), "the logarithm of a number that is not positive", "guard_root"),
         "ln": (sympy.log, (1,), "the logarithm of a number that is not positive", "guard_root"),
+        # soft-capping (tanh) and RoPE rotations (cos, sin); arguments are bounded as e^x's
+        "tanh": (sympy.tanh, (), "", "guard_argument"),
+        "cos": (sympy.cos, (), "", "guard_argument"),
+        "sin": (sympy.sin, (), "", "guard_argument"),
     }
 
     def __init__(self, text: str, where: str = "input", symbols: bool = False,
@@ -574,6 +579,15 @@ class Evaluator:
     def guard_exp(self, x: sympy.Expr, node: Node) -> None:
         if not x.free_symbols:
             self.guard_size(_approx(x), node)
+
+    def guard_argument(self, x: sympy.Expr, node: Node) -> None:
+        """tanh, cos, sin of a bounded number: cos(10^999) would need 1,000 digits of π."""
+        if x.free_symbols:
+            return
+        size = _approx(x)
+        if size is None or not size.is_finite() or size.abs_upper() > MAX_POWER_EXPONENT:
+            raise self.fail(f"its argument is over {MAX_POWER_EXPONENT:,} in size or cannot be "
+                            "bounded (MAX_POWER_EXPONENT)", node, "use a smaller argument")
 
     def guard_size(self, log_size: arb | None, node: Node) -> None:
         """Refuse e^x for huge |x|: SymPy could take minutes to compare the result."""

@@ -5,11 +5,12 @@ Every expected number comes from an independent computation written here
 away from zero with the decimal module), never from symattn's own values.
 """
 
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import ROUND_HALF_UP, Decimal, localcontext
 
 import mpmath
 import numpy as np
 import pytest
+import sympy
 
 import symattn as sa
 from symattn.check import Checker
@@ -49,8 +50,11 @@ def decimals(step, places=12):
 
 
 def rounded(x, places: int) -> str:
-    d = Decimal(mpmath.nstr(x, 40, min_fixed=-50, max_fixed=50))
-    return str(d.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP))
+    """x (computed with at least places + 10 digits) rounded half away from zero."""
+    d = Decimal(mpmath.nstr(x, places + 10, min_fixed=-50, max_fixed=50))
+    with localcontext() as ctx:
+        ctx.prec = 100
+        return str(d.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP))
 
 
 # -- sliding window ---------------------------------------------------------------
@@ -177,3 +181,51 @@ def test_window_off_by_one_is_named():
 def test_no_mask_no_mask_mistakes():
     codes = {m.code for m in Mistakes(sa.attend(sa.load_example("i-love-cats"))).fixed}
     assert not codes & {"mask-after-softmax", "masked-by-zero", "window-off-by-one"}
+
+
+# -- tanh, cos, sin: read exactly, certified (soft-capping and RoPE need them) ------------
+@pytest.mark.parametrize("text, reference", [
+    ("tanh(1/2)", lambda: mpmath.tanh(mpmath.mpf(1) / 2)),
+    ("2*tanh(3/2)", lambda: 2 * mpmath.tanh(mpmath.mpf(3) / 2)),
+    ("cos(1)", lambda: mpmath.cos(1)),
+    ("sin(2)*3/2", lambda: mpmath.sin(2) * 3 / 2),
+    ("cos(10000^(-1/2))", lambda: mpmath.cos(mpmath.mpf(1) / 100)),
+    ("-sin(-7/3)", lambda: mpmath.sin(mpmath.mpf(7) / 3)),
+])
+def test_tanh_cos_sin_are_read_and_certified(text, reference):
+    from symattn.parser import parse_expression
+
+    value = parse_expression(text)
+    with mpmath.workdps(60):
+        expected = rounded(reference(), 30)
+    assert str(sa.certify(value, sa.Rounding(places=30))) == expected
+
+
+def test_cos_of_a_rational_multiple_of_pi_is_exact():
+    from symattn.parser import parse_expression
+
+    assert parse_expression("cos(pi/3)") == sympy.Rational(1, 2)
+    assert str(sa.certify(parse_expression("sin(pi/6)"), sa.Rounding(places=2))) == "0.50"
+
+
+@pytest.mark.parametrize("text, words", [
+    ("cos(20000)", "over 10,000"), ("tanh", "needs an argument"), ("sin(1, 2)", "takes 1 argument"),
+])
+def test_trig_caps_are_one_line_errors(text, words):
+    from symattn.parser import parse_expression
+
+    with pytest.raises(sa.SymattnError) as err:
+        parse_expression(text)
+    assert words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_problem_entries_may_be_cos_and_sin():
+    """A query [cos 1, sin 1] against the identity keys, against float64."""
+    p = sa.Problem(Q=[["cos(1)", "sin(1)"]], K=[[1, 0], [0, 1]], V=[[1], [2]])
+    q = np.array([np.cos(1.0), np.sin(1.0)])
+    w, o = reference(q[None, :], np.eye(2), np.array([[1.0], [2.0]]), 1 / np.sqrt(2),
+                     np.ones((1, 2), bool))
+    t = sa.attend(p)
+    assert np.allclose(decimals(t.weights), w, atol=1e-11)
+    assert np.allclose(decimals(t.output), o, atol=1e-11)
+    assert Checker(p).check("weights[0, 0]", "cos(1)/(cos(1) + 1)").code == "wrong"
