@@ -7,7 +7,7 @@ and per row the index of its maximum.  Every later entry is *structural*:
 
     shifted[i, j] = scale · (scores[i, j] − scores[i, r_i])      (r_i = argmax)
     exp[i, j]     = e^shifted[i, j]           (0 where masked)
-    row_sum[i]    = Σ_j exp[i, j]
+    row_sum[i]    = Σ_j exp[i, j]  (+ e^(sink − scale·scores[i, r_i]) with a sink logit)
     weights[i, j] = exp[i, j] / row_sum[i]
     output[i, c]  = Σ_j weights[i, j] · V[j, c]
 
@@ -182,11 +182,16 @@ class Engine:
         # Lindemann–Weierstrass needs algebraic exponents and coefficients.
         self.algebraic = (bool(p.scale.is_algebraic) or log_exps) and (
             self.V.is_rational or all(e.is_algebraic for e in self.V.to_sympy()))
+        #: the sink logit (an extra softmax column, dropped), or None
+        self.sink = p.sink
+        if self.sink is not None:   # its exponent sink − scale·max must be algebraic too
+            self.algebraic = self.algebraic and bool(p.scale.is_algebraic) and bool(self.sink.is_algebraic)
         self._powers: dict[int, dict[int, flint.fmpq | sympy.Expr] | None] = {}
         self._balls: dict[tuple[str, int, int], list] = {}
         self._groups: dict[int, dict[Hashable, list[int]]] = {}
         self._row_sums: dict[int, sympy.Expr] = {}
         self._top: dict[int, frozenset[int]] = {}
+        self._sink_groups: dict[int, Hashable] = {}
 
     # -- the row maximum, decided exactly ------------------------------------
     def _allowed(self, i: int) -> tuple[int, ...]:
@@ -292,9 +297,22 @@ class Engine:
                 raise _too_big(terms, f"exp[{i}, {j}]")
         return sympy.exp(exponent)
 
+    def sink_exponent(self, i: int) -> sympy.Expr:
+        """The sink's shifted logit, sink − scale·scores[i, r] (the sink itself in an open
+        row, where exp is e^scaled)."""
+        r = self.rows[i].argmax
+        if r is None:
+            return self.sink
+        return self.sink - self.scale * self.scores.exact(i, r)
+
+    def sink_exp(self, i: int) -> sympy.Expr:
+        """The sink's term of row i's softmax denominator (0 without a sink)."""
+        return sympy.S.Zero if self.sink is None else sympy.exp(self.sink_exponent(i))
+
     def row_sum(self, i: int) -> sympy.Expr:
         if i not in self._row_sums:
-            self._row_sums[i] = sympy.Add(*[self.exp(i, j) for j in self.rows[i].allowed])
+            self._row_sums[i] = sympy.Add(*[self.exp(i, j) for j in self.rows[i].allowed],
+                                          self.sink_exp(i))
         return self._row_sums[i]
 
     def weight(self, i: int, j: int) -> sympy.Expr:
@@ -337,7 +355,8 @@ class Engine:
         e^(Σ q·log b) = Π b^q within the size budget ({key: fmpq or SymPy
         number} over the allowed keys); None otherwise."""
         if i not in self._powers:
-            self._powers[i] = self._row_powers(i) if self._logs_possible else None
+            self._powers[i] = (self._row_powers(i) if self._logs_possible and self.sink is None
+                               else None)
         return self._powers[i]
 
     def _row_powers(self, i: int) -> dict[int, flint.fmpq | sympy.Expr] | None:
@@ -363,8 +382,31 @@ class Engine:
         return log_terms(self.exponent(i, j))
 
     def softmax_is_rational(self, i: int) -> bool:
-        """True when every allowed key of row i ties, so its weights are 1/count."""
-        return len(self.groups(i)) == 1
+        """True when every allowed key of row i ties (and the sink with them), so its
+        weights are 1/count."""
+        return len(self.groups(i)) == 1 and self.sink_group(i) != "alone"
+
+    def _denominator_count(self, i: int) -> int:
+        """The terms of a fully tied row's denominator: its keys, and the sink."""
+        return len(self.rows[i].allowed) + (self.sink is not None)
+
+    def sink_group(self, i: int) -> Hashable | None:
+        """The group of row i whose exponent the sink's equals, "alone" when none does;
+        None without a sink (decided exactly; symbols: only a structural tie)."""
+        if self.sink is None:
+            return None
+        if i not in self._sink_groups:
+            found: Hashable = "alone"
+            c = self.sink_exponent(i)
+            for key, members in self.groups(i).items():
+                d = self.exponent(i, members[0])
+                same = sympy.expand(c - d) == 0 if (self.symbolic or self.rows[i].argmax is None) \
+                    else equal(c, d)
+                if same:
+                    found = key
+                    break
+            self._sink_groups[i] = found
+        return self._sink_groups[i]
 
     @staticmethod
     def _canonical_key(groups: dict, value: sympy.Expr) -> sympy.Expr:
@@ -387,10 +429,11 @@ class Engine:
         groups = self.groups(i)
         if step == "exp":
             return sympy.S.One if j in self.top_group(i) else None
+        tied = self.softmax_is_rational(i)
         if step == "row_sum":
-            return sympy.Integer(len(self.rows[i].allowed)) if len(groups) == 1 else None
+            return sympy.Integer(self._denominator_count(i)) if tied else None
         if step == "weights":
-            return sympy.Rational(1, len(self.rows[i].allowed)) if len(groups) == 1 else None
+            return sympy.Rational(1, self._denominator_count(i)) if tied else None
         if step == "output":
             return self._output_if_algebraic(i, j, groups)
         raise ValueError(step)
@@ -413,12 +456,16 @@ class Engine:
 
     def _output_if_algebraic(self, i: int, c: int, groups: dict) -> sympy.Expr | None:
         value = None
-        for members in groups.values():
+        sink = self.sink_group(i)
+        if sink == "alone":
+            value = sympy.S.Zero      # the sink's own group: one member whose value is 0
+        for key, members in groups.items():
+            extra = 1 if key == sink else 0    # the sink in this group, with value 0
             if self.V.is_rational:
                 total = sum((self.V.rational[j, c] for j in members), flint.fmpq(0))
-                mean: sympy.Expr = _fmpq_to_sympy(total / len(members))
+                mean: sympy.Expr = _fmpq_to_sympy(total / (len(members) + extra))
             else:
-                mean = sympy.Add(*[self.V.exact(j, c) for j in members]) / len(members)
+                mean = sympy.Add(*[self.V.exact(j, c) for j in members]) / (len(members) + extra)
             if value is None:
                 value = mean
             elif not equal(value, mean):
@@ -451,8 +498,8 @@ class Engine:
             return self._known_from_powers(step, i, powers)
         if step == "output":
             return [None] * self.d_v
-        count = len(self.rows[i].allowed)
-        tied = len(self.groups(i)) == 1
+        count = self._denominator_count(i)
+        tied = self.softmax_is_rational(i)
         if step == "row_sum":
             return [flint.fmpq(count) if tied else None]
         zero = flint.fmpq(0)
@@ -550,7 +597,10 @@ class Engine:
             return [x.exp() if x is not NEG_INF else flint.arb(0)
                     for x in self.balls("shifted", i, prec)]
         if step == "row_sum":
-            return [sum(self.balls("exp", i, prec), flint.arb(0))]
+            total = sum(self.balls("exp", i, prec), flint.arb(0))
+            if self.sink is not None:
+                total += to_arb(self.sink_exponent(i), prec).exp()
+            return [total]
         if step == "weights":
             total = self.balls("row_sum", i, prec)[0]
             return [e / total for e in self.balls("exp", i, prec)]

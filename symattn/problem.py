@@ -32,7 +32,7 @@ Matrix = sympy.ImmutableMatrix
 #: The keys a problem file or dict may hold.
 PROBLEM_KEYS = (
     "title", "about", "X", "W_q", "W_k", "W_v", "X_kv", "Q", "K", "V",
-    "tokens", "key_tokens", "scale", "mask", "symbols",
+    "tokens", "key_tokens", "scale", "mask", "sink", "symbols",
 )
 
 def _shape(m: Matrix) -> str:
@@ -147,7 +147,9 @@ class Problem:
     cross-attention) or ``Q, K, V`` directly.  ``scale`` defaults to
     1/√d_k; ``mask`` is ``"causal"``, a 0/1 matrix (1 = may attend) or a
     sliding window ``{"window": W}`` (keys i − W < j ≤ i; ``"causal": False``
-    for |i − j| < W).
+    for |i − j| < W).  ``sink`` is a sink logit s (gpt-oss): one more column
+    in every row's softmax, then dropped, so the weights sum to less than 1
+    (``sink = 0`` is the "off-by-one" softmax).
     ``symbols`` names the symbols that strings may use (``["a", "x_1"]``, or
     True for any); SymPy expressions passed directly may hold symbols anyway.
     """
@@ -167,6 +169,7 @@ class Problem:
         key_tokens: Sequence[str] | None = None,
         scale: object = None,
         mask: object = None,
+        sink: object = None,
         title: str | None = None,
         symbols: bool | Sequence[str] = (),
     ) -> None:
@@ -230,6 +233,7 @@ class Problem:
                 raise ProblemError(f"scale is {self.scale}, which is not a real number: give a real scale such as 1/sqrt(3)")
             check_magnitude(flint.fmpq(int(self.scale.p), int(self.scale.q))
                             if self.scale.is_Rational else self.scale, "scale")
+        self.sink = None if sink is None else self._scalar(sink, "sink", symbols)
         self.mask, self.mask_kind = _mask(mask, self.n, self.m)
         #: (W, causal) of a sliding-window mask, else None
         self.window: tuple[int, bool] | None = _window(mask) if self.mask_kind == "window" else None
@@ -242,6 +246,19 @@ class Problem:
                     )
 
         self._check_size_caps()
+
+    @staticmethod
+    def _scalar(value: object, where: str, symbols: bool | Sequence[str]) -> sympy.Expr:
+        """One exact real number of bounded size (the sink logit)."""
+        value = _plain_scalar(value)
+        exact = to_exact(value, where=where, symbols=bool(symbols) or isinstance(value, sympy.Basic))
+        if not isinstance(value, sympy.Basic):
+            check_symbols(exact, where, symbols)
+        if exact.is_real is False or exact.has(sympy.zoo, sympy.oo, sympy.nan):
+            raise ProblemError(f"{where} is {exact}, which is not a real number: give a real "
+                               "number such as 0 or -1/2")
+        check_magnitude(flint.fmpq(int(exact.p), int(exact.q)) if exact.is_Rational else exact, where)
+        return exact
 
     # -- validation --------------------------------------------------------
     def _check_size_caps(self) -> None:
@@ -410,6 +427,8 @@ class Problem:
     def free_symbols(self) -> frozenset[sympy.Symbol]:
         """The symbols of the inputs and the scale (empty for a numeric problem)."""
         found: set[sympy.Symbol] = set(self.scale.free_symbols)
+        if self.sink is not None:
+            found |= self.sink.free_symbols
         for matrix in self.inputs.values():
             if not matrix.is_rational:
                 found |= matrix.general.free_symbols
@@ -429,7 +448,8 @@ class Problem:
         return Problem(**inputs, tokens=self.tokens,
                        key_tokens=None if self.key_tokens == self.tokens else self.key_tokens,
                        scale=self.scale.subs(mapping) if self.scale_given else None,
-                       mask=self.mask_value, title=self.title)
+                       mask=self.mask_value, title=self.title,
+                       sink=None if self.sink is None else self.sink.subs(mapping))
 
     @property
     def mask_description(self) -> str | None:

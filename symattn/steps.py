@@ -63,6 +63,18 @@ STEPS: dict[str, StepSpec] = {
                        "Output"),
 }
 
+# With a sink logit s: one more softmax column, dropped after the softmax
+SINK_STEPS: dict[str, StepSpec] = {
+    "row_sum": StepSpec("row_sum = Σ_j exp + e^(sink − max)",
+                        r"\sum_j e^{\text{shifted}_{ij}} + e^{s - \max_k \text{scaled}_{ik}}",
+                        "the softmax denominator of each row, with the sink's term",
+                        "Row sums, with the sink"),
+    "weights": StepSpec("weights = exp / row_sum",
+                        r"A_{ij} = \frac{e^{\text{shifted}_{ij}}}{\text{row\_sum}_i}",
+                        "how much each query takes from each key; each row sums to less than 1 "
+                        "(the sink's column is dropped)", "Attention weights"),
+}
+
 # Sections of a derivation that are not one step
 SECTION_TITLES = {"inputs": "Inputs", "softmax": "Softmax, with the max-subtraction trick",
                   "checks": "Checks, proved for this instance"}
@@ -78,6 +90,8 @@ def spec(name: str, problem: Problem) -> StepSpec:
                  else rf"{sympy.latex(problem.scale)} \cdot S")
         return StepSpec(f"scaled = {scale_formula(problem)}", latex, entry.meaning, entry.title,
                         entry.meaning_parts)
+    if problem.sink is not None and name in SINK_STEPS:
+        return SINK_STEPS[name]
     if "{src" in entry.formula or "{src" in entry.latex:
         src = "X_kv" if cross else "X"
         return StepSpec(entry.formula.format(src=src), entry.latex.format(src_tex=r"X_{kv}" if cross else "X"),

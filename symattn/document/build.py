@@ -260,6 +260,31 @@ class _Builder:
         rule = [SoftmaxRule()] if any(r.maximum is not None for r in rows) else []
         return Section("softmax", SECTION_TITLES["softmax"], (*rule, *rows))
 
+    def sink_term(self, i: int) -> Math | None:
+        """e^(sink − max): the sink's term of row i's denominator (None without a sink)."""
+        t, p = self.t, self.p
+        if p.sink is None:
+            return None
+        r = t.row_max(i)
+        x = p.sink if r is None else p.sink - p.scale * t.step("scores")[i, r]
+        return Int(1) if x == 0 else Exact(sympy.exp(x))
+
+    def row_sum(self, i: int) -> Math:
+        """Row i's softmax denominator as written, the sink's term last."""
+        total = hf.row_sum(self.t, i)
+        sink = self.sink_term(i)
+        if sink is None:
+            return total
+        return Sum((*total.terms, sink)) if isinstance(total, Sum) else Sum((total, sink))
+
+    def weight(self, i: int, j: int) -> Math | None:
+        """A weight as its fraction of exponentials (the sink in the denominator)."""
+        if self.p.sink is None or not self.t.is_allowed(i, j):
+            return hf.weight(self.t, i, j)
+        if len(self.t.allowed(i)) > hf.SMALL_EXACT:
+            return None
+        return Frac(hf.exponential(self.t, i, j), self.row_sum(i))
+
     def softmax_row(self, i: int) -> SoftmaxRow:
         t, p = self.t, self.p
         allowed = list(t.allowed(i))
@@ -283,9 +308,9 @@ class _Builder:
             maximum_key=p.key_tokens[r] if r is not None else None,
             ties=tuple(p.key_tokens[j] for j in sorted(t.ties(i))),
             shifted=row(lambda j: hf.shifted(t, i, j)), shifted_decimals=row(lambda j: dec("shifted")[i][j]),
-            exponentials=exps, row_sum=hf.row_sum(t, i), row_sum_decimal=dec("row_sum")[i][0],
+            exponentials=exps, row_sum=self.row_sum(i), row_sum_decimal=dec("row_sum")[i][0],
             weights=row(lambda j: dec("weights")[i][j]), exact_key=p.key_tokens[first],
-            exact_weight=hf.weight(t, i, first), exact_weight_decimal=dec("weights")[i][first])
+            exact_weight=self.weight(i, first), exact_weight_decimal=dec("weights")[i][first])
 
     def weights(self) -> Section:
         t, p = self.t, self.p
@@ -298,7 +323,7 @@ class _Builder:
         rows, cols = self.shown(p.n), self.shown(p.m)
         shades = tuple(tuple(max(0, min(100, d.mantissa)) for d in row)
                        for row in step.decimals(Rounding(places=2)))
-        exact = self.cells(step.shape, rows, cols, lambda i, j: hf.weight(t, i, j))
+        exact = self.cells(step.shape, rows, cols, self.weight)
         heat = HeatMap(self.dec("weights"), shades, rows, cols, step.row_labels, step.col_labels, exact)
         return Section("weights", spec("weights", p).title, (heat,), formula=formula)
 
@@ -317,7 +342,7 @@ class _Builder:
             w = self.dec("weights")[i]
             terms = [Product((w[j], Row(tuple(hf.exact(v) for v in V[j])))) for j in t.allowed(i)]
             children.append(Blend(p.tokens[i], shorten(terms), Row(self.dec("output")[i]),
-                                  hf.output(t, i, 0), self.dec("output")[i][0]))
+                                  hf.output(t, i, 0) if p.sink is None else None, self.dec("output")[i][0]))
         return Section("output", spec("output", p).title, tuple(children), formula=self.formula("output"))
 
     def checks(self) -> Section:
@@ -325,7 +350,7 @@ class _Builder:
         i = self.softmax_rows[0]
         token = p.tokens[i]
         total = hf.row_sum(t, i)
-        sums = Check(
+        sums = self.sink_sums(i) if p.sink is not None else Check(
             "rows-sum-to-one", "Each row of weights sums to exactly 1.",
             "Row i is its exponentials divided by their own sum, so the numerators add up to the denominator.",
             (CheckLine("", Chain((SigmaSum(Sub(Sym("A"), (Token(token), Sym("j")))),
@@ -342,7 +367,16 @@ class _Builder:
                 continue
             values = Seq(tuple(Dots() if r is None else out[r][c] for r in elide(list(range(p.n)), self.o.limit)))
             low, high = min(Vcols[c]), max(Vcols[c])
+            if p.sink is not None:      # the weights sum to less than 1: 0 joins the range
+                low, high = min(low, sympy.S.Zero), max(high, sympy.S.Zero)
             lines.append(CheckLine(f"column {c}", Chain((self.bound(low), values, self.bound(high)), ("≤", "≤"))))
+        if p.sink is not None:
+            hull = Check(
+                "convex-hull", "Each output lies between the smallest and largest of 0 and the entries "
+                "of its V column.", "Every weight is ≥ 0 and each row sums to less than 1 (the sink "
+                "takes the rest), so each output is a weighted average of its V column and 0.",
+                tuple(lines))
+            return Section("checks", SECTION_TITLES["checks"], (sums, hull))
         hull = Check(
             "convex-hull", "Each output lies between the smallest and largest entry of its V column.",
             "Every weight is ≥ 0 (an exponential over a positive sum, or 0 where masked) and each row sums "
@@ -354,6 +388,18 @@ class _Builder:
                             ), ("=",)),
                      " is a weighted average of column ", Sym("c"), ":"))
         return Section("checks", SECTION_TITLES["checks"], (sums, hull))
+
+
+    def sink_sums(self, i: int) -> Check:
+        """With a sink: each row's weights sum to its keys' share, less than 1."""
+        token = self.p.tokens[i]
+        keys, total = hf.row_sum(self.t, i), self.row_sum(i)
+        return Check(
+            "rows-sum-below-one", "Each row of weights sums to less than 1: the sink takes the rest.",
+            "Row i is its exponentials divided by a sum that also holds the sink's term e^(sink − max), "
+            "which is dropped after the softmax.",
+            (CheckLine("", Chain((SigmaSum(Sub(Sym("A"), (Token(token), Sym("j")))), Frac(keys, total),
+                                  Int(1)), ("=", "≤"))),))
 
 
 def step_decimals(trace: Trace, name: str, options: DocumentOptions | None = None) -> Cells:
