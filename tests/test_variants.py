@@ -335,3 +335,27 @@ def test_sink_json_exact_strings_read_back():
     data = trace_to_json(t, 3)
     got = sympy.sympify(data["steps"]["row_sum"]["exact"][1][0])
     assert sympy.simplify(got - t.row_sum[1, 0]) == 0
+
+
+# -- the two facts (symattn facts --fact NAME) -----------------------------------------
+def test_window_is_a_mask_fact():
+    from symattn import facts
+
+    proof = facts.prove("window-is-a-mask", sa.load_example("sliding-window"))
+    assert proof.holds and "verified" in proof.general[0].text
+    assert len(proof.checks) == 5 and all("(exactly)" in line.text for line in proof.checks)
+    assert "keys cat, sat, renormalised" in proof.checks[2].text
+
+
+def test_sink_forms_agree_fact_and_a_wrong_claim_fails():
+    from symattn import facts
+
+    trace = sa.attend(sa.load_example("off-by-one-softmax"))
+    proof = facts.prove("sink-forms-agree", trace)
+    assert proof.holds and len(proof.checks) == 3
+    # claim the weights came from another sink: the renormalisation disagrees, row 'I' first
+    wrong = sa.attend(sa.load_example("off-by-one-softmax"))
+    wrong.problem.sink = sympy.Integer(1)
+    bad = facts.prove("sink-forms-agree", wrong)
+    assert bad.holds is False and bad.counterexample == {"row": "I"}
+    assert "NOT equal" in bad.checks[0].text
