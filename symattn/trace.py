@@ -301,6 +301,10 @@ class Trace:
         """The power of e in exp[i, j] (the shifted score; the scaled score in an open row)."""
         return self.engine.exponent(self._row(i), self._key(j))
 
+    def sink_term(self, i: Index) -> sympy.Expr:
+        """The sink's term e^(sink − max) in row i's softmax denominator (0 without a sink)."""
+        return self.engine.sink_exp(self._row(i))
+
     def algebraic_value(self, name: str, i: Index, j: Index) -> sympy.Expr | None:
         """A softmax-side entry (exp, row_sum, weights, output) in its exact algebraic form
         when the exponentials cancel (tied scores: 1/2, 1/3, …), else None.  With algebraic

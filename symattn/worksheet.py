@@ -23,6 +23,7 @@ from symattn import files as files_mod
 from symattn.certify import Rounding
 from symattn.problem import Problem
 from symattn.render.latex import LatexOptions, LatexRenderer, display, document
+from symattn.render.texutil import tex_escape
 from symattn.render.texutil import matrix_latex, tex_escape
 from symattn.trace import Trace
 from symattn.worksheet_random import WorksheetError, problem_toml, random_versions
@@ -139,7 +140,12 @@ def _given(version: Version) -> list[str]:
              else f"the scores are multiplied by the scale ${_exact(p.scale)}$")
     lines.append(f"Here $d_k = {p.d_k}$ and {scale}.")
     if p.mask is not None:
-        lines.append(f" Mask: {p.mask_kind} (1 = may attend); a blocked position gets weight 0.")
+        lines.append(f" Mask: {tex_escape(p.mask_description)} (1 = may attend); "
+                     "a blocked position gets weight 0.")
+    if p.sink is not None:
+        lines.append(f" Sink logit $s = {_exact(p.sink)}$: each row's softmax denominator also "
+                     "adds $e^{s - \\max}$ (a column that is then dropped), so the weights sum to "
+                     "less than 1.")
     return lines
 
 

@@ -68,7 +68,7 @@ def _from_inputs(trace: Trace, step: str, keys: tuple,
                 row[j] = sympy.S.Zero
     scale = p.scale if step == "scores" else 1
     return attend(Problem(Q=values, K=sympy.eye(p.m), V=trace.V.matrix, scale=scale, mask=mask,
-                          tokens=[p.tokens[i] for i in rows], key_tokens=list(p.key_tokens)))
+                          sink=p.sink, tokens=[p.tokens[i] for i in rows], key_tokens=list(p.key_tokens)))
 
 
 def _matches(written: Written, cells: list) -> bool:

@@ -13,6 +13,7 @@ counterexample.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable
 
 from symattn.errors import SymattnError
@@ -49,6 +50,22 @@ FACTS: dict[str, Callable[[Trace | None, Claims | None], Proof]] = {
 }
 
 
+#: facts about the plain softmax (weights summing to 1); a sink logit changes what they say
+PLAIN_SOFTMAX = frozenset(("rows-sum-to-one", "shift-invariance", "convex-hull",
+                           "temperature-limits", "softmax-jacobian"))
+
+
+def _general_only(name: str, claims: Claims | None) -> Proof:
+    """A plain-softmax fact on a problem with a sink: its general proof, and why the
+    problem's own data are not checked against it (they obey the sink's forms instead)."""
+    proof = FACTS[name](None, None)
+    why = Line(f"not checked on this problem{' or the claims' if claims is not None else ''}: "
+               "it has a sink logit, so its weights sum to less than 1 and this fact about the "
+               "plain softmax does not apply (see sink-forms-agree)",
+               r"\text{not checked: the problem has a sink logit}")
+    return dataclasses.replace(proof, checks=proof.checks + (why,))
+
+
 def _trace(subject: Problem | Trace | None) -> Trace | None:
     if subject is None or isinstance(subject, Trace):
         return subject
@@ -74,6 +91,8 @@ def prove(name: str, subject: Subject = None, claims: Claims | None = None) -> P
     trace = _trace(subject)
     if claims is not None and trace is not None:
         claims.check_shapes(trace.problem.n, trace.problem.m, trace.problem.d_v)
+    if trace is not None and trace.problem.sink is not None and name in PLAIN_SOFTMAX:
+        return _general_only(name, claims)
     return FACTS[name](trace, claims)
 
 

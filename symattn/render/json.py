@@ -55,7 +55,10 @@ def exact_strings(trace: Trace, step: Step) -> list[list[str]]:
             out.append([_text(step[i, j]) for j in range(step.shape[1])])
             continue
         exps = {j: _text(exp[i, j]) for j in allowed}
-        total = " + ".join(exps[j] for j in allowed)
+        terms = [exps[j] for j in allowed]
+        if trace.problem.sink is not None:   # the dropped sink column still counts in the sum
+            terms.append(_text(trace.sink_term(i)))
+        total = " + ".join(terms)
         if step.name == "row_sum":
             out.append([total])
         elif step.name == "weights":
