@@ -12,7 +12,7 @@ ORDER = 45
 
 def add_format_arguments(parser: argparse.ArgumentParser, *, latex_help: str, json_help: str) -> None:
     """``--format text|json|latex|html``, ``--fragment``, ``-o FILE`` and the old ``--json``/``--latex``
-    aliases (shared by heads, facts and check): ``--latex`` keeps printing what it always did, the
+    aliases (shared by heads, facts and check; check never had ``--latex``): ``--latex`` keeps printing what it always did, the
     LaTeX body to paste into a lesson (``--format latex --fragment``)."""
     parser.add_argument("--format", choices=("text", "json", "latex", "html"), default=None,
                         help="text (default), json, latex (a complete document) or html (one self-contained page)")
@@ -20,8 +20,8 @@ def add_format_arguments(parser: argparse.ArgumentParser, *, latex_help: str, js
     if latex_help:
         parser.add_argument("--latex", action="store_true",
                             help=f"the same as --format latex --fragment: {latex_help} (the body, to paste)")
-        parser.add_argument("--fragment", action="store_true",
-                            help="LaTeX: only the body, for pasting into a lesson")
+    parser.add_argument("--fragment", action="store_true",
+                        help="LaTeX: only the body, for pasting into a lesson")
     parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
 
 
@@ -35,8 +35,8 @@ def chosen_format(args: argparse.Namespace) -> str:
     if asked and args.format and args.format != asked[0]:
         raise SymattnError(f"--{asked[0]} is --format {asked[0]}: leave out --format {args.format}")
     fmt = args.format or (asked[0] if asked else "text")
-    if getattr(args, "latex", False) and not args.format:
-        args.fragment = True          # --latex has always printed the body to paste into a lesson
+    if getattr(args, "latex", False):
+        args.fragment = True          # --latex is --format latex --fragment, with or without --format latex
     if getattr(args, "fragment", False) and fmt != "latex":
         raise SymattnError(f"--fragment applies to --format latex, not --format {fmt}")
     return fmt
