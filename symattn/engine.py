@@ -42,6 +42,7 @@ import math
 import flint
 import sympy
 
+from symattn import rope
 from symattn.certify import to_arb
 from symattn.compare import compare, equal, sign
 from symattn.matrix import ExactMatrix, _fmpq_to_sympy, _sympy_to_fmpq
@@ -158,7 +159,14 @@ class Engine:
         else:
             self.inputs = {}
             self.Q, self.K, self.V = p.inputs["Q"], p.inputs["K"], p.inputs["V"]
-        self.scores = self.Q.matmul(self.K, transpose_other=True)
+        #: Q_rot and K_rot with RoPE (symattn.rope): the scores come from them
+        self.rotated: dict[str, ExactMatrix] = {}
+        if p.rope is not None:
+            self.rotated = {"Q_rot": rope.rotate(self.Q, p.rope.positions, p.rope),
+                            "K_rot": rope.rotate(self.K, p.rope.key_positions, p.rope)}
+            self.scores = rope.rotated_scores(self.Q, self.K, *self.rotated.values(), p.rope)
+        else:
+            self.scores = self.Q.matmul(self.K, transpose_other=True)
         self.scale = p.scale
         self.symbolic = bool(p.free_symbols)
         self.scale_sign = _sign_or_none(p.scale)
@@ -182,6 +190,8 @@ class Engine:
         # Lindemann–Weierstrass needs algebraic exponents and coefficients.
         self.algebraic = (bool(p.scale.is_algebraic) or log_exps) and (
             self.V.is_rational or all(e.is_algebraic for e in self.V.to_sympy()))
+        if self.rotated and not self.scores.is_rational:   # cos(1) in a RoPE score: not algebraic
+            self.algebraic = self.algebraic and all(e.is_algebraic for e in self.scores.entries())
         #: the sink logit (an extra softmax column, dropped), or None
         self.sink = p.sink
         if self.sink is not None:   # its exponent sink − scale·max must be algebraic too
@@ -559,7 +569,7 @@ class Engine:
 
     def matrix(self, step: str) -> ExactMatrix | None:
         """The exact matrix behind an input or a projection step, else None."""
-        fixed = {"Q": self.Q, "K": self.K, "V": self.V, "scores": self.scores}
+        fixed = {"Q": self.Q, "K": self.K, "V": self.V, "scores": self.scores, **self.rotated}
         return fixed.get(step) or self.inputs.get(step)
 
     def _scale_ball(self, prec: int) -> flint.arb:

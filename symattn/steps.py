@@ -75,6 +75,21 @@ SINK_STEPS: dict[str, StepSpec] = {
                         "(the sink's column is dropped)", "Attention weights"),
 }
 
+# With RoPE: the queries and keys rotated pair by pair, then the scores from them
+ROPE_STEPS: dict[str, StepSpec] = {
+    "Q_rot": StepSpec("Q_rot = Q rotated: each pair (x, y) ↦ (x·cos φ − y·sin φ, x·sin φ + y·cos φ), "
+                      "φ = p·θ_i", r"Q_{\text{rot}} = Q\,R(p\theta)^\top",
+                      "each query rotated by its position p, pair i by the angle p·θ_i",
+                      "Rotated queries (RoPE)"),
+    "K_rot": StepSpec("K_rot = K rotated: each pair (x, y) ↦ (x·cos φ − y·sin φ, x·sin φ + y·cos φ), "
+                      "φ = p·θ_i", r"K_{\text{rot}} = K\,R(p\theta)^\top",
+                      "each key rotated by its position p, pair i by the angle p·θ_i",
+                      "Rotated keys (RoPE)"),
+    "scores": StepSpec("scores = Q_rot·K_rotᵀ", r"S = Q_{\text{rot}} K_{\text{rot}}^\top",
+                       "how well rotated query i matches rotated key j: it depends on the "
+                       "positions only through their difference", "Scores"),
+}
+
 # Sections of a derivation that are not one step
 SECTION_TITLES = {"inputs": "Inputs", "softmax": "Softmax, with the max-subtraction trick",
                   "checks": "Checks, proved for this instance"}
@@ -82,6 +97,8 @@ SECTION_TITLES = {"inputs": "Inputs", "softmax": "Softmax, with the max-subtract
 
 def spec(name: str, problem: Problem) -> StepSpec:
     """The table's entry for a step of this problem, its placeholders filled in."""
+    if name in ROPE_STEPS and (problem.rope is not None or name != "scores"):
+        return ROPE_STEPS[name]
     given = name in ("Q", "K", "V") and not problem.projected
     entry = STEPS[f"{name} given" if given else name]
     cross = "X_kv" in problem.inputs
