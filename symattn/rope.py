@@ -96,7 +96,7 @@ class Rope:
         """One line for summaries and worksheets."""
         pairing = ("pairs (0, 1), (2, 3), …" if self.layout == "interleaved"
                    else f"pairs (i, i + {self.d // 2})")
-        freq = ("θ = [" + ", ".join(sympy.sstr(t) for t in self.theta) + "]" if self.theta_given
+        freq = ("frequencies θ_i given" if self.theta_given
                 else f"θ_i = {sympy.sstr(self.base)}^(−2i/{self.d})")
         return f"RoPE, {self.layout} layout ({pairing}), {freq}"
 
