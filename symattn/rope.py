@@ -31,10 +31,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-import flint
 import sympy
+from sympy.simplify.fu import TR8
 
-from symattn.errors import ProblemError
+from symattn.errors import ParseError, ProblemError
 from symattn.limits import MAX_ENTRY_MAGNITUDE, MAX_POWER_EXPONENT, MAX_SYMBOLIC_SIDE
 from symattn.matrix import ExactMatrix, _plain_scalar, _sympy_to_fmpq, check_magnitude
 
@@ -127,7 +127,10 @@ def _number(value: object, where: str) -> sympy.Expr:
     from symattn.exact import to_exact
 
     value = _plain_scalar(value)
-    exact = to_exact(value, where=where, symbols=False)
+    try:
+        exact = to_exact(value, where=where, symbols=False)
+    except ParseError as exc:
+        raise ProblemError(str(exc)) from None
     if exact.free_symbols or exact.is_real is not True:
         raise ProblemError(f"{where} is {exact}: give a real number (no symbols)")
     check_magnitude(_sympy_to_fmpq(exact) if exact.is_Rational else exact, where)
@@ -271,6 +274,13 @@ def rotated_scores(Q: ExactMatrix, K: ExactMatrix, Q_rot: ExactMatrix, K_rot: Ex
 
 # -- exact zero test for sums of cosines and sines ----------------------------------------
 
+def _has_trig_products(expr: sympy.Expr) -> bool:
+    return any(len(term.atoms(sympy.cos, sympy.sin)) > 1 or term.has(sympy.Pow)
+               and any(isinstance(f, sympy.Pow) and f.base.func in (sympy.cos, sympy.sin)
+                       for f in sympy.Mul.make_args(term))
+               for term in sympy.Add.make_args(sympy.expand(expr)))
+
+
 def trig_is_zero(expr: sympy.Expr) -> bool | None:
     """Whether Σ c·cos(α) + Σ c·sin(α) + c₀ is exactly 0, with algebraic c and α; None
     when ``expr`` is not of that form.
@@ -284,7 +294,9 @@ def trig_is_zero(expr: sympy.Expr) -> bool | None:
 
     constant: list[sympy.Expr] = []
     groups: list[tuple[sympy.Expr, list[sympy.Expr], list[sympy.Expr]]] = []
-    for term in sympy.Add.make_args(sympy.expand(expr)):
+    # products of cosines and sines become sums first: cos a·cos b = (cos(a − b) + cos(a + b))/2
+    expr = sympy.expand(TR8(sympy.expand(expr))) if _has_trig_products(expr) else sympy.expand(expr)
+    for term in sympy.Add.make_args(expr):
         atoms = term.atoms(sympy.cos, sympy.sin)
         if not atoms:
             if not term.is_algebraic:
