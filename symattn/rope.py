@@ -92,6 +92,11 @@ class Rope:
             out["key_positions"] = list(self.key_positions)
         return out
 
+    def picked(self, rows: Sequence[int], key_rows: Sequence[int]) -> dict:
+        """The key for a problem made of some query and key rows (each keeps its position)."""
+        return {**self.as_value(), "positions": [self.positions[i] for i in rows],
+                "key_positions": [self.key_positions[j] for j in key_rows]}
+
     def describe(self) -> str:
         """One line for summaries and worksheets."""
         pairing = ("pairs (0, 1), (2, 3), …" if self.layout == "interleaved"

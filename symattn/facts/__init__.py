@@ -25,6 +25,7 @@ from symattn.facts.softmax_facts import (rows_sum_to_one, shift_invariance, soft
 from symattn.facts.structure_facts import (causal_prefix, convex_hull, permutation_equivariance,
                                            temperature_limits, variance_d_k)
 from symattn.facts.symbolic import softmax, symbol_matrix, symbol_vector
+from symattn.facts.rope_facts import rope_relative_position
 from symattn.facts.variant_facts import sink_forms_agree, window_is_a_mask
 from symattn.multihead import MultiHeadProblem
 from symattn.problem import Problem
@@ -47,6 +48,7 @@ FACTS: dict[str, Callable[[Trace | None, Claims | None], Proof]] = {
     "gqa-equals-repeated-heads": lambda t, c: gqa_equals_repeated_heads(t),
     "window-is-a-mask": lambda t, c: window_is_a_mask(t),
     "sink-forms-agree": lambda t, c: sink_forms_agree(t),
+    "rope-relative-position": rope_relative_position,
 }
 
 
