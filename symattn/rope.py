@@ -92,6 +92,20 @@ class Rope:
             out["key_positions"] = list(self.key_positions)
         return out
 
+    def plain_value(self) -> dict:
+        """The key as plain TOML values (strings for exact numbers): what a written problem
+        file holds, read back to the same Rope."""
+        out: dict = {"layout": self.layout}
+        if self.theta_given:
+            out["theta"] = [sympy.sstr(t) for t in self.theta]
+        elif self.base != DEFAULT_BASE:
+            out["base"] = int(self.base) if self.base.is_Integer else sympy.sstr(self.base)
+        if self.positions_given:
+            out["positions"] = list(self.positions)
+        if self.key_positions_given:
+            out["key_positions"] = list(self.key_positions)
+        return out
+
     def picked(self, rows: Sequence[int], key_rows: Sequence[int]) -> dict:
         """The key for a problem made of some query and key rows (each keeps its position)."""
         return {**self.as_value(), "positions": [self.positions[i] for i in rows],
@@ -124,6 +138,22 @@ def pairs(d: int, layout: str) -> tuple[tuple[int, int], ...]:
 def default_theta(base: sympy.Expr, d: int) -> tuple[sympy.Expr, ...]:
     """θ_i = base^(−2i/d) for i = 0 … d/2 − 1, exactly."""
     return tuple(sympy.Pow(base, sympy.Rational(-2 * i, d)) for i in range(d // 2))
+
+
+def rope_statement(problem: object) -> str:
+    """One LaTeX sentence for a worksheet: the layout, the frequencies and the positions."""
+    rope: Rope = problem.rope
+    pairing = (r"pairs $(0, 1), (2, 3), \dots$" if rope.layout == "interleaved"
+               else rf"pairs $(i, i + {rope.d // 2})$")
+    theta = ", ".join(sympy.latex(t) for t in rope.theta)
+    rule = "" if rope.theta_given else rf"$\theta_i = {sympy.latex(rope.base)}^{{-2i/{rope.d}}}$, so "
+    keys = ("" if rope.key_positions == rope.positions else
+            rf"; keys at positions ${', '.join(map(str, rope.key_positions))}$")
+    return (rf" RoPE ({rope.layout} layout, {pairing}): before the scores, each pair $(x, y)$ of a "
+            rf"query or key at position $p$ becomes $(x\cos\varphi - y\sin\varphi,\ "
+            rf"x\sin\varphi + y\cos\varphi)$ with $\varphi = p\,\theta_i$; {rule}"
+            rf"$\theta = [{theta}]$. Queries at positions ${', '.join(map(str, rope.positions))}$"
+            rf"{keys}.")
 
 
 # -- reading the key --------------------------------------------------------------------
