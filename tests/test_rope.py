@@ -280,3 +280,180 @@ def test_irrational_rotations_are_capped_at_the_symbolic_side_but_quarter_turns_
     assert t.scores.is_rational
     ref = llama_rotate(Qb.astype(float), np.arange(big), np.array([np.pi / 2]))
     assert np.allclose(as_float(t.scores), ref @ ref.T, atol=1e-9)
+
+
+# -- the built-in example, worked by hand ------------------------------------------------------------
+def test_rope_example_hand_worked() -> None:
+    """Row 'love' (position 1): pair (0, 1) turns by π/2, [0, 1] ↦ [−1, 0]; pair (2, 3) by π/3,
+    [0, 2] ↦ [0·½ − 2·(√3/2), 0·(√3/2) + 2·½] = [−√3, 1].  Row 'I' against keys 'I' and 'love'
+    scores 1 and 1 (an exact tie: equal weights)."""
+    t = sa.attend(sa.load_example("rope"))
+    assert list(t.Q_rot[1]) == [-1, 0, -sympy.sqrt(3), 1]
+    assert t.scores[0, 0] == 1 and t.scores[0, 1] == 1
+    w = t.weights.decimals(sa.Rounding(places=3))[0]
+    assert str(w[0]) == str(w[1])
+    Q, K = (np.array(t.step(n).matrix.tolist(), dtype=float) for n in ("Q", "K"))
+    theta = np.array([np.pi / 2, np.pi / 3])
+    Qr, Kr = llama_rotate(Q, np.arange(3), theta), llama_rotate(K, np.arange(3), theta)
+    weights, _ = attention(Qr, Kr, np.eye(3), 0.5)
+    assert np.allclose(as_float(t.weights), weights, atol=1e-11)
+    assert [str(d) for d in w] == [f"{x:.3f}" for x in weights[0]]
+
+
+# -- every view shows the rotated steps ------------------------------------------------------------------
+def test_text_json_latex_and_html_show_q_rot(tmp_path, capsys) -> None:
+    assert main(["explain", "--example", "rope"]) == 0
+    text = capsys.readouterr().out
+    assert "Rotated queries (RoPE)" in text and "Q_rot" in text
+    assert "pair (2, 3): φ = 1·(π/3) = π/3; [0, 2] → [0·(1/2) − 2·(√3/2), 0·(√3/2) + 2·(1/2)] = [−√3, 1]" in text
+    assert main(["explain", "--example", "rope", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert list(data["steps"])[:5] == ["Q", "K", "V", "Q_rot", "K_rot"]
+    assert data["steps"]["Q_rot"]["exact"][1] == ["-1", "0", "-sqrt(3)", "1"]
+    assert data["steps"]["K_rot"]["decimal"][1] == ["0", "2", "0.5", "0.866"]
+
+
+def test_latex_compiles_and_reads_back(tmp_path) -> None:
+    import subprocess
+
+    from test_pdf import need_tex
+
+    need_tex()
+    from symattn.pdf import compile_tex
+    from symattn.render.latex import render_latex
+
+    pdf = tmp_path / "rope.pdf"
+    pdf.write_bytes(compile_tex(render_latex(sa.attend(sa.load_example("rope"))), "rope"))
+    text = subprocess.run(["pdftotext", str(pdf), "-"], capture_output=True, text=True, check=True).stdout
+    assert "Rotated queries (RoPE)" in text and "Rotated keys (RoPE)" in text
+    assert "Row ’love’ is at position" in text or "Row 'love' is at position" in text
+
+
+def test_html_page_shows_the_rotated_steps(tmp_path) -> None:
+    from browser import Browser, need_browser
+
+    path = tmp_path / "rope.html"
+    assert main(["explain", "--example", "rope", "--format", "html", "-o", str(path)]) == 0
+    browser = Browser(need_browser())
+    try:
+        shown = browser.open(path)
+        shown.assert_clean()
+        headings = shown.page.locator("h2").all_inner_texts()
+        assert any("Rotated queries (RoPE)" in h for h in headings)
+        assert any("Rotated keys (RoPE)" in h for h in headings)
+        assert "Q_rot" in shown.page.inner_text("body") or "rot" in shown.page.inner_text("body")
+        shown.page.screenshot(path=str(tmp_path / "rope.png"), full_page=True)
+    finally:
+        browser.close()
+
+
+# -- check: targets and the named mistakes ----------------------------------------------------------------
+EXAMPLE_THETA = np.array([np.pi / 2, np.pi / 3])
+
+
+def _example_arrays():
+    p = sa.load_example("rope")
+    return (np.array(p.Q_given.tolist(), dtype=float), np.array(p.K_given.tolist(), dtype=float),
+            np.array(p.V_given.tolist(), dtype=float))
+
+
+def _row(x: np.ndarray) -> str:
+    return ", ".join(f"{v:.2f}" for v in x)
+
+
+def test_check_targets_q_rot_and_k_rot() -> None:
+    from symattn.check import Checker
+
+    checker = Checker(sa.load_example("rope"))
+    assert checker.check("Q_rot[love]", "-1, 0, -1.73, 1").right
+    assert checker.check("K_rot[love, 3]", "0.866").right
+    assert checker.check("Q_rot[love, 2]", "-sqrt(3)").right
+    assert not checker.check("Q_rot[love, 2]", "1.73").right
+
+
+V4 = [[1, 0, 2, 0], [0, 1, 0, 1], [1, 1, 0, 2]]     # d_v = d_k: RoPE could be (wrongly) applied to V
+
+
+@pytest.mark.parametrize("code", ["rope-layout", "rope-degrees", "rope-on-values", "rope-query-only"])
+def test_rope_mistakes_are_named(code) -> None:
+    """Each mistake computed independently in float64 (the reference formulas with the change),
+    written at 2 places, and diagnosed by the checker."""
+    from symattn.check import Checker
+
+    base = sa.load_example("rope")
+    problem = sa.Problem(Q=base.Q_given, K=base.K_given, V=V4, tokens=base.tokens, rope=base.rope)
+    Q, K, _ = _example_arrays()
+    V = np.array(V4, dtype=float)
+    pos = np.arange(3)
+    same = lambda x, p, t: x  # noqa: E731
+    theta, rot_q, rot_k, rot_v = EXAMPLE_THETA, llama_rotate, llama_rotate, same
+    if code == "rope-layout":
+        rot_q = rot_k = hf_rotate
+    elif code == "rope-degrees":
+        theta = EXAMPLE_THETA * np.pi / 180
+    elif code == "rope-query-only":
+        rot_k = same
+    else:
+        rot_v = llama_rotate
+    w, out = attention(rot_q(Q, pos, theta), rot_k(K, pos, theta), rot_v(V, pos, theta), 0.5)
+    target, text = ("output[cats]", _row(out[2])) if code == "rope-on-values" else ("weights[cats]", _row(w[2]))
+    verdict = Checker(problem).check(target, text)
+    assert not verdict.right
+    assert verdict.code == "mistake" and verdict.mistake == code, (text, verdict)
+
+
+def test_a_wrong_pairing_on_one_pair_is_not_a_mistake() -> None:
+    """d_k = 2: interleaved and half are the same pairing, so rope-layout is never offered."""
+    from symattn.check.mistakes import Mistakes
+
+    codes = {m.code for m in Mistakes(sa.attend(sa.Problem(**HAND))).fixed}
+    assert "rope-layout" not in codes and "rope-degrees" in codes
+
+
+# -- the fact ----------------------------------------------------------------------------------------------
+def test_rope_relative_position_fact() -> None:
+    from symattn import facts
+
+    general = facts.prove("rope-relative-position")
+    assert general.holds and all("verified" in line.text for line in general.general)
+    proof = facts.prove("rope-relative-position", sa.load_example("rope"))
+    assert proof.holds and len(proof.checks) == 5
+    assert all("(exactly)" in line.text for line in proof.checks)
+    plain = facts.prove("rope-relative-position", sa.load_example("i-love-cats"))
+    assert plain.holds and "no RoPE" in plain.checks[0].text
+
+
+def test_rope_relative_position_claims_and_a_counterexample() -> None:
+    """Claimed weights are read as the shifted problem's: the true weights (2 places) hold; the
+    weights of the problem with only the queries moved (a real change of offsets) fail."""
+    from symattn import facts
+
+    problem = sa.load_example("rope")
+    Q, K, V = _example_arrays()
+    pos = np.arange(3)
+    w, _ = attention(llama_rotate(Q, pos, EXAMPLE_THETA), llama_rotate(K, pos, EXAMPLE_THETA), V, 0.5)
+    good = facts.Claims.from_mapping({"weights": [[f"{x:.2f}" for x in row] for row in w]})
+    assert facts.prove("rope-relative-position", problem, good).holds
+    w2, _ = attention(llama_rotate(Q, pos + 1, EXAMPLE_THETA), llama_rotate(K, pos, EXAMPLE_THETA), V, 0.5)
+    bad = facts.Claims.from_mapping({"weights": [[f"{x:.2f}" for x in row] for row in w2]})
+    proof = facts.prove("rope-relative-position", problem, bad)
+    assert proof.holds is False and proof.counterexample["row"] == "I"
+    assert proof.counterexample["shift"] == 7
+
+
+def test_other_facts_hold_on_a_rope_problem() -> None:
+    from symattn import facts
+
+    proofs = facts.check_facts(sa.load_example("rope"))
+    assert all(p.holds for p in proofs), [p.fact for p in proofs if not p.holds]
+
+
+# -- worksheets keep the key --------------------------------------------------------------------------------
+def test_worksheet_versions_keep_the_rope(tmp_path) -> None:
+    out = tmp_path / "ws"
+    assert main(["worksheet", "--example", "rope", "-o", str(out), "--versions", "2", "--seed", "4"]) == 0
+    for v in ("A", "B"):
+        p = sa.Problem.from_toml(out / f"version-{v}.toml")
+        assert p.rope is not None and p.rope.theta == (sympy.pi / 2, sympy.pi / 3)
+        sheet = (out / f"version-{v}-sheet.tex").read_text(encoding="utf-8")
+        assert "RoPE (interleaved layout" in sheet and r"\theta = [\frac{\pi}{2}, \frac{\pi}{3}]" in sheet
