@@ -47,7 +47,7 @@ from symattn.certify import to_arb
 from symattn.compare import compare, equal, sign
 from symattn.matrix import ExactMatrix, _fmpq_to_sympy, _sympy_to_fmpq
 from symattn.precision import precision
-from symattn.errors import ProblemError
+from symattn.errors import CertificationError, ProblemError
 from symattn.problem import Problem
 
 #: the most digits (numerator or denominator) of an exact b^q = e^(q·log b)
@@ -202,6 +202,7 @@ class Engine:
         self._row_sums: dict[int, sympy.Expr] = {}
         self._top: dict[int, frozenset[int]] = {}
         self._sink_groups: dict[int, Hashable] = {}
+        self._key_balls: dict[sympy.Expr, flint.arb | None] = {}
 
     # -- the row maximum, decided exactly ------------------------------------
     def _allowed(self, i: int) -> tuple[int, ...]:
@@ -418,12 +419,23 @@ class Engine:
             self._sink_groups[i] = found
         return self._sink_groups[i]
 
-    @staticmethod
-    def _canonical_key(groups: dict, value: sympy.Expr) -> sympy.Expr:
+    def _canonical_key(self, groups: dict, value: sympy.Expr) -> sympy.Expr:
+        """The group key equal to ``value`` (decided exactly), or ``value`` itself; a 64-bit
+        ball first rules out the groups it cannot equal (an exact equal() costs a SymPy expand)."""
+        ball = self._key_ball(value)
         for existing in groups:
-            if equal(existing, value):
+            other = self._key_ball(existing)
+            if (ball is None or other is None or other.overlaps(ball)) and equal(existing, value):
                 return existing
         return value
+
+    def _key_ball(self, value: sympy.Expr) -> flint.arb | None:
+        if value not in self._key_balls:
+            try:
+                self._key_balls[value] = to_arb(value, 64)
+            except CertificationError:      # a function the balls do not know: equal() decides
+                self._key_balls[value] = None
+        return self._key_balls[value]
 
     def algebraic_value(self, step: str, i: int, j: int) -> sympy.Expr | None:
         """The exact value of a softmax-side entry when the exponentials cancel, else None.
