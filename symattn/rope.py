@@ -29,7 +29,7 @@ decides the rest exactly (Lindemann–Weierstrass).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import sympy
 from sympy.simplify.fu import TR8
@@ -38,8 +38,8 @@ from symattn.errors import ParseError, ProblemError
 from symattn.limits import MAX_ENTRY_MAGNITUDE, MAX_POWER_EXPONENT, MAX_SYMBOLIC_SIDE
 from symattn.matrix import ExactMatrix, _plain_scalar, _sympy_to_fmpq, check_magnitude
 
-__all__ = ["LAYOUTS", "MAX_ROPE_ANGLE", "Rope", "parse_rope", "pairs", "rotate", "rotated_scores",
-           "trig_is_zero"]
+__all__ = ["LAYOUTS", "MAX_ROPE_ANGLE", "Rope", "parse_rope", "pairs", "rope_statement", "rotate",
+           "rotated_scores", "trig_is_zero"]
 
 LAYOUTS = ("interleaved", "half")
 #: the largest |p·θ_i| (radians) a problem may ask cos and sin of: the parser's cap on cos(x)
@@ -118,9 +118,6 @@ class Rope:
         freq = ("frequencies θ_i given" if self.theta_given
                 else f"θ_i = {sympy.sstr(self.base)}^(−2i/{self.d})")
         return f"RoPE, {self.layout} layout ({pairing}), {freq}"
-
-    def with_changes(self, **changes: object) -> "Rope":
-        return replace(self, **changes)
 
 
 def _half_pi_multiple(t: sympy.Expr) -> bool:
