@@ -106,10 +106,11 @@ def _ints(entry: Callable[[int, int], sympy.Expr]) -> Callable[[object, object],
 class Online:
     """The online-softmax steps of one trace, built from its exact scores, scale and V."""
 
-    def __init__(self, trace: "Trace") -> None:
+    def __init__(self, trace: "Trace", blocks: tuple[tuple[int, int], ...] | None = None) -> None:
+        """``blocks``: another split of the keys than the problem's tiles (the fact tries them all)."""
         self.trace = trace
         p = trace.problem
-        self.blocks: tuple[tuple[int, int], ...] = p.tiles
+        self.blocks: tuple[tuple[int, int], ...] = blocks if blocks is not None else p.tiles
         self.scale_sign = sign(p.scale)
         self._states: dict[int, tuple[BlockState, ...]] = {}
         self._cache: dict[tuple, sympy.Expr] = {}
@@ -187,23 +188,49 @@ class Online:
         return entry
 
     # -- the recurrence as FlashAttention runs it (what the fact checks) -----------------
-    def recurrence(self, i: int, *, rescaled: bool = True) -> tuple[list[sympy.Expr], list[list[sympy.Expr]]]:
+    def recurrence(self, i: int, *, rescaled: bool = True, places: int | None = None
+                   ) -> tuple[list[sympy.Expr], list[list[sympy.Expr]]]:
         """Row i's running sums and outputs built block by block: ℓ_b = α_b·ℓ_(b−1) +
-        Σ_new e^(x_j − m_b), O_b likewise (``rescaled=False``: α taken as 1, the mistake)."""
+        Σ_new e^(x_j − m_b), O_b likewise.  Two named mistakes run the same recurrence
+        changed: ``rescaled=False`` takes every α as 1 (online-no-rescale); ``places=k``
+        rounds every exponential (α and the new terms) to k places first (early-rounding)."""
+        sums, outs, _ = self.run(i, rescaled=rescaled, places=places)
+        return sums, outs
+
+    def run(self, i: int, *, rescaled: bool = True, places: int | None = None
+            ) -> tuple[list[sympy.Expr], list[list[sympy.Expr]], dict[int, sympy.Expr]]:
+        """:meth:`recurrence`, and each key's coefficient in the last running sum (its
+        weight times ℓ_last: e^(x_j − m_last) when rescaled)."""
+        key = ("run", i, rescaled, places)
+        if key in self._cache:
+            return self._cache[key]
         V = self.trace.step("V")
         d_v = self.trace.problem.d_v
+
+        def rounded(x: sympy.Expr) -> sympy.Expr:
+            if places is None or x.is_Integer:
+                return x
+            from symattn.certify import Rounding, certify
+
+            f = certify(x, Rounding(places=places)).as_fraction()
+            return sympy.Rational(f.numerator, f.denominator)
+
         sums: list[sympy.Expr] = []
         outs: list[list[sympy.Expr]] = []
+        coeffs: dict[int, sympy.Expr] = {}
         total, out = sympy.S.Zero, [sympy.S.Zero] * d_v
         for b, state in enumerate(self.states(i)):
-            alpha = self.rescale(i, b) if rescaled else sympy.S.One
-            fresh = [self.term(i, j, state.best) for j in state.new]
+            alpha = rounded(self.rescale(i, b)) if rescaled else sympy.S.One
+            fresh = [rounded(self.term(i, j, state.best)) for j in state.new]
             total = alpha * total + sympy.Add(*fresh)
             out = [alpha * out[c] + sympy.Add(*[V[j, c] * e for j, e in zip(state.new, fresh)])
                    for c in range(d_v)]
+            coeffs = {j: alpha * e for j, e in coeffs.items()}
+            coeffs.update(zip(state.new, fresh))
             sums.append(total)
             outs.append(out)
-        return sums, outs
+        self._cache[key] = (sums, outs, coeffs)
+        return sums, outs, coeffs
 
     # -- the steps ------------------------------------------------------------------------
     def add_steps(self, add: Callable) -> None:
