@@ -68,6 +68,8 @@ def parse_decode(value: object, problem: "Problem", mask: object) -> int:
     if not (mask is None or mask == "causal" or _is_causal(mask, problem.n)):
         raise ProblemError("decode is causal attention (each new token sees the cache and itself): "
                            "remove the mask or write mask = \"causal\"")
+    if problem.sink is not None:
+        raise ProblemError("decode with a sink logit is not supported yet: remove decode or sink")
     if problem.free_symbols:
         raise ProblemError("decode needs numbers: each step's maximum must be decided, and symbols "
                            "leave it open; substitute values first (problem.subs)")

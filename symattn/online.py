@@ -77,6 +77,9 @@ def parse_tiles(value: object, problem: "Problem") -> tuple[tuple[int, int], ...
         blocks = tuple(zip(edges[:-1], edges[1:]))
     else:
         raise ProblemError(f"tiles is {value!r}: {_TILES_HELP}")
+    if problem.sink is not None:
+        raise ProblemError("tiles with a sink logit is not supported yet: the running sums would need the "
+                           "sink's term at the end; remove tiles or sink")
     if problem.free_symbols:
         raise ProblemError("tiles needs numbers: the running maximum of each block must be decided, "
                            "and symbols leave it open; substitute values first (problem.subs)")
