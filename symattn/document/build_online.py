@@ -24,7 +24,7 @@ from symattn.steps import spec
 if TYPE_CHECKING:
     from symattn.document.build import _Builder
 
-SHOWN_DECODE_STEPS = 3     # more decode steps than this: the first two and the last are shown
+SHOWN_DECODE_STEPS = 3     # more decode steps (or running outputs) than this: the first two and the last
 
 
 def variant_sections(builder: "_Builder") -> list[Section]:
@@ -78,7 +78,10 @@ def online_section(b: "_Builder") -> Section:
                          ("running_sum", Sym("l"))):
         children.append(b.matrix(name, symbol, col_labels=True, caption=spec(name, p).meaning,
                                  exact=running_max if name == "running_max" else None))
-    for k in range(len(blocks)):
+    for k in elide(list(range(len(blocks))), SHOWN_DECODE_STEPS):
+        if k is None:
+            children.append(Note(("⋮ (the running outputs of the blocks between, as above)",)))
+            continue
         name = f"running_output_{k}"
         children.append(b.matrix(name, Sub(Sym("O"), (Int(k),)), caption=spec(name, p).meaning))
     children += worked_row(b, b.softmax_rows[0])
