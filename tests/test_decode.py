@@ -172,7 +172,7 @@ def test_check_targets_name_decode_steps():
 def test_text_shows_steps_and_work_counts(capsys):
     assert main(["explain", "--example", "kv-cache"]) == 0
     out = capsys.readouterr().out
-    assert "KV-cache decoding (prompt: I, love, cats)" in out
+    assert "KV-cache decoding" in out
     assert "Decode step 3, token 'and': the cache now holds 4 keys (I, love, cats, and)." in out
     flat = " ".join(out.split())
     assert "score dot products 15 with the cache (4 + 5 + 6) against 77 without (4² + 5² + 6²" in flat
@@ -194,7 +194,7 @@ def test_latex_compiles_and_reads_back(tmp_path):
     pdf = tmp_path / "kv.pdf"
     assert main(["explain", "--example", "kv-cache", "--pdf", "-o", str(pdf)]) == 0
     text = subprocess.run(["pdftotext", str(pdf), "-"], capture_output=True, text=True, check=True).stdout
-    assert "KV-cache decoding (prompt: I, love, cats)" in text
+    assert "KV-cache decoding" in text
     assert "Decode step 5, token" in text
     assert "0.505" in text
 
@@ -212,7 +212,7 @@ def test_html_page_in_chromium(tmp_path):
         page.close()
     finally:
         browser.close()
-    assert "KV-cache decoding (prompt: I, love, cats)" in text
+    assert "KV-cache decoding" in text
     assert "the cache ends with 24 numbers per layer and head" in " ".join(text.split())
 
 

@@ -85,7 +85,7 @@ def online_section(b: "_Builder") -> Section:
         name = f"running_output_{k}"
         children.append(b.matrix(name, Sub(Sym("O"), (Int(k),)), caption=spec(name, p).meaning))
     children += worked_row(b, b.softmax_rows[0])
-    return Section("online", f"Online softmax, block by block ({split})", tuple(children),
+    return Section("online", "Online softmax, block by block", tuple(children),
                    formula=b.formula("running_sum"))
 
 
@@ -206,4 +206,4 @@ def decode_section(b: "_Builder") -> Section:
         f"{w.score_interactions_without_cache} without ({squares}: every step recomputes the whole "
         f"score matrix); the cache ends with {w.cache_elements} numbers per layer and head "
         f"(L·(d_k + d_v) = {p.n}·({p.d_k} + {p.d_v})).",)))
-    return Section("decode", f"KV-cache decoding (prompt: {prompt})", tuple(children))
+    return Section("decode", "KV-cache decoding", tuple(children))
