@@ -13,7 +13,6 @@ import math
 import re
 import shutil
 import subprocess
-from fractions import Fraction
 
 import numpy as np
 import pytest

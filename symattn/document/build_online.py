@@ -41,8 +41,7 @@ def variant_sections(builder: "_Builder") -> list[Section]:
 # ---------------------------------------------------------------- online softmax
 
 def _blocks(t) -> list[tuple[int, ...]]:
-    """The key indices of each block, read from the running_max step's columns and
-    the problem's tiles."""
+    """The key indices of each block (the problem's tiles)."""
     return [tuple(range(a, b)) for a, b in t.problem.tiles]
 
 

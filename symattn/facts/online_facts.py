@@ -27,26 +27,16 @@ import sympy
 
 from symattn.certify import certify
 from symattn.compare import compare, equal
-from symattn.facts.claims import Claims, decimal_text
+from symattn.facts.claims import Claims
 from symattn.facts.proof import Line, Proof
 from symattn.facts.softmax_facts import same
 from symattn.facts.symbolic import is_zero
 from symattn.online import Online
-from symattn.problem import Problem
 from symattn.trace import Trace
 
 #: rows checked exactly on an instance, and the key count up to which every split is tried
 MAX_CHECKED_ROWS = 8
 ALL_SPLITS_UP_TO = 6
-
-
-def _rebuild(p: Problem, **changes: object) -> Problem:
-    keys: dict[str, object] = {k: m.to_sympy() for k, m in p.inputs.items()}
-    keys.update(tokens=list(p.tokens),
-                key_tokens=None if p.key_tokens == p.tokens else list(p.key_tokens),
-                scale=p.scale, mask=p.mask_value, sink=p.sink)
-    keys.update(changes)
-    return Problem(**keys)
 
 
 def _within(claimed, exact: sympy.Expr) -> bool:
