@@ -31,7 +31,7 @@ from symattn.problem import Problem
 from symattn.trace import Trace, attend
 
 __all__ = ["ASK", "QUESTIONS", "Answer", "ClassroomError", "Entry", "Question", "VersionAnswers",
-           "feedback", "load_versions", "version_answers"]
+           "describe", "feedback", "load_versions", "plausible", "version_answers"]
 
 #: The questions a sheet can ask, in the order of the computation (as ``symattn worksheet``).
 QUESTIONS = ("Q", "K", "V", "scores", "scaled", "weights", "output")
@@ -65,14 +65,26 @@ class ClassroomError(SymattnError):
 
 def feedback(m: MistakeCell) -> str:
     """One sentence naming what a student did, from the mistake's code and detail."""
-    if m.code == "wrong-step":
-        return f"you gave another step's value ({m.detail})"
-    if m.code == "early-rounding":
-        return f"you rounded too early ({m.detail})"
-    if m.code == "window-off-by-one":
-        return f"your sliding window is off by one ({m.detail})"
-    said = _SAYS.get(m.code)
-    return said if said else f"{m.code}: {m.detail}"
+    return describe(m.code, m.detail)
+
+
+def describe(code: str, detail: str | None) -> str:
+    """What a student did, for a mistake's code and detail (no value: feedback never shows one)."""
+    if code == "wrong-step":
+        return f"you gave another step's value ({detail})"
+    if code == "early-rounding":
+        return f"you rounded too early ({detail})"
+    if code == "window-off-by-one":
+        return f"your sliding window is off by one ({detail})"
+    said = _SAYS.get(code)
+    return said if said else f"{code}: {detail}" if detail else code
+
+
+def plausible(code: str, detail: str | None) -> bool:
+    """Is this mistake worth naming for one entry?  Another step's value is, only for the
+    softmax's steps (an integer input given for a weight would name a "mistake" for every
+    0 or 1 typed)."""
+    return code != "wrong-step" or (detail or "").split(" given for ")[0] in WRONG_STEPS
 
 
 @dataclass(frozen=True)
@@ -128,7 +140,7 @@ class Entry:
         by_value: dict[tuple[int, int], list[MistakeCell]] = {}
         values: dict[tuple[int, int], CertifiedDecimal] = {}
         for m in self.mistake_cells(rounding.places):
-            if m.code == "wrong-step" and m.detail.split(" given for ")[0] not in WRONG_STEPS:
+            if not plausible(m.code, m.detail):
                 continue
             try:
                 got = m.cell.rounded(rounding)

@@ -20,6 +20,7 @@ import xml.etree.ElementTree as ET
 from symattn.classroom.answers import Answer, VersionAnswers
 from symattn.classroom.fragments import given_html, grid_html, intro_html, key_html, question_heading
 from symattn.classroom.numbers import plain, tolerance
+from symattn.classroom.output import MARK
 
 __all__ = ["cloze_field", "moodle_xml"]
 
@@ -77,4 +78,5 @@ def moodle_xml(versions: list[VersionAnswers], category: str | None = None) -> s
     for v in versions:
         quiz.append(_question(v, title))
     ET.indent(quiz)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(quiz, encoding="unicode") + "\n"
+    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<!-- {MARK} -->\n'
+            + ET.tostring(quiz, encoding="unicode") + "\n")

@@ -22,6 +22,7 @@ import zipfile
 from symattn.classroom.answers import Answer, Entry, Question, VersionAnswers
 from symattn.classroom.fragments import given_html, intro_html, key_html
 from symattn.classroom.numbers import plain, tolerance, value
+from symattn.classroom.output import ZIP_MARK
 
 __all__ = ["qti_zip", "assessment_xml", "manifest_xml"]
 
@@ -163,6 +164,7 @@ def qti_zip(versions: list[VersionAnswers]) -> bytes:
         members.append((f"{ident}/assessment_meta.xml", _assessment_meta(v, ident, points)))
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.comment = ZIP_MARK
         for name, text in members:
             info = zipfile.ZipInfo(name, date_time=_EPOCH)
             info.compress_type = zipfile.ZIP_DEFLATED

@@ -192,3 +192,22 @@ def selfcheck_pages(versions: list[VersionAnswers], codes: dict[str, str] | None
         code = (codes or {}).get(v.vid) or v.vid
         out[f"selfcheck-{code}.html"] = selfcheck_page(v, code)
     return out
+
+
+def write_selfcheck(versions: list, rounding, questions: tuple[str, ...], out_dir: str) -> str:
+    """Write the self-check pages of a worksheet's versions into ``out_dir`` (a folder for
+    students: no keys, no problem files, no seed); returns the line the command prints.
+
+    ``versions`` are the worksheet command's versions (``vid``, ``toml``, ``trace``; a
+    ``code`` attribute, where versions have one, names the page as the sheet does)."""
+    from symattn.classroom.answers import version_answers
+    from symattn.classroom.output import write_folder
+
+    answers, codes = [], {}
+    for v in versions:
+        answers.append(version_answers(v.trace, rounding, questions, v.vid, v.toml))
+        code = getattr(v, "code", None)
+        if code:
+            codes[v.vid] = str(code)
+    names = write_folder(out_dir, selfcheck_pages(answers, codes), "selfcheck.txt")
+    return f"wrote {len(names)} self-check page(s) to {out_dir}: {', '.join(names)}\n"
