@@ -78,7 +78,7 @@ SCRIPT = r"""
     const typed = input.value;
     if (!typed.trim()) { delete input.dataset.verdict; say(input, "", ""); delete input.dataset.verdict; return; }
     const c = canonical(typed);
-    if (c === null) { say(input, "invalid", "Type a decimal such as 0.136 (or 13.6%)."); return; }
+    if (c === null) { say(input, "invalid", "Type a decimal number (a decimal comma or a percentage is fine)."); return; }
     if (c.places > data.maxPlaces) {
       say(input, "invalid", "Round to at most " + data.maxPlaces + " decimal places."); return;
     }
