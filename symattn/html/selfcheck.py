@@ -86,7 +86,7 @@ SCRIPT = r"""
     const found = table[await digest(data.salt + "|" + input.dataset.target + "|" + c.text)];
     const at = c.places + " decimal place" + (c.places === 1 ? "" : "s");
     if (found === 0) {
-      say(input, "right", "Right (correctly rounded to " + at + ").");
+      say(input, "right", c.places ? "Right (correctly rounded to " + at + ")." : "Right.");
     } else if (found !== undefined) {
       const m = data.mistakes[found - 1];
       say(input, "mistake:" + m.code, "Not right: " + m.says + ".");
