@@ -433,3 +433,67 @@ def test_a_class_of_thirty_versions(tmp_path):
         fields = cloze_fields(q.find("questiontext/text").text)
         assert [f[0]["value"] for f in fields] == [e.right(v.rounding).as_fraction()
                                                     for e in v.questions[0].entries]
+
+
+# ------------------------------------------------------------------ caps
+
+def _scores_problem(tmp_path: Path, n: int, m: int) -> Path:
+    path = tmp_path / f"p{n}x{m}.toml"
+    rows = lambda r: "[" + ", ".join("[1, 0]" if k % 2 else "[0, 1]" for k in range(r)) + "]"
+    path.write_text(f"Q = {rows(n)}\nK = {rows(m)}\nV = {rows(m)}\n", encoding="utf-8")
+    return path
+
+
+def test_boxes_cap_at_its_edge(tmp_path, capsys):
+    from symattn.classroom.answers import MAX_BOXES, load_versions
+
+    assert MAX_BOXES == 400
+    [v] = load_versions(_scores_problem(tmp_path, 20, 20), None, None, ("scores",))
+    assert v.boxes == 400                            # accepted (values are computed on demand)
+    assert v.questions[0].entry(19, 19).right(v.rounding).text == "1"
+    big = _scores_problem(tmp_path, 20, 21)
+    assert run("export", "--to", "moodle", str(big), "--questions", "scores",
+               "-o", str(tmp_path / "q.xml")) == 2
+    err = capsys.readouterr().err
+    assert "420 answer boxes, over the 400" in err and err.count("\n") == 1
+    assert not (tmp_path / "q.xml").exists()
+
+
+def test_total_boxes_cap(tmp_path, monkeypatch, capsys):
+    from symattn.classroom import answers
+
+    folder = tmp_path / "sheets"
+    assert run("worksheet", "--versions", "3", "--seed", "1", "--questions", "weights",
+               "-o", str(folder)) == 0
+    monkeypatch.setattr(answers, "MAX_TOTAL_BOXES", 27)   # three versions of 3×3 weights: at the cap
+    assert len(answers.load_versions(folder, None, None, None)) == 3
+    monkeypatch.setattr(answers, "MAX_TOTAL_BOXES", 26)
+    assert run("export", "--to", "moodle", str(folder), "-o", str(tmp_path / "q.xml")) == 2
+    assert "over 26 answer boxes together" in capsys.readouterr().err
+    assert run("worksheet", "--versions", "3", "--seed", "1", "--questions", "weights",
+               "--selfcheck", "-o", str(tmp_path / "pages")) == 2
+    assert not (tmp_path / "pages").exists()
+
+
+@pytest.mark.parametrize("example", ["i-love-cats-causal", "sliding-window", "off-by-one-softmax",
+                                     "soft-dictionary-long-orange", "i-love-cats-unscaled"])
+def test_every_variant_exports(tmp_path, example):
+    """Masks, windows, sinks, Q/K/V given, no scaling: each exports to every platform, and the
+    Moodle key holds the certified answers (masked weights are exactly 0)."""
+    [v] = load_versions(None, example, None, None)
+    assert run("export", "--to", "moodle", "--example", example, "-o", str(tmp_path / "q.xml")) == 0
+    assert run("export", "--to", "qti", "--example", example, "-o", str(tmp_path / "q.zip")) == 0
+    assert run("export", "--to", "prairielearn", "--example", example, "-o", str(tmp_path / "pl")) == 0
+    root = ET.parse(tmp_path / "q.xml").getroot()
+    fields = cloze_fields(root.find("question[@type='cloze']/questiontext/text").text)
+    entries = [e for q in v.questions for e in q.entries]
+    assert [f[0]["value"] for f in fields] == [e.right(v.rounding).as_fraction() for e in entries]
+    if v.problem.mask is not None:
+        weights = [q for q in v.questions if q.step == "weights"][0]
+        blocked = [e for e in weights.entries if not v.trace.is_allowed(e.row, e.col)]
+        assert blocked and all(e.right(v.rounding).as_fraction() == 0 and e.right(v.rounding).exact
+                               for e in blocked)
+    server = load_server(tmp_path / "pl", example.replace("-", "_"))
+    data = pl_data(3)
+    server.generate(data)
+    assert set(data["correct_answers"]) == {q.step for q in v.questions}

@@ -30,7 +30,7 @@ from symattn.errors import SymattnError
 from symattn.problem import Problem
 from symattn.trace import Trace, attend
 
-__all__ = ["ASK", "QUESTIONS", "Answer", "ClassroomError", "Entry", "Question", "VersionAnswers",
+__all__ = ["ASK", "QUESTIONS", "Answer", "ClassroomError", "Entry", "MAX_BOXES", "MAX_TOTAL_BOXES", "check_total", "Question", "VersionAnswers",
            "describe", "feedback", "load_versions", "plausible", "version_answers"]
 
 #: The questions a sheet can ask, in the order of the computation (as ``symattn worksheet``).
@@ -43,6 +43,9 @@ MANIFEST = "worksheet.txt"
 #: input such as Q given for a weight would name a "mistake" for every 0 or 1 typed).
 WRONG_STEPS = frozenset(("scaled", "shifted", "exp", "weights"))
 MAX_VERSIONS = 702          # A to ZZ, as the worksheet command allows
+MAX_BOXES = 400             # answer boxes of one version: a sheet worked by hand (7 steps of 3×3 is 63)
+MAX_TOTAL_BOXES = 20_000    # answer boxes of all versions together (30 versions × 63 is 1,890;
+                            # measured ~1 ms a box per export, ~7 ms for a self-check page)
 
 #: What a student did, for each named mistake (the feedback a platform shows).
 _SAYS = {
@@ -200,6 +203,10 @@ class VersionAnswers:
         return self.trace.problem
 
     @property
+    def boxes(self) -> int:
+        return sum(len(q.entries) for q in self.questions)
+
+    @property
     def title(self) -> str:
         return (self.problem.title or "Scaled dot-product attention").split(", version ")[0]
 
@@ -213,6 +220,12 @@ def version_answers(problem: Problem | Trace, rounding: Rounding, questions: tup
     if not asked:
         raise ClassroomError("no questions to ask: this problem gives Q, K and V directly; ask for "
                              "scores, scaled, weights or output")
+    boxes = sum(trace.step(name).shape[0] * trace.step(name).shape[1] for name in asked)
+    if boxes > MAX_BOXES:
+        raise ClassroomError(f"{trace.problem.title or 'the problem'}: {', '.join(asked)} make {boxes:,} "
+                             f"answer boxes, over the {MAX_BOXES} a sheet worked by hand has "
+                             "(MAX_BOXES): ask fewer questions (--questions weights) or use a "
+                             "smaller problem")
     out = []
     for k, name in enumerate(asked, start=1):
         step = trace.step(name)
@@ -222,6 +235,13 @@ def version_answers(problem: Problem | Trace, rounding: Rounding, questions: tup
         out.append(Question(k, name, ASK[name], step.info.latex, step.info.formula, target.shape, tuple(step.row_labels),
                             tuple(step.col_labels), entries))
     return VersionAnswers(vid, toml, trace, rounding, out)
+
+
+def check_total(total: int, where: str) -> None:
+    """Refuse a set of versions with more than MAX_TOTAL_BOXES answer boxes together."""
+    if total > MAX_TOTAL_BOXES:
+        raise ClassroomError(f"{where}: the versions have over {MAX_TOTAL_BOXES:,} answer boxes "
+                             "together (MAX_TOTAL_BOXES): use fewer versions or ask fewer questions")
 
 
 # -- sources: a problem file, an example, or a worksheet folder ------------------------
@@ -286,10 +306,14 @@ def load_versions(source: str | Path | None, example: str | None, rounding: Roun
         rounding = rounding or saved_rounding or Rounding(digits=3)
         questions = questions or saved_questions or QUESTIONS
         out = []
+        total = 0
         for vid, path in folder_versions(folder):
             text = read_text(str(path), what="a version's problem file")
-            out.append(version_answers(Problem.from_toml_text(text, source=str(path)), rounding,
-                                       questions, vid, text))
+            v = version_answers(Problem.from_toml_text(text, source=str(path)), rounding, questions,
+                                vid, text)
+            total += v.boxes
+            check_total(total, str(folder))
+            out.append(v)
         return out
     if source is not None:
         text = read_text(str(source), what="a problem TOML file")

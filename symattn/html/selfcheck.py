@@ -200,14 +200,18 @@ def write_selfcheck(versions: list, rounding, questions: tuple[str, ...], out_di
 
     ``versions`` are the worksheet command's versions (``vid``, ``toml``, ``trace``; a
     ``code`` attribute, where versions have one, names the page as the sheet does)."""
-    from symattn.classroom.answers import version_answers
+    from symattn.classroom.answers import check_total, version_answers
     from symattn.classroom.output import write_folder
 
     answers, codes = [], {}
     for v in versions:
         answers.append(version_answers(v.trace, rounding, questions, v.vid, v.toml))
+        check_total(sum(a.boxes for a in answers), "--selfcheck")
         code = getattr(v, "code", None)
         if code:
             codes[v.vid] = str(code)
-    names = write_folder(out_dir, selfcheck_pages(answers, codes), "selfcheck.txt")
-    return f"wrote {len(names)} self-check page(s) to {out_dir}: {', '.join(names)}\n"
+    pages = selfcheck_pages(answers, codes)
+    write_folder(out_dir, pages, "selfcheck.txt")
+    names = list(pages)
+    shown = ", ".join(names) if len(names) <= 3 else f"{names[0]} … {names[-1]}"
+    return f"wrote {len(names)} self-check page(s) to {out_dir}: {shown}\n"
