@@ -160,7 +160,8 @@ def test_moodle_worksheet_folder_one_question_per_version(tmp_path):
     assert run("export", "--to", "moodle", str(folder), "-o", str(out)) == 0
     root = ET.parse(out).getroot()
     questions = root.findall("question[@type='cloze']")
-    assert [q.find("name/text").text.rsplit(" ", 1)[-1] for q in questions] == ["A", "B", "C"]
+    assert [re.search(r"version ([A-Z]+)", q.find("name/text").text).group(1)
+            for q in questions] == ["A", "B", "C"]
     versions = load_versions(folder, None, None, None)
     for q, v in zip(questions, versions):
         text = q.find("questiontext/text").text
@@ -344,12 +345,35 @@ def test_prairielearn_worksheet_versions_by_variant_seed(tmp_path):
         data = pl_data(seed)
         server.generate(data)
         v = versions[seed % 3]
-        assert data["params"]["version"] == v.vid
+        assert data["params"]["version"] == v.label
         w = data["correct_answers"]["weights"]
         q = [question for question in v.questions if question.step == "weights"][0]
         assert w == [[float(q.entry(i, j).right(v.rounding).text) for j in range(q.shape[1])]
                      for i in range(q.shape[0])]
         assert "seed" not in json.dumps(data["params"])
+
+
+def test_versions_named_by_the_codes_their_sheets_print(tmp_path):
+    """A worksheet folder whose worksheet.json lists opaque codes: students see the code
+    (question text, PrairieLearn's params), the teacher sees id and code (Moodle's names)."""
+    folder = tmp_path / "sheets"
+    assert run("worksheet", "--versions", "2", "--seed", "4", "--questions", "weights",
+               "-o", str(folder)) == 0
+    (folder / "worksheet.json").write_text(json.dumps(
+        {"versions": [{"id": "A", "code": "K7Q-F2M"}, {"id": "B", "code": "Z9P-4HX"}]}),
+        encoding="utf-8")
+    assert run("export", "--to", "moodle", str(folder), "-o", str(tmp_path / "q.xml")) == 0
+    questions = ET.parse(tmp_path / "q.xml").getroot().findall("question[@type='cloze']")
+    assert [q.find("name/text").text.split(", ")[-1] for q in questions] == [
+        "version A (code K7Q-F2M)", "version B (code Z9P-4HX)"]
+    assert "(version Z9P-4HX)" in questions[1].find("questiontext/text").text
+    assert run("export", "--to", "prairielearn", str(folder), "-o", str(tmp_path / "pl")) == 0
+    server = load_server(tmp_path / "pl", "codes")
+    data = pl_data(1)
+    server.generate(data)
+    assert data["params"]["version"] == "Z9P-4HX"
+    (folder / "worksheet.json").write_text("{not json", encoding="utf-8")   # unreadable: ids
+    assert [v.label for v in load_versions(folder, None, None, None)] == ["A", "B"]
 
 
 def test_prairielearn_random_versions(tmp_path):

@@ -158,6 +158,27 @@ def test_verdicts_in_chromium(browser, tmp_path):
         shown.close()
 
 
+def test_page_reads_typed_text_as_python_does(browser, tmp_path):
+    """The page's canonical() (JavaScript) and selfcheck_data.canonical (Python) agree on
+    2,000 random strings of digits, points, commas, signs, %, e, spaces and ≈."""
+    import random
+
+    rng = random.Random(12)
+    alphabet = list("0123456789") * 3 + list(".,%-+e ") + ["−", "≈", "\u00a0", "E", "0"]
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 9))) for _ in range(2000)]
+    [v] = load_versions(None, "soft-dictionary", None, ("weights",))
+    shown = _open(browser, tmp_path, selfcheck_page(v))
+    try:
+        got = shown.page.evaluate("ts => ts.map(t => { const c = window.symattnCanonical(t); "
+                                  "return c === null ? null : [c.text, c.places]; })", texts)
+        expected = [None if (c := canonical(t)) is None else list(c) for t in texts]
+        assert got == expected
+        assert sum(1 for c in expected if c is not None) > 200     # plenty of readable numbers
+        shown.assert_clean()
+    finally:
+        shown.close()
+
+
 def test_negative_values_and_unicode_minus(browser, tmp_path):
     problem = tmp_path / "neg.toml"
     problem.write_text(NEGATIVE, encoding="utf-8")

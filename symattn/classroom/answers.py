@@ -197,6 +197,12 @@ class VersionAnswers:
     trace: Trace
     rounding: Rounding
     questions: list[Question]
+    code: str | None = None     # the opaque code a sheet prints, where the worksheet has one
+
+    @property
+    def label(self) -> str:
+        """How students know this version: the sheet's code, or its id."""
+        return self.code or self.vid
 
     @property
     def problem(self) -> Problem:
@@ -274,6 +280,24 @@ def read_folder_settings(folder: Path) -> tuple[Rounding | None, tuple[str, ...]
     return rounding, questions
 
 
+def folder_codes(folder: Path) -> dict[str, str]:
+    """Version id → the code its sheet prints, from the folder's worksheet.json where there is one
+    (written by worksheets that print opaque codes); {} otherwise."""
+    import json
+
+    from symattn.tomlfile import read_text
+
+    path = folder / "worksheet.json"
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(read_text(str(path), what="a worksheet's metadata", limit=1 << 22))
+        return {str(e["id"]): str(e["code"]) for e in data.get("versions", [])
+                if isinstance(e, dict) and e.get("id") and e.get("code")}
+    except (ValueError, SymattnError, AttributeError, TypeError):
+        return {}      # metadata we cannot read: versions are named by their ids
+
+
 def folder_versions(folder: Path) -> list[tuple[str, Path]]:
     """The (id, problem file) of every version in a worksheet folder, in id order (A … Z, AA …)."""
     found = []
@@ -307,10 +331,12 @@ def load_versions(source: str | Path | None, example: str | None, rounding: Roun
         questions = questions or saved_questions or QUESTIONS
         out = []
         total = 0
+        codes = folder_codes(folder)
         for vid, path in folder_versions(folder):
             text = read_text(str(path), what="a version's problem file")
             v = version_answers(Problem.from_toml_text(text, source=str(path)), rounding, questions,
                                 vid, text)
+            v.code = codes.get(vid)
             total += v.boxes
             check_total(total, str(folder))
             out.append(v)

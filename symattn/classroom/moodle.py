@@ -16,6 +16,7 @@ feedback is the key: every question's formula and certified answers.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from html import escape
 
 from symattn.classroom.answers import Answer, VersionAnswers
 from symattn.classroom.fragments import given_html, grid_html, intro_html, key_html, question_heading
@@ -53,8 +54,9 @@ def _text(parent: ET.Element, tag: str, text: str, fmt: str | None = "html") -> 
 def _question(v: VersionAnswers, title: str) -> ET.Element:
     q = ET.Element("question", {"type": "cloze"})
     name = ET.SubElement(q, "name")
-    ET.SubElement(name, "text").text = f"{title}, version {v.vid}"
-    body = [f"<p><b>{title}</b> (version {v.vid})</p>", given_html(v), intro_html(v)]
+    code = f" (code {v.code})" if v.code else ""
+    ET.SubElement(name, "text").text = f"{title}, version {v.vid}{code}"
+    body = [f"<p><b>{escape(title)}</b> (version {escape(v.label)})</p>", given_html(v), intro_html(v)]
     for question in v.questions:
         fields = [[cloze_field(e.answers(v.rounding)) for e in question.entries[i * question.shape[1]:
                                                                                  (i + 1) * question.shape[1]]]

@@ -60,7 +60,7 @@ def generate(data: dict, versions: dict[str, str], settings: dict) -> None:
     """Fill ``data["params"]`` and ``data["correct_answers"]`` for this variant."""
     v = pick(data, versions, settings)
     data["params"]["title"] = settings.get("title") or v.title
-    data["params"]["version"] = v.vid
+    data["params"]["version"] = settings.get("codes", {}).get(v.vid, v.vid)
     data["params"]["given"] = given_html(v)
     data["params"]["intro"] = intro_html(v)
     for q in v.questions:

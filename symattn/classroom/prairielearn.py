@@ -26,10 +26,15 @@ __all__ = ["prairielearn_files"]
 _NAMESPACE = uuid.UUID("6c1f5e0a-3d0c-4c55-9a51-53796d617474")
 
 
-def _settings(v: VersionAnswers, random: bool) -> dict:
+def _settings(versions: list[VersionAnswers], random: bool) -> dict:
+    v = versions[0]
     r = v.rounding
-    return {"rounding": {"digits": r.digits} if r.digits is not None else {"places": r.places},
-            "questions": [q.step for q in v.questions], "random": random, "title": v.title}
+    settings = {"rounding": {"digits": r.digits} if r.digits is not None else {"places": r.places},
+                "questions": [q.step for q in v.questions], "random": random, "title": v.title}
+    codes = {w.vid: w.code for w in versions if w.code}
+    if codes and not random:
+        settings["codes"] = codes        # the version a student sees is named as their sheet
+    return settings
 
 
 def _question_html(v: VersionAnswers) -> str:
@@ -58,7 +63,7 @@ def _symbol(step: str) -> str:
 
 def _server_py(versions: list[VersionAnswers], random: bool) -> str:
     table = "".join(f"    {v.vid!r}: {v.toml!r},\n" for v in versions)
-    settings = pprint.pformat(_settings(versions[0], random), sort_dicts=False)
+    settings = pprint.pformat(_settings(versions, random), sort_dicts=False)
     return f'''# {MARK}
 """PrairieLearn question server, written by `symattn export --to prairielearn`.
 

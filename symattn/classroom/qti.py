@@ -101,7 +101,7 @@ def assessment_xml(v: VersionAnswers, ident: str) -> str:
     """One version as a QTI 1.2 assessment: an inputs item, then one numerical item per box."""
     root = ET.Element("questestinterop", {"xmlns": QTI_NS, "xmlns:xsi": XSI,
                                           "xsi:schemaLocation": f"{QTI_NS} {QTI_NS}p1.xsd"})
-    title = f"{v.title}, version {v.vid}"
+    title = f"{v.title}, version {v.label}"
     test = _sub(root, "assessment", {"ident": ident, "title": title})
     md = _sub(_sub(test, "qtimetadata"), "qtimetadatafield")
     _sub(md, "fieldlabel", text="cc_maxattempts")
@@ -120,7 +120,7 @@ def assessment_xml(v: VersionAnswers, ident: str) -> str:
 def _assessment_meta(v: VersionAnswers, ident: str, points: int) -> str:
     quiz = ET.Element("quiz", {"identifier": ident, "xmlns": CANVAS_NS, "xmlns:xsi": XSI,
                                "xsi:schemaLocation": f"{CANVAS_NS} https://canvas.instructure.com/xsd/cccv1p0.xsd"})
-    _sub(quiz, "title", text=f"{v.title}, version {v.vid}")
+    _sub(quiz, "title", text=f"{v.title}, version {v.label}")
     _sub(quiz, "description", text=key_html(v).split("</p>", 1)[0] + "</p>")
     for tag, text in (("shuffle_answers", "false"), ("scoring_policy", "keep_highest"),
                       ("quiz_type", "assignment"), ("points_possible", f"{points}.0"),
@@ -157,7 +157,7 @@ def qti_zip(versions: list[VersionAnswers]) -> bytes:
     """quiz.zip: imsmanifest.xml and, per version, its assessment and assessment_meta.xml."""
     idents = [_ident(v.title, v.vid, v.toml) for v in versions]
     members: list[tuple[str, str]] = [("imsmanifest.xml", manifest_xml(
-        idents, [f"{v.title}, version {v.vid}" for v in versions]))]
+        idents, [f"{v.title}, version {v.label}" for v in versions]))]
     for v, ident in zip(versions, idents):
         points = sum(len(q.entries) for q in v.questions)
         members.append((f"{ident}/{ident}.xml", assessment_xml(v, ident)))

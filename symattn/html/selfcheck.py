@@ -95,6 +95,7 @@ SCRIPT = r"""
     }
   }
 
+  window.symattnCanonical = canonical;      // for tests: the same rules as selfcheck_data.canonical
   if (!(window.crypto && crypto.subtle)) {
     for (const p of document.querySelectorAll(".nocrypto")) p.hidden = false;
     return;
