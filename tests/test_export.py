@@ -79,26 +79,37 @@ def run(*argv: str) -> int:
 
 # ------------------------------------------------------------------ Moodle
 
-_FIELD = re.compile(r"\{(\d+):NUMERICAL:((?:[^\\}]|\\.)*)\}")
+# Moodle's own Cloze parser (question/type/multianswer/questiontype.php, the regexes and the
+# loop of qtype_multianswer_extract_question), transcribed: PCRE's variable-width look-behind
+# (?<!\\\\|&|&amp;) is written as three fixed-width ones.
+_FRACTION = r"=|%(-?[0-9]+)%"
+_ALT_ANSWER = r".+?(?<!\\)(?<!&)(?<!&amp;)(?=[~#}]|$)"
+_ALT_FEEDBACK = r".*?(?<!\\)(?=[~}]|$)"
+_ALT = f"({_FRACTION})?({_ALT_ANSWER})(#({_ALT_FEEDBACK}))?"
+_NUMBER = r"-?(([0-9]+[.,]?[0-9]*|[.,][0-9]+)([eE][-+]?[0-9]+)?)"
+_NUMERICAL_ALT = f"^({_NUMBER})(:{_NUMBER})?$"
+_TYPES = ("(NUMERICAL|NM)|(MULTICHOICE|MC)|(MULTICHOICE_V|MCV)|(MULTICHOICE_H|MCH)|"
+          "(SHORTANSWER|SA|MW)|(SHORTANSWER_C|SAC|MWC)")
+_ANSWER_REGEX = re.compile(r"\{([0-9]*):(" + _TYPES + "):(" + _ALT + "(~" + _ALT + r")*)\}", re.S)
 
 
 def cloze_fields(text: str) -> list[list[dict]]:
-    """Every NUMERICAL field: its answers as {credit, value, tol, feedback}."""
+    """Every field as Moodle reads it: per answer its credit (%), value, tolerance, feedback."""
     fields = []
-    for match in _FIELD.finditer(text):
-        answers = []
-        for part in re.split(r"(?<!\\)~", match.group(2)):
-            credit = 100
-            if part.startswith("="):
-                part = part[1:]
-            else:
-                m = re.match(r"%(\d+)%", part)
-                credit, part = int(m.group(1)), part[m.end():]
-            number, _, feedback = part.partition("#")
-            value, tol = number.split(":")
-            answers.append({"credit": credit, "value": Fraction(value), "tol": Fraction(tol),
-                            "feedback": re.sub(r"\\(.)", r"\1", feedback)})
+    while (m := _ANSWER_REGEX.search(text)):
+        assert m.group(3), f"not a NUMERICAL field: {m.group(0)[:60]}"
+        answers, rest = [], m.group(9)
+        while (alt := re.search("~?" + _ALT, rest, re.S)):
+            credit = 100 if alt.group(1) == "=" else int(alt.group(2) or 0)
+            feedback = (alt.group(5) or "").replace("\\}", "}").replace("\\#", "#")
+            number = re.search(_NUMERICAL_ALT, alt.group(3), re.S)
+            assert number, f"not a number: {alt.group(3)!r}"
+            answers.append({"credit": credit, "value": Fraction(number.group(1)),
+                            "tol": Fraction(number.group(6) or 0),
+                            "feedback": feedback})
+            rest = rest.split(alt.group(0), 1)[1]
         fields.append(answers)
+        text = text.replace(m.group(0), "{#%d}" % len(fields), 1)
     return fields
 
 
@@ -521,3 +532,21 @@ def test_every_variant_exports(tmp_path, example):
     data = pl_data(3)
     server.generate(data)
     assert set(data["correct_answers"]) == {q.step for q in v.questions}
+
+
+def test_cloze_feedback_survives_moodles_parser():
+    """Feedback with Cloze's syntax characters reads back whole through Moodle's own regexes."""
+    from symattn.certify import Rounding
+    from symattn.check.verdict import MistakeCell
+    from symattn.classroom.answers import Answer
+    from symattn.classroom.moodle import cloze_field
+
+    [v] = load_versions(None, "i-love-cats", None, ("weights",))
+    e = v.questions[0].entries[0]
+    right, unscaled = e.answers(Rounding(digits=3))[:2]
+    odd = Answer(unscaled.value, (MistakeCell("odd-code", "a}b#c~d\\e", e.cell),))
+    [field] = cloze_fields("<p>" + cloze_field([right, odd]) + "</p>")
+    assert field[0] == {"credit": 100, "value": Fraction("0.136"), "tol": Fraction("0.0005"),
+                        "feedback": "right"}
+    assert field[1]["feedback"] == "odd-code: a}b#c∼d∖e"
+    assert field[1]["value"] == Fraction("0.0634") and field[1]["credit"] == 0

@@ -25,12 +25,13 @@ from symattn.classroom.output import MARK
 
 __all__ = ["cloze_field", "moodle_xml"]
 
-_CLOZE_SPECIAL = "\\}#~/\""
-
-
 def _cloze_escape(text: str) -> str:
-    """Feedback text inside a Cloze field: its syntax characters escaped with a backslash."""
-    return "".join("\\" + c if c in _CLOZE_SPECIAL else c for c in text)
+    """Feedback text inside a Cloze field, as Moodle's parser reads it back
+    (question/type/multianswer/questiontype.php): it ends at an unescaped ``~`` or ``}``
+    and unescapes only ``\\}`` and ``\\#``; so those two are escaped, and a ``~`` or a
+    backslash (which would stay in the text) is written as ∼ or ∖."""
+    text = text.replace("\\", "∖").replace("~", "∼")
+    return text.replace("}", "\\}").replace("#", "\\#")
 
 
 def _cloze_answer(a: Answer, right: bool) -> str:
