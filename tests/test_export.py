@@ -11,10 +11,8 @@ data dict as PrairieLearn passes it.
 from __future__ import annotations
 
 import importlib.util
-import io
 import json
 import re
-import sys
 import tomllib
 import uuid
 import xml.etree.ElementTree as ET

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 
 import sympy
@@ -118,10 +117,6 @@ class Entry:
     cell: Cell
     checker: Checker = field(repr=False)
     step: str = ""
-
-    @cached_property
-    def shape(self) -> tuple[int, int]:
-        return self.checker.target(self.step).shape
 
     def right(self, rounding: Rounding) -> CertifiedDecimal:
         """The certified right value at ``rounding``."""
