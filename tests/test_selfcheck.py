@@ -203,20 +203,26 @@ def test_worksheet_selfcheck_command(browser, tmp_path, capsys):
     accepts its own version's answers (from the teacher's problem files, in float64)."""
     import tomllib
 
+    from symattn.classroom.answers import folder_codes
+
     out = tmp_path / "students"
     assert main(["worksheet", "--versions", "2", "--seed", "9", "--selfcheck", "-o", str(out)]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["selfcheck-A.html", "selfcheck-B.html", "selfcheck.txt"]
     teacher = tmp_path / "teacher"
     assert main(["worksheet", "--versions", "2", "--seed", "9", "-o", str(teacher)]) == 0
+    codes = folder_codes(teacher)              # the codes the sheets print, where they print one
+    names = {vid: codes.get(vid, vid) for vid in ("A", "B")}
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [f"selfcheck-{names['A']}.html", f"selfcheck-{names['B']}.html", "selfcheck.txt"])
     for vid in ("A", "B"):
-        html = (out / f"selfcheck-{vid}.html").read_text(encoding="utf-8")
+        html = (out / f"selfcheck-{names[vid]}.html").read_text(encoding="utf-8")
         assert "seed" not in html.lower() and ".toml" not in html
+        assert f"Version {names[vid]}" in html
         data = tomllib.loads((teacher / f"version-{vid}.toml").read_text(encoding="utf-8"))
         Xv, Wq, Wk = (np.array(data[k], float) for k in ("X", "W_q", "W_k"))
         z = (Xv @ Wq) @ (Xv @ Wk).T / np.sqrt(Wq.shape[1])
         e = np.exp(z - z.max(axis=1, keepdims=True))
         w = e / e.sum(axis=1, keepdims=True)
-        shown = browser.open(out / f"selfcheck-{vid}.html")
+        shown = browser.open(out / f"selfcheck-{names[vid]}.html")
         try:
             shown.page.wait_for_selector("body[data-ready=true]", timeout=5000)
             token = data["tokens"][0]
