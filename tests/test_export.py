@@ -548,3 +548,38 @@ def test_cloze_feedback_survives_moodles_parser():
                         "feedback": "right"}
     assert field[1]["feedback"] == "odd-code: a}b#c∼d∖e"
     assert field[1]["value"] == Fraction("0.0634") and field[1]["credit"] == 0
+
+
+def test_teachers_run_export_then_grade_agree(tmp_path):
+    """Worksheet → Moodle export → a class CSV typed from the export's own answers → grade:
+    the right values grade right and the values Moodle names 'you did not divide by √d_k'
+    grade as the mistake unscaled (the same engine on both sides)."""
+    import csv
+
+    folder = tmp_path / "sheets"
+    assert run("worksheet", "--versions", "6", "--seed", "31", "--questions", "weights",
+               "-o", str(folder)) == 0
+    assert run("export", "--to", "moodle", str(folder), "-o", str(tmp_path / "quiz.xml")) == 0
+    questions = ET.parse(tmp_path / "quiz.xml").getroot().findall("question[@type='cloze']")
+    rows = []
+    for k, q in enumerate(questions):
+        vid = re.search(r"version ([A-Z]+)", q.find("name/text").text).group(1)
+        first_row = cloze_fields(q.find("questiontext/text").text)[:3]      # weights[I, ·]
+        if k % 2 == 0:
+            typed = [f[0]["value"] for f in first_row]
+        else:
+            typed = [next((a["value"] for a in f if a["feedback"].startswith("you did not divide")),
+                          f[0]["value"]) for f in first_row]
+        rows.append([f"s{k}", vid, ", ".join(str(float(x)) for x in typed)])
+    submissions = tmp_path / "class.csv"
+    with open(submissions, "w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows([["student", "version", "weights[I]"], *rows])
+    report = tmp_path / "report.csv"
+    assert run("grade", str(folder), str(submissions), "-o", str(report)) in (0, 1)
+    graded = list(csv.DictReader(open(report, encoding="utf-8")))
+    assert len(graded) == 6
+    for k, row in enumerate(graded):
+        if k % 2 == 0:
+            assert row["weights[I]"] in ("rounded", "exact"), row
+        else:
+            assert row["weights[I]"] == "mistake" and row["weights[I] mistake"] == "unscaled", row
