@@ -242,3 +242,16 @@ def test_worksheet_selfcheck_command(browser, tmp_path, capsys):
 def test_script_has_no_network_and_no_answers():
     assert "fetch(" not in SCRIPT and "XMLHttpRequest" not in SCRIPT and "import(" not in SCRIPT
     assert "crypto.subtle.digest" in SCRIPT
+
+
+def test_salt_does_not_depend_on_the_seed_line():
+    """The salt is printed in the page: it comes from the problem's lines, not the comment
+    naming the seed (two files that differ only there give the same salt)."""
+    from symattn.html.selfcheck_data import salt_for
+
+    [v] = load_versions(None, "i-love-cats", None, ("weights",))
+    marked = type(v)(v.vid, "# symattn worksheet: version A of seed 1234\n" + v.toml, v.trace,
+                     v.rounding, v.questions)
+    assert salt_for(marked) == salt_for(v)
+    other = type(v)("B", v.toml, v.trace, v.rounding, v.questions)
+    assert salt_for(other) != salt_for(v)

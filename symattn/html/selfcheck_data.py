@@ -16,7 +16,9 @@ What this does and does not hide: the page's source holds no answer and no
 mistake's value in readable form.  It is still a checker: anyone may try
 values one at a time (as with any self-check), and because every precision
 is accepted, 10 tries per extra digit find an answer; the hashes stop reading
-the key off the page, not a determined search.
+the key off the page, not a determined search.  And the page shows the inputs:
+anyone who works them (by hand, or with symattn) has the answers.  It is a
+self-check, not an exam.
 """
 
 from __future__ import annotations
@@ -73,8 +75,12 @@ def canonical_decimal(d: CertifiedDecimal) -> str:
 
 
 def salt_for(v: VersionAnswers) -> str:
-    """A per-page salt, the same for the same version (same seed, same bytes)."""
-    return hashlib.sha256(("symattn selfcheck salt\0" + v.vid + "\0" + v.toml).encode()).hexdigest()[:32]
+    """A per-page salt, the same for the same version (same seed, same bytes).
+
+    From the problem's own lines only: a worksheet version's first line names its seed,
+    and the salt is printed in the page, so comment lines are left out."""
+    body = "\n".join(line for line in v.toml.splitlines() if not line.lstrip().startswith("#"))
+    return hashlib.sha256(("symattn selfcheck salt\0" + v.vid + "\0" + body).encode()).hexdigest()[:32]
 
 
 def digest(salt: str, target: str, text: str) -> str:
