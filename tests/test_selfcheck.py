@@ -255,3 +255,30 @@ def test_salt_does_not_depend_on_the_seed_line():
     assert salt_for(marked) == salt_for(v)
     other = type(v)("B", v.toml, v.trace, v.rounding, v.questions)
     assert salt_for(other) != salt_for(v)
+
+
+TINY = "Q = [[{q}, 0]]\nK = [[1, 0], [0, 1]]\nV = [[1, 2], [3, 4]]\nscale = 1\n"
+
+
+def test_small_weights_widen_the_page_to_their_places(browser, tmp_path):
+    """3 significant digits of e^-12/(1 + e^-12) ≈ 6.14e-6 need 8 places: the page judges up
+    to 8 (float64 gives the number typed); past MAX_PAGE_PLACES it is refused."""
+    from symattn.classroom.answers import ClassroomError
+    from symattn.html.selfcheck_data import MAX_PAGE_PLACES, page_data
+
+    path = tmp_path / "tiny.toml"
+    path.write_text(TINY.format(q=12), encoding="utf-8")
+    [v] = load_versions(path, None, None, ("weights",))
+    assert page_data(v).places == 8
+    small = np.exp(-12.0) / (1 + np.exp(-12.0))
+    shown = _open(browser, tmp_path, selfcheck_page(v))
+    try:
+        assert _type(shown.page, "weights[t0, k1]", f"{small:.8f}")[0] == "right"
+        assert _type(shown.page, "weights[t0, k1]", f"{small:.9f}")[0] == "invalid"
+        shown.assert_clean()
+    finally:
+        shown.close()
+    path.write_text(TINY.format(q=30), encoding="utf-8")          # e^-30 ≈ 9.36e-14: 16 places
+    [v] = load_versions(path, None, None, ("weights",))
+    with pytest.raises(ClassroomError, match=f"at most {MAX_PAGE_PLACES}"):
+        selfcheck_page(v)

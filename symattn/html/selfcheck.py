@@ -21,7 +21,7 @@ from symattn.classroom.answers import Question, VersionAnswers, given_inputs
 from symattn.html import mathml as M
 from symattn.html.mathml import escape
 from symattn.html.page import page, table
-from symattn.html.selfcheck_data import MAX_PLACES, page_data
+from symattn.html.selfcheck_data import page_data
 
 __all__ = ["selfcheck_page", "selfcheck_pages"]
 
@@ -167,13 +167,14 @@ def _question(q: Question) -> str:
 def selfcheck_page(v: VersionAnswers, code: str | None = None) -> str:
     """The self-check page of one version (``code``: the version's name on the sheet)."""
     shown = code or v.vid
-    data = json.dumps(page_data(v).to_json(), separators=(",", ":"), sort_keys=True)
+    facts = page_data(v)
+    data = json.dumps(facts.to_json(), separators=(",", ":"), sort_keys=True)
     data = data.replace("</", "<\\/")
     body = [f"<h1>{escape(v.title)}: check yourself</h1>\n",
             f"<p><strong>Version {escape(shown)}</strong>. Type each answer as you wrote it on your "
             f"sheet (rounded to {escape(str(v.rounding))}; a decimal comma or a percentage is fine), "
             "then press Enter or the question's Check button. The page says whether it is right "
-            f"at the places you wrote (up to {MAX_PLACES}), and names the mistake when a known one "
+            f"at the places you wrote (up to {facts.places}), and names the mistake when a known one "
             "gives your number. It does not contain the answers.</p>\n",
             '<p class="nocrypto" hidden>This browser cannot check answers here (no Web Crypto). '
             "Open the page in a current Firefox, Chrome, Edge or Safari.</p>\n",

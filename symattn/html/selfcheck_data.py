@@ -30,9 +30,10 @@ from dataclasses import dataclass
 from symattn.certify import CertifiedDecimal, Rounding
 from symattn.classroom.answers import VersionAnswers
 
-__all__ = ["MAX_PLACES", "PageData", "canonical", "canonical_decimal", "digest", "page_data", "salt_for"]
+__all__ = ["MAX_PAGE_PLACES", "MAX_PLACES", "PageData", "page_places", "canonical", "canonical_decimal", "digest", "page_data", "salt_for"]
 
-MAX_PLACES = 6
+MAX_PLACES = 6          # places a page judges at least (a student may round to any of 0 … 6)
+MAX_PAGE_PLACES = 12    # at most, where the sheet's own rounding needs more (3 digits of 1.23e-9 do not fit)
 HASH_HEX = 16           # 64 bits of SHA-256 per entry: no collisions among a page's few thousand
 
 _NUMERAL = re.compile(r"([+-]?)([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?[0-9]{1,3}))?(%?)")
@@ -92,22 +93,37 @@ class PageData:
     salt: str
     mistakes: list[dict]                       # [{"code": ..., "says": ...}]; verdict k ≥ 1 is mistakes[k-1]
     targets: dict[str, dict[str, int]]         # target → {hash: 0 (right) or k}
+    places: int = MAX_PLACES                   # the most places the page judges
 
     def to_json(self) -> dict:
-        return {"salt": self.salt, "maxPlaces": MAX_PLACES, "mistakes": self.mistakes,
+        return {"salt": self.salt, "maxPlaces": self.places, "mistakes": self.mistakes,
                 "targets": self.targets}
+
+
+def page_places(v: VersionAnswers) -> int:
+    """The most decimal places the page judges: 6, or what the sheet's rounding needs
+    (3 significant digits of 0.0000123 need 7 places), up to MAX_PAGE_PLACES."""
+    from symattn.classroom.answers import ClassroomError
+
+    needed = max((-e.right(v.rounding).exponent for q in v.questions for e in q.entries), default=0)
+    if needed > MAX_PAGE_PLACES:
+        raise ClassroomError(f"version {v.label}: an answer at {v.rounding} needs {needed} decimal "
+                             f"places; a self-check page judges at most {MAX_PAGE_PLACES} "
+                             "(MAX_PAGE_PLACES): round to fewer digits, or ask other questions")
+    return max(MAX_PLACES, needed)
 
 
 def page_data(v: VersionAnswers) -> PageData:
     """Every box's hashes at 0 … 6 places: the right value, then each mistake that differs."""
     salt = salt_for(v)
+    places_max = page_places(v)
     labels: dict[tuple[str, str], int] = {}
     mistakes: list[dict] = []
     targets: dict[str, dict[str, int]] = {}
     for q in v.questions:
         for e in q.entries:
             table: dict[str, int] = {}
-            for places in range(MAX_PLACES + 1):
+            for places in range(places_max + 1):
                 answers = e.answers(Rounding(places=places))
                 table[digest(salt, e.target, canonical_decimal(answers[0].value))] = 0
                 for a in answers[1:]:
@@ -117,4 +133,4 @@ def page_data(v: VersionAnswers) -> PageData:
                         labels[key] = len(mistakes)
                     table.setdefault(digest(salt, e.target, canonical_decimal(a.value)), labels[key])
             targets[e.target] = table
-    return PageData(salt, mistakes, targets)
+    return PageData(salt, mistakes, targets, places_max)
