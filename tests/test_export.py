@@ -26,7 +26,9 @@ import numpy as np
 import pytest
 
 from symattn.cli import main
+from symattn.certify import Rounding
 from symattn.classroom.answers import load_versions
+from symattn.classroom.numbers import plain
 
 # The lesson "I love cats", typed by hand (docs: the seed lesson), for float64 cross-checks
 X = np.array([[1, 0, 1, 0], [0, 2, 0, 2], [1, 1, 1, 1]], float)
@@ -341,6 +343,44 @@ def test_prairielearn_lesson(tmp_path):
                                       for k in range(9)}
     server.grade(right)
     assert "symattn" not in right["feedback"]
+
+
+def pl_sigfig(a_sub: float, a_tru: float, digits: int) -> bool:
+    """PrairieLearn's is_correct_scalar_sf (prairielearn/core.py), transcribed."""
+    n = digits - 1 if a_tru == 0 else -int(np.floor(np.log10(np.abs(a_tru)))) + (digits - 1)
+    eps = 0.51 * (10.0 ** -n)
+    return bool(a_tru - eps < a_sub < a_tru + eps)
+
+
+def pl_decdig(a_sub: float, a_tru: float, digits: int) -> bool:
+    """PrairieLearn's is_correct_scalar_dd, transcribed."""
+    eps = 0.51 * (10.0 ** -digits)
+    return bool(a_tru - eps < a_sub < a_tru + eps)
+
+
+@pytest.mark.parametrize("rounding", [("--digits", "3"), ("--places", "2")])
+def test_prairielearn_comparison_accepts_the_key_and_rejects_every_mistake(tmp_path, rounding):
+    """With PrairieLearn's own comparison (sigfig or decdig, as question.html asks), each
+    certified right value typed is accepted and every named mistake's value is not."""
+    out = tmp_path / "q"
+    assert run("export", "--to", "prairielearn", *rounding, "-o", str(out)) == 0
+    server = load_server(out, f"cmp{rounding[0][2:]}")
+    data = pl_data(0)
+    server.generate(data)
+    compare = pl_sigfig if rounding[0] == "--digits" else pl_decdig
+    digits = int(rounding[1])
+    [v] = load_versions(None, "i-love-cats", *({"--digits": (Rounding(digits=3), None),
+                                                  "--places": (Rounding(places=2), None)}[rounding[0]]))
+    checked = 0
+    for q in v.questions:
+        for e in q.entries:
+            truth = data["correct_answers"][q.step][e.row][e.col]
+            answers = e.answers(v.rounding)
+            assert compare(float(answers[0].value.text), truth, digits), e.target
+            for a in answers[1:]:
+                assert not compare(float(plain(a.value)), truth, digits), (e.target, a.codes)
+                checked += 1
+    assert checked > 100
 
 
 def test_prairielearn_worksheet_versions_by_variant_seed(tmp_path):

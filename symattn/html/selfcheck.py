@@ -76,7 +76,11 @@ SCRIPT = r"""
 
   async function judge(input) {
     const typed = input.value;
-    if (!typed.trim()) { delete input.dataset.verdict; say(input, "", ""); delete input.dataset.verdict; return; }
+    if (!typed.trim()) {                    // an empty box: no verdict, no message
+      delete input.dataset.verdict;
+      document.getElementById(input.id + "-msg").textContent = "";
+      return;
+    }
     const c = canonical(typed);
     if (c === null) { say(input, "invalid", "Type a decimal number (a decimal comma or a percentage is fine)."); return; }
     if (c.places > data.maxPlaces) {
@@ -119,8 +123,8 @@ def _given(v: VersionAnswers) -> str:
     mats = []
     for name, matrix, rows in given_inputs(v.trace):
         cells = [[M.math(M.exact(matrix[i, j])) for j in range(matrix.cols)] for i in range(matrix.rows)]
-        caption = M.math(M.mi(name.split("_")[0]) if "_" not in name else
-                         M.msub(M.mi(name.split("_")[0]), M.mi(name.split("_")[1])))
+        base, _, sub = name.partition("_")          # W_q → W with subscript q
+        caption = M.math(M.msub(M.mi(base), M.mi(sub)) if sub else M.mi(base))
         mats.append(f'<div class="mat">{table(cells, rows, None, caption=caption, brackets=True)}</div>')
     return f'<div class="mats">{"".join(mats)}</div>\n'
 
