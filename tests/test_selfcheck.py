@@ -153,6 +153,13 @@ def test_verdicts_in_chromium(browser, tmp_path):
         page.wait_for_function("() => document.querySelector('button[data-question=q4]').dataset.done")
         verdicts = page.locator("#q4 input").evaluate_all("es => es.map(e => e.dataset.verdict)")
         assert verdicts == ["right"] * 9
+        # an emptied box loses its verdict and message on the next check
+        page.locator('input[data-target="scores[I, I]"]').fill("")
+        page.locator('button[data-question="q4"]').click()
+        page.wait_for_function("() => document.querySelector('button[data-question=q4]').dataset.done === '2'")
+        box = page.locator('input[data-target="scores[I, I]"]')
+        assert box.get_attribute("data-verdict") is None
+        assert page.locator(f'#{box.get_attribute("id")}-msg').text_content() == ""
         shown.assert_clean()
     finally:
         shown.close()
