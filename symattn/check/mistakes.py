@@ -39,6 +39,10 @@ code                      the change
 ``rope-degrees``          RoPE angles read as degrees: every θ_i times π/180
 ``rope-on-values``        V rotated too (by the key positions; d_v = d_k)
 ``rope-query-only``       only Q rotated: the scores are Q_rot·Kᵀ
+``online-no-rescale``     online softmax (tiles) without the rescale factors
+                          e^(m_old − m_new); ``early-rounding`` also covers its
+                          exponentials rounded before the running sums
+                          (``symattn.check.online_mistakes``)
 ========================  =====================================================
 """
 
@@ -53,6 +57,7 @@ import sympy
 
 from symattn.certify import CertifiedDecimal, Rounding, certify
 from symattn.check.rope_mistakes import rope_variants
+from symattn.check.online_mistakes import online_mistakes
 from symattn.check.targets import Cell, Source, TargetSpec, resolve
 from symattn.parser import Node
 from symattn.check.verdict import MistakeCell
@@ -65,8 +70,8 @@ __all__ = ["Mistake", "Mistakes", "MISTAKE_CODES"]
 MISTAKE_CODES = ("unscaled", "scaled-by-d_k", "transposed-scores", "softmax-over-columns",
                  "scaled-after-softmax", "e-as-2.7", "values-from-keys", "transposed-output",
                  "wrong-step", "early-rounding", "mask-after-softmax", "masked-by-zero",
-                 "window-off-by-one", "rope-layout", "rope-degrees", "rope-on-values",
-                 "rope-query-only")
+                 "window-off-by-one", "online-no-rescale", "rope-layout", "rope-degrees",
+                 "rope-on-values", "rope-query-only")
 
 _AFTER_SCORES = frozenset(("scaled", "masked", "shifted", "exp", "row_sum", "weights", "output"))
 _SOFTMAX = frozenset(("exp", "row_sum", "weights", "output"))
@@ -331,6 +336,7 @@ class Mistakes:
         out += self._mask_mistakes()
         out += [Mistake(code, detail, steps, Source(trace))
                 for code, detail, steps, trace in rope_variants(self.trace, self._attempt)]
+        out += [Mistake(*found) for found in online_mistakes(self.trace, [])]
         if p.n == p.d_v:
             out.append(Mistake("transposed-output", "the output matrix transposed",
                                frozenset(("output",)), Source(self.trace, frozenset(("output",)))))
@@ -413,6 +419,11 @@ class Mistakes:
                 m = self.early(step, k)
                 if m is not None:
                     out.append(m)
+            if ("online", k) not in self._early:     # the running sums' exponentials rounded
+                found = online_mistakes(self.trace, [k])[1:]
+                self._early[("online", k)] = Mistake(*found[0]) if found else None
+            if self._early[("online", k)] is not None:
+                out.append(self._early[("online", k)])
         return out
 
     # -- cells of a target ----------------------------------------------------------
