@@ -38,7 +38,7 @@ from symattn.errors import ParseError, ProblemError
 from symattn.limits import MAX_ENTRY_MAGNITUDE, MAX_POWER_EXPONENT, MAX_SYMBOLIC_SIDE
 from symattn.matrix import ExactMatrix, _plain_scalar, _sympy_to_fmpq, check_magnitude
 
-__all__ = ["LAYOUTS", "MAX_ROPE_ANGLE", "Rope", "parse_rope", "pairs", "rope_statement", "rotate",
+__all__ = ["LAYOUTS", "MAX_ROPE_ANGLE", "Rope", "parse_rope", "pairs", "rope_statement", "rope_text", "rotate",
            "rotated_scores", "trig_is_zero"]
 
 LAYOUTS = ("interleaved", "half")
@@ -151,6 +151,19 @@ def rope_statement(problem: object) -> str:
             rf"x\sin\varphi + y\cos\varphi)$ with $\varphi = p\,\theta_i$; {rule}"
             rf"$\theta = [{theta}]$. Queries at positions ${', '.join(map(str, rope.positions))}$"
             rf"{keys}.")
+
+
+def rope_text(problem: object) -> str:
+    """The same sentence in plain Unicode (HTML exports, where the text is escaped)."""
+    from symattn.document.sympytext import unicode_text
+
+    rope: Rope = problem.rope
+    keys = ("" if rope.key_positions == rope.positions else
+            "; keys at positions " + ", ".join(map(str, rope.key_positions)))
+    return (f"{rope.describe()}: before the scores, each pair (x, y) of a query or key at position p "
+            "becomes (x·cos φ − y·sin φ, x·sin φ + y·cos φ) with φ = p·θ_i; θ = ["
+            + ", ".join(unicode_text(t) for t in rope.theta) + "]. Queries at positions "
+            + ", ".join(map(str, rope.positions)) + keys + ".")
 
 
 # -- reading the key --------------------------------------------------------------------

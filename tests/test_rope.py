@@ -457,3 +457,25 @@ def test_worksheet_versions_keep_the_rope(tmp_path) -> None:
         assert p.rope is not None and p.rope.theta == (sympy.pi / 2, sympy.pi / 3)
         sheet = (out / f"version-{v}-sheet.tex").read_text(encoding="utf-8")
         assert "RoPE (interleaved layout" in sheet and r"\theta = [\frac{\pi}{2}, \frac{\pi}{3}]" in sheet
+
+
+def test_classroom_export_states_the_rope(tmp_path) -> None:
+    out = tmp_path / "quiz.xml"
+    assert main(["export", "--example", "rope", "--to", "moodle", "-o", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    assert "RoPE, interleaved layout" in text and "θ = [π/2, π/3]" in text
+
+
+def test_rope_with_decode_is_refused_in_one_line() -> None:
+    with pytest.raises(ProblemError, match="rope and decode together"):
+        sa.Problem(X=[[1, 0], [0, 1], [1, 1]], W_q=[[1, 0], [0, 1]], W_k=[[1, 0], [0, 1]],
+                   W_v=[[1], [1]], rope={}, decode={"prefill": 2})
+
+
+def test_rope_with_online_softmax_tiles() -> None:
+    """tiles reads the trace's scores: with RoPE the running steps end in the same weights."""
+    t = sa.attend(sa.Problem(**HAND, tiles=2))
+    last = t.running_sum.shape[1] - 1
+    for i in range(3):
+        assert sympy.simplify(t.step(f"running_output_{last}")[i, 0] / t.running_sum[i, last]
+                              - t.output[i, 0]) == 0
