@@ -305,3 +305,18 @@ def test_a_heading_is_never_left_without_its_display():
             # the step's formula line runs straight into its display: no empty line (a paragraph
             # break TeX may put a page break into) between them
             assert lines[k + 2] != "" or not lines[k + 3].startswith(("\\[", "\\begin{align")), lines[k:k + 4]
+
+
+def test_every_built_in_example_compiles_within_the_margins(tmp_path):
+    """Each example's LaTeX (the variants too: windows, sinks, RoPE, KV cache, online softmax)."""
+    from test_pdf import need_tex
+
+    need_tex()
+    from symattn.examples import example_names
+
+    for name in example_names():
+        folder = tmp_path / name
+        folder.mkdir()
+        tex = render_latex(sa.attend(sa.load_example(name)))
+        wide = [x for x in overfull_boxes(tex, folder) if x > 5]
+        assert wide == [], f"{name}: lines run into the margin by {wide} pt"

@@ -185,6 +185,8 @@ class LatexPrinter(Printer):
                 out.append(tex_escape(part))
             elif isinstance(part, Token):
                 out.append(f"\\textup{{{tex_escape(part.name)}}}")
+            elif isinstance(part, Row):   # in a sentence: plain brackets, a line may break after a comma
+                out.append(inline("[" + ",\\allowbreak\\ ".join(self.print(x) for x in part.items) + "]"))
             else:
                 out.append(inline(self.print(part)))
         return "".join(out)
@@ -207,7 +209,7 @@ class LatexPrinter(Printer):
                  f"{kind[0].upper() + kind[1:]}: {n} quer{'y' if n == 1 else 'ies'} ({queries}) $\\times$ "
                  f"{m} key{'' if m == 1 else 's'} ({keys}); {dims}; scale {scale}.", ""]
         if s.mask_kind is not None:
-            lines += [f"Mask: {s.mask_kind} (1 = may attend, as PyTorch SDPA's boolean mask); "
+            lines += [f"Mask: {tex_escape(s.mask_kind)} (1 = may attend, as PyTorch SDPA's boolean mask); "
                       "a blocked position gets $-\\infty$ and weight exactly 0.", ""]
         r = s.rounding
         if r.digits is not None:
