@@ -105,6 +105,10 @@ def _table(rows: list[list[str]]) -> list[str]:
     return lines
 
 
+_FROM = {"default": "1 point per column", "folder": "points from the worksheet folder",
+         "given": "points from --points"}
+
+
 def summary_text(report: "GradeReport", source: str | None = None) -> str:
     """The summary a teacher reads on the terminal (``grade -o report.csv`` prints it)."""
     s = summarise(report)
@@ -121,7 +125,7 @@ def summary_text(report: "GradeReport", source: str | None = None) -> str:
     for q in s["questions"]:
         wrong = str(q["wrong"]) + (f" ({q['last_digit']} last-digit)" if q["last_digit"] else "")
         mistakes = ", ".join(f"{name} ×{k}" for name, k in q["mistakes"]) or "-"
-        points = f"{show_points(Fraction(q['points']))}/{show_points(Fraction(q['max_points']))}"
+        points = f"{show_points(Fraction(q['points']))} of {show_points(Fraction(q['max_points']))}"
         table.append([printable(q["target"], 40), str(q["right"]), str(q["mistake"]), wrong,
                       str(q["invalid"]), points, mistakes])
     lines += _table(table)
@@ -129,7 +133,7 @@ def summary_text(report: "GradeReport", source: str | None = None) -> str:
     policy = "carried-forward answers earn their points" if report.carry == "credit" else \
         "carried-forward answers earn only their right entries"
     lines += ["", f"points: mean {show_points(mean)} of {show_points(top)} "
-                  f"({'1 per column' if s['points']['from'] == 'default' else 'points from ' + s['points']['from']}; "
+                  f"({_FROM[s['points']['from']]}; "
                   f"{policy})"]
     if s["columns_without_points"]:
         lines.append("columns worth 0 points (no points given for them): "

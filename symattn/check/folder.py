@@ -5,20 +5,25 @@ as ``symattn worksheet --versions`` writes them, ``ID.toml`` or
 ``ID/problem.toml``).  A student's ``version`` cell names the version by its
 id (``B``) or by the opaque code printed on the student's sheet; the codes
 and the points per question are read from the folder's own files, so grading
-needs nothing but the folder:
+needs nothing but the folder (the first of these that says it wins):
 
+- ``worksheet.json`` (``symattn worksheet`` writes it): ``versions[].id``,
+  ``versions[].code``, ``versions[].problem`` (a file in the folder) and
+  ``versions[].questions[].step`` with its ``points`` (a number, ``"3/2"``,
+  or null: no points for that question);
 - a comment line at the top of a version's problem file:
   ``# code: 7KQ2`` and ``# points: weights=2, output=3``;
 - or the folder's manifest (``worksheet.txt``): a version line that says
   ``code 7KQ2`` (``version B: code 7KQ2 version-B.toml …``), and a line
   ``points: weights=2, output=3`` for every version.
 
-A version's own file wins over the manifest.  Codes are matched ignoring
+Codes are matched ignoring
 case, spaces, hyphens and underscores (``7kq-2`` is ``7KQ2``).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from fractions import Fraction
@@ -31,6 +36,8 @@ from symattn.problem import Problem
 __all__ = ["GradeError", "MAX_POINTS", "Versions", "parse_points"]
 
 MANIFEST = "worksheet.txt"
+METADATA = "worksheet.json"
+MAX_METADATA_BYTES = 16 * 1024 * 1024
 MAX_POINTS = 1_000_000          # points of one question
 MAX_POINT_KEYS = 1_000          # entries of one points list
 _HEAD_BYTES = 64 * 1024         # the part of a file where its comments are looked for
@@ -156,6 +163,55 @@ def _read_manifest(folder: Path) -> tuple[dict[str, str], dict[str, Fraction] | 
     return codes, points
 
 
+def _read_metadata(folder: Path) -> dict[str, tuple[str | None, Path | None, dict | None]]:
+    """Version id -> (code, problem file, points) from the folder's ``worksheet.json``; a
+    file that cannot be read or has another shape is ignored (the other sources remain)."""
+    path = folder / METADATA
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_METADATA_BYTES:
+            return {}
+        data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    entries = data.get("versions") if isinstance(data, dict) else None
+    found: dict[str, tuple[str | None, Path | None, dict | None]] = {}
+    for entry in entries if isinstance(entries, list) else []:
+        if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
+            continue
+        code = entry.get("code") if isinstance(entry.get("code"), str) else None
+        name = entry.get("problem")
+        problem = folder / name if isinstance(name, str) and re.fullmatch(r"[\w.-]+\.toml", name) \
+            and (folder / name).is_file() else None
+        found[entry["id"]] = (code, problem, _question_points(entry.get("questions"), path))
+    return found
+
+
+def _question_points(questions: object, where: Path) -> dict[str, Fraction] | None:
+    """{step: points} from worksheet.json's questions; None when no question has points."""
+    if not isinstance(questions, list):
+        return None
+    points: dict[str, Fraction] = {}
+    given = False
+    for q in questions:
+        if not isinstance(q, dict) or not isinstance(q.get("step"), str):
+            continue
+        value = q.get("points")
+        if value is None:
+            points.setdefault(q["step"], Fraction(0))
+            continue
+        if isinstance(value, bool) or not (isinstance(value, int) or
+                                           (isinstance(value, str) and _AMOUNT.fullmatch(value))):
+            raise GradeError(f"{where}: question {q['step'][:40]!r} has the points {str(value)[:40]!r}; "
+                             "points are a whole number or a fraction such as \"3/2\"")
+        amount = Fraction(value)
+        if not 0 <= amount <= MAX_POINTS:
+            raise GradeError(f"{where}: question {q['step'][:40]!r} has {value} points; give 0 to "
+                             f"{MAX_POINTS:,}")
+        points[q["step"]] = amount
+        given = True
+    return points if given else None
+
+
 class Versions:
     """Problems by version: one problem for everyone, or a folder of versions."""
 
@@ -203,6 +259,10 @@ class Versions:
         if self._info is None:
             files = self._files(self.folder) if self.folder is not None else {}
             codes, folder_points = _read_manifest(self.folder) if self.folder is not None else ({}, None)
+            meta = _read_metadata(self.folder) if self.folder is not None else {}
+            for vid, (_, problem, _) in meta.items():
+                if problem is not None:
+                    files.setdefault(vid, problem)
             by_path: dict[Path, str] = {}
             for vid, path in files.items():     # 'A' is preferred to 'version-A'
                 if path not in by_path or by_path[path].startswith("version-"):
@@ -210,8 +270,10 @@ class Versions:
             info = {}
             for path, vid in by_path.items():
                 code, points = _read_head(path, str(path))
-                info[vid] = VersionInfo(vid, path, code or codes.get(vid),
-                                        points if points is not None else folder_points)
+                m_code, _, m_points = meta.get(vid, (None, None, None))
+                info[vid] = VersionInfo(
+                    vid, path, m_code or code or codes.get(vid),
+                    m_points if m_points is not None else points if points is not None else folder_points)
             self._info = info
         return self._info
 

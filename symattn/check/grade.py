@@ -37,7 +37,8 @@ from fractions import Fraction
 from symattn.check import spreadsheet
 from symattn.check.carry import carry_forward
 from symattn.check.checker import Checker, FigureVerdict, invalid
-from symattn.check.credit import CARRY_POLICIES, answer_credit, column_points, exact_points, show_points
+from symattn.check.credit import CARRY_POLICIES, answer_credit, column_points, exact_points
+from symattn.check.credit import show_points as _show_points
 from symattn.check.folder import GradeError, Versions
 from symattn.check.headers import refusal
 from symattn.errors import SymattnError
@@ -102,8 +103,10 @@ class GradeReport:
     carry: str = "no-credit"
     #: where the points came from: "default" (1 per column), "folder" or "given"
     points_source: str = "default"
-    #: the delimiter the submissions file was read with
+    #: the submissions file's delimiter and BOM: the report is written the same way (a
+    #: semicolon file gets a semicolon report with decimal commas in its points)
     delimiter: str = ","
+    bom: bool = False
 
     @property
     def invalid_count(self) -> int:
@@ -123,9 +126,18 @@ class GradeReport:
         """The report: per answer its verdict, mistake, message and points; per student the
         right answers, the points and a note.
 
-        Every text cell is made safe to open in a spreadsheet (:func:`spreadsheet_safe`)."""
+        Every text cell is made safe to open in a spreadsheet (:func:`spreadsheet_safe`).
+        It is written as the submissions were: with their delimiter (a semicolon file's
+        points with a decimal comma) and, if they had one, a BOM."""
         out = io.StringIO()
-        writer = csv.writer(out, lineterminator="\n")
+        if self.bom:
+            out.write("\ufeff")
+        writer = csv.writer(out, lineterminator="\n", delimiter=self.delimiter)
+
+        def show_points(value: Fraction) -> str:
+            text = _show_points(value)
+            return text.replace(".", ",") if self.delimiter == ";" else text
+
         header = ["student"] + (["version"] if self.has_version else [])
         for t in self.targets:
             header += [t, f"{t} mistake", f"{t} message", f"{t} points"]
@@ -162,7 +174,7 @@ class GradeReport:
                 "line": row.line, "student": row.student, "version": row.version,
                 "version_id": row.version_id, "answers": answers, "right": row.right,
                 "total": len(self.targets), "points": exact_points(row.points),
-                "points_shown": show_points(row.points), "max_points": exact_points(row.max_points),
+                "points_shown": _show_points(row.points), "max_points": exact_points(row.max_points),
                 "note": row.note, "warning": row.warning})
         return {"source": source, "targets": list(self.targets), "carry_forward": self.carry,
                 "points_from": self.points_source, "students": students,
@@ -249,17 +261,19 @@ def _read_rows(text: str, source: str, strict: bool, delimiter: str = ",") -> li
 
 def read_submissions(data: bytes | str, source: str = "submissions") -> tuple[list[str], list[list[str]]]:
     """The header and rows of a submissions CSV; undecodable bytes become U+FFFD in their cell."""
-    header, rows, _ = _read(data, source)
+    header, rows, _, _ = _read(data, source)
     return header, rows
 
 
-def _read(data: bytes | str, source: str) -> tuple[list[str], list[list[str]], str]:
-    """The header, the rows and the delimiter (decided from the header: see
-    :mod:`symattn.check.spreadsheet`) of a submissions CSV."""
+def _read(data: bytes | str, source: str) -> tuple[list[str], list[list[str]], str, bool]:
+    """The header, the rows, the delimiter (decided from the header: see
+    :mod:`symattn.check.spreadsheet`) of a submissions CSV, and whether it had a BOM."""
     size = len(data.encode("utf-8", errors="replace") if isinstance(data, str) else data)
     if size > MAX_BYTES:
         raise GradeError(f"{source}: {size:,} bytes is over the {MAX_BYTES:,}-byte limit of a "
                          "submissions file; split the class into several files")
+    bom = data.startswith((b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")) if isinstance(data, bytes) \
+        else data.startswith("\ufeff")
     text = spreadsheet.decode(data) if isinstance(data, bytes) else data.lstrip("\ufeff")
     text = text.replace("\x00", "\ufffd")
     text, delimiter = spreadsheet.sep_line(text)
@@ -286,7 +300,7 @@ def _read(data: bytes | str, source: str) -> tuple[list[str], list[list[str]], s
     if len(rows) == 1:
         raise GradeError(f"{source}: a header row and no students; nothing to grade "
                          "(add one row per student)")
-    return header, rows[1:], delimiter
+    return header, rows[1:], delimiter, bom
 
 
 def _short(text: str, limit: int = MAX_ID_CHARS) -> str:
@@ -392,7 +406,7 @@ def grade(versions: Versions, data: bytes | str, source: str = "submissions", *,
     points) overrides the points a worksheet folder gives (see :mod:`symattn.check.credit`)."""
     if carry not in CARRY_POLICIES:
         raise GradeError(f"--carry-forward {carry!r}: choose {' or '.join(CARRY_POLICIES)}")
-    header, rows, delimiter = _read(data, source)
+    header, rows, delimiter, bom = _read(data, source)
     s_col = header.index("student")
     v_col = next((header.index(c) for c in VERSION_COLUMNS if c in header), None)
     skip = {s_col} | {k for k, c in enumerate(header) if c in VERSION_COLUMNS}
@@ -409,7 +423,7 @@ def grade(versions: Versions, data: bytes | str, source: str = "submissions", *,
     _refused_headers(_usable_checkers(versions, written), [t for _, t in targets], source)
     source_of_points = "given" if points is not None else "default"
     report = GradeReport([t for _, t in targets], [], v_col is not None, carry=carry,
-                         delimiter=delimiter)
+                         delimiter=delimiter, bom=bom)
     carried: dict[int, dict] = {}     # per problem: (earlier, later) answer pairs judged
     columns: dict[int, dict[str, str | None]] = {}    # per problem: target -> why it cannot be graded
     worth_of: dict[str | None, list[Fraction]] = {}

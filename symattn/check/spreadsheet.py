@@ -78,10 +78,24 @@ def header_delimiter(text: str) -> str:
     return best if counts[best] else ","
 
 
-def _entries_as_written(text: str) -> int:
-    """Entries of the figure read with commas between entries (rows by ``;``/new lines)."""
-    rows = [r for r in re.split(r"[;\n]|\]\s*,?\s*\[", text) if r.strip(" []\t\r,")]
-    return sum(len([e for e in r.strip(" []\t\r").split(",") if e.strip()]) for r in rows) or 1
+_NUMBER = re.compile(r"(?:≈|~)?\s*[+\-−]?[0-9]+(?:\.[0-9]+)?%?")
+
+
+def _entries(text: str) -> int | None:
+    """How many entries ``check`` reads in a figure of plain numerals (rows by ``;``, new
+    lines or brackets; entries by commas, else by spaces); None when a piece is not a
+    numeral (``136 0`` is what a decimal comma read as a separator leaves)."""
+    count = 0
+    for row in re.split(r"[;\n]|\]\s*,?\s*\[", text):
+        row = row.strip(" []\t\r")
+        if not row.strip(" ,"):
+            continue
+        pieces = row.split(",") if "," in row else row.split()
+        for piece in pieces:
+            if not _NUMBER.fullmatch(piece.strip()):
+                return None
+        count += len(pieces)
+    return count or None
 
 
 def _with_points(text: str) -> str:
@@ -94,14 +108,14 @@ def decimal_comma(cell: str, size: int | None = None, semicolons: bool = False) 
 
     ``size`` is the number of entries the target has (None when unknown); ``semicolons``
     says the file is semicolon-delimited (so its writer uses decimal commas)."""
-    if "," not in cell or not _DIGIT_COMMA.search(cell) or not _CANDIDATE.fullmatch(cell):
-        return cell
+    if not (_DIGIT_COMMA.search(cell) or ";" in cell) or not _CANDIDATE.fullmatch(cell):
+        return cell                      # no decimal comma, and no ';' between entries
     if len(_DIGIT_COMMA.findall(cell)) != cell.count(",") or _TWO_COMMAS.search(cell):
         return cell                      # '0.1, 0.2' or '2,4,4': commas between entries
     converted = _with_points(cell)
     if size is not None:
-        fits_converted = _entries_as_written(converted) == size
-        fits_written = _entries_as_written(cell) == size
+        fits_converted = _entries(converted) == size
+        fits_written = _entries(cell) == size
         if fits_converted != fits_written:
             return converted if fits_converted else cell
     return converted if semicolons or ";" in cell else cell
