@@ -41,6 +41,7 @@ from symattn.check.credit import CARRY_POLICIES, answer_credit, column_points, e
 from symattn.check.credit import show_points as _show_points
 from symattn.check.folder import GradeError, Versions
 from symattn.check.headers import refusal
+from symattn.check.othervers import mark_other_version
 from symattn.errors import SymattnError
 
 __all__ = ["GradeError", "GradeReport", "StudentRow", "Versions", "grade", "read_submissions"]
@@ -379,24 +380,6 @@ def _target_size(checker: Checker, target: str) -> int | None:
     return rows * cols
 
 
-def _other_version(versions: Versions, own: str, target: str, verdict: FigureVerdict) -> None:
-    """Mark a wrong answer that is right for another version's key (in place)."""
-    for vid in versions.ids():
-        if vid == own:
-            continue
-        try:
-            other = versions.checker(vid)
-        except SymattnError:
-            continue
-        if _column_error(other, target) is not None:
-            continue
-        if other.check(target, verdict.text).right:
-            verdict.code, verdict.mistake, verdict.mistake_detail = "mistake", "other-version", vid
-            verdict.message = (f"{verdict.text} is right for version {vid}, not for version "
-                               f"{own}: check the student's version; {verdict.message}")
-            return
-
-
 def grade(versions: Versions, data: bytes | str, source: str = "submissions", *,
           carry: str = "no-credit", points: dict[str, Fraction] | None = None) -> GradeReport:
     """Grade every answer in a submissions CSV.
@@ -469,7 +452,8 @@ def grade(versions: Versions, data: bytes | str, source: str = "submissions", *,
                 for target, verdict in zip(report.targets, row.verdicts):
                     if verdict.code == "wrong":
                         try:
-                            _other_version(versions, row.version_id, target, verdict)
+                            mark_other_version(versions.checker, versions.ids(), row.version_id,
+                                               target, verdict)
                         except Exception:  # noqa: BLE001 — the verdict stands as judged
                             pass
         if row.version_id not in worth_of:
