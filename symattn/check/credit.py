@@ -30,7 +30,8 @@ from symattn.check.checker import FigureVerdict
 from symattn.check.targets import parse_target
 from symattn.errors import SymattnError
 
-__all__ = ["CARRY_POLICIES", "answer_credit", "column_points", "question_of", "show_points"]
+__all__ = ["CARRY_POLICIES", "answer_credit", "column_points", "exact_points", "question_of",
+           "show_points", "unused_keys"]
 
 CARRY_POLICIES = ("no-credit", "credit")
 

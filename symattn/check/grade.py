@@ -20,8 +20,13 @@ a carriage return, unless it is a plain number) is written with a leading
 ``'``, as OWASP recommends against CSV injection.
 
 A worksheet folder (``symattn worksheet --versions``) is read as one problem
-file per version: ``DIR/version-ID.toml`` (what the worksheet command
-writes), ``DIR/ID.toml`` or ``DIR/ID/problem.toml``.
+file per version (:mod:`symattn.check.folder`: ids, codes, points).  Around
+the verdicts: header cells that are not targets are refused before grading
+(:mod:`~symattn.check.headers`), spreadsheet CSVs are read as spreadsheets
+write them (:mod:`~symattn.check.spreadsheet`), a wrong answer that is another
+version's key is named (:mod:`~symattn.check.othervers`), answers earn points
+with per-entry partial credit (:mod:`~symattn.check.credit`), and the class
+summary is a view of the report (:mod:`~symattn.check.class_summary`).
 """
 
 from __future__ import annotations
@@ -30,7 +35,6 @@ import csv
 import io
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from fractions import Fraction
 
