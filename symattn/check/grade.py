@@ -35,7 +35,6 @@ import csv
 import io
 import re
 from dataclasses import dataclass, field
-
 from fractions import Fraction
 
 from symattn.check import spreadsheet
