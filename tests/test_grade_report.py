@@ -285,7 +285,7 @@ def test_excel_sep_line_utf16_and_bom(tmp_path):
         assert report.rows[0].student == "ann" and report.rows[0].verdicts[0].code == "rounded"
     # a BOM before a comma file is no part of the 'student' header
     report = grade(lesson, b"\xef\xbb\xbfstudent,weights[I, I]\nann,0.136\n")
-    assert report.rows[0].verdicts[0].code == "rounded" and not report.bom is False
+    assert report.rows[0].verdicts[0].code == "rounded" and report.bom is True
 
 
 # --------------------------------------------------------------------- versions
@@ -368,6 +368,16 @@ def test_codes_and_points_from_the_problem_files_and_the_manifest(tmp_path):
     assert versions.points("B") == {"weights": 1}          # the manifest's, for every version
     with pytest.raises(GradeError, match=r"no version 'Q' in .*the versions are A, B"):
         versions.resolve("Q")
+
+
+def test_prose_comments_in_a_problem_file_are_not_points(tmp_path):
+    problem = tmp_path / "lesson.toml"
+    problem.write_text("# Points: the lesson's numbers, see the book\n# the code is in ch. 2\n"
+                       + LESSON.read_text(encoding="utf-8"), encoding="utf-8")
+    assert Versions.from_path(problem).points(None) is None
+    problem.write_text("# points: weights=two\n" + LESSON.read_text(encoding="utf-8"), encoding="utf-8")
+    with pytest.raises(GradeError, match=r"'# points:' line.*write a number of points"):
+        Versions.from_path(problem)
 
 
 def test_given_points_override_the_folder(tmp_path, capsys):

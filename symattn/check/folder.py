@@ -126,15 +126,18 @@ def _head_comments(path: Path) -> list[str]:
 
 
 def _read_head(path: Path, where: str) -> tuple[str | None, dict[str, Fraction] | None]:
+    """(code, points) from the comment lines symattn (or a teacher) put at the top of a
+    problem file: ``# points: ...`` and ``# code: ...`` lines, and the code in symattn's
+    ``# symattn worksheet: version A (code K7Q-F2M) of seed 3``; other comments are prose."""
     code = points = None
     for line in _head_comments(path):
-        found = _POINTS.search(line)
-        if found and points is None:
-            points = parse_points(found[1], where)
-            continue
-        found = _CODE.search(line)
-        if found and code is None:
-            code = found[1]
+        lower = line.lower()
+        if line.startswith("points:") and points is None:      # lower case, as symattn writes it
+            points = parse_points(line.split(":", 1)[1], f"{where} (its '# points:' line)")
+        elif lower.startswith(("code:", "symattn worksheet:")) and code is None:
+            found = _CODE.search(line)
+            if found:
+                code = found[1]
     return code, points
 
 
