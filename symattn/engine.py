@@ -192,6 +192,9 @@ class Engine:
         self._row_sums: dict[int, sympy.Expr] = {}
         self._top: dict[int, frozenset[int]] = {}
         self._sink_groups: dict[int, Hashable] = {}
+        #: steps a variant adds (online softmax, decoding): name -> their numbers
+        #: (``known_row(i)``, ``balls(i, prec)``, ``symbols()``; see symattn.stepnumbers)
+        self.extra: dict[str, object] = {}
 
     # -- the row maximum, decided exactly ------------------------------------
     def _allowed(self, i: int) -> tuple[int, ...]:
@@ -232,6 +235,8 @@ class Engine:
         """The symbols a step's entries depend on (empty: it has numbers)."""
         if not self.symbolic:
             return frozenset()
+        if step in self.extra:
+            return self.extra[step].symbols()
         matrix = self.matrix(step)
         if matrix is not None:
             return frozenset() if matrix.is_rational else frozenset(matrix.general.free_symbols)
@@ -476,6 +481,8 @@ class Engine:
     def known_row(self, step: str, i: int) -> list:
         """Row i of a step: an fmpq where the exact value is a known rational,
         NEG_INF where masked, None where a ball must decide."""
+        if step in self.extra:
+            return self.extra[step].known_row(i)
         matrix = self.matrix(step)
         if matrix is not None:
             if matrix.is_rational:
@@ -569,6 +576,8 @@ class Engine:
 
     def _compute_row(self, step: str, i: int, prec: int) -> list:
         m = self.m
+        if step in self.extra:
+            return self.extra[step].balls(i, prec)
         matrix = self.matrix(step)
         if matrix is not None:
             return [matrix.ball(i, j, prec) for j in range(matrix.cols)]

@@ -33,6 +33,7 @@ Matrix = sympy.ImmutableMatrix
 PROBLEM_KEYS = (
     "title", "about", "X", "W_q", "W_k", "W_v", "X_kv", "Q", "K", "V",
     "tokens", "key_tokens", "scale", "mask", "sink", "symbols",
+    "tiles", "decode",
 )
 
 def _shape(m: Matrix) -> str:
@@ -150,6 +151,10 @@ class Problem:
     for |i − j| < W).  ``sink`` is a sink logit s (gpt-oss): one more column
     in every row's softmax, then dropped, so the weights sum to less than 1
     (``sink = 0`` is the "off-by-one" softmax).
+    ``tiles`` (a block size B or a list of split points) adds FlashAttention's
+    online-softmax steps (``symattn.online``); ``decode = {"prefill": P}`` adds
+    KV-cache decoding steps for the tokens after the first P and implies the
+    causal mask (``symattn.decode``).
     ``symbols`` names the symbols that strings may use (``["a", "x_1"]``, or
     True for any); SymPy expressions passed directly may hold symbols anyway.
     """
@@ -170,6 +175,8 @@ class Problem:
         scale: object = None,
         mask: object = None,
         sink: object = None,
+        tiles: object = None,
+        decode: object = None,
         title: str | None = None,
         symbols: bool | Sequence[str] = (),
     ) -> None:
@@ -234,6 +241,13 @@ class Problem:
             check_magnitude(flint.fmpq(int(self.scale.p), int(self.scale.q))
                             if self.scale.is_Rational else self.scale, "scale")
         self.sink = None if sink is None else self._scalar(sink, "sink", symbols)
+        if decode is not None:
+            from symattn.decode import parse_decode
+
+            self.prefill: int | None = parse_decode(decode, self, mask)
+            mask = "causal"
+        else:
+            self.prefill = None
         self.mask, self.mask_kind = _mask(mask, self.n, self.m)
         #: (W, causal) of a sliding-window mask, else None
         self.window: tuple[int, bool] | None = _window(mask) if self.mask_kind == "window" else None
@@ -246,6 +260,14 @@ class Problem:
                     )
 
         self._check_size_caps()
+        if tiles is not None:
+            from symattn.online import parse_tiles
+
+            #: the key blocks [start, end) of online softmax, or None
+            self.tiles: tuple[tuple[int, int], ...] | None = parse_tiles(tiles, self)
+        else:
+            self.tiles = None
+        self.tiles_value = tiles if tiles is None or isinstance(tiles, int) else list(tiles)
 
     @staticmethod
     def _scalar(value: object, where: str, symbols: bool | Sequence[str]) -> sympy.Expr:
@@ -449,7 +471,13 @@ class Problem:
                        key_tokens=None if self.key_tokens == self.tokens else self.key_tokens,
                        scale=self.scale.subs(mapping) if self.scale_given else None,
                        mask=self.mask_value, title=self.title,
-                       sink=None if self.sink is None else self.sink.subs(mapping))
+                       sink=None if self.sink is None else self.sink.subs(mapping),
+                       tiles=self.tiles_value, decode=self.decode_value)
+
+    @property
+    def decode_value(self) -> dict | None:
+        """The decode key as ``Problem(decode=...)`` takes it (None without one)."""
+        return None if self.prefill is None else {"prefill": self.prefill}
 
     @property
     def mask_description(self) -> str | None:

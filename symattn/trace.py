@@ -188,10 +188,12 @@ class Trace:
         steps: list[Step] = []
 
         def add(name: str, shape: tuple[int, int], rows: tuple[str, ...], cols: tuple[str, ...],
-                exact: Callable[[int, int], sympy.Expr]) -> None:
+                exact: Callable[[int, int], sympy.Expr], numbers: object = None) -> None:
             entry = spec(name, p)
             steps.append(Step(name, StepInfo(entry.formula, entry.latex, entry.meaning), shape, rows, cols,
                               exact, self))
+            if numbers is not None:   # a variant's step: the engine certifies it from these
+                engine.extra[name] = numbers
 
         def matrix_step(name: str, mat: ExactMatrix, rows: tuple[str, ...], cols: tuple[str, ...]) -> None:
             add(name, (mat.rows, mat.cols), rows, cols, mat.exact)
@@ -223,6 +225,16 @@ class Trace:
         add("row_sum", (n, 1), tok, ("Σ",), lambda i, j: engine.row_sum(i))
         add("weights", (n, m), tok, keys, engine.weight)
         add("output", (n, p.d_v), tok, dv_cols, engine.output)
+        if p.tiles is not None:      # online softmax: steps built from this trace's entries
+            from symattn.online import Online
+
+            self.online = Online(self)
+            self.online.add_steps(add)
+        if p.prefill is not None:    # KV-cache decoding, beside the plain causal steps
+            from symattn.decode import Decode
+
+            self.decode = Decode(self)
+            self.decode.add_steps(add)
         self._steps = {s.name: s for s in steps}
 
     # -- access -------------------------------------------------------------------

@@ -35,6 +35,10 @@ code                      the change
                           no mask)
 ``window-off-by-one``     a sliding window of W + 1 keys (``q − kv ≤ W``, as
                           attention-gym counts) or W − 1 keys
+``online-no-rescale``     online softmax (tiles) without the rescale factors
+                          e^(m_old − m_new); ``early-rounding`` also covers its
+                          exponentials rounded before the running sums
+                          (``symattn.check.online_mistakes``)
 ========================  =====================================================
 """
 
@@ -48,6 +52,7 @@ from typing import Callable
 import sympy
 
 from symattn.certify import CertifiedDecimal, Rounding, certify
+from symattn.check.online_mistakes import online_mistakes
 from symattn.check.targets import Cell, Source, TargetSpec, resolve
 from symattn.parser import Node
 from symattn.check.verdict import MistakeCell
@@ -60,7 +65,7 @@ __all__ = ["Mistake", "Mistakes", "MISTAKE_CODES"]
 MISTAKE_CODES = ("unscaled", "scaled-by-d_k", "transposed-scores", "softmax-over-columns",
                  "scaled-after-softmax", "e-as-2.7", "values-from-keys", "transposed-output",
                  "wrong-step", "early-rounding", "mask-after-softmax", "masked-by-zero",
-                 "window-off-by-one")
+                 "window-off-by-one", "online-no-rescale")
 
 _AFTER_SCORES = frozenset(("scaled", "masked", "shifted", "exp", "row_sum", "weights", "output"))
 _SOFTMAX = frozenset(("exp", "row_sum", "weights", "output"))
@@ -314,6 +319,7 @@ class Mistakes:
             out.append(Mistake("values-from-keys", "K used where V belongs", frozenset(("output",)),
                                Source(values)))
         out += self._mask_mistakes()
+        out += [Mistake(*found) for found in online_mistakes(self.trace, [])]
         if p.n == p.d_v:
             out.append(Mistake("transposed-output", "the output matrix transposed",
                                frozenset(("output",)), Source(self.trace, frozenset(("output",)))))
@@ -396,6 +402,11 @@ class Mistakes:
                 m = self.early(step, k)
                 if m is not None:
                     out.append(m)
+            if ("online", k) not in self._early:     # the running sums' exponentials rounded
+                found = online_mistakes(self.trace, [k])[1:]
+                self._early[("online", k)] = Mistake(*found[0]) if found else None
+            if self._early[("online", k)] is not None:
+                out.append(self._early[("online", k)])
         return out
 
     # -- cells of a target ----------------------------------------------------------

@@ -24,6 +24,7 @@ from symattn.document.blocks import (
     ScaledRow, ScaleNote, Section, Seq, SigmaSum, SoftmaxRow, SoftmaxRule, Sqrt, Sub, Sum, Summary,
     Sym, Token, WorkedProjection, Words, elide,
 )
+from symattn.document.build_online import variant_sections
 from symattn.engine import NEG_INF
 from symattn.steps import SECTION_TITLES, spec
 from symattn.trace import Trace
@@ -154,7 +155,7 @@ class _Builder:
     def document(self) -> Document:
         p = self.p
         sections = [self.inputs(), *self.projections(), self.scores(), self.scaled(), self.masked(),
-                    self.softmax(), self.weights(), self.output(), self.checks()]
+                    self.softmax(), self.weights(), self.output(), *variant_sections(self), self.checks()]
         return Document(p.title or "Scaled dot-product attention",
                         (self.summary(), *[s for s in sections if s is not None]),
                         {"problem": p})
