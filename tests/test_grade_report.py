@@ -488,3 +488,47 @@ def test_parse_points():
         "weights": 2, "output": Fraction(3, 2), "weights[I, I]": Fraction(1, 2)}
     with pytest.raises(GradeError, match="over 1,000,000"):
         parse_points("weights=1000001")
+
+
+# --------------------------------------------------------------------- a teacher's run
+
+def test_a_teacher_run_worksheet_class_grade_summary(tmp_path, capsys):
+    """worksheet --versions 3 → a class CSV (by code when the folder records codes, else by
+    id) with right answers, unscaled ones and another version's → grade -o, and its summary.
+    The key is computed here in float64 from each version's problem file."""
+    import tomllib
+
+    folder = tmp_path / "ws"
+    assert main(["worksheet", "--versions", "3", "--seed", "12", "-o", str(folder)]) == 0
+    capsys.readouterr()
+    meta = folder / "worksheet.json"
+    codes = {v["id"]: v["code"] for v in json.loads(meta.read_text())["versions"]} \
+        if meta.exists() else {}
+    keys = {}
+    for vid in ("A", "B", "C"):
+        data = tomllib.loads((folder / f"version-{vid}.toml").read_text(encoding="utf-8"))
+        assert "mask" not in data and "scale" not in data
+        right = reference(data["X"], data["W_q"], data["W_k"], data["W_v"])
+        wrong = reference(data["X"], data["W_q"], data["W_k"], data["W_v"], scaled=False)
+        keys[vid] = (right[1][0], wrong[1][0])
+    assert len({dec(k[0]) for k in keys.values()}) == 3          # the versions differ
+    rows = [["student", "version", "weights[0]"]]
+    plan = {"A": ["right", "right", "unscaled", "B"], "B": ["right", "C"], "C": ["unscaled"]}
+    for vid, answers in plan.items():
+        for k, kind in enumerate(answers):
+            value = keys[vid][1] if kind == "unscaled" else keys[kind][0] if kind in keys else keys[vid][0]
+            rows.append([f"{vid}{k}", codes.get(vid, vid).lower(), dec(value, 2)])
+    subs = tmp_path / "class.csv"
+    subs.write_text(_csv(rows), encoding="utf-8")
+    out = tmp_path / "report.csv"
+    status, stdout, stderr = cli(capsys, "grade", folder, subs, "-o", out)
+    assert status == 0, stderr
+    report = rows_of(out.read_text(encoding="utf-8"))
+    shown = [(r["weights[0]"], r["weights[0] mistake"]) for r in report]
+    assert shown == [("rounded", ""), ("rounded", ""), ("mistake", "unscaled"),
+                     ("mistake", "other-version: B"), ("rounded", ""), ("mistake", "other-version: C"),
+                     ("mistake", "unscaled")]
+    assert "7 students; versions A ×4, B ×2, C ×1" in stdout
+    line = next(x for x in stdout.splitlines() if x.startswith("weights[0]"))
+    assert line.split()[1:5] == ["3", "4", "0", "0"]
+    assert "unscaled ×2" in line and "other-version: B ×1" in line
