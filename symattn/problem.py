@@ -25,6 +25,7 @@ from symattn.limits import (MAX_ALGEBRAIC_DEGREE, MAX_ENTRIES, MAX_EXACT_DIGITS,
 from symattn.matrix import (ExactMatrix, _plain_scalar, _rows_of, check_magnitude, check_symbols,
                             exact_matrix)
 from symattn.parser import algebraic_degree
+from symattn.rope import parse_rope
 from symattn.tomlfile import parse_toml, read_text
 
 Matrix = sympy.ImmutableMatrix
@@ -32,7 +33,7 @@ Matrix = sympy.ImmutableMatrix
 #: The keys a problem file or dict may hold.
 PROBLEM_KEYS = (
     "title", "about", "X", "W_q", "W_k", "W_v", "X_kv", "Q", "K", "V",
-    "tokens", "key_tokens", "scale", "mask", "sink", "symbols",
+    "tokens", "key_tokens", "scale", "mask", "sink", "rope", "symbols",
     "tiles", "decode",
 )
 
@@ -150,7 +151,9 @@ class Problem:
     sliding window ``{"window": W}`` (keys i − W < j ≤ i; ``"causal": False``
     for |i − j| < W).  ``sink`` is a sink logit s (gpt-oss): one more column
     in every row's softmax, then dropped, so the weights sum to less than 1
-    (``sink = 0`` is the "off-by-one" softmax).
+    (``sink = 0`` is the "off-by-one" softmax).  ``rope`` rotates queries and keys
+    by position before the scores (``{"layout": "interleaved" | "half", "base": 10000,
+    "positions": [...], "key_positions": [...], "theta": [...]}``; symattn.rope).
     ``tiles`` (a block size B or a list of split points) adds FlashAttention's
     online-softmax steps (``symattn.online``); ``decode = {"prefill": P}`` adds
     KV-cache decoding steps for the tokens after the first P and implies the
@@ -175,6 +178,7 @@ class Problem:
         scale: object = None,
         mask: object = None,
         sink: object = None,
+        rope: object = None,
         tiles: object = None,
         decode: object = None,
         title: str | None = None,
@@ -241,6 +245,11 @@ class Problem:
             check_magnitude(flint.fmpq(int(self.scale.p), int(self.scale.q))
                             if self.scale.is_Rational else self.scale, "scale")
         self.sink = None if sink is None else self._scalar(sink, "sink", symbols)
+        #: the validated RoPE key (symattn.rope.Rope), or None
+        self.rope = None if rope is None else parse_rope(rope, n=self.n, m=self.m, d_k=self.d_k)
+        if decode is not None and self.rope is not None:
+            raise ProblemError("rope and decode together are not supported yet (the decode steps "
+                               "would have to rotate each new query and cached key): drop one of them")
         if decode is not None:
             from symattn.decode import parse_decode
 
@@ -472,7 +481,7 @@ class Problem:
                        scale=self.scale.subs(mapping) if self.scale_given else None,
                        mask=self.mask_value, title=self.title,
                        sink=None if self.sink is None else self.sink.subs(mapping),
-                       tiles=self.tiles_value, decode=self.decode_value)
+                       tiles=self.tiles_value, decode=self.decode_value, rope=self.rope)
 
     @property
     def decode_value(self) -> dict | None:

@@ -12,7 +12,7 @@ from fractions import Fraction
 
 import sympy
 
-from symattn.document.blocks import Exact, Sym
+from symattn.document.blocks import Exact, Product, Sym
 from symattn.problem import Problem
 
 
@@ -73,6 +73,26 @@ SINK_STEPS: dict[str, StepSpec] = {
                         r"A_{ij} = \frac{e^{\text{shifted}_{ij}}}{\text{row\_sum}_i}",
                         "how much each query takes from each key; each row sums to less than 1 "
                         "(the sink's column is dropped)", "Attention weights"),
+}
+
+def _rope_meaning(what: str) -> tuple:
+    return (f"each {what} rotated by its position ", Sym("p"), ", pair ", Sym("i"), " by the angle ",
+            Product((Sym("p"), Sym("θ", "i"))))
+
+
+# With RoPE: the queries and keys rotated pair by pair, then the scores from them
+ROPE_STEPS: dict[str, StepSpec] = {
+    "Q_rot": StepSpec("Q_rot = Q rotated: each pair (x, y) ↦ (x·cos φ − y·sin φ, x·sin φ + y·cos φ), "
+                      "φ = p·θ_i", r"Q_{\text{rot}} = Q\,R(p\theta)^\top",
+                      "each query rotated by its position p, pair i by the angle p·θ_i",
+                      "Rotated queries (RoPE)", _rope_meaning("query")),
+    "K_rot": StepSpec("K_rot = K rotated: each pair (x, y) ↦ (x·cos φ − y·sin φ, x·sin φ + y·cos φ), "
+                      "φ = p·θ_i", r"K_{\text{rot}} = K\,R(p\theta)^\top",
+                      "each key rotated by its position p, pair i by the angle p·θ_i",
+                      "Rotated keys (RoPE)", _rope_meaning("key")),
+    "scores": StepSpec("scores = Q_rot·K_rotᵀ", r"S = Q_{\text{rot}} K_{\text{rot}}^\top",
+                       "how well rotated query i matches rotated key j: it depends on the "
+                       "positions only through their difference", "Scores"),
 }
 
 # Online softmax (tiles = B): one column per key block; running_output_{b} is one step per block
@@ -146,6 +166,8 @@ SECTION_TITLES = {"inputs": "Inputs", "softmax": "Softmax, with the max-subtract
 
 def spec(name: str, problem: Problem) -> StepSpec:
     """The table's entry for a step of this problem, its placeholders filled in."""
+    if name in ROPE_STEPS and (problem.rope is not None or name != "scores"):
+        return ROPE_STEPS[name]
     variant = None if name in STEPS else variant_spec(name)
     if variant is not None:
         return variant

@@ -2,7 +2,7 @@
 
 ``attend(problem)`` returns a :class:`Trace` whose steps are, in order,
 
-    [X W_q W_k W_v [X_kv]] Q K V scores scaled [masked] shifted exp row_sum weights output
+    [X W_q W_k W_v [X_kv]] Q K V [Q_rot K_rot] scores scaled [masked] shifted exp row_sum weights output
 
 Each :class:`Step` is an exact SymPy immutable matrix on demand
 (``step.matrix``, ``step[i, j]``), certified decimals on demand
@@ -208,6 +208,9 @@ class Trace:
         matrix_step("Q", engine.Q, tok, dk_cols)
         matrix_step("K", engine.K, keys, dk_cols)
         matrix_step("V", engine.V, keys, dv_cols)
+        if p.rope is not None:      # RoPE: the rotated queries and keys make the scores
+            matrix_step("Q_rot", engine.rotated["Q_rot"], tok, dk_cols)
+            matrix_step("K_rot", engine.rotated["K_rot"], keys, dk_cols)
 
         n, m = p.n, p.m
         matrix_step("scores", engine.scores, tok, keys)

@@ -49,6 +49,10 @@ def intro_html(v: VersionAnswers) -> str:
     if p.sink is not None:
         parts.append(f" Sink logit s = {escape(unicode_text(p.sink))}: each row's softmax "
                      "denominator also adds e^(s − max), so the weights sum to less than 1.")
+    if p.rope is not None:
+        from symattn.rope import rope_text
+
+        parts.append(" " + escape(rope_text(p)))
     parts.append(f" Give every decimal answer correctly rounded to {escape(str(v.rounding))}.</p>")
     return "".join(parts)
 

@@ -18,6 +18,7 @@ import sympy
 
 from symattn.certify import CertifiedDecimal, Rounding, certify
 from symattn.document import handforms as hf
+from symattn.document.build_rope import rope_sections
 from symattn.document.blocks import (
     Approx, Blend, Cells, Chain, Check, CheckLine, Decimal, Document, DotProduct, DotProducts, Dots,
     Exact, Exp, Formula, Frac, HeatMap, Indices, Int, LabelledMatrix, Math, Mul, Product, Row,
@@ -154,7 +155,8 @@ class _Builder:
     # -- the outline ---------------------------------------------------------------------
     def document(self) -> Document:
         p = self.p
-        sections = [self.inputs(), *self.projections(), self.scores(), self.scaled(), self.masked(),
+        sections = [self.inputs(), *self.projections(),
+                    *rope_sections(self.t, self.matrix, self.formula, self.dot_rows), self.scores(), self.scaled(), self.masked(),
                     self.softmax(), self.weights(), self.output(), *variant_sections(self), self.checks()]
         return Document(p.title or "Scaled dot-product attention",
                         (self.summary(), *[s for s in sections if s is not None]),
@@ -203,10 +205,11 @@ class _Builder:
         step = t.step("scores")
         every = self.o.every_dot_product and p.n * p.m <= EVERY_DOT_PRODUCT_MAX
         rows = range(p.n) if every else self.dot_rows
-        K = t.K
+        rotated = p.rope is not None         # RoPE: the dot products of the rotated rows
+        K = t.K_rot if rotated else t.K
         worked = []
         for i in rows:
-            q = t.Q[i]
+            q = t.Q_rot[i] if rotated else t.Q[i]
             products: list[DotProduct | None] = []
             for j in elide(list(range(p.m)), self.o.limit):
                 if j is None:
