@@ -8,7 +8,7 @@ of lines.  Token names and words are escaped with ``render.texutil``.
 from __future__ import annotations
 
 from symattn.document.blocks import (
-    Approx, Blend, Chain, Check, Decimal, Document, DotProducts, Dots, Exact, Exp, Factor, Frac, HeatMap,
+    Approx, Blend, Chain, Check, Decimal, Document, DotProducts, Dots, Exact, Exp, Factor, Frac, Func, HeatMap,
     Int, LabelledMatrix, Math, Mul, Neg, Note, Product, Row, ScaledRow, ScaleNote, Section, Seq, SigmaSum,
     SoftmaxRow, SoftmaxRule, Sqrt, Sub, Sum, Summary, Sym, Token, WorkedProjection, Words,
     ProofLines, Verdicts,
@@ -84,6 +84,13 @@ class LatexPrinter(Printer):
 
     def _print_Sqrt(self, node: Sqrt, **ctx) -> str:
         return f"\\sqrt{{{self.print(node.radicand, **ctx)}}}"
+
+    def _print_Func(self, node: Func, **ctx) -> str:
+        if node.name == "abs":
+            return f"\\left|{self.print(node.argument, **ctx)}\\right|"
+        name = f"\\{node.name}" if node.name in ("tanh", "cos", "sin", "exp", "log") \
+            else f"\\operatorname{{{node.name}}}"
+        return f"{name}\\left({self.print(node.argument, **ctx)}\\right)"
 
     def _print_Exp(self, node: Exp, **ctx) -> str:
         return f"e^{{{self.print(node.exponent, exponent=True)}}}"
@@ -272,11 +279,11 @@ class LatexPrinter(Printer):
             lines.append("The mask blocks " + ", ".join(f"\\emph{{{tex_escape(b)}}}" for b in r.blocked)
                          + ": weight exactly 0.")
         terms = [t for t in (self._exponential(e) for e in r.exponentials) if t is not None]
-        eqs = [f"\\text{{scaled}} &= {p(Approx(r.scaled, r.scaled_decimals))}",
+        eqs = [f"\\text{{{r.logit}}} &= {p(Approx(r.scaled, r.scaled_decimals))}",
                (f"\\max &= {p(r.maximum)} \\quad (\\text{{key {tex_escape(r.maximum_key)}}})"
                 if r.maximum is not None else
                 "\\max &: \\text{left open by the symbols, so nothing is subtracted}"),
-               f"\\text{{shifted}} = \\text{{scaled}} - \\max &= {p(Approx(r.shifted, r.shifted_decimals))}",
+               f"\\text{{shifted}} = \\text{{{r.logit}}} - \\max &= {p(Approx(r.shifted, r.shifted_decimals))}",
                "e^{\\text{shifted}} &: \\quad " + ",\\quad ".join(terms),
                f"\\text{{row sum}} &= {p(Approx(r.row_sum, r.row_sum_decimal))}",
                f"\\text{{weights}} = \\frac{{e^{{\\text{{shifted}}}}}}{{\\text{{row sum}}}} &\\approx "
