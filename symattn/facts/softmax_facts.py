@@ -201,7 +201,7 @@ def _shift_problem(trace: Trace, shifts: list[sympy.Expr]) -> Problem:
     Q2 = Q.row_join(sympy.ImmutableMatrix([[c] for c in shifts]))
     K2 = K.row_join(sympy.ones(K.rows, 1))
     mask = None if p.mask is None else [[int(x) for x in row] for row in p.mask.tolist()]
-    return Problem(Q=Q2, K=K2, V=trace.V.matrix, scale=p.scale, mask=mask, sink=p.sink,
+    return Problem(Q=Q2, K=K2, V=trace.V.matrix, scale=p.scale, mask=mask, **p.variant_keys,
                    tokens=p.tokens, key_tokens=p.key_tokens)
 
 
