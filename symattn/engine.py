@@ -11,6 +11,12 @@ and per row the index of its maximum.  Every later entry is *structural*:
     weights[i, j] = exp[i, j] / row_sum[i]
     output[i, c]  = Σ_j weights[i, j] · V[j, c]
 
+With ALiBi or soft-capping (``symattn.logits``) the softmax works on the
+*logits* instead of ``scale · scores``: ``biased = scaled + bias`` and/or
+``capped = c·tanh(· / c)``; the row maximum and the tie groups are decided on
+the logits before the cap (tanh is increasing), and shifted is
+``logit[i, j] − logit[i, r_i]``.  The plain problem keeps its fast paths.
+
 so an entry's SymPy expression is built only when asked for, and numbers
 come from arb balls computed row by row at the precision asked for.
 
@@ -48,6 +54,7 @@ from symattn.compare import compare, equal, sign
 from symattn.matrix import ExactMatrix, _fmpq_to_sympy, _sympy_to_fmpq
 from symattn.precision import precision
 from symattn.errors import CertificationError, ProblemError
+from symattn.logits import capped
 from symattn.problem import Problem
 
 #: the most digits (numerator or denominator) of an exact b^q = e^(q·log b)
@@ -173,15 +180,21 @@ class Engine:
         self.scale_rational = _sympy_to_fmpq(p.scale) if p.scale.is_Rational else None
         self.mask = p.mask
         self.n, self.m, self.d_v = p.n, p.m, p.d_v
+        #: ALiBi (symattn.logits.Alibi) and the soft-cap c, or None: then the softmax
+        #: works on the logits, not on scale·scores
+        self.alibi, self.softcap = p.alibi, p.softcap
+        self.plain = self.alibi is None and self.softcap is None
+        self._pre_rows: dict[int, list | None] = {}
         self._score_ints: list[list[int]] | None = None
-        if self.scores.is_rational:
+        if self.scores.is_rational and self.plain:
             numerators, _ = self.scores.rational.numer_denom()
             flat = [int(x) for x in numerators.entries()]
             self._score_ints = [flat[i * self.m:(i + 1) * self.m] for i in range(self.n)]
         self.rows = [self._plan_row(i) for i in range(self.n)]
         # e^(q·log b) = b^q: possible only when a logarithm is in play
-        self._scale_logs = None if self.symbolic or not p.scale.has(sympy.log) else log_terms(p.scale)
-        self._logs_possible = not self.symbolic and (
+        self._scale_logs = None if self.symbolic or not p.scale.has(sympy.log) or not self.plain \
+            else log_terms(p.scale)
+        self._logs_possible = not self.symbolic and self.softcap is None and (
             p.scale.has(sympy.log) or (not self.scores.is_rational and self.scores.general.has(sympy.log)))
         # every exponential algebraic: rational scores times a Σ q·log b scale
         log_exps = self._scale_logs is not None and self.scores.is_rational
@@ -196,6 +209,11 @@ class Engine:
         self.sink = p.sink
         if self.sink is not None:   # its exponent sink − scale·max must be algebraic too
             self.algebraic = self.algebraic and bool(p.scale.is_algebraic) and bool(self.sink.is_algebraic)
+        if self.alibi is not None:  # scale·Δscore − slope·Δdistance: algebraic with both
+            self.algebraic = self.algebraic and bool(p.scale.is_algebraic) and \
+                bool(self.alibi.slope.is_algebraic)
+        if self.softcap is not None:  # exponents c·tanh(x/c) − c·tanh(y/c): not proved algebraic
+            self.algebraic = False
         self._powers: dict[int, dict[int, flint.fmpq | sympy.Expr] | None] = {}
         self._balls: dict[tuple[str, int, int], list] = {}
         self._groups: dict[int, dict[Hashable, list[int]]] = {}
@@ -215,6 +233,8 @@ class Engine:
 
     def _plan_row(self, i: int) -> RowPlan:
         allowed = self._allowed(i)
+        if not self.plain:
+            return RowPlan(allowed, self._logit_argmax(i, allowed))
         if self.scale_sign is None:
             return RowPlan(allowed, None)
         if self._score_ints is not None and self.scale_sign != 0:
@@ -242,6 +262,108 @@ class Engine:
             return _sign_or_none(sympy.expand(x - y))
         return compare(x, y)
 
+    # -- logits: ALiBi's bias and the soft-cap ------------------------------------
+    @property
+    def logit_step(self) -> str:
+        """The last step before the softmax: capped, biased or scaled."""
+        return "capped" if self.softcap is not None else "biased" if self.alibi is not None else "scaled"
+
+    def bias(self, i: int, j: int) -> sympy.Expr:
+        """ALiBi's bias −slope·(i − j) (−slope·|i − j| when symmetric)."""
+        return self.alibi.bias(i, j)
+
+    def biased(self, i: int, j: int) -> sympy.Expr:
+        """scale·scores + bias: the logit before any cap (the scaled score without ALiBi)."""
+        scaled = self.scale * self.scores.exact(i, j)
+        return scaled if self.alibi is None else scaled + self.bias(i, j)
+
+    def capped(self, i: int, j: int) -> sympy.Expr:
+        return capped(self.softcap, self.biased(i, j))
+
+    def logit(self, i: int, j: int) -> sympy.Expr:
+        """The value the softmax takes: capped, biased or scaled."""
+        if self.softcap is not None:
+            return self.capped(i, j)
+        return self.biased(i, j)
+
+    def pre_row(self, i: int) -> list | None:
+        """Row i's logits before the cap as fmpq, when scale, scores and slope are rational."""
+        if i not in self._pre_rows:
+            row = None
+            slope = None if self.alibi is None else self.alibi.slope_rational
+            if self.scores.is_rational and self.scale_rational is not None and \
+                    (self.alibi is None or slope is not None):
+                s, scores = self.scale_rational, self.scores.rational
+                row = [scores[i, j] * s for j in range(self.m)]
+                if self.alibi is not None:
+                    row = [x - slope * self.alibi.distance(i, j) for j, x in enumerate(row)]
+            self._pre_rows[i] = row
+        return self._pre_rows[i]
+
+    def _logit_argmax(self, i: int, allowed: tuple[int, ...]) -> int | None:
+        """The first key of row i's largest logit before the cap (tanh is increasing)."""
+        row = self.pre_row(i)
+        if row is not None:
+            best = allowed[0]
+            for j in allowed[1:]:
+                if row[j] > row[best]:
+                    best = j
+            return best
+        best = allowed[0]
+        for j in allowed[1:]:
+            x, y = self.biased(i, j), self.biased(i, best)
+            c = _sign_or_none(sympy.expand(x - y)) if self.symbolic else compare(x, y)
+            if c is None:
+                return None
+            if c > 0:
+                best = j
+        return best
+
+    def _logit_balls(self, step: str, i: int, prec: int) -> list:
+        """Row i of bias, biased or capped as arb balls."""
+        m = self.m
+        if step == "bias":
+            slope = self.alibi.slope_rational
+            s = flint.arb(slope) if slope is not None else to_arb(self.alibi.slope, prec)
+            return [-s * self.alibi.distance(i, j) for j in range(m)]
+        if step == "biased":
+            row = self.pre_row(i)
+            if row is not None:
+                return [flint.arb(x) for x in row]
+            scaled = self.balls("scaled", i, prec)
+            if self.alibi is None:
+                return scaled
+            bias = self.balls("bias", i, prec)
+            return [a + b for a, b in zip(scaled, bias)]
+        if step == "capped":
+            c = to_arb(self.softcap, prec)
+            return [c * (x / c).tanh() for x in self.balls("biased", i, prec)]
+        raise ValueError(step)
+
+    def _known_logits(self, step: str, i: int) -> list:
+        """known_row for the logit steps and masked/shifted of a problem with them."""
+        m, row = self.m, self.pre_row(i)
+        slope = None if self.alibi is None else self.alibi.slope_rational
+        if step == "bias":
+            return [None] * m if slope is None else \
+                [-slope * self.alibi.distance(i, j) for j in range(m)]
+        if step == "biased":
+            return list(row) if row is not None else [None] * m
+        if step == "capped":       # tanh(0) = 0: the only rational value known
+            return [flint.fmpq(0) if row is not None and row[j] == 0 else None for j in range(m)]
+        if step == "masked":
+            known = self._known_logits(self.logit_step, i)
+        else:   # shifted
+            top = self.top_group(i)
+            r = self.rows[i].argmax
+            if row is not None and self.softcap is None and r is not None:
+                known = [x - row[r] for x in row]
+            else:
+                known = [flint.fmpq(0) if j in top else None for j in range(m)]
+        if self.mask is not None:
+            known = [x if self.is_allowed(i, j) else NEG_INF for j, x in enumerate(known)]
+        return known
+
     def symbols_of(self, step: str) -> frozenset:
         """The symbols a step's entries depend on (empty: it has numbers)."""
         if not self.symbolic:
@@ -252,6 +374,10 @@ class Engine:
         if matrix is not None:
             return frozenset() if matrix.is_rational else frozenset(matrix.general.free_symbols)
         found = self.symbols_of("scores") | self.scale.free_symbols
+        if self.alibi is not None:
+            if step == "bias":
+                return frozenset(self.alibi.slope.free_symbols)
+            found |= self.alibi.slope.free_symbols
         return found | self.symbols_of("V") if step == "output" else found
 
     @property
@@ -276,13 +402,29 @@ class Engine:
         if not self.is_allowed(i, j):
             return sympy.S.NegativeInfinity
         if self.rows[i].argmax is None:  # the maximum stays a symbolic Max
+            if not self.plain:
+                return self.logit(i, j) - sympy.Max(*[self.logit(i, k) for k in self.rows[i].allowed])
             scaled = [self.scale * self.scores.exact(i, k) for k in self.rows[i].allowed]
             return self.scale * self.scores.exact(i, j) - sympy.Max(*scaled)
-        return self.scale * self.delta(i, j)
+        return self.exponent(i, j)
 
     def exponent(self, i: int, j: int) -> sympy.Expr:
         """The power of e in exp[i, j]: the shifted score (the scaled one in an open row)."""
-        return self.scale * self.delta(i, j)
+        if self.plain:
+            return self.scale * self.delta(i, j)
+        r = self.rows[i].argmax
+        if r is None:
+            return self.logit(i, j)
+        if j in self.top_group(i):
+            return sympy.S.Zero
+        row = self.pre_row(i)
+        if row is not None and self.softcap is None:
+            return _fmpq_to_sympy(row[j] - row[r])
+        # tied keys share one exact form: their exponentials are then the same expression
+        j = next(g[0] for g in self.groups(i).values() if j in g)
+        if self.softcap is None:
+            return sympy.expand(self.biased(i, j) - self.biased(i, r))
+        return self.capped(i, j) - self.capped(i, r)
 
     def _check_power_sizes(self) -> None:
         """Refuse a Σ q·log b scale whose largest e^(scale·Δ) = Π b^(qΔ) is too long to build."""
@@ -319,6 +461,8 @@ class Engine:
         r = self.rows[i].argmax
         if r is None:
             return self.sink
+        if not self.plain:
+            return self.sink - self.logit(i, r)
         return self.sink - self.scale * self.scores.exact(i, r)
 
     def sink_exp(self, i: int) -> sympy.Expr:
@@ -343,6 +487,9 @@ class Engine:
         """Allowed keys of row i grouped by equal shifted score (one group if scale = 0)."""
         if i not in self._groups:
             groups: dict[Hashable, list[int]] = {}
+            if not self.plain:
+                self._groups[i] = self._logit_groups(i)
+                return self._groups[i]
             if self.scale_sign == 0:
                 groups[0] = list(self.rows[i].allowed)
             elif self.symbolic:  # only structurally equal scores are known to tie
@@ -357,6 +504,21 @@ class Engine:
                     groups.setdefault(key, []).append(j)
             self._groups[i] = groups
         return self._groups[i]
+
+    def _logit_groups(self, i: int) -> dict[Hashable, list[int]]:
+        """Allowed keys grouped by equal logit before the cap (equal after it too)."""
+        groups: dict[Hashable, list[int]] = {}
+        row = self.pre_row(i)
+        r = self.rows[i].argmax
+        for j in self.rows[i].allowed:
+            if row is not None:
+                key: Hashable = (int(row[j].p), int(row[j].q))
+            elif self.symbolic or r is None:
+                key = sympy.expand(self.biased(i, j))
+            else:
+                key = self._canonical_key(groups, sympy.expand(self.biased(i, j) - self.biased(i, r)))
+            groups.setdefault(key, []).append(j)
+        return groups
 
     def top_group(self, i: int) -> frozenset[int]:
         """The keys of row i whose shifted score is exactly 0 (e^0 = 1)."""
@@ -511,6 +673,8 @@ class Engine:
                 return [matrix.rational[i, j] for j in range(matrix.cols)]
             return [None] * matrix.cols
         m, allowed = self.m, self.is_allowed
+        if step in ("bias", "biased", "capped") or (not self.plain and step in ("masked", "shifted")):
+            return self._known_logits(step, i)
         if step in ("scaled", "masked", "shifted"):
             row: list = [None] * m
             if self.scale_rational is not None and self.scores.is_rational:
@@ -603,6 +767,14 @@ class Engine:
         matrix = self.matrix(step)
         if matrix is not None:
             return [matrix.ball(i, j, prec) for j in range(matrix.cols)]
+        if step in ("bias", "biased", "capped"):
+            return self._logit_balls(step, i, prec)
+        if not self.plain and step in ("masked", "shifted"):
+            row = self.balls(self.logit_step, i, prec)
+            if step == "shifted":
+                r, top = self.rows[i].argmax, self.top_group(i)
+                row = [flint.arb(0) if j in top else x - row[r] for j, x in enumerate(row)]
+            return [x if self.is_allowed(i, j) else NEG_INF for j, x in enumerate(row)]
         if step in ("scaled", "shifted") and self.scores.is_rational:
             exact = self.known_row(step, i)  # exact rationals when the scale is rational
             if self.scale_rational is not None:

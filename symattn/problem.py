@@ -20,6 +20,7 @@ import sympy
 
 from symattn.errors import ParseError, ProblemError
 from symattn.exact import to_exact
+from symattn.logits import read_alibi, read_softcap
 from symattn.limits import (MAX_ALGEBRAIC_DEGREE, MAX_ENTRIES, MAX_EXACT_DIGITS,
                             MAX_SCORE_MAGNITUDE, MAX_SYMBOLIC_SIDE)
 from symattn.matrix import (ExactMatrix, _plain_scalar, _rows_of, check_magnitude, check_symbols,
@@ -33,7 +34,7 @@ Matrix = sympy.ImmutableMatrix
 #: The keys a problem file or dict may hold.
 PROBLEM_KEYS = (
     "title", "about", "X", "W_q", "W_k", "W_v", "X_kv", "Q", "K", "V",
-    "tokens", "key_tokens", "scale", "mask", "sink", "rope", "symbols",
+    "tokens", "key_tokens", "scale", "mask", "sink", "rope", "alibi", "softcap", "symbols",
     "tiles", "decode",
 )
 
@@ -157,7 +158,10 @@ class Problem:
     ``tiles`` (a block size B or a list of split points) adds FlashAttention's
     online-softmax steps (``symattn.online``); ``decode = {"prefill": P}`` adds
     KV-cache decoding steps for the tokens after the first P and implies the
-    causal mask (``symattn.decode``).
+    causal mask (``symattn.decode``).  ``alibi`` is ALiBi's linear
+    bias ``{"slope": "1/4"}`` (−slope·(i − j); ``"symmetric": True`` for
+    −slope·|i − j|) and ``softcap`` a cap c > 0 (``c·tanh(logit / c)``, Gemma 2):
+    see :mod:`symattn.logits`.
     ``symbols`` names the symbols that strings may use (``["a", "x_1"]``, or
     True for any); SymPy expressions passed directly may hold symbols anyway.
     """
@@ -181,6 +185,8 @@ class Problem:
         rope: object = None,
         tiles: object = None,
         decode: object = None,
+        alibi: object = None,
+        softcap: object = None,
         title: str | None = None,
         symbols: bool | Sequence[str] = (),
     ) -> None:
@@ -245,11 +251,20 @@ class Problem:
             check_magnitude(flint.fmpq(int(self.scale.p), int(self.scale.q))
                             if self.scale.is_Rational else self.scale, "scale")
         self.sink = None if sink is None else self._scalar(sink, "sink", symbols)
+        #: ALiBi's slope and form (symattn.logits.Alibi), or None
+        self.alibi = read_alibi(alibi, symbols)
+        #: the soft-cap c of capped = c·tanh(logit / c), or None
+        self.softcap = read_softcap(softcap)
         #: the validated RoPE key (symattn.rope.Rope), or None
         self.rope = None if rope is None else parse_rope(rope, n=self.n, m=self.m, d_k=self.d_k)
         if decode is not None and self.rope is not None:
             raise ProblemError("rope and decode together are not supported yet (the decode steps "
                                "would have to rotate each new query and cached key): drop one of them")
+        if (tiles is not None or decode is not None) and \
+                (self.alibi is not None or self.softcap is not None):
+            raise ProblemError("alibi or softcap with tiles or decode is not supported yet (the "
+                               "online-softmax and decode steps work on the scaled scores): "
+                               "drop one of them")
         if decode is not None:
             from symattn.decode import parse_decode
 
@@ -291,6 +306,14 @@ class Problem:
         check_magnitude(flint.fmpq(int(exact.p), int(exact.q)) if exact.is_Rational else exact, where)
         return exact
 
+    def _bias_bound(self) -> flint.arb:
+        """The largest |bias| ALiBi adds to a logit: slope·(max(n, m) − 1) (0 without ALiBi)."""
+        if self.alibi is None or self.alibi.slope.free_symbols:
+            return flint.arb(0)
+        slope = self.alibi.slope_rational
+        ball = flint.arb(slope) if slope is not None else check_scale_ball(self.alibi.slope)
+        return flint.arb(0) if ball is None else ball * (max(self.n, self.m) - 1)
+
     # -- validation --------------------------------------------------------
     def _check_size_caps(self) -> None:
         """Bound what the engine and every view will have to handle (symattn.limits):
@@ -319,9 +342,12 @@ class Problem:
             bound = scale * self.d_k * width ** 2
             for b in bounds:
                 bound *= b
+            bound += self._bias_bound()
             if bound.abs_upper() > MAX_SCORE_MAGNITUDE:
                 formula = ("d_k·max|Q|·max|K|·|scale|" if self.d_model is None else
                            "d_k·(d_model·max|X|·max|W_q|)·(d_model·max|X_kv|·max|W_k|)·|scale|")
+                if self.alibi is not None:
+                    formula += " + slope·(max(n, m) − 1)"
                 raise ProblemError(
                     f"the scaled scores could reach {bound.mid().str(3, radius=False)} "
                     f"({formula}), over the cap of {MAX_SCORE_MAGNITUDE:.0e} "
@@ -332,6 +358,8 @@ class Problem:
         digits = len(str(den)) if den.bit_length() < 13_000 else den.bit_length() * 3 // 10
         if self.scale.is_Rational:   # scaled = score·scale, one fraction
             digits += len(str(abs(self.scale.p))) + len(str(self.scale.q)) - 2
+        if self.alibi is not None and self.alibi.slope.is_Rational:   # + slope·(i − j)
+            digits += len(str(self.alibi.slope.q)) - 1
         if digits > MAX_EXACT_DIGITS:
             raise ProblemError(
                 f"the exact scores would need fractions of about {digits:,} digits, over the cap "
@@ -460,6 +488,8 @@ class Problem:
         found: set[sympy.Symbol] = set(self.scale.free_symbols)
         if self.sink is not None:
             found |= self.sink.free_symbols
+        if self.alibi is not None:
+            found |= self.alibi.slope.free_symbols
         for matrix in self.inputs.values():
             if not matrix.is_rational:
                 found |= matrix.general.free_symbols
@@ -481,7 +511,17 @@ class Problem:
                        scale=self.scale.subs(mapping) if self.scale_given else None,
                        mask=self.mask_value, title=self.title,
                        sink=None if self.sink is None else self.sink.subs(mapping),
-                       tiles=self.tiles_value, decode=self.decode_value, rope=self.rope)
+                       tiles=self.tiles_value, decode=self.decode_value, rope=self.rope,
+                       alibi=None if self.alibi is None else
+                       {**self.alibi.value, "slope": self.alibi.slope.subs(mapping)},
+                       softcap=self.softcap)
+
+    @property
+    def variant_keys(self) -> dict:
+        """The keys that change the softmax, as ``Problem(...)`` takes them (rebuilding a
+        problem with other inputs keeps them)."""
+        return {"sink": self.sink, "alibi": None if self.alibi is None else self.alibi.value,
+                "softcap": self.softcap}
 
     @property
     def decode_value(self) -> dict | None:

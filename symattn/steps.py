@@ -75,6 +75,22 @@ SINK_STEPS: dict[str, StepSpec] = {
                         "(the sink's column is dropped)", "Attention weights"),
 }
 
+# ALiBi and soft-capping (symattn.logits): the steps between the scaled scores and the
+# softmax; {slope}, {cap} and the distance are filled in by spec()
+LOGIT_STEPS: dict[str, StepSpec] = {
+    "bias": StepSpec("bias = −{slope}·{distance}", r"B_{{ij}} = -{slope_tex} \cdot {distance_tex}",
+                     "ALiBi's linear bias: a key farther from the query gets a lower logit",
+                     "ALiBi bias", ("ALiBi's linear bias: a key farther from the query gets a "
+                                    "lower logit",)),
+    "biased": StepSpec("biased = scaled + bias", r"\text{scaled} + B",
+                       "the scaled scores with the bias added: the logits the softmax takes",
+                       "Biased scores"),
+    "capped": StepSpec("capped = {cap}·tanh({logit} / {cap})",
+                       r"{cap_tex} \tanh\left(\frac{{\text{{{logit}}}}}{{{cap_tex}}}\right)",
+                       "soft-capped logits: smoothly kept inside (−c, c); tanh is increasing, so "
+                       "the order and the ties stay", "Soft-capped logits"),
+}
+
 def _rope_meaning(what: str) -> tuple:
     return (f"each {what} rotated by its position ", Sym("p"), ", pair ", Sym("i"), " by the angle ",
             Product((Sym("p"), Sym("θ", "i"))))
@@ -166,6 +182,8 @@ SECTION_TITLES = {"inputs": "Inputs", "softmax": "Softmax, with the max-subtract
 
 def spec(name: str, problem: Problem) -> StepSpec:
     """The table's entry for a step of this problem, its placeholders filled in."""
+    if name in LOGIT_STEPS:
+        return _logit_spec(name, problem)
     if name in ROPE_STEPS and (problem.rope is not None or name != "scores"):
         return ROPE_STEPS[name]
     variant = None if name in STEPS else variant_spec(name)
@@ -179,11 +197,54 @@ def spec(name: str, problem: Problem) -> StepSpec:
                  else rf"{sympy.latex(problem.scale)} \cdot S")
         return StepSpec(f"scaled = {scale_formula(problem)}", latex, entry.meaning, entry.title,
                         entry.meaning_parts)
+    logit = logit_step(problem)
+    if logit != "scaled" and name in ("masked", "shifted", "exp", "row_sum"):
+        return _on_logits(STEPS[name] if problem.sink is None or name not in SINK_STEPS
+                          else SINK_STEPS[name], logit)
+    if logit != "scaled" and name == "weights":
+        entry = SINK_STEPS[name] if problem.sink is not None else entry
+        return StepSpec(entry.formula, rf"A = \operatorname{{softmax}}(\text{{{logit}}})",
+                        entry.meaning, entry.title, entry.meaning_parts)
     if problem.sink is not None and name in SINK_STEPS:
         return SINK_STEPS[name]
     if "{src" in entry.formula or "{src" in entry.latex:
         src = "X_kv" if cross else "X"
         return StepSpec(entry.formula.format(src=src), entry.latex.format(src_tex=r"X_{kv}" if cross else "X"),
+                        entry.meaning, entry.title, entry.meaning_parts)
+    return entry
+
+
+def logit_step(problem: Problem) -> str:
+    """The step the softmax takes: capped, biased or scaled."""
+    if problem.softcap is not None:
+        return "capped"
+    return "biased" if problem.alibi is not None else "scaled"
+
+
+def _on_logits(entry: StepSpec, logit: str) -> StepSpec:
+    """A softmax step's entry with the logits in place of the scaled scores."""
+    return StepSpec(entry.formula.replace("scaled", logit), entry.latex.replace("scaled", logit),
+                    entry.meaning, entry.title, entry.meaning_parts)
+
+
+def _logit_spec(name: str, problem: Problem) -> StepSpec:
+    from symattn.document.sympytext import unicode_text
+
+    entry = LOGIT_STEPS[name]
+    if name == "bias":
+        alibi = problem.alibi
+        slope = unicode_text(alibi.slope)
+        slope = slope if alibi.slope.is_Atom else f"({slope})"
+        distance, distance_tex = ("|i − j|", "|i - j|") if alibi.symmetric else ("(i − j)", "(i - j)")
+        return StepSpec(entry.formula.format(slope=slope, distance=distance),
+                        entry.latex.format(slope_tex=sympy.latex(alibi.slope), distance_tex=distance_tex),
+                        entry.meaning, entry.title, entry.meaning_parts)
+    if name == "capped":
+        logit = "biased" if problem.alibi is not None else "scaled"
+        cap = unicode_text(problem.softcap)
+        cap = cap if problem.softcap.is_Atom else f"({cap})"
+        return StepSpec(entry.formula.format(cap=cap, logit=logit),
+                        entry.latex.format(cap_tex=sympy.latex(problem.softcap), logit=logit),
                         entry.meaning, entry.title, entry.meaning_parts)
     return entry
 

@@ -2,7 +2,11 @@
 
 ``attend(problem)`` returns a :class:`Trace` whose steps are, in order,
 
-    [X W_q W_k W_v [X_kv]] Q K V [Q_rot K_rot] scores scaled [masked] shifted exp row_sum weights output
+    [X W_q W_k W_v [X_kv]] Q K V [Q_rot K_rot] scores scaled [bias biased] [capped] [masked]
+    shifted exp row_sum weights output
+
+(``bias``/``biased`` with ALiBi, ``capped`` with a soft-cap: the softmax then works
+on the last of them, the *logits*; ``Trace.logit_step`` names it.)
 
 Each :class:`Step` is an exact SymPy immutable matrix on demand
 (``step.matrix``, ``step[i, j]``), certified decimals on demand
@@ -220,9 +224,15 @@ class Trace:
             return scale * engine.scores.exact(i, j)
 
         add("scaled", (n, m), tok, keys, scaled_exact)
+        if p.alibi is not None:
+            add("bias", (n, m), tok, keys, engine.bias)
+            add("biased", (n, m), tok, keys, engine.biased)
+        if p.softcap is not None:
+            add("capped", (n, m), tok, keys, engine.capped)
+        logit = scaled_exact if engine.plain else engine.logit
         if p.mask is not None:
             add("masked", (n, m), tok, keys,
-                lambda i, j: scaled_exact(i, j) if engine.is_allowed(i, j) else sympy.S.NegativeInfinity)
+                lambda i, j: logit(i, j) if engine.is_allowed(i, j) else sympy.S.NegativeInfinity)
         add("shifted", (n, m), tok, keys, engine.shifted)
         add("exp", (n, m), tok, keys, engine.exp)
         add("row_sum", (n, 1), tok, ("Σ",), lambda i, j: engine.row_sum(i))
@@ -294,8 +304,24 @@ class Trace:
         """Whether query i may attend to key j (False where the mask blocks)."""
         return self.engine.is_allowed(self._row(i), self._key(j))
 
+    @property
+    def logit_step(self) -> str:
+        """The step the softmax takes: ``scaled``, or ``biased`` (ALiBi), or ``capped``
+        (soft-capping, after the bias when both)."""
+        return self.engine.logit_step
+
+    def logit(self, i: Index, j: Index) -> sympy.Expr:
+        """The exact logit of row i, key j (the entry of :attr:`logit_step`; no mask)."""
+        return self.step(self.logit_step)[i, j]
+
+    def alibi_distance(self, i: Index, j: Index) -> int | None:
+        """What ALiBi's slope multiplies at (i, j): i − j, or |i − j| when symmetric
+        (None without ALiBi)."""
+        alibi = self.problem.alibi
+        return None if alibi is None else alibi.distance(self._row(i), self._key(j))
+
     def row_max(self, i: Index) -> int | None:
-        """The key of row i's maximum scaled score (the first of a tie); None when
+        """The key of row i's maximum logit (the first of a tie); None when
         symbols leave the order open (then nothing is subtracted in that row)."""
         return self.engine.rows[self._row(i)].argmax
 

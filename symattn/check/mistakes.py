@@ -94,7 +94,7 @@ def _rebuild(p: Problem, **changes: object) -> Problem:
     """The base problem with some keys changed (inputs as exact matrices)."""
     keys: dict[str, object] = {k: m.to_sympy() for k, m in p.inputs.items()}
     keys.update(tokens=list(p.tokens), key_tokens=list(p.key_tokens), scale=p.scale,
-                mask=_mask_rows(p), sink=p.sink, rope=p.rope)
+                mask=_mask_rows(p), **p.variant_keys, rope=p.rope)
     keys.update(changes)
     return Problem(**keys)
 
@@ -118,7 +118,7 @@ def _direct(trace: Trace, Q: object, K: object, **changes: object) -> Problem:
     p = trace.problem
     keys: dict[str, object] = dict(Q=Q, K=K, V=trace.V.matrix, tokens=list(p.tokens),
                                    key_tokens=list(p.key_tokens), scale=p.scale,
-                                   mask=_mask_rows(p), sink=p.sink)
+                                   mask=_mask_rows(p), **p.variant_keys)
     keys.update(changes)
     return Problem(**keys)
 

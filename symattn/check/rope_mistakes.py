@@ -25,7 +25,7 @@ Variant = tuple[str, str, frozenset[str], Trace]
 def _rebuild(p: Problem, **changes: object) -> Problem:
     keys: dict[str, object] = {k: m.to_sympy() for k, m in p.inputs.items()}
     keys.update(tokens=list(p.tokens), key_tokens=list(p.key_tokens), scale=p.scale,
-                mask=p.mask_value, sink=p.sink, rope=p.rope)
+                mask=p.mask_value, **p.variant_keys, rope=p.rope)
     keys.update(changes)
     return Problem(**keys)
 
@@ -56,7 +56,7 @@ def rope_variants(trace: Trace, attempt: Callable[[Callable[[], Problem]], Trace
             lambda: Problem(Q=trace.Q.matrix, K=trace.K.matrix, V=_rotated_values(trace),
                             tokens=list(p.tokens),
                             key_tokens=list(p.key_tokens), scale=p.scale, mask=p.mask_value,
-                            sink=p.sink, rope=rope))
+                            **p.variant_keys, rope=rope))
     if any(rope.key_positions):
         add("rope-query-only", "only Q rotated (K left as it is)",
             frozenset(("K_rot", *_AFTER_SCORES)),

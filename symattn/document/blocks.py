@@ -41,7 +41,7 @@ from symattn.certify import CertifiedDecimal, Rounding
 __all__ = [
     # math nodes
     "Math", "Int", "Exact", "Decimal", "Sym", "Words", "Token", "Dots", "Neg", "Frac", "Sqrt", "Exp",
-    "Mul", "Product", "Factor", "Sum", "SigmaSum", "Row", "Seq", "Sub", "Approx", "Chain",
+    "Mul", "Product", "Factor", "Sum", "SigmaSum", "Row", "Seq", "Sub", "Approx", "Chain", "Func",
     # blocks
     "Block", "Document", "Section", "Formula", "Summary", "Note", "LabelledMatrix", "WorkedProjection",
     "DotProduct", "DotProducts", "ScaleNote", "ScaledRow", "SoftmaxRule", "SoftmaxRow", "HeatMap",
@@ -139,6 +139,14 @@ class Exp(Math):
     """e^(exponent), as the lesson writes it: e^(−8/√3)."""
 
     exponent: Math
+
+
+@dataclass(frozen=True)
+class Func(Math):
+    """A named function applied to one argument: tanh(x) (the soft-cap's c·tanh(x/c))."""
+
+    name: str
+    argument: Math
 
 
 @dataclass(frozen=True)
@@ -372,7 +380,7 @@ class SoftmaxRow(Block):
     token: str
     keys: tuple[str, ...]
     blocked: tuple[str, ...]
-    scaled: Row
+    scaled: Row                            # the row's logits (the scaled scores in plain attention)
     scaled_decimals: Row
     maximum: Approx | None
     maximum_key: str | None
@@ -386,6 +394,7 @@ class SoftmaxRow(Block):
     exact_key: str | None
     exact_weight: Math | None
     exact_weight_decimal: Math | None
+    logit: str = "scaled"                  # the step the softmax takes: scaled, biased or capped
 
 
 @dataclass(frozen=True)

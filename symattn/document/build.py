@@ -156,7 +156,8 @@ class _Builder:
     def document(self) -> Document:
         p = self.p
         sections = [self.inputs(), *self.projections(),
-                    *rope_sections(self.t, self.matrix, self.formula, self.dot_rows), self.scores(), self.scaled(), self.masked(),
+                    *rope_sections(self.t, self.matrix, self.formula, self.dot_rows), self.scores(), self.scaled(),
+                    *self.logits(), self.masked(),
                     self.softmax(), self.weights(), self.output(), *variant_sections(self), self.checks()]
         return Document(p.title or "Scaled dot-product attention",
                         (self.summary(), *[s for s in sections if s is not None]),
@@ -244,14 +245,43 @@ class _Builder:
                                       self.pick(exact_cells[i], cols), self.pick(self.dec("scaled")[i], cols)))
         return Section("scaled", spec("scaled", p).title, tuple(children), formula=self.formula("scaled"))
 
+    def logits(self) -> list[Section]:
+        """ALiBi's bias and biased scores, the soft-capped logits: each a matrix and the
+        dot rows worked as a person writes them (−1/4·(1 − 0) → −1/4; 50·tanh(x/50) ≈ …)."""
+        t, p = self.t, self.p
+        worked = {"bias": lambda i, j: hf.bias_worked(t, i, j),
+                  "biased": lambda i, j: _sum_of(hf.scaled(t, t.step("scores")[i, j]),
+                                                 hf.number(t.step("bias")[i, j])),
+                  "capped": lambda i, j: (hf.biased(t, i, j) if p.alibi is not None   # → c·tanh(x/c)
+                                          else hf.scaled(t, t.step("scores")[i, j]))}
+        written = {"bias": lambda i, j: hf.number(t.step("bias")[i, j]),
+                   "biased": lambda i, j: hf.biased(t, i, j),
+                   "capped": lambda i, j: hf.logit(t, i, j)}
+        symbols = {"bias": Sym("B"), "biased": Words("biased"), "capped": Words("capped")}
+        sections = []
+        for name in ("bias", "biased", "capped"):
+            if name not in t.step_names:
+                continue
+            step = t.step(name)
+            cols = self.shown(p.m)
+            mat = self.matrix(name, symbols[name], col_labels=True, exact=written[name])
+            children: list = [mat]
+            for i in self.dot_rows:
+                children.append(ScaledRow(p.tokens[i],
+                                          self.pick([worked[name](i, j) if j in cols else None
+                                                     for j in range(p.m)], cols),
+                                          self.pick(mat.exact[i], cols), self.pick(self.dec(name)[i], cols)))
+            sections.append(Section(name, spec(name, p).title, tuple(children),
+                                    formula=self.formula(name)))
+        return sections
+
     def masked(self) -> Section | None:
         t, p = self.t, self.p
         if "masked" not in t.step_names:
             return None
-        scores = t.step("scores")
 
         def entry(i: int, j: int) -> Math:
-            return hf.scaled(t, scores[i, j]) if t.is_allowed(i, j) else Exact(t.masked_value)
+            return hf.logit(t, i, j) if t.is_allowed(i, j) else Exact(t.masked_value)
 
         mat = self.matrix("masked", col_labels=True, exact=entry)
         return Section("masked", spec("masked", p).title,
@@ -270,7 +300,7 @@ class _Builder:
         if p.sink is None:
             return None
         r = t.row_max(i)
-        x = p.sink if r is None else p.sink - p.scale * t.step("scores")[i, r]
+        x = p.sink if r is None else p.sink - t.logit(i, r)
         return Int(1) if x == 0 else Exact(sympy.exp(x))
 
     def row_sum(self, i: int) -> Math:
@@ -301,20 +331,22 @@ class _Builder:
             return Row(tuple(Dots() if j is None else entry(j) for j in shown))
 
         dec = self.dec
-        scaled = {j: hf.scaled(t, scores[i, j]) for j in {*keys, *([r] if r is not None else [])}}
+        scaled = {j: hf.logit(t, i, j) for j in {*keys, *([r] if r is not None else [])}}
+        logit = t.logit_step
         exps = tuple(Dots() if j is None else Approx(hf.exponential(t, i, j), dec("exp")[i][j]) for j in shown)
         first = allowed[0]
         return SoftmaxRow(
             token=p.tokens[i], keys=tuple(p.key_tokens[j] for j in allowed),
             blocked=tuple(p.key_tokens[j] for j in range(p.m) if j not in allowed),
-            scaled=row(lambda j: scaled[j]), scaled_decimals=row(lambda j: dec("scaled")[i][j]),
-            maximum=Approx(scaled[r], dec("scaled")[i][r]) if r is not None else None,
+            scaled=row(lambda j: scaled[j]), scaled_decimals=row(lambda j: dec(logit)[i][j]),
+            maximum=Approx(scaled[r], dec(logit)[i][r]) if r is not None else None,
             maximum_key=p.key_tokens[r] if r is not None else None,
             ties=tuple(p.key_tokens[j] for j in sorted(t.ties(i))),
             shifted=row(lambda j: hf.shifted(t, i, j)), shifted_decimals=row(lambda j: dec("shifted")[i][j]),
             exponentials=exps, row_sum=self.row_sum(i), row_sum_decimal=dec("row_sum")[i][0],
             weights=row(lambda j: dec("weights")[i][j]), exact_key=p.key_tokens[first],
-            exact_weight=self.weight(i, first), exact_weight_decimal=dec("weights")[i][first])
+            exact_weight=self.weight(i, first), exact_weight_decimal=dec("weights")[i][first],
+            logit=logit)
 
     def weights(self) -> Section:
         t, p = self.t, self.p
@@ -404,6 +436,11 @@ class _Builder:
             "which is dropped after the softmax.",
             (CheckLine("", Chain((SigmaSum(Sub(Sym("A"), (Token(token), Sym("j")))), Frac(keys, total),
                                   Int(1)), ("=", "≤"))),))
+
+
+def _sum_of(a: Math, b: Math) -> Math:
+    """a + b written out (a Neg term prints as − x)."""
+    return Sum((a, b))
 
 
 def step_decimals(trace: Trace, name: str, options: DocumentOptions | None = None) -> Cells:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import sympy
 
 from symattn.document.blocks import (
-    Exact, Exp, Factor, Frac, Int, Math, Mul, Neg, SigmaSum, Sqrt, Sub, Sum, Sym, Words,
+    Exact, Exp, Factor, Frac, Func, Int, Math, Mul, Neg, Product, SigmaSum, Sqrt, Sub, Sum, Sym, Words,
 )
 from symattn.steps import scale_form
 
@@ -63,6 +63,76 @@ def scaled(trace: Trace, score: sympy.Basic) -> Math:
     return surd(form[0] * s, form[1])
 
 
+def number(value: sympy.Basic) -> Math:
+    """A rational as a person writes it (−1/4, 3/2); anything else in SymPy's form."""
+    r = _rational(value)
+    return surd(r, None) if r is not None else exact(value)
+
+
+# -- ALiBi and soft-capping: the logits (symattn.logits) ---------------------------------
+
+def bias_worked(trace: Trace, i: int, j: int) -> Math:
+    """ALiBi's bias before it is worked out: −1/4·(1 − 0), or −1/4·|0 − 2| when symmetric."""
+    alibi = trace.problem.alibi
+    gap = Sum((Int(i), Neg(Int(j))))
+    distance = Func("abs", gap) if alibi.symmetric else Factor(gap)
+    slope = number(alibi.slope)
+    return Neg(Product((slope if isinstance(slope, (Int, Frac)) else Factor(slope), distance)))
+
+
+def _plus(a: Math, b: Math) -> Math:
+    if b == Int(0):
+        return a
+    if a == Int(0):
+        return b
+    return Sum((a, b))
+
+
+def biased(trace: Trace, i: int, j: int) -> Math:
+    """scaled + bias as written: a rational when it is one, else 2/√3 − 1/4."""
+    value = trace.step("biased")[i, j]
+    if value.is_Rational:
+        return number(value)
+    return _plus(scaled(trace, trace.step("scores")[i, j]), number(trace.step("bias")[i, j]))
+
+
+def capped(trace: Trace, x: Math) -> Math:
+    """c·tanh(x/c) with x the logit before the cap as written."""
+    if x == Int(0):
+        return Int(0)
+    cap = number(trace.problem.softcap)
+    if cap == Int(1):
+        return Func("tanh", x)
+    return Mul((cap, Func("tanh", Frac(Factor(x), cap))))
+
+
+def logit(trace: Trace, i: int, j: int) -> Math:
+    """The entry the softmax takes (scaled, biased or capped) as written; no mask."""
+    p = trace.problem
+    x = biased(trace, i, j) if p.alibi is not None else scaled(trace, trace.step("scores")[i, j])
+    return capped(trace, x) if p.softcap is not None else x
+
+
+def _logit_shifted(trace: Trace, i: int, j: int) -> Math:
+    """logit[i, j] − logit[i, max] as written (0 for the keys tied with the maximum)."""
+    r = trace.row_max(i)
+    if r is None:
+        return logit(trace, i, j)
+    if j in trace.ties(i):
+        return Int(0)
+    value = trace.exponent(i, j)
+    if value.is_Rational:
+        return number(value)
+    p = trace.problem
+    if p.softcap is not None:
+        return Sum((logit(trace, i, j), Neg(logit(trace, i, r))))
+    form, gap = scale_form(p), _rational(trace.score_gap(i, j))
+    if form is None or gap is None or not p.alibi.slope.is_Rational:
+        return exact(value)
+    bias = -p.alibi.slope * (trace.alibi_distance(i, j) - trace.alibi_distance(i, r))
+    return _plus(surd(form[0] * gap, form[1]), number(bias))
+
+
 def _shifted_surd(trace: Trace, i: int, j: int) -> Math | None:
     form, gap = scale_form(trace.problem), _rational(trace.score_gap(i, j))
     if form is None or gap is None:
@@ -74,6 +144,8 @@ def shifted(trace: Trace, i: int, j: int) -> Math:
     """The shifted score of row i, key j (−∞ where masked)."""
     if not trace.is_allowed(i, j):
         return Exact(trace.masked_value)
+    if trace.logit_step != "scaled":
+        return _logit_shifted(trace, i, j)
     form = _shifted_surd(trace, i, j)
     return form if form is not None else exact(trace.shifted[i, j])
 
@@ -82,6 +154,9 @@ def exponential(trace: Trace, i: int, j: int) -> Math:
     """``e^(−8/√3)``; 1 for e^0; 0 where masked."""
     if not trace.is_allowed(i, j):
         return Int(0)
+    if trace.logit_step != "scaled":
+        form = _logit_shifted(trace, i, j)
+        return Int(1) if form == Int(0) else Exp(form)
     form = _shifted_surd(trace, i, j)
     if form is None:
         return Exact(sympy.exp(trace.exponent(i, j)))

@@ -60,15 +60,29 @@ PLAIN_SOFTMAX = frozenset(("rows-sum-to-one", "shift-invariance", "convex-hull",
                            "temperature-limits", "softmax-jacobian", "online-softmax-equals-softmax"))
 
 
-def _general_only(name: str, claims: Claims | None) -> Proof:
+#: facts whose instance check rebuilds the problem on the scores: ALiBi ties the logits to
+#: positions (permuting tokens is not permuting rows), soft-capping is not shift-invariant
+#: in the scores (c·tanh((s + a)/c) ≠ c·tanh(s/c) + a); the softmax of the logits still is
+PLAIN_LOGITS = {"alibi": frozenset(("permutation-equivariance",)),
+                "softcap": frozenset(("shift-invariance",))}
+
+
+def _general_only(name: str, claims: Claims | None, why_text: str | None = None,
+                  why_tex: str | None = None) -> Proof:
     """A plain-softmax fact on a problem with a sink: its general proof, and why the
     problem's own data are not checked against it (they obey the sink's forms instead)."""
     proof = FACTS[name](None, None)
     why = Line(f"not checked on this problem{' or the claims' if claims is not None else ''}: "
-               "it has a sink logit, so its weights sum to less than 1 and this fact about the "
-               "plain softmax does not apply (see sink-forms-agree)",
-               r"\text{not checked: the problem has a sink logit}")
+               + (why_text or "it has a sink logit, so its weights sum to less than 1 and this "
+                  "fact about the plain softmax does not apply (see sink-forms-agree)"),
+               why_tex or r"\text{not checked: the problem has a sink logit}")
     return dataclasses.replace(proof, checks=proof.checks + (why,))
+
+
+def _logit_variant(p: Problem) -> str | None:
+    """ "ALiBi", "soft-capping" or both when the softmax takes other logits than scale·scores."""
+    names = [n for n, on in (("ALiBi", p.alibi is not None), ("soft-capping", p.softcap is not None)) if on]
+    return " and ".join(names) or None
 
 
 def _trace(subject: Problem | Trace | None) -> Trace | None:
@@ -98,6 +112,13 @@ def prove(name: str, subject: Subject = None, claims: Claims | None = None) -> P
         claims.check_shapes(trace.problem.n, trace.problem.m, trace.problem.d_v)
     if trace is not None and trace.problem.sink is not None and name in PLAIN_SOFTMAX:
         return _general_only(name, claims)
+    variant = None if trace is None else _logit_variant(trace.problem)
+    if variant is not None and any(getattr(trace.problem, key) is not None and name in facts
+                                   for key, facts in PLAIN_LOGITS.items()):
+        return _general_only(name, claims, f"it has {variant}, so the softmax takes the "
+                             f"{trace.logit_step} logits, not scale·scores of unordered tokens, and "
+                             "this fact's instance check (on the scores) does not apply",
+                             rf"\text{{not checked: the problem has {variant}}}")
     return FACTS[name](trace, claims)
 
 

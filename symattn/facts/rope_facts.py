@@ -51,7 +51,7 @@ def _shifted(p: Problem, by: int) -> Problem:
             "key_positions": [x + by for x in p.rope.key_positions]}
     keys: dict[str, object] = {k: mat.to_sympy() for k, mat in p.inputs.items()}
     keys.update(tokens=list(p.tokens), key_tokens=list(p.key_tokens), scale=p.scale,
-                mask=p.mask_value, sink=p.sink, rope=rope)
+                mask=p.mask_value, **p.variant_keys, rope=rope)
     return Problem(**keys)
 
 

@@ -201,12 +201,12 @@ def _shift_problem(trace: Trace, shifts: list[sympy.Expr]) -> Problem:
         S = trace.scores.matrix
         Q2 = sympy.ImmutableMatrix(p.n, p.m, lambda i, j: S[i, j] + shifts[i])
         return Problem(Q=Q2, K=sympy.eye(p.m), V=trace.V.matrix, scale=p.scale, mask=p.mask_value,
-                       sink=p.sink, tokens=p.tokens, key_tokens=p.key_tokens)
+                       **p.variant_keys, tokens=p.tokens, key_tokens=p.key_tokens)
     Q, K = trace.Q.matrix, trace.K.matrix
     Q2 = Q.row_join(sympy.ImmutableMatrix([[c] for c in shifts]))
     K2 = K.row_join(sympy.ones(K.rows, 1))
     mask = None if p.mask is None else [[int(x) for x in row] for row in p.mask.tolist()]
-    return Problem(Q=Q2, K=K2, V=trace.V.matrix, scale=p.scale, mask=mask, sink=p.sink,
+    return Problem(Q=Q2, K=K2, V=trace.V.matrix, scale=p.scale, mask=mask, **p.variant_keys,
                    tokens=p.tokens, key_tokens=p.key_tokens)
 
 

@@ -230,7 +230,7 @@ class HtmlPrinter(Printer):
         if s.blocked:
             out.append(f"<p>The mask blocks {m.escape(', '.join(s.blocked))}: weight exactly 0.</p>")
         rows: list[tuple[str, str | None]] = [
-            ("scaled", m.mrow(*self.approx(s.scaled, s.scaled_decimals)))]
+            (s.logit, m.mrow(*self.approx(s.scaled, s.scaled_decimals)))]
         if s.maximum is not None:
             ties = [k for k in s.ties if k != s.maximum_key]
             where = f" (key {s.maximum_key}" + (f"; tied with {', '.join(ties)}" if ties else "") + ")"
@@ -239,7 +239,7 @@ class HtmlPrinter(Printer):
         else:
             rows.append(("maximum", m.mtext("left open by the symbols, so nothing is subtracted")))
         rows += [
-            ("shifted = scaled − max", m.mrow(*self.approx(s.shifted, s.shifted_decimals))),
+            (f"shifted = {s.logit} − max", m.mrow(*self.approx(s.shifted, s.shifted_decimals))),
             ("exponentials", None),
             ("row sum", m.mrow(*self.approx(s.row_sum, s.row_sum_decimal))),
             ("weights = exp / row sum", m.mrow(m.mo(_relation(s.weights)), self.print(s.weights))),
@@ -396,6 +396,11 @@ class HtmlPrinter(Printer):
     def _print_Sqrt(self, n: b.Sqrt) -> str:
         return m.msqrt(self.print(n.radicand))
 
+    def _print_Func(self, n: b.Func) -> str:
+        if n.name == "abs":
+            return m.mrow(m.mo("|", stretchy=False), self.print(n.argument), m.mo("|", stretchy=False))
+        return m.mrow(m.mi(n.name, upright=True), m.paren(self.print(n.argument)))
+
     def _print_Exp(self, n: b.Exp) -> str:
         self._script += 1
         try:
@@ -412,6 +417,8 @@ class HtmlPrinter(Printer):
                 text = m.paren(text)
             if parts:
                 parts.append(m.mo(m.INVISIBLE_TIMES))
+                if isinstance(f, b.Func):   # 5 tanh(…): a thin space before the name
+                    parts.append('<mspace width="0.17em"></mspace>')
             parts.append(text)
         return m.mrow(*parts)
 

@@ -8,7 +8,7 @@ of lines.  Token names and words are escaped with ``render.texutil``.
 from __future__ import annotations
 
 from symattn.document.blocks import (
-    Approx, Blend, Chain, Check, Decimal, Document, DotProducts, Dots, Exact, Exp, Factor, Frac, HeatMap,
+    Approx, Blend, Chain, Check, Decimal, Document, DotProducts, Dots, Exact, Exp, Factor, Frac, Func, HeatMap,
     Int, LabelledMatrix, Math, Mul, Neg, Note, Product, Row, ScaledRow, ScaleNote, Section, Seq, SigmaSum,
     SoftmaxRow, SoftmaxRule, Sqrt, Sub, Sum, Summary, Sym, Token, WorkedProjection, Words,
     ProofLines, Verdicts,
@@ -117,6 +117,13 @@ class LatexPrinter(Printer):
 
     def _print_Sqrt(self, node: Sqrt, **ctx) -> str:
         return f"\\sqrt{{{self.print(node.radicand, **ctx)}}}"
+
+    def _print_Func(self, node: Func, **ctx) -> str:
+        if node.name == "abs":
+            return f"\\left|{self.print(node.argument, **ctx)}\\right|"
+        name = f"\\{node.name}" if node.name in ("tanh", "cos", "sin", "exp", "log") \
+            else f"\\operatorname{{{node.name}}}"
+        return f"{name}\\left({self.print(node.argument, **ctx)}\\right)"
 
     def _print_Exp(self, node: Exp, **ctx) -> str:
         return f"e^{{{self.print(node.exponent, exponent=True)}}}"
@@ -323,11 +330,11 @@ class LatexPrinter(Printer):
         terms = [r"\cdots" if t is None else t for t in (self._exponential(e) for e in r.exponentials)]
         terms = [t for k, t in enumerate(terms) if t != r"\cdots" or k == 0 or terms[k - 1] != r"\cdots"]
         wide = len(r.scaled.items) > WIDE
-        eqs = self._approx_lines("\\text{scaled}", r.scaled, r.scaled_decimals, wide)
+        eqs = self._approx_lines(f"\\text{{{r.logit}}}", r.scaled, r.scaled_decimals, wide)
         eqs.append(f"\\max &= {p(r.maximum)} \\quad (\\text{{key {tex_escape(r.maximum_key)}}})"
                    if r.maximum is not None else
                    "\\max &: \\text{left open by the symbols, so nothing is subtracted}")
-        eqs += self._approx_lines("\\text{shifted} = \\text{scaled} - \\max", r.shifted, r.shifted_decimals, wide)
+        eqs += self._approx_lines(f"\\text{{shifted}} = \\text{{{r.logit}}} - \\max", r.shifted, r.shifted_decimals, wide)
         per = 3 if wide else max(len(terms), 1)
         parts = chunks(terms, per)
         eqs.append("e^{\\text{shifted}} &: \\quad " + ",\\quad ".join(parts[0]) + ("," if len(parts) > 1 else ""))

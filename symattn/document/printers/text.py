@@ -9,7 +9,7 @@ from __future__ import annotations
 import textwrap
 
 from symattn.document.blocks import (
-    Approx, Blend, Chain, Check, Decimal, Document, DotProducts, Dots, Exact, Exp, Factor, Frac, HeatMap,
+    Approx, Blend, Chain, Check, Decimal, Document, DotProducts, Dots, Exact, Exp, Factor, Frac, Func, HeatMap,
     Int, LabelledMatrix, Math, Mul, Neg, Note, Product, Row, ScaledRow, ScaleNote, Section, Seq, SigmaSum,
     SoftmaxRow, SoftmaxRule, Sqrt, Sub, Sum, Summary, Sym, Token, WorkedProjection, Words,
     ProofLines, Report, Verdicts,
@@ -86,13 +86,18 @@ class TextPrinter(Printer):
         inner = self.print(node.radicand)
         return f"√{inner}" if isinstance(node.radicand, (Int, Sym)) else f"√({inner})"
 
+    def _print_Func(self, node: Func) -> str:
+        if node.name == "abs":
+            return f"|{self.print(node.argument)}|"
+        return f"{node.name}({self.print(node.argument)})"
+
     def _print_Exp(self, node: Exp) -> str:
         return f"e^({self.print(node.exponent)})"
 
     def _print_Mul(self, node: Mul) -> str:
         text = ""
         for k, f in enumerate(node.factors):
-            if k and isinstance(f, (Exp, Exact, Sym, Sub)):
+            if k and isinstance(f, (Exp, Exact, Sym, Sub, Func)):
                 text += "·"
             text += self.print(f)
         return text
@@ -230,16 +235,16 @@ class TextPrinter(Printer):
         exact = (f"   exactly: weights[{r.token}, {r.exact_key}] = {p(r.exact_weight)}"
                  if r.exact_weight is not None else None)
         if r.maximum is None:
-            lines = [*blocked, f"   scaled[{r.token}] = {p(r.scaled)}   (keys {', '.join(r.keys)})",
+            lines = [*blocked, f"   {r.logit}[{r.token}] = {p(r.scaled)}   (keys {', '.join(r.keys)})",
                      "   The symbols leave the row maximum open, so nothing is subtracted:",
-                     "   exp = e^scaled here, which gives the same weights.",
+                     f"   exp = e^{r.logit} here, which gives the same weights.",
                      f"   row_sum = {p(r.row_sum)}"]
             return lines + ([exact.replace("exactly: ", "")] if exact else [])
         exps = ", ".join(self._exponential(e) for e in r.exponentials)
         lines = [*blocked,
-                 f"   scaled[{r.token}] = {p(Approx(r.scaled, r.scaled_decimals))}   (keys {', '.join(r.keys)})",
+                 f"   {r.logit}[{r.token}] = {p(Approx(r.scaled, r.scaled_decimals))}   (keys {', '.join(r.keys)})",
                  f"   row maximum: {p(r.maximum)} (key {r.maximum_key!r})",
-                 f"   shifted = scaled − max = {p(Approx(r.shifted, r.shifted_decimals))}",
+                 f"   shifted = {r.logit} − max = {p(Approx(r.shifted, r.shifted_decimals))}",
                  f"   exponentials: {exps}",
                  f"   row_sum = {p(r.row_sum)} ≈ {p(r.row_sum_decimal)}",
                  f"   weights = exp / row_sum ≈ {p(r.weights)}"]
