@@ -1,0 +1,98 @@
+"""What each modelled mistake gives on a worksheet question, and versions that tell them apart.
+
+A key's "common wrong answers" table and the rule that keeps only versions
+whose mistakes are distinguishable read the same values: those of
+``symattn check`` itself (:class:`symattn.check.checker.Checker`'s mistakes,
+each the one engine run on a changed problem), rounded as the sheet asks.
+Nothing here computes attention.
+
+For each question (a step such as ``weights``) a mistake *code* is listed
+once, with the first of its variants (in the checker's order) that gives a
+different answer from the right one; ``wrong-step`` (another step's value)
+is not a computation mistake and is left out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from symattn.certify import CertifiedDecimal, Rounding
+from symattn.check.checker import Checker
+from symattn.engine import NEG_INF
+from symattn.trace import Trace
+
+__all__ = ["WrongAnswer", "wrong_answers", "separates", "answer_texts"]
+
+Grid = tuple[tuple[str, ...], ...]
+
+
+@dataclass(frozen=True)
+class WrongAnswer:
+    """What one named mistake gives for a whole question: its rounded entries, row by row."""
+
+    code: str
+    detail: str
+    values: Grid
+
+
+def _text(d: CertifiedDecimal | object) -> str:
+    return "-inf" if d is NEG_INF else d.text  # type: ignore[union-attr]
+
+
+def answer_texts(trace: Trace, step: str, rounding: Rounding) -> Grid:
+    """The right answer of a question, rounded as the sheet asks (the certified decimals)."""
+    return tuple(tuple(_text(d) for d in row) for row in trace.step(step).decimals(rounding))
+
+
+def _checker(trace: Trace, cache: dict | None) -> Checker:
+    if cache is None:
+        return Checker(trace)
+    hit = cache.get(id(trace))
+    if hit is None:
+        hit = cache[id(trace)] = Checker(trace)
+    return hit
+
+
+def wrong_answers(trace: Trace, step: str, rounding: Rounding, *,
+                  checker: Checker | None = None) -> list[WrongAnswer]:
+    """Each modelled mistake's answer to the question ``step`` (at ``rounding``), in the checker's
+    order; a mistake that changes nothing at this rounding is listed with the right answer's values
+    (so a caller can see it is not separated)."""
+    checker = checker or Checker(trace)
+    target = checker.target(step)
+    right = answer_texts(trace, step, rounding)
+    rows, cols = target.shape
+    per_cell = checker.mistakes.cells(target.spec, target.shape, rounding.places)
+    variants: dict[tuple[str, str], list] = {}
+    for k, cells in enumerate(per_cell):
+        for m in cells:
+            if m.code == "wrong-step":
+                continue
+            variants.setdefault((m.code, m.detail), [None] * (rows * cols))[k] = m.cell
+    chosen: dict[str, WrongAnswer] = {}
+    for (code, detail), cells in variants.items():
+        if any(c is None for c in cells):
+            continue                       # a variant that does not cover the whole answer
+        try:
+            flat = [_text(c.rounded(rounding)) for c in cells]
+        except Exception:   # noqa: BLE001 - a variant that cannot be certified explains nothing
+            continue
+        grid = tuple(tuple(flat[i * cols:(i + 1) * cols]) for i in range(rows))
+        previous = chosen.get(code)
+        if previous is None or (previous.values == right and grid != right):
+            chosen[code] = WrongAnswer(code, detail, grid)
+    return list(chosen.values())
+
+
+def separates(trace: Trace, steps: list[str], rounding: Rounding) -> bool:
+    """Does every modelled mistake give, on every question, an answer different from the right
+    one and from every other mistake's (so a wrong answer points to its cause)?"""
+    checker = Checker(trace)
+    for step in steps:
+        right = answer_texts(trace, step, rounding)
+        seen = {right}
+        for wrong in wrong_answers(trace, step, rounding, checker=checker):
+            if wrong.values in seen:
+                return False
+            seen.add(wrong.values)
+    return True
