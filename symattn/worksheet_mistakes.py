@@ -21,9 +21,20 @@ from symattn.check.checker import Checker
 from symattn.engine import NEG_INF
 from symattn.trace import Trace
 
-__all__ = ["WrongAnswer", "wrong_answers", "separates", "answer_texts"]
+__all__ = ["WrongAnswer", "wrong_answers", "separates", "answer_texts", "figure"]
 
 Grid = tuple[tuple[str, ...], ...]
+
+#: The mistakes a separating version must tell apart.  ``e-as-2.7`` is listed in the key's table
+#: but not required: 2.7 for e moves every exponent by 0.7 %, which an answer of two or three
+#: digits often cannot show, so requiring it would reject most hand-friendly problems.
+SEPARATED = frozenset(("unscaled", "scaled-by-d_k", "transposed-scores", "softmax-over-columns",
+                       "scaled-after-softmax", "values-from-keys", "transposed-output", "early-rounding",
+                       "mask-after-softmax", "masked-by-zero", "window-off-by-one"))
+#: Mistakes of precision: when the answer rounds the same as the right one, the student is right at
+#: the precision asked, so only an answer that differs must be told apart.
+PRECISION = frozenset(("early-rounding",))
+_ORDER = ("weights", "output", "scaled", "scores")   # the questions that fail most, first
 
 
 @dataclass(frozen=True)
@@ -84,15 +95,26 @@ def wrong_answers(trace: Trace, step: str, rounding: Rounding, *,
     return list(chosen.values())
 
 
+def figure(values: Grid) -> str:
+    """A question's answer written as ``check`` reads a matrix: ``a, b, c; d, e, f``."""
+    return "; ".join(", ".join(row) for row in values)
+
+
 def separates(trace: Trace, steps: list[str], rounding: Rounding) -> bool:
-    """Does every modelled mistake give, on every question, an answer different from the right
-    one and from every other mistake's (so a wrong answer points to its cause)?"""
+    """Does every modelled mistake (of :data:`SEPARATED`) give, on every question, an answer different from the right
+    one and from every other mistake's, that ``check`` names as that mistake (not as a slip in
+    the last digit), so a wrong answer points to its cause?"""
     checker = Checker(trace)
-    for step in steps:
+    for step in sorted(steps, key=lambda s: _ORDER.index(s) if s in _ORDER else len(_ORDER)):
         right = answer_texts(trace, step, rounding)
         seen = {right}
-        for wrong in wrong_answers(trace, step, rounding, checker=checker):
+        wrongs = [w for w in wrong_answers(trace, step, rounding, checker=checker) if w.code in SEPARATED
+                  and not (w.code in PRECISION and w.values == right)]
+        for wrong in wrongs:
             if wrong.values in seen:
                 return False
             seen.add(wrong.values)
+        for wrong in wrongs:          # the costlier test last: check itself names the mistake
+            if checker.check(step, figure(wrong.values)).mistake != wrong.code:
+                return False
     return True

@@ -79,6 +79,9 @@ class Versions:
                 found.setdefault(p.stem[len("version-"):], p)
         for p in sorted(folder.glob("*/problem.toml")):
             found.setdefault(p.parent.name, p)
+        from symattn.worksheet import read_versions   # the codes printed on the sheets (worksheet.json)
+        for key, p in read_versions(folder).items():
+            found.setdefault(key, p)
         return found
 
     @property
@@ -108,6 +111,9 @@ class Versions:
         if not version:
             raise GradeError("no version given; the version column picks the problem")
         files = self._files(self.folder)
+        if version not in files:
+            from symattn.worksheet import normal_code
+            version = normal_code(version) if normal_code(version) in files else version
         if version not in files:
             ids = sorted(k for k in files if not k.startswith("version-"))
             raise GradeError(f"no version {version!r} in {self.folder}; the versions are "

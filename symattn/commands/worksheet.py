@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> Outcome:
     from symattn.trace import Trace
 
     asked = tuple(asked_steps(Trace(problem), questions))
-    points = parse_points(args.points, asked) if args.points else None
+    points = parse_points(args.points, asked) if args.points is not None else None
     options = WorksheetOptions(questions=questions, rounding=rounding, derivation=not args.no_derivation,
                                points=points, format=args.format)
     progress = _progress if random and args.versions >= LONG_RUN else None
