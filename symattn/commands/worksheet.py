@@ -80,6 +80,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="versions: keep versions where two modelled mistakes give the same answer")
     parser.add_argument("--format", choices=("latex", "html"), default="latex",
                         help="sheets and keys as LaTeX (default; --pdf compiles them) or HTML pages")
+    parser.add_argument("--selfcheck", action="store_true",
+                        help="write only offline self-check pages for students into DIR, one per "
+                             "version (no answers in them; see docs/classroom.md)")
     parser.set_defaults(run=run)
 
 
@@ -106,6 +109,8 @@ def run(args: argparse.Namespace) -> Outcome:
         raise SymattnError("--no-separate applies to random versions: add --versions N")
     if args.pdf and args.format == "html":
         raise SymattnError("--pdf compiles the LaTeX sheets: leave out --format html, or --pdf")
+    if args.selfcheck and args.pdf:
+        raise SymattnError("--selfcheck writes HTML pages: leave out --pdf")
     if args.pdf:
         from symattn.pdf import find_engine
 
@@ -132,6 +137,10 @@ def run(args: argparse.Namespace) -> Outcome:
         else:
             toml = example_text(args.example or DEFAULT_EXAMPLE)
         versions = single_version(problem, toml)
+    if args.selfcheck:
+        from symattn.html.selfcheck import write_selfcheck
+
+        return Outcome(write_selfcheck(versions, rounding, questions, args.out_dir))
     files = worksheet_files(versions, options, progress=progress)
     if progress and args.pdf:
         print(f"compiling {2 * len(versions) + 2} PDFs …", file=sys.stderr, flush=True)

@@ -71,6 +71,7 @@ class Instruction(Block):
 
     label: str
     parts: tuple[str | Math, ...]
+    latex: str | None = None           # the sentence as LaTeX, where it was written as LaTeX (RoPE)
 
 
 @dataclass(frozen=True)
@@ -192,6 +193,10 @@ def instructions(trace: Trace, rounding: Rounding, steps: list[str]) -> list[Ins
                                         Exact(sympy.exp(sympy.Symbol("s") - sympy.Symbol("max"))),
                                         f" with s = {p.sink}; that column is then dropped, so each row "
                                         "sums to less than 1.")))
+    if getattr(p, "rope", None) is not None:
+        from symattn.rope import rope_statement, rope_text
+
+        out.append(Instruction("RoPE", (rope_text(p),), rope_statement(p).strip()))
     if "weights" in steps:
         x_j, x_k = Sub(Sym("x"), (Sym("j"),)), Sub(Sym("x"), (Sym("k"),))
         top = Exp(Sum((x_j, Neg(Words("max")))))

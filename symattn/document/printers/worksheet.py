@@ -80,7 +80,8 @@ class WorksheetLatexPrinter(LatexPrinter):
         return lines
 
     def _print_Instruction(self, i: Instruction) -> list[str]:
-        return [f"\\textbf{{{tex_escape(i.label)}:}} {self.words(i.parts)}\\par"]
+        text = i.latex if i.latex is not None else self.words(i.parts)
+        return [f"\\textbf{{{tex_escape(i.label)}:}} {text}\\par"]
 
     @staticmethod
     def _points(points: str | None) -> str:
