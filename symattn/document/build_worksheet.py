@@ -189,10 +189,10 @@ def instructions(trace: Trace, rounding: Rounding, steps: list[str]) -> list[Ins
                                             "weight exactly 0; each row's softmax runs over its allowed "
                                             "keys only.",)))
     if p.sink is not None:
-        out.append(Instruction("Sink", ("each row's softmax denominator also adds ",
-                                        Exact(sympy.exp(sympy.Symbol("s") - sympy.Symbol("max"))),
-                                        f" with s = {p.sink}; that column is then dropped, so each row "
-                                        "sums to less than 1.")))
+        out.append(Instruction("Sink", ("Sink logit ", Chain((Sym("s"), hf.exact(p.sink)), ("=",)),
+                                        ": each row's softmax denominator also adds ",
+                                        Exp(Sum((Sym("s"), Neg(Words("max"))))),
+                                        "; that column is then dropped, so each row sums to less than 1.")))
     if getattr(p, "rope", None) is not None:
         from symattn.rope import rope_statement, rope_text
 
