@@ -35,7 +35,7 @@ Matrix = sympy.ImmutableMatrix
 
 #: The keys of a multi-head problem file.
 MULTIHEAD_KEYS = ("title", "about", "X", "X_kv", "tokens", "key_tokens", "scale", "mask",
-                  "heads", "kv_heads", "W_q", "W_k", "W_v", "W_o", "head", "kv_head")
+                  "heads", "kv_heads", "W_q", "W_k", "W_v", "W_o", "head", "kv_head", "K", "V")
 _SHARED = ("X_kv", "tokens", "key_tokens", "scale", "mask")
 
 
@@ -61,6 +61,28 @@ W_o = [["1/2", 0, 0], [0, "1/2", 0], [0, 0, "1/2"],   # output = the mean of the
 """
 
 
+def heads_example_names() -> list[str]:
+    """The built-in multi-head examples (``symattn heads --example NAME``)."""
+    from importlib import resources
+
+    folder = resources.files("symattn.examples").joinpath("heads")
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".toml"))
+
+
+def heads_example_text(name: str) -> str:
+    """The TOML text of one built-in multi-head example."""
+    from importlib import resources
+
+    if name not in heads_example_names():
+        raise ProblemError(f"no multi-head example named {name!r}; they are {', '.join(heads_example_names())}")
+    return resources.files("symattn.examples").joinpath("heads", f"{name}.toml").read_text(encoding="utf-8")
+
+
+def load_heads_example(name: str) -> "MultiHeadProblem":
+    """A built-in multi-head example (``gqa-exercise``) as a :class:`MultiHeadProblem`."""
+    return MultiHeadProblem.from_toml_text(heads_example_text(name), source=f"example {name!r}")
+
+
 def _matrix(name: str, value: object) -> Matrix:
     return exact_matrix(name, value).to_sympy()
 
@@ -84,14 +106,25 @@ class MultiHeadProblem:
 
     ``q_weights[i]`` is query head i's W_q; ``kv_weights[g]`` is the (W_k, W_v)
     of key/value head g; query head i reads key/value head ``i // (h // h_kv)``.
+    With ``direct`` (and no X) they are the heads' Q and (K, V) themselves, as
+    exercises give them: two query heads q₁ = [1, 0], q₂ = [0, 1] sharing one K, V.
     """
 
-    def __init__(self, *, X: object, q_weights: Sequence[object],
+    def __init__(self, *, X: object = None, q_weights: Sequence[object],
                  kv_weights: Sequence[tuple[object, object]], W_o: object = None,
                  X_kv: object = None, tokens: Sequence[str] | None = None,
                  key_tokens: Sequence[str] | None = None, scale: object = None,
-                 mask: object = None, title: str | None = None) -> None:
+                 mask: object = None, title: str | None = None, direct: bool = False) -> None:
         self.title = title
+        self.direct = direct
+        if direct and (X is not None or X_kv is not None):
+            raise ProblemError("give Q, K and V per head or X with W_q, W_k, W_v, not both")
+        if not direct and X is None:
+            raise ProblemError("X is missing: multi-head problems project X (n × d_model), "
+                               "or give Q (and K, V) per head directly")
+        self._inputs = dict(X=X, X_kv=X_kv, tokens=tokens, key_tokens=key_tokens, scale=scale,
+                            mask=mask, title=title, W_o=W_o, direct=direct)
+        self._q, self._kv = list(q_weights), list(kv_weights)
         self.heads, self.kv_heads = len(q_weights), len(kv_weights)
         if self.heads == 0 or self.kv_heads == 0:
             raise ProblemError("a multi-head problem needs at least one head")
@@ -104,10 +137,12 @@ class MultiHeadProblem:
         self.head_problems: list[Problem] = []
         for i, W_q in enumerate(q_weights):
             W_k, W_v = kv_weights[self.kv_of[i]]
+            roles = (dict(Q=W_q, K=W_k, V=W_v) if direct else
+                     dict(X=X, W_q=W_q, W_k=W_k, W_v=W_v, X_kv=X_kv))
             try:
                 self.head_problems.append(Problem(
-                    X=X, W_q=W_q, W_k=W_k, W_v=W_v, X_kv=X_kv, tokens=tokens,
-                    key_tokens=key_tokens, scale=scale, mask=mask, title=f"head {i}"))
+                    **roles, tokens=tokens, key_tokens=key_tokens, scale=scale, mask=mask,
+                    title=f"head {i}"))
             except (ParseError, ProblemError) as exc:
                 raise ProblemError(f"head {i}: {exc}") from None
         first = self.head_problems[0]
@@ -144,10 +179,11 @@ class MultiHeadProblem:
         shared = {k: data[k] for k in _SHARED if k in data}
         title = data.get("title")
         try:
-            if "X" not in data:
-                raise ProblemError("X is missing: multi-head problems project X (n × d_model)")
             if "head" in data:
                 return cls._from_tables(data, shared, title)
+            if "X" not in data:
+                raise ProblemError("X is missing: multi-head problems project X (n × d_model), "
+                                   "or give Q (and K, V) per head in [[head]] tables")
             if "heads" not in data:
                 raise ProblemError("give heads = h with split W_q, W_k, W_v, or [[head]] tables")
             for key in ("W_q", "W_k", "W_v"):
@@ -168,6 +204,11 @@ class MultiHeadProblem:
         heads = data["head"]
         if not isinstance(heads, list) or not all(isinstance(h, Mapping) for h in heads):
             raise ProblemError("head must be a list of tables: write [[head]] before each head")
+        if any("Q" in t for t in heads) or "K" in data or "V" in data:
+            return cls._from_direct_tables(data, shared, title)
+        if "X" not in data:
+            raise ProblemError("X is missing: [[head]] tables with W_q project X (n × d_model); "
+                               "or give Q per head")
         kv_tables = data.get("kv_head")
         if kv_tables is not None and (not isinstance(kv_tables, list)
                                       or not all(isinstance(h, Mapping) for h in kv_tables)):
@@ -196,6 +237,50 @@ class MultiHeadProblem:
         return cls(X=data["X"], q_weights=qs, kv_weights=kv, W_o=data.get("W_o"), title=title, **shared)
 
     @classmethod
+    def _from_direct_tables(cls, data: Mapping[str, Any], shared: dict,
+                            title: str | None) -> "MultiHeadProblem":
+        """[[head]] tables of Q; K and V in [[kv_head]] tables, at the top (one shared head), or in
+        each [[head]] table (one per query head)."""
+        heads, kv_tables = data["head"], data.get("kv_head")
+        if "X" in data or "X_kv" in shared:
+            raise ProblemError("X goes with projections: with Q (and K, V) given per head leave out X and X_kv")
+        top = "K" in data or "V" in data
+        if top and not ("K" in data and "V" in data):
+            raise ProblemError("give both K and V at the top (one key/value head shared by every query head)")
+        if top and kv_tables is not None:
+            raise ProblemError("give the shared K, V at the top or [[kv_head]] tables, not both")
+        if kv_tables is not None and (not isinstance(kv_tables, list)
+                                      or not all(isinstance(h, Mapping) for h in kv_tables)):
+            raise ProblemError("kv_head must be a list of tables: write [[kv_head]] before each one")
+        own_kv = not top and kv_tables is None
+        expect = ("Q", "K", "V") if own_kv else ("Q",)
+        for i, table in enumerate(heads):
+            extra = [k for k in table if k not in expect]
+            if extra:
+                where = "at the top" if top else "in [[kv_head]]" if kv_tables is not None else ""
+                raise ProblemError(f"head {i}: unexpected key {extra[0]!r}; with Q given per head a "
+                                   f"[[head]] table holds {', '.join(expect)}"
+                                   + (f" (K, V are {where})" if where else ""))
+            for key in expect:
+                if key not in table:
+                    raise ProblemError(f"head {i}: {key} is missing")
+        if "kv_heads" in data:
+            raise ProblemError("kv_heads goes with split projections; give [[kv_head]] tables of K and V")
+        if top:
+            kv = [(_matrix("K", data["K"]), _matrix("V", data["V"]))]
+        elif kv_tables is not None:
+            for g, table in enumerate(kv_tables):
+                if sorted(table) != ["K", "V"]:
+                    raise ProblemError(f"kv_head {g}: with Q given per head a [[kv_head]] table holds "
+                                       "exactly K and V")
+            kv = [(_matrix(f"kv_head {g} K", t["K"]), _matrix(f"kv_head {g} V", t["V"]))
+                  for g, t in enumerate(kv_tables)]
+        else:
+            kv = [(_matrix(f"head {i} K", t["K"]), _matrix(f"head {i} V", t["V"])) for i, t in enumerate(heads)]
+        qs = [_matrix(f"head {i} Q", t["Q"]) for i, t in enumerate(heads)]
+        return cls(q_weights=qs, kv_weights=kv, W_o=data.get("W_o"), title=title, direct=True, **shared)
+
+    @classmethod
     def from_toml_text(cls, text: str, *, source: str = "problem") -> "MultiHeadProblem":
         """Read a multi-head problem file's text; TOML floats by their decimal text."""
         return cls.from_dict(parse_toml(text, source=source), source=source)
@@ -208,12 +293,19 @@ class MultiHeadProblem:
 
     def repeated_kv(self) -> "MultiHeadProblem":
         """The same heads with each key/value head copied to every query head it serves."""
-        p0 = self.head_problems[0]
-        kv = [(p.W_k, p.W_v) for p in self.head_problems]
-        return MultiHeadProblem(X=p0.X, q_weights=[p.W_q for p in self.head_problems], kv_weights=kv,
-                                W_o=self.W_o, X_kv=p0.X_kv, tokens=self.tokens,
-                                key_tokens=None if p0.key_tokens == p0.tokens else p0.key_tokens,
-                                scale=p0.scale, mask=_mask_list(p0), title=self.title)
+        return self.with_kv_heads([self.kv_of[i] for i in range(self.heads)], self.title)
+
+    def tiled(self) -> "MultiHeadProblem":
+        """The mistake ``gqa-tiled``: query head i reads key/value head i mod h_kv (the key/value
+        heads tiled, as ``K.repeat(1, group, 1, 1)`` does) instead of i // (h / h_kv)
+        (``repeat_interleave``, PyTorch's enable_gqa).  The same engine on a changed problem."""
+        return self.with_kv_heads([i % self.kv_heads for i in range(self.heads)],
+                                  f"{self.title or 'heads'} (gqa-tiled)")
+
+    def with_kv_heads(self, kv_of: Sequence[int], title: str | None) -> "MultiHeadProblem":
+        """Multi-head attention in which query head i reads key/value head ``kv_of[i]`` of this problem."""
+        inputs = {**self._inputs, "title": title}
+        return MultiHeadProblem(q_weights=self._q, kv_weights=[self._kv[g] for g in kv_of], **inputs)
 
     def __repr__(self) -> str:
         kind = ("multi-head" if self.kv_heads == self.heads
@@ -221,10 +313,6 @@ class MultiHeadProblem:
         plural = "s" * (self.kv_heads > 1)
         return (f"<MultiHeadProblem {kind}: {self.heads} heads over {self.kv_heads} key/value head{plural}, "
                 f"{self.n} queries × {self.m} keys>")
-
-
-def _mask_list(p: Problem) -> list[list[int]] | None:
-    return None if p.mask is None else [[int(x) for x in row] for row in p.mask.tolist()]
 
 
 class MultiHeadResult:

@@ -106,7 +106,7 @@ def test_large_problem_elides_and_limits_worked_rows():
     body = render_latex(trace, LatexOptions(rows=("w5", 7)), fragment=True)
     assert "\\cdots" in body and "\\vdots" in body and "\\ddots" in body
     assert "\\text{w11}" in body and "\\text{w6}" not in body.split("Scaled scores")[0].split("Each score")[0]
-    assert "Row \\emph{w5}" in body and "Row \\emph{w7}" in body and "Row \\emph{w0}" not in body
+    assert "Row \\textup{w5}" in body and "Row \\textup{w7}" in body and "Row \\textup{w0}" not in body
 
 
 def test_token_names_are_escaped():
@@ -207,3 +207,116 @@ def test_odd_inputs_compile(tmp_path):
     pdf = tmp_path / "odd.pdf"
     pdf.write_bytes(compile_tex(render_latex(sa.attend(problem)), "odd"))
     assert "Odd & ends #1" in pdf_text(pdf)
+
+
+# -- issue 10 scope 5: typography, found by looking at the PDFs ---------------------------
+
+def wide_causal(n: int) -> sa.Problem:
+    """A causal problem whose weights span many orders of magnitude (cells like 1.4 × 10^{-21})."""
+    Q = [[((5 * i + 3 * j) % 13) - 6 for j in range(3)] for i in range(n)]
+    K = [[((2 * i + 5 * j) % 11) - 5 for j in range(3)] for i in range(n)]
+    V = [[i % 5, (2 * i) % 3] for i in range(n)]
+    return sa.Problem(Q=Q, K=K, V=V, mask="causal", tokens=[f"tok{i}" for i in range(n)])
+
+
+def overfull_boxes(tex: str, folder) -> list[float]:
+    """Compile with pdflatex and read every 'Overfull \\hbox (Xpt too wide)' from the log."""
+    import re
+
+    (folder / "doc.tex").write_text(tex, encoding="utf-8")
+    done = subprocess.run(["pdflatex", "-no-shell-escape", "-interaction=nonstopmode", "-halt-on-error",
+                           "doc.tex"], cwd=folder, capture_output=True, text=True, timeout=300)
+    log = (folder / "doc.log").read_text(encoding="utf-8", errors="replace")
+    assert done.returncode == 0, log[-2000:]
+    return [float(x) for x in re.findall(r"Overfull \\hbox \(([\d.]+)pt too wide\)", log)]
+
+
+@pytest.mark.parametrize("n, places", [(12, None), (16, None), (12, 3)])
+def test_large_causal_problem_fits_the_page(tmp_path, n, places):
+    from test_pdf import need_tex
+
+    need_tex()
+    trace = sa.attend(wide_causal(n))
+    rounding = sa.Rounding(places=places) if places else sa.Rounding(digits=3)
+    tex = render_latex(trace, LatexOptions(rounding=rounding))
+    assert "10^{-" in tex                              # tiny weights in scientific notation are there
+    assert "${1." in tex or "${2." in tex or "${9." in tex or "\\times" in tex
+    wide = [x for x in overfull_boxes(tex, tmp_path) if x > 5]
+    assert wide == [], f"lines run into the margin by {wide} pt"
+
+
+def test_a_case_that_ran_off_the_page_is_caught_by_the_log_reader(tmp_path):
+    from test_pdf import need_tex
+
+    need_tex()   # the measuring stick itself: a line known to be too wide is reported
+    doc = "\\documentclass{article}\\begin{document}\\[" + " + ".join(["x_{1234}"] * 60) + "\\]\\end{document}"
+    assert max(overfull_boxes(doc, tmp_path)) > 100
+
+
+def test_wide_rows_break_into_lines_and_heat_map_cells_do_not_wrap():
+    body = render_latex(sa.attend(wide_causal(12)), fragment=True)
+    assert "&\\approx \\left[\\begin{array}" in body           # decimals below a wide exact matrix
+    assert "\\to {}&" in body and "\\approx {}&" in body        # a wide scaled row on three lines
+    assert "\\text{weights} = \\frac{e^{\\text{shifted}}}{\\text{row sum}} &\\approx \\bigl[" in body
+    assert "\\bigr]" in body
+    assert "${9." in body or "${1." in body or "${2." in body   # ${a \times 10^{-k}}$: one unbreakable formula
+    assert "p{\\dimexpr(\\linewidth-4em)/8-2\\tabcolsep\\relax}" in body   # 8 columns share the line
+
+
+def test_fraction_rows_have_room_and_parentheses_grow():
+    lesson = sa.attend(sa.load_example("i-love-cats"))
+    body = render_latex(lesson, fragment=True)
+    assert "\\frac{4}{\\sqrt{3}} & \\frac{16}{\\sqrt{3}} & \\frac{12}{\\sqrt{3}} \\\\[1ex]" in body
+    assert "\\text{I} & 1 & 0 & 1 & 0 \\\\\n" in body             # integer rows keep their height
+    problem = sa.Problem(Q=[["1/2", 1]], K=[["-3/2", 1], [1, 0]], V=[[1], [2]])
+    half = render_latex(sa.attend(problem), fragment=True)
+    assert "\\frac{1}{2}\\cdot\\left(- \\frac{3}{2}\\right) + 1\\cdot 1 = \\frac{1}{4}" in half
+    assert "(- \\frac" not in half.replace("\\left(- \\frac", "")
+
+
+def test_token_names_are_upright_in_running_text_and_i_j_are_math(lesson):
+    body = render_latex(lesson, fragment=True)
+    assert "\\emph{" not in body
+    assert "\\paragraph{Row \\textup{cats}.}" in body and "\\text{love} &" in body
+    assert "how well query $i$ matches key $j$" in body
+
+
+def test_long_sums_in_fractions_stack_on_lines():
+    body = render_latex(sa.attend(wide_causal(16)), fragment=True)
+    weight = body.split("A_{\\text{tok15},\\,\\text{tok0}} = ")[1].split("\\]")[0]
+    assert weight.startswith("\\frac{e^{-") and "{\\begin{array}{c}" in weight and weight.count(" \\\\ ") >= 2
+    assert "\\approx 2.42 \\times 10^{-18}" in weight      # float64: see test_wide_causal_weight_is_right
+
+
+def test_wide_causal_weight_is_right():
+    np = pytest.importorskip("numpy")
+    Q = np.array([[((5 * i + 3 * j) % 13) - 6 for j in range(3)] for i in range(16)], dtype=float)
+    K = np.array([[((2 * i + 5 * j) % 11) - 5 for j in range(3)] for i in range(16)], dtype=float)
+    s = Q[15] @ K.T / np.sqrt(3)
+    w = np.exp(s - s.max()) / np.exp(s - s.max()).sum()
+    assert f"{w[0]:.2e}" == "2.42e-18"
+
+
+def test_a_heading_is_never_left_without_its_display():
+    body = render_latex(sa.attend(wide_causal(12)), fragment=True)
+    lines = body.split("\n")
+    for k, line in enumerate(lines):
+        if line.startswith("\\subsection*") and k + 3 < len(lines) and lines[k + 1].startswith("$"):
+            # the step's formula line runs straight into its display: no empty line (a paragraph
+            # break TeX may put a page break into) between them
+            assert lines[k + 2] != "" or not lines[k + 3].startswith(("\\[", "\\begin{align")), lines[k:k + 4]
+
+
+def test_every_built_in_example_compiles_within_the_margins(tmp_path):
+    """Each example's LaTeX (the variants too: windows, sinks, RoPE, KV cache, online softmax)."""
+    from test_pdf import need_tex
+
+    need_tex()
+    from symattn.examples import example_names
+
+    for name in example_names():
+        folder = tmp_path / name
+        folder.mkdir()
+        tex = render_latex(sa.attend(sa.load_example(name)))
+        wide = [x for x in overfull_boxes(tex, folder) if x > 5]
+        assert wide == [], f"{name}: lines run into the margin by {wide} pt"

@@ -559,3 +559,36 @@ def test_stale_tex_folders_are_removed_live_ones_kept(tmp_path, monkeypatch):
     monkeypatch.setattr(pdf.tempfile, "tempdir", None)
     root = pdf.tex_root()
     assert root == tmp_path / f"symattn-{os.getuid()}" and stat.S_IMODE(os.stat(root).st_mode) == 0o700
+
+
+# -- issue 10 scope 2: every result command takes --format, -o and --fragment ------------------
+
+@pytest.mark.parametrize("command", [["explain"], ["heads"], ["facts", "--fact", "rows-sum-to-one"],
+                                     ["check", "--example", "i-love-cats"]])
+def test_every_result_command_takes_format_output_and_fragment(tmp_path, capsys, command):
+    for fmt, starts in (("text", None), ("json", ("{", "[")), ("latex", ("\\documentclass",)),
+                        ("html", ("<!DOCTYPE html>", "<!doctype html>"))):
+        out = tmp_path / f"r.{fmt}"
+        assert main([*command, "--format", fmt, "-o", str(out)]) in (0, 1), fmt
+        text = out.read_text(encoding="utf-8")
+        assert text.strip(), fmt
+        if starts:
+            assert text.lstrip().startswith(starts), (fmt, text[:80])
+    assert capsys.readouterr().out == ""                     # -o: nothing on stdout
+    main([*command, "--format", "latex", "--fragment"])
+    body = capsys.readouterr().out
+    assert "\\documentclass" not in body and "\\subsection*{" in body
+    assert body in (tmp_path / "r.latex").read_text(encoding="utf-8")   # the fragment is the document's body
+    assert main([*command, "--format", "json", "--fragment"]) == 2
+    assert "--fragment applies to --format latex" in one_error_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("command", [["heads"], ["facts", "--fact", "rows-sum-to-one"]])
+def test_old_latex_flag_is_format_latex_fragment_with_or_without_format(capsys, command):
+    main([*command, "--format", "latex", "--fragment"])
+    fragment = capsys.readouterr().out
+    for extra in ([], ["--format", "latex"]):
+        main([*command, "--latex", *extra])
+        assert capsys.readouterr().out == fragment, extra
+    assert main([*command, "--latex", "--format", "html"]) == 2
+    assert "--latex is --format latex" in one_error_line(capsys.readouterr().err)

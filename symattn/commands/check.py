@@ -35,4 +35,5 @@ def run(args: argparse.Namespace) -> Outcome:
     from symattn.document.build_check import build_check_document
     from symattn.document.formats import print_document
 
-    return Outcome(print_document(build_check_document(verdicts, figures.title), fmt), status)
+    return Outcome(print_document(build_check_document(verdicts, figures.title), fmt,
+                                  fragment=args.fragment), status)

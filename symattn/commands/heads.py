@@ -12,7 +12,7 @@ ORDER = 45
 
 def add_format_arguments(parser: argparse.ArgumentParser, *, latex_help: str, json_help: str) -> None:
     """``--format text|json|latex|html``, ``--fragment``, ``-o FILE`` and the old ``--json``/``--latex``
-    aliases (shared by heads, facts and check): ``--latex`` keeps printing what it always did, the
+    aliases (shared by heads, facts and check; check never had ``--latex``): ``--latex`` keeps printing what it always did, the
     LaTeX body to paste into a lesson (``--format latex --fragment``)."""
     parser.add_argument("--format", choices=("text", "json", "latex", "html"), default=None,
                         help="text (default), json, latex (a complete document) or html (one self-contained page)")
@@ -20,8 +20,8 @@ def add_format_arguments(parser: argparse.ArgumentParser, *, latex_help: str, js
     if latex_help:
         parser.add_argument("--latex", action="store_true",
                             help=f"the same as --format latex --fragment: {latex_help} (the body, to paste)")
-        parser.add_argument("--fragment", action="store_true",
-                            help="LaTeX: only the body, for pasting into a lesson")
+    parser.add_argument("--fragment", action="store_true",
+                        help="LaTeX: only the body, for pasting into a lesson")
     parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
 
 
@@ -35,8 +35,8 @@ def chosen_format(args: argparse.Namespace) -> str:
     if asked and args.format and args.format != asked[0]:
         raise SymattnError(f"--{asked[0]} is --format {asked[0]}: leave out --format {args.format}")
     fmt = args.format or (asked[0] if asked else "text")
-    if getattr(args, "latex", False) and not args.format:
-        args.fragment = True          # --latex has always printed the body to paste into a lesson
+    if getattr(args, "latex", False):
+        args.fragment = True          # --latex is --format latex --fragment, with or without --format latex
     if getattr(args, "fragment", False) and fmt != "latex":
         raise SymattnError(f"--fragment applies to --format latex, not --format {fmt}")
     return fmt
@@ -49,7 +49,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "tables; kv_heads; W_o): every head step by step, the concatenation, W_o and the "
                     "averaged weights, with certified decimals.")
     parser.add_argument("problem", nargs="?", help="a multi-head problem file (TOML)")
-    parser.add_argument("--show", action="store_true", help="print the demo problem file and stop")
+    parser.add_argument("--example", metavar="NAME",
+                        help="a built-in multi-head example (gqa-exercise: Q, K, V given per head)")
+    parser.add_argument("--show", action="store_true", help="print the problem file (the demo's, or --example's) and stop")
+    parser.add_argument("--figure", nargs=2, action="append", metavar=("TARGET", "TEXT"),
+                        help="check a written figure about one head, e.g. --figure 'head 1: output' '0.636, 1.36' "
+                             "(repeatable; names the mistake gqa-tiled; exit 1 when one is not right)")
     add_format_arguments(parser, json_help="the machine-readable result",
                          latex_help="the LaTeX (amsmath)")
     parser.add_argument("--digits", type=digits_argument, default=3, metavar="N",
@@ -60,13 +65,22 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> Outcome:
     from symattn.multihead import DEMO_TOML, MultiHeadProblem, attend_heads
 
+    from symattn.errors import SymattnError
+    from symattn.multihead import heads_example_text
+
     fmt = chosen_format(args)
+    if args.problem and args.example:
+        raise SymattnError("give a problem file or --example, not both")
+    text = heads_example_text(args.example) if args.example else DEMO_TOML
     if args.show:
-        return Outcome(DEMO_TOML)
+        return Outcome(text)
     if args.problem:
         problem = MultiHeadProblem.from_toml(args.problem)
     else:
-        problem = MultiHeadProblem.from_toml_text(DEMO_TOML, source="the demo")
+        problem = MultiHeadProblem.from_toml_text(text, source=f"example {args.example!r}" if args.example
+                                                  else "the demo")
+    if args.figure:
+        return _check_figures(problem, args.figure, fmt, args.fragment)
     result = attend_heads(problem)
     if fmt == "json":
         from symattn.document.build_heads import heads_json
@@ -76,3 +90,17 @@ def run(args: argparse.Namespace) -> Outcome:
     from symattn.document.formats import print_document
 
     return Outcome(print_document(build_heads_document(result, args.digits), fmt, fragment=args.fragment))
+
+
+def _check_figures(problem, figures: list[list[str]], fmt: str, fragment: bool) -> Outcome:
+    """Verdicts on figures about single heads, printed as ``symattn check`` prints its own."""
+    from symattn.multihead_check import HeadsChecker
+
+    verdicts = HeadsChecker(problem).check_all([(t, x) for t, x in figures])
+    status = 0 if all(v.right for v in verdicts) else 1
+    if fmt == "json":
+        return Outcome(json.dumps([v.to_json() for v in verdicts], indent=2, ensure_ascii=False) + "\n", status)
+    from symattn.document.build_check import build_check_document
+    from symattn.document.formats import print_document
+
+    return Outcome(print_document(build_check_document(verdicts, problem.title), fmt, fragment=fragment), status)

@@ -14,7 +14,8 @@ from symattn.certify import CertifiedDecimal
 from symattn.render.texutil import elide, tex_escape
 
 COLOR = "blue"
-WHITE_TEXT_FROM = 55   # percent of colour above which the number is printed in white
+WHITE_TEXT_FROM = 55
+NARROW = 5             # up to this many columns, each is 1.9 cm wide; more share the line   # percent of colour above which the number is printed in white
 
 
 def _percent(d: object) -> int:
@@ -26,7 +27,9 @@ def _percent(d: object) -> int:
 
 
 def _cell(text: str, percent: int) -> str:
-    number = f"\\textcolor{{white}}{{${text}$}}" if percent >= WHITE_TEXT_FROM else f"${text}$"
+    # ${...}$: one unbreakable formula, so 1.43 × 10^{-21} never wraps at its ×
+    math = f"${{{text}}}$" if "\\times" in text else f"${text}$"
+    number = f"\\textcolor{{white}}{{{math}}}" if percent >= WHITE_TEXT_FROM else math
     return f"\\cellcolor{{{COLOR}!{percent}}}{number}"
 
 
@@ -41,8 +44,13 @@ def heatmap(cells: Sequence[Sequence[str]], shades: Sequence[Sequence[object]],
     """A LaTeX tabular: token labels on both axes, each cell shaded by its weight, plus a legend."""
     rows = list(rows) if rows is not None else elide(list(range(len(cells))), limit)
     cols = list(cols) if cols is not None else elide(list(range(len(cells[0]))), limit)
-    spec = "r|" + "".join(">{\\centering\\arraybackslash}p{1.9cm}" for _ in cols)
-    out = ["\\begin{center}", "\\renewcommand{\\arraystretch}{1.5}",
+    if len(cols) <= NARROW:
+        width, size = "1.9cm", ""
+    else:   # share the line: the row labels get 4em, each column an equal part of the rest
+        width = f"\\dimexpr(\\linewidth-4em)/{len(cols)}-2\\tabcolsep\\relax"
+        size = "\\footnotesize\\setlength{\\tabcolsep}{2pt}"
+    spec = "r|" + "".join(f">{{\\centering\\arraybackslash}}p{{{width}}}" for _ in cols)
+    out = ["\\begin{center}" + size, "\\renewcommand{\\arraystretch}{1.5}",
            f"\\begin{{tabular}}{{{spec}}}",
            " & " + " & ".join("$\\cdots$" if c is None else f"\\textbf{{{tex_escape(col_labels[c])}}}"
                               for c in cols) + r" \\ \hline"]

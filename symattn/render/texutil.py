@@ -126,15 +126,19 @@ def matrix_latex(cells: Sequence[Sequence[str]], row_labels: Sequence[str] | Non
         return r"\cdots" if c is None else cells[r][c]
 
     body = [[entry(r, c) for c in cols] for r in rows]
+    # stacked fractions in neighbouring rows touch at the default row height: open the rows up
+    # (an extra gap after each row, which MathJax and KaTeX read too, unlike \arraystretch)
+    stretch = any("\\frac" in cell for row in body for cell in row)
+    gap = " \\\\[1ex]" if stretch else " \\\\"
     if row_labels is None and col_labels is None:
-        lines = " \\\\ ".join(" & ".join(row) for row in body)
+        lines = (gap + " ").join(" & ".join(row) for row in body)
         return f"\\left[\\begin{{array}}{{{'c' * len(cols)}}} {lines} \\end{{array}}\\right]"
     spec = ("r|" if row_labels is not None else "") + "c" * len(cols)
     out = []
     if col_labels is not None:
         head = ["" if c is None else _label(col_labels[c]) for c in cols]
         out.append((" & " if row_labels is not None else "") + " & ".join(head) + r" \\ \hline")
-    for r, row in zip(rows, body):
+    for k, (r, row) in enumerate(zip(rows, body)):
         label = "" if row_labels is None else ((r"\vdots" if r is None else _label(row_labels[r])) + " & ")
-        out.append(label + " & ".join(row) + r" \\")
+        out.append(label + " & ".join(row) + (gap if k < len(rows) - 1 else r" \\"))
     return f"\\begin{{array}}{{{spec}}}\n" + "\n".join(out) + "\n\\end{array}"

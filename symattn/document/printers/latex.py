@@ -36,8 +36,26 @@ def aligned(equations: list[str]) -> str:
 def product_latex(a: str, b: str) -> str:
     """``2\\cdot 1``, ``2\\cdot(-3)``: a written product, negatives already in parentheses."""
     if "\\times" in a:
-        a = f"({a})"
+        a = fenced(a)
     return f"{a}\\cdot{b}" if b.startswith(("(", "\\")) else f"{a}\\cdot {b}"
+
+
+def fenced(text: str) -> str:
+    """``(x)``, or ``\\left( x \\right)`` when x holds a stacked fraction (the parentheses grow with it)."""
+    return f"\\left({text}\\right)" if "\\frac" in text else f"({text})"
+
+
+#: A row with more entries than this has its decimals on a line of their own (a 12-token
+#: row of fractions and its decimals do not fit one line of the page).
+WIDE = 4
+#: Terms per line when a long sum or list is broken over lines.
+PER_LINE = 4
+#: A fraction whose numerator or denominator sums more terms than this stacks them on lines.
+LONG_SUM = 6
+
+
+def chunks(items: list[str], size: int) -> list[list[str]]:
+    return [items[k:k + size] for k in range(0, len(items), size)] or [[]]
 
 
 def _sentence(text: str) -> str:
@@ -81,7 +99,21 @@ class LatexPrinter(Printer):
         den = self.print(node.denominator, exponent=exponent)
         if exponent:   # e^{-8/\sqrt{3}}: a stacked fraction in an exponent is too small to read
             return f"{num}/({den})" if isinstance(node.denominator, (Mul, Product, Sum)) else f"{num}/{den}"
+        if isinstance(node.numerator, Sum) and len(node.numerator.terms) > LONG_SUM:
+            num = self._stacked(node.numerator)
+        if isinstance(node.denominator, Sum) and len(node.denominator.terms) > LONG_SUM:
+            den = self._stacked(node.denominator)
         return f"\\frac{{{num}}}{{{den}}}"
+
+    def _signed_terms(self, node: Sum) -> list[str]:
+        """A sum's terms as printed, each after the first with its own + or −."""
+        parts = [self.print(t) for t in node.terms] or ["0"]
+        return parts[:1] + [f"- {x[1:]}" if x.startswith("-") else f"+ {x}" for x in parts[1:]]
+
+    def _stacked(self, node: Sum) -> str:
+        """A long sum on several centred lines (a numerator or denominator wider than the page)."""
+        lines = [" ".join(part) for part in chunks(self._signed_terms(node), PER_LINE)]
+        return "\\begin{array}{c}" + " \\\\ ".join(lines) + "\\end{array}"
 
     def _print_Sqrt(self, node: Sqrt, **ctx) -> str:
         return f"\\sqrt{{{self.print(node.radicand, **ctx)}}}"
@@ -107,7 +139,7 @@ class LatexPrinter(Printer):
     def _print_Factor(self, node: Factor, **ctx) -> str:
         text = self.print(node.operand, **ctx)
         if text.startswith("-") or any(op in text[1:] for op in ("+", "-")):
-            return f"({text})"
+            return fenced(text)
         return text
 
     def _print_Sum(self, node: Sum, **ctx) -> str:
@@ -146,13 +178,15 @@ class LatexPrinter(Printer):
         return text
 
     def words(self, parts) -> str:
-        """Running text: strings escaped, token names emphasised, other math inline."""
+        """Running text: strings escaped, token names upright, other math inline."""
         out = []
         for part in parts:
             if isinstance(part, str):
                 out.append(tex_escape(part))
             elif isinstance(part, Token):
-                out.append(f"\\emph{{{tex_escape(part.name)}}}")
+                out.append(f"\\textup{{{tex_escape(part.name)}}}")
+            elif isinstance(part, Row):   # in a sentence: plain brackets, a line may break after a comma
+                out.append(inline("[" + ",\\allowbreak\\ ".join(self.print(x) for x in part.items) + "]"))
             else:
                 out.append(inline(self.print(part)))
         return "".join(out)
@@ -175,7 +209,7 @@ class LatexPrinter(Printer):
                  f"{kind[0].upper() + kind[1:]}: {n} quer{'y' if n == 1 else 'ies'} ({queries}) $\\times$ "
                  f"{m} key{'' if m == 1 else 's'} ({keys}); {dims}; scale {scale}.", ""]
         if s.mask_kind is not None:
-            lines += [f"Mask: {s.mask_kind} (1 = may attend, as PyTorch SDPA's boolean mask); "
+            lines += [f"Mask: {tex_escape(s.mask_kind)} (1 = may attend, as PyTorch SDPA's boolean mask); "
                       "a blocked position gets $-\\infty$ and weight exactly 0.", ""]
         r = s.rounding
         if r.digits is not None:
@@ -196,7 +230,10 @@ class LatexPrinter(Printer):
             meaning = self.words(f.meaning_parts) if f.meaning_parts else tex_escape(f.meaning)
             lines += [f"${f.latex}$ \\quad (shape ${f.shape[0]} \\times {f.shape[1]}$): {meaning}.", ""]
         for child in section.children:
-            lines += self.print(child)
+            printed = self.print(child)
+            if lines[-1] == "" and printed and printed[0].startswith(("\\[", "\\begin{align")):
+                lines.pop()   # no paragraph break before a display: the heading and its line stay with it
+            lines += printed
         return lines
 
     def _print_Note(self, note: Note) -> list[str]:
@@ -218,7 +255,14 @@ class LatexPrinter(Printer):
             right = (self.matrix(m.decimals, m.rows, m.cols, None, None) if m.decimals is not None else None)
             plain = (m.decimals is None or m.integers
                      or self.matrix(m.exact, m.rows, m.cols, None, None) == right)
-            math = f"{symbol} = {left}" if plain else f"{symbol} = {left} \\approx {right}"
+            if plain:
+                math = f"{symbol} = {left}"
+            elif len(m.cols) > WIDE:     # side by side they run off the page: the decimals go below
+                block = aligned([f"{symbol} &= {left}", f"&\\approx {right}"])
+                return ([] if m.caption is None else
+                        [f"{tex_escape(_sentence(m.caption))} (${m.shape[0]} \\times {m.shape[1]}$):"]) + [block]
+            else:
+                math = f"{symbol} = {left} \\approx {right}"
         if m.caption is None:
             return [display(math)]
         return [f"{tex_escape(_sentence(m.caption))} (${m.shape[0]} \\times {m.shape[1]}$):", display(math)]
@@ -226,7 +270,7 @@ class LatexPrinter(Printer):
     def _print_WorkedProjection(self, w: WorkedProjection) -> list[str]:
         token = tex_escape(w.token)
         terms = " + ".join(self.print(t) for t in w.terms)
-        return [f"By hand, the query of \\emph{{{token}}} is its embedding times $W_q$:",
+        return [f"By hand, the query of \\textup{{{token}}} is its embedding times $W_q$:",
                 display(f"q_{{\\text{{{token}}}}} = {terms} = {self.print(w.result)}")]
 
     def _print_DotProducts(self, d: DotProducts) -> list[str]:
@@ -247,7 +291,11 @@ class LatexPrinter(Printer):
                    else ", written as a person writes it:")]
 
     def _print_ScaledRow(self, r: ScaledRow) -> list[str]:
-        return [f"Row \\emph{{{tex_escape(r.token)}}}: "
+        if len(r.scores.items) > WIDE:   # three lines: the scores, scaled, their decimals
+            return [f"Row \\textup{{{tex_escape(r.token)}}}:",
+                    aligned([f"&{self.print(r.scores)}", f"\\to {{}}&{self.print(r.scaled)}",
+                             f"\\approx {{}}&{self.print(r.decimals)}"])]
+        return [f"Row \\textup{{{tex_escape(r.token)}}}: "
                 + inline(f"{self.print(r.scores)} \\to {self.print(Approx(r.scaled, r.decimals))}") + "."]
 
     def _print_SoftmaxRule(self, rule: SoftmaxRule) -> list[str]:
@@ -268,27 +316,59 @@ class LatexPrinter(Printer):
     def _print_SoftmaxRow(self, r: SoftmaxRow) -> list[str]:
         p = self.print
         token = tex_escape(r.token)
-        lines = [f"\\paragraph{{Row \\emph{{{token}}}.}}"]
+        lines = [f"\\paragraph{{Row \\textup{{{token}}}.}}"]
         if r.blocked:
-            lines.append("The mask blocks " + ", ".join(f"\\emph{{{tex_escape(b)}}}" for b in r.blocked)
+            lines.append("The mask blocks " + ", ".join(f"\\textup{{{tex_escape(b)}}}" for b in r.blocked)
                          + ": weight exactly 0.")
-        terms = [t for t in (self._exponential(e) for e in r.exponentials) if t is not None]
-        eqs = [f"\\text{{scaled}} &= {p(Approx(r.scaled, r.scaled_decimals))}",
-               (f"\\max &= {p(r.maximum)} \\quad (\\text{{key {tex_escape(r.maximum_key)}}})"
-                if r.maximum is not None else
-                "\\max &: \\text{left open by the symbols, so nothing is subtracted}"),
-               f"\\text{{shifted}} = \\text{{scaled}} - \\max &= {p(Approx(r.shifted, r.shifted_decimals))}",
-               "e^{\\text{shifted}} &: \\quad " + ",\\quad ".join(terms),
-               f"\\text{{row sum}} &= {p(Approx(r.row_sum, r.row_sum_decimal))}",
-               f"\\text{{weights}} = \\frac{{e^{{\\text{{shifted}}}}}}{{\\text{{row sum}}}} &\\approx "
-               f"{p(r.weights)}"]
+        terms = [r"\cdots" if t is None else t for t in (self._exponential(e) for e in r.exponentials)]
+        terms = [t for k, t in enumerate(terms) if t != r"\cdots" or k == 0 or terms[k - 1] != r"\cdots"]
+        wide = len(r.scaled.items) > WIDE
+        eqs = self._approx_lines("\\text{scaled}", r.scaled, r.scaled_decimals, wide)
+        eqs.append(f"\\max &= {p(r.maximum)} \\quad (\\text{{key {tex_escape(r.maximum_key)}}})"
+                   if r.maximum is not None else
+                   "\\max &: \\text{left open by the symbols, so nothing is subtracted}")
+        eqs += self._approx_lines("\\text{shifted} = \\text{scaled} - \\max", r.shifted, r.shifted_decimals, wide)
+        per = 3 if wide else max(len(terms), 1)
+        parts = chunks(terms, per)
+        eqs.append("e^{\\text{shifted}} &: \\quad " + ",\\quad ".join(parts[0]) + ("," if len(parts) > 1 else ""))
+        eqs += ["&\\phantom{:}\\quad " + ",\\quad ".join(part) + ("," if k < len(parts) - 2 else "")
+                for k, part in enumerate(parts[1:])]
+        eqs += self._sum_lines("\\text{row sum}", r.row_sum, r.row_sum_decimal)
+        weights = p(r.weights)
+        if wide and isinstance(r.weights, Row):
+            items = [p(x) for x in r.weights.items]
+            rows = chunks(items, PER_LINE)
+            eqs.append("\\text{weights} = \\frac{e^{\\text{shifted}}}{\\text{row sum}} &\\approx \\bigl["
+                       + ",\\ ".join(rows[0]) + ("," if len(rows) > 1 else "\\bigr]"))
+            eqs += ["&\\phantom{{}\\approx{}}\\quad " + ",\\ ".join(part) + ("," if k < len(rows) - 2 else "\\bigr]")
+                    for k, part in enumerate(rows[1:])]
+        else:
+            eqs.append(f"\\text{{weights}} = \\frac{{e^{{\\text{{shifted}}}}}}{{\\text{{row sum}}}} &\\approx {weights}")
         lines.append(aligned(eqs))
         if r.exact_weight is not None:
             key = tex_escape(r.exact_key)
-            lines += [f"Exactly, the weight of \\emph{{{key}}} is a fraction of exponentials:",
+            lines += [f"Exactly, the weight of \\textup{{{key}}} is a fraction of exponentials:",
                       display(f"A_{{\\text{{{token}}},\\,\\text{{{key}}}}} = "
                               f"{p(Approx(r.exact_weight, r.exact_weight_decimal))}")]
         return lines
+
+    def _approx_lines(self, name: str, exact: Math, decimals: Math, wide: bool) -> list[str]:
+        """``name = exact ≈ decimals`` on one line, or two when the row is wide."""
+        if not wide:
+            return [f"{name} &= {self.print(Approx(exact, decimals))}"]
+        left, right = self.print(exact), self.print(decimals)
+        return [f"{name} &= {left}"] if left == right else [f"{name} &= {left}", f"&\\approx {right}"]
+
+    def _sum_lines(self, name: str, total: Math, decimal: Math) -> list[str]:
+        """A long sum broken after every few terms (each line begins with its +)."""
+        if not isinstance(total, Sum) or len(total.terms) <= PER_LINE:
+            return [f"{name} &= {self.print(Approx(total, decimal))}"]
+        terms = self._signed_terms(total)
+        lines = chunks(terms, PER_LINE)
+        out = [f"{name} &= " + " ".join(lines[0])]
+        out += ["&\\quad " + " ".join(part) for part in lines[1:]]
+        out[-1] += f" \\approx {self.print(decimal)}"
+        return out
 
     def _print_HeatMap(self, h: HeatMap) -> list[str]:
         r_shown = {r for r in h.rows if r is not None}
@@ -302,7 +382,7 @@ class LatexPrinter(Printer):
 
     def _print_Blend(self, b: Blend) -> list[str]:
         token = tex_escape(b.token)
-        lines = [f"Row \\emph{{{token}}} blends the value rows with its weights:",
+        lines = [f"Row \\textup{{{token}}} blends the value rows with its weights:",
                  display(f"{' + '.join(self.print(t) for t in b.terms)} \\approx {self.print(b.result)}")]
         if b.exact_entry is not None:
             lines += ["Exactly, its first entry is",
