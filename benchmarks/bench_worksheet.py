@@ -7,11 +7,15 @@ Run it from the repository root:
 
 Measured, each the median of 3 runs in this process (imports excluded):
 
-(a) render: 30 seeded hand-friendly versions of the lesson's shape
-    (generation with rejection, each version's Trace, certified answers)
+(a) render: 30 seeded hand-friendly versions of the lesson's shape that
+    separate the modelled mistakes (generation with rejection, each
+    candidate's mistakes judged by check, each version's Trace, certified
+    answers, the common-wrong-answers tables)
     and every file of the folder as text -- 30 sheets, 30 keys with the
     worked derivation, the combined sheets and keys, the problem TOMLs.
     The target in issue 3 is under 5 s on 2 cores.
+(a') generate: 30 versions without and with the separating-mistakes rule
+    (the lesson at 3 digits, the causal lesson at 2 places), one run each.
 (b) compile: the same folder with --pdf (2 × N + 2 documents compiled in
     parallel over the cores by symattn.pdf.compile_many), for N = 3 and
     N = 30, one run each; and a single lesson derivation to PDF.
@@ -34,14 +38,22 @@ from symattn.examples import load_example  # noqa: E402
 from symattn.pdf import compile_tex  # noqa: E402
 from symattn.render.latex import render_latex  # noqa: E402
 from symattn.trace import Trace  # noqa: E402
-from symattn.worksheet import WorksheetOptions, seeded_versions, worksheet_files, write_worksheet  # noqa: E402
+from symattn.worksheet import (  # noqa: E402
+    QUESTIONS, WorksheetOptions, seeded_versions, worksheet_files, write_worksheet,
+)
 from symattn.worksheet_random import spec_from_problem  # noqa: E402
 
 
-def render(count: int, seed: int = 2026) -> dict[str, str]:
-    spec = spec_from_problem(load_example("i-love-cats"))
-    versions = seeded_versions(spec, seed, count)
-    return worksheet_files(versions, WorksheetOptions(rounding=Rounding(digits=3)))
+def render(count: int, seed: int = 2026, separate: bool = True, example: str = "i-love-cats",
+           rounding: Rounding = Rounding(digits=3)) -> dict[str, str]:
+    spec = spec_from_problem(load_example(example))
+    versions = seeded_versions(spec, seed, count, separate=(QUESTIONS, rounding) if separate else None)
+    return worksheet_files(versions, WorksheetOptions(rounding=rounding))
+
+
+def generate(count: int, separate: bool, example: str, rounding: Rounding) -> None:
+    spec = spec_from_problem(load_example(example))
+    seeded_versions(spec, 2026, count, separate=(QUESTIONS, rounding) if separate else None)
 
 
 def timed(fn, repeat: int = 1) -> float:
@@ -62,6 +74,11 @@ def main() -> None:
     size = sum(len(t) for t in files.values())
     t = timed(lambda: render(30), repeat=3)
     print(f"render 30 versions with keys to .tex: {t:.2f} s ({len(files)} files, {size / 1e6:.2f} MB of text)")
+    for example, rounding in (("i-love-cats", Rounding(digits=3)), ("i-love-cats-causal", Rounding(places=2))):
+        plain = timed(lambda: generate(30, False, example, rounding))
+        separating = timed(lambda: generate(30, True, example, rounding))
+        print(f"generate 30 versions of {example} at {rounding}: hand-friendly {plain:.2f} s, "
+              f"separating mistakes {separating:.2f} s ({separating / plain:.0f}x)")
     if args.no_pdf:
         return
     lesson = render_latex(Trace(load_example("i-love-cats")))

@@ -1,43 +1,73 @@
 """Worksheets: a problem sheet and an answer key for each version, and a folder of them.
 
 A sheet gives the inputs and asks for the chosen steps (Q, K, V, scores,
-scaled scores, weights, output) with empty answer boxes; its key fills the
-same boxes with the engine's certified decimals and adds the worked
-derivation (render/latex.py).  Nothing is computed here: every number in a
-key comes from the Trace.  Each version is marked with its id and seed and
-saved as a problem TOML beside its sheet, so a key can be made again and a
-version can be graded.  The folder is written whole or not at all, and only
-files symattn wrote (its manifest, worksheet.txt, lists them) are ever
-replaced or removed.
+scaled scores, weights, output) with working space and answer boxes; its key
+answers the same numbered questions with the engine's certified decimals,
+lists what each modelled mistake gives, and adds the worked derivation.  Both
+are documents (``document.build_worksheet``) printed as LaTeX or HTML.
+Nothing is computed here: every number in a key comes from the Trace.
+
+The student's sheet shows only an opaque *version code* (a hash of the
+version's problem, never the seed or the file name); the teacher's folder
+keeps the seed, the problem files, the keys and ``worksheet.json``, which maps
+each code to its version (``grade`` and :func:`find_version` read it).  The
+folder is written whole or not at all, and only files symattn wrote (its
+manifest, worksheet.txt, lists them) are ever replaced or removed.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 
 from symattn import files as files_mod
 from symattn.certify import Rounding
 from symattn.problem import Problem
-from symattn.render.latex import LatexOptions, LatexRenderer, display, document
-from symattn.render.texutil import tex_escape
-from symattn.rope import rope_statement
-from symattn.render.texutil import matrix_latex, tex_escape
+from symattn.render.latex import document
 from symattn.trace import Trace
+from symattn.worksheet_questions import (
+    QUESTIONS, SheetQuestion, rounding_words, sheet_questions,
+)
 from symattn.worksheet_random import WorksheetError, problem_toml, random_versions
 
-#: The questions a sheet can ask, in the order of the computation.
-QUESTIONS = ("Q", "K", "V", "scores", "scaled", "weights", "output")
-_ASK = {
-    "Q": "the queries", "K": "the keys", "V": "the values", "scores": "the scores",
-    "scaled": "the scaled scores", "weights": "the attention weights (softmax of each row)",
-    "output": "the output",
-}
-_SYMBOL = {"Q": "Q", "K": "K", "V": "V", "scores": "S", "weights": "A", "output": "O"}
+__all__ = ["QUESTIONS", "Version", "WorksheetOptions", "version_id", "version_code", "parse_questions",
+           "single_version", "seeded_versions", "questions_of", "sheet_document", "key_document",
+           "sheet_body", "key_body", "worksheet_files", "write_worksheet", "find_version",
+           "read_versions", "MANIFEST", "METADATA"]
+
 MANIFEST = "worksheet.txt"
+METADATA = "worksheet.json"
+_CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"    # no 0/O, 1/I: read off paper without doubt
+
+Progress = Callable[[int, int, str], None]
+
+
+def version_code(vid: str, toml: str) -> str:
+    """The opaque code a sheet shows (``K7Q-F2M``): a hash of the version's problem and id.
+
+    It tells versions apart and cannot be turned back into the seed; the same
+    problem gives the same code on every machine."""
+    body = "\n".join(line for line in toml.splitlines() if not line.startswith("#"))
+    digest = hashlib.sha256(f"symattn worksheet version {vid}\n{body}".encode()).digest()
+    number = int.from_bytes(digest[:8], "big")
+    chars = []
+    for _ in range(6):
+        number, r = divmod(number, len(_CODE_ALPHABET))
+        chars.append(_CODE_ALPHABET[r])
+    return "".join(chars[:3]) + "-" + "".join(chars[3:])
+
+
+def normal_code(text: str) -> str:
+    """A code as a student may write it (``k7qf2m``, ``K7Q F2M``) in its printed form."""
+    plain = re.sub(r"[\s\-_]", "", text.upper())
+    return f"{plain[:3]}-{plain[3:]}" if len(plain) == 6 else text.strip()
 
 
 @dataclass(frozen=True)
@@ -53,14 +83,21 @@ class Version:
     def stem(self) -> str:
         return f"version-{self.vid}"
 
+    @property
+    def code(self) -> str:
+        return version_code(self.vid, self.toml)
+
 
 @dataclass(frozen=True)
 class WorksheetOptions:
-    """What the sheets ask and how the key rounds."""
+    """What the sheets ask, how the key rounds, the points, and the output format."""
 
     questions: tuple[str, ...] = QUESTIONS
     rounding: Rounding = field(default_factory=lambda: Rounding(digits=3))
     derivation: bool = True           # the key ends with the worked derivation
+    points: dict[str, Fraction] | None = None
+    mistakes: bool = True             # the key lists the common wrong answers
+    format: str = "latex"             # or "html"
 
 
 def version_id(k: int) -> str:
@@ -84,7 +121,8 @@ def parse_questions(text: str) -> tuple[str, ...]:
     return tuple(q for q in QUESTIONS if q in asked)
 
 
-_MARK = re.compile(r"^# symattn worksheet: version ([A-Z]+) of seed (-?\d+)$", re.MULTILINE)
+_MARK = re.compile(r"^# symattn worksheet: version ([A-Z]+)(?: \(code [A-Z0-9-]+\))? of seed (-?\d+)$",
+                   re.MULTILINE)
 
 
 def single_version(problem: Problem, toml: str) -> list[Version]:
@@ -97,147 +135,153 @@ def single_version(problem: Problem, toml: str) -> list[Version]:
     return [Version("A", None, toml, Trace(problem))]
 
 
-def seeded_versions(spec, seed: int, count: int) -> list[Version]:
-    """``count`` random hand-friendly versions; the same seed gives the same bytes."""
+def seeded_versions(spec, seed: int, count: int, progress: Progress | None = None,
+                    separate: tuple[tuple[str, ...], Rounding] | None = None) -> list[Version]:
+    """``count`` random hand-friendly versions; the same seed gives the same bytes.
+
+    ``separate``: (questions, rounding) -- keep only versions whose modelled mistakes all give
+    different answers to those questions (see ``worksheet_mistakes.separates``)."""
     versions = []
-    for k, data in enumerate(random_versions(spec, seed, count)):
+    datas = random_versions(spec, seed, count, separate=separate,
+                            progress=(lambda k, n: progress(k, n, "drawn")) if progress else None)
+    for k, data in enumerate(datas):
         vid = version_id(k)
         data = {**data, "title": f"{data.get('title', 'Attention')}, version {vid}"}
-        toml = problem_toml(data, f"symattn worksheet: version {vid} of seed {seed}")
+        body = problem_toml(data)
+        code = version_code(vid, body)
+        toml = problem_toml(data, f"symattn worksheet: version {vid} (code {code}) of seed {seed}")
         versions.append(Version(vid, seed, toml, Trace(Problem.from_toml_text(toml, source=vid))))
     return versions
 
 
 # -- the documents ---------------------------------------------------------------------
 
-def _asked(version: Version, options: WorksheetOptions) -> list[str]:
-    projected = version.trace.problem.projected
-    return [q for q in options.questions if projected or q not in ("Q", "K", "V")]
+def questions_of(version: Version, options: WorksheetOptions) -> list[SheetQuestion]:
+    """The questions of a version's sheet, numbered as printed: each with its ``check`` target and
+    per-entry targets (``weights[I, love]``), shape, rounding and points (for grade and self-check)."""
+    return sheet_questions(version.trace, options.questions, options.rounding, options.points)
 
 
-def _banner(version: Version, kind: str) -> list[str]:
-    p = version.trace.problem
-    seed = f"seed {version.seed}" if version.seed is not None else "no seed (a given problem)"
-    title = tex_escape((p.title or "Scaled dot-product attention").split(", version ")[0])
-    return [f"\\section*{{{title} --- {kind}}}",
-            f"\\textbf{{Version {version.vid}}} \\hfill {seed} \\hfill problem file "
-            f"\\texttt{{{version.stem}.toml}}", ""]
+def sheet_document(version: Version, options: WorksheetOptions):
+    """The student's sheet of one version as a document (no seed, no file name)."""
+    from symattn.document.build_worksheet import build_sheet
+
+    return build_sheet(version, questions_of(version, options))
 
 
-def _given(version: Version) -> list[str]:
-    t, p = version.trace, version.trace.problem
-    names = [n for n in ("X", "X_kv", "W_q", "W_k", "W_v") if n in t.step_names] or ["Q", "K", "V"]
-    lines = ["\\subsection*{Given}"]
-    mats = []
-    for name in names:
-        step = t.step(name)
-        rows = step.row_labels if name in ("X", "X_kv", "Q", "K", "V") else None
-        cells = [[_exact(v) for v in row] for row in step.rows()]
-        mats.append(f"{step.info.latex.split('=')[0].strip()} = {matrix_latex(cells, rows, None)}")
-    lines.append(display(" \\qquad ".join(mats[:2])))
-    if len(mats) > 2:
-        lines.append(display(" \\qquad ".join(mats[2:])))
-    scale = (f"the scores are divided by $\\sqrt{{d_k}} = \\sqrt{{{p.d_k}}}$" if p.default_scale
-             else f"the scores are multiplied by the scale ${_exact(p.scale)}$")
-    lines.append(f"Here $d_k = {p.d_k}$ and {scale}.")
-    if p.mask is not None:
-        lines.append(f" Mask: {tex_escape(p.mask_description)} (1 = may attend); "
-                     "a blocked position gets weight 0.")
-    if p.sink is not None:
-        lines.append(f" Sink logit $s = {_exact(p.sink)}$: each row's softmax denominator also "
-                     "adds $e^{s - \\max}$ (a column that is then dropped), so the weights sum to "
-                     "less than 1.")
-    if p.rope is not None:
-        lines.append(rope_statement(p))
-    return lines
+def key_document(version: Version, options: WorksheetOptions):
+    """The teacher's key of one version as a document."""
+    from symattn.document.build_worksheet import build_key
 
-
-def _exact(value) -> str:
-    from symattn.render.forms import latex_text
-
-    return latex_text(value)
-
-
-def _boxes(rows: int, cols: int, row_labels, col_labels) -> str:
-    """An empty answer grid with token labels."""
-    width = "1.5cm" if cols <= 6 else "1.0cm"
-    spec = "r|" + f"p{{{width}}}|" * cols
-    head = " & " + " & ".join(f"\\textbf{{{tex_escape(c)}}}" for c in col_labels) + r" \\ \hline" \
-        if col_labels else r"\hline"
-    body = [f"\\textbf{{{tex_escape(label)}}} & " + " & ".join(["\\rule{0pt}{1.6em}"] * cols) + r" \\ \hline"
-            for label in row_labels]
-    return "\n".join(["\\begin{center}", f"\\begin{{tabular}}{{{spec}}}", head, *body, "\\end{tabular}",
-                      "\\end{center}"])
+    return build_key(version, questions_of(version, options), derivation=options.derivation,
+                     mistakes=options.mistakes)
 
 
 def sheet_body(version: Version, options: WorksheetOptions) -> str:
-    """The problem sheet of one version: the inputs, the questions, empty boxes."""
-    t = version.trace
-    lines = [*_banner(version, "worksheet"), "Name: \\rule{7cm}{0.4pt}", "", *_given(version), "",
-             f"Give every decimal answer correctly rounded to {_rounding_words(options.rounding)}.", "",
-             "\\subsection*{Questions}"]
-    for k, q in enumerate(_asked(version, options), start=1):
-        step = t.step(q)
-        what, formula = _ASK[q], step.info.latex
-        cols = step.col_labels if q in ("scores", "scaled", "weights") else None
-        lines += [f"\\textbf{{{k}.}} Compute {what}, ${formula}$ "
-                  f"(${step.shape[0]} \\times {step.shape[1]}$).",
-                  _boxes(step.shape[0], step.shape[1], step.row_labels, cols), ""]
-    return "\n".join(lines) + "\n"
+    """The problem sheet of one version as a LaTeX body."""
+    from symattn.document.printers.worksheet import sheet_latex
+
+    return sheet_latex(sheet_document(version, options))
 
 
 def key_body(version: Version, options: WorksheetOptions) -> str:
-    """The answer key of one version: every answer certified, then the worked derivation."""
-    renderer = LatexRenderer(version.trace, LatexOptions(rounding=options.rounding))
-    t = version.trace
-    lines = [*_banner(version, "answer key"),
-             f"Every decimal is correctly rounded to {_rounding_words(options.rounding)} "
-             "and certified with ball arithmetic.", "", "\\subsection*{Answers}"]
-    for k, q in enumerate(_asked(version, options), start=1):
-        step = t.step(q)
-        what, formula = _ASK[q], step.info.latex
-        cols = step.col_labels if q in ("scores", "scaled", "weights") else None
-        answer = matrix_latex(renderer.dec(q), step.row_labels, cols)
-        symbol = step.info.latex if q == "scaled" else _SYMBOL[q]
-        relation = "\\approx" if q in ("scaled", "weights", "output") else "="
-        lines += [f"\\textbf{{{k}.}} {what.capitalize()}, ${formula}$:",
-                  display(f"{symbol} {relation} {answer}")]
-    if options.derivation:
-        lines += ["\\subsection*{Worked derivation}", renderer.body(header=False)]
-    return "\n".join(lines) + "\n"
+    """The answer key of one version as a LaTeX body."""
+    from symattn.document.printers.worksheet import sheet_latex
+
+    return sheet_latex(key_document(version, options))
 
 
 def _rounding_words(rounding: Rounding) -> str:
-    if rounding.digits is not None:
-        return f"{rounding.digits} significant digit{'s' if rounding.digits != 1 else ''}"
-    return f"{rounding.places} decimal place{'s' if rounding.places != 1 else ''}"
+    return rounding_words(rounding)
 
 
-def worksheet_files(versions: list[Version], options: WorksheetOptions) -> dict[str, str]:
-    """Every file of a worksheet folder, by name (LaTeX sources, problem files, manifest)."""
+def metadata(versions: list[Version], options: WorksheetOptions) -> dict:
+    """``worksheet.json``: what grade and a self-check page need, per version (teacher's side)."""
+    r = options.rounding
+    return {"format": "symattn worksheet 1",
+            "seed": versions[0].seed if versions else None,
+            "rounding": {"digits": r.digits} if r.digits is not None else {"places": r.places},
+            "questions": list(options.questions),
+            "versions": [{"id": v.vid, "code": v.code, "problem": f"{v.stem}.toml",
+                          "questions": [q.as_json() for q in questions_of(v, options)]}
+                         for v in versions]}
+
+
+def worksheet_files(versions: list[Version], options: WorksheetOptions,
+                    progress: Progress | None = None) -> dict[str, str]:
+    """Every file of a worksheet folder, by name (sheets and keys, problem files, metadata, manifest)."""
+    from symattn.document.printers.worksheet import combined_latex, sheet_html, sheet_latex
+
     files: dict[str, str] = {}
     sheets, keys = [], []
-    for v in versions:
-        sheet, key = sheet_body(v, options), key_body(v, options)
-        sheets.append(sheet)
-        keys.append(key)
+    for k, v in enumerate(versions, start=1):
+        if progress:
+            progress(k, len(versions), v.vid)
+        sheet, key = sheet_document(v, options), key_document(v, options)
         files[f"{v.stem}.toml"] = v.toml
-        files[f"{v.stem}-sheet.tex"] = document(sheet)
-        files[f"{v.stem}-key.tex"] = document(key)
-    files["all-sheets.tex"] = document("\\clearpage\n".join(sheets))
-    files["all-keys.tex"] = document("\\clearpage\n".join(keys))
+        if options.format == "html":
+            files[f"{v.stem}-sheet.html"] = sheet_html(sheet)
+            files[f"{v.stem}-key.html"] = sheet_html(key)
+            continue
+        sheet_tex, key_tex = sheet_latex(sheet), sheet_latex(key)
+        sheets.append(sheet_tex)
+        keys.append(key_tex)
+        files[f"{v.stem}-sheet.tex"] = document(sheet_tex)
+        files[f"{v.stem}-key.tex"] = document(key_tex)
+    if options.format != "html":
+        files["all-sheets.tex"] = document(combined_latex(sheets))
+        files["all-keys.tex"] = document(combined_latex(keys))
+    files[METADATA] = json.dumps(metadata(versions, options), indent=1, ensure_ascii=False) + "\n"
     seed = versions[0].seed if versions and versions[0].seed is not None else "none (a given problem)"
+    ext = "html" if options.format == "html" else "tex"
     files[MANIFEST] = "".join(
         [f"symattn worksheet: {len(versions)} version(s), seed {seed}\n",
          f"questions: {', '.join(options.questions)}; rounding: {_rounding_words(options.rounding)}\n"]
-        + [f"version {v.vid}: {v.stem}.toml {v.stem}-sheet.tex {v.stem}-key.tex\n" for v in versions])
+        + [f"version {v.vid}: {v.stem}.toml {v.stem}-sheet.{ext} {v.stem}-key.{ext} code {v.code}\n"
+           for v in versions])
     return files
+
+
+# -- finding a version from its code (the teacher's folder) -------------------------------
+
+def read_versions(folder: str | Path) -> dict[str, Path]:
+    """Version id *and* version code → its problem file, from a worksheet folder's
+    ``worksheet.json`` (codes are listed as printed, ``K7Q-F2M``)."""
+    folder = Path(folder)
+    path = folder / METADATA
+    found: dict[str, Path] = {}
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > 16 << 20:
+            return found
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return found
+    for entry in data.get("versions", []) if isinstance(data, dict) else []:
+        if not isinstance(entry, dict):
+            continue
+        name = str(entry.get("problem", ""))
+        if not OWN_NAME.match(name) or not name.endswith(".toml"):
+            continue
+        for key in (entry.get("id"), entry.get("code")):
+            if isinstance(key, str) and key:
+                found.setdefault(key, folder / name)
+    return found
+
+
+def find_version(folder: str | Path, key: str) -> Path | None:
+    """The problem file of the version named ``key`` (its id ``B`` or its code ``K7Q-F2M``,
+    written in any case, with or without the dash)."""
+    versions = read_versions(folder)
+    for candidate in (key.strip(), normal_code(key)):
+        if candidate in versions:
+            return versions[candidate]
+    return None
 
 
 #: The names of the files symattn writes into a worksheet folder; a manifest
 #: never makes symattn replace or remove a file of any other name.
-OWN_NAME = re.compile(r"^(version-[A-Z]+(\.toml|-sheet\.(tex|pdf)|-key\.(tex|pdf))"
-                      r"|all-(sheets|keys)\.(tex|pdf)|worksheet\.txt)$")
+OWN_NAME = re.compile(r"^(version-[A-Z]+(\.toml|-sheet\.(tex|pdf|html)|-key\.(tex|pdf|html))"
+                      r"|all-(sheets|keys)\.(tex|pdf)|worksheet\.(txt|json))$")
 _FILES_HEADING = "files written by symattn (a later run replaces or removes only these):"
 _UNFINISHED = ("unfinished: symattn was stopped while replacing these files; "
                "run the same symattn worksheet command again\n")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -124,8 +125,17 @@ def _hand_friendly(trace: Trace, spec: RandomSpec) -> bool:
     return True
 
 
-def random_versions(spec: RandomSpec, seed: int, count: int) -> list[dict]:
-    """``count`` different hand-friendly problems (as problem-file dicts), the same for the same seed."""
+def random_versions(spec: RandomSpec, seed: int, count: int, *,
+                    separate: tuple[tuple[str, ...], Rounding] | None = None,
+                    progress: Callable[[int, int], None] | None = None) -> list[dict]:
+    """``count`` different hand-friendly problems (as problem-file dicts), the same for the same seed.
+
+    ``separate`` = (questions, rounding): keep only problems where every modelled mistake gives,
+    on every asked question, an answer different from the right one and from each other's at
+    that rounding (``worksheet_mistakes.separates``), so a wrong answer points to its cause."""
+    if separate is not None:
+        from symattn.worksheet_mistakes import separates
+        from symattn.worksheet_questions import asked_steps
     rng = random.Random(seed)
     found: list[dict] = []
     seen: set[str] = set()
@@ -134,17 +144,25 @@ def random_versions(spec: RandomSpec, seed: int, count: int) -> list[dict]:
         if misses >= MAX_TRIES:
             raise WorksheetError(
                 f"found only {len(found)} of {count} hand-friendly versions ({MAX_TRIES} draws in a row "
-                "failed): lower --min-weight, allow ties with --allow-ties, or use fewer --versions")
+                "failed): lower --min-weight, allow ties with --allow-ties"
+                + (", allow mistakes that give the same answer with --no-separate" if separate else "")
+                + ", or use fewer --versions")
         misses += 1
         data = _draw(spec, rng)
         key = problem_toml(data)
         if key in seen:
             continue
         problem = Problem.from_dict(data, source="random version")
-        if _hand_friendly(Trace(problem), spec):
-            seen.add(key)
-            found.append(data)
-            misses = 0
+        trace = Trace(problem)
+        if not _hand_friendly(trace, spec):
+            continue
+        if separate is not None and not separates(trace, asked_steps(trace, separate[0]), separate[1]):
+            continue
+        seen.add(key)
+        found.append(data)
+        misses = 0
+        if progress is not None:
+            progress(len(found), count)
     return found
 
 

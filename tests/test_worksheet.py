@@ -41,7 +41,7 @@ def test_same_seed_same_bytes_and_other_seeds_differ(tmp_path):
     a, b, c = (folder_bytes(tmp_path / n) for n in "abc")
     assert a == b
     assert a["version-A.toml"] != c["version-A.toml"]
-    assert sorted(a) == sorted(["all-keys.tex", "all-sheets.tex", "worksheet.txt"] + [
+    assert sorted(a) == sorted(["all-keys.tex", "all-sheets.tex", "worksheet.txt", "worksheet.json"] + [
         f"version-{v}{suffix}" for v in "ABCD" for suffix in (".toml", "-sheet.tex", "-key.tex")])
 
 
@@ -88,9 +88,11 @@ def test_key_numbers_are_the_certified_decimals_of_the_version():
             for d in row:
                 assert f" {d.text} " in key or f" {d.text} \\" in key or f"{d.text}," in key
         assert f"Version {v.vid}" in key and "seed 21" in key and f"version-{v.vid}.toml" in key
+        assert f"Version code {v.code}" in key
         sheet = sheet_body(v, options)
-        assert f"Version {v.vid}" in sheet and "seed 21" in sheet
-        assert "rule{0pt}{1.6em}" in sheet                     # answer boxes
+        assert f"Version code {v.code}" in sheet and "seed" not in sheet and ".toml" not in sheet
+        assert f"Version {v.vid}" not in sheet
+        assert "rule{0pt}{2.1em}" in sheet                     # answer boxes
         assert trace.weights.decimal(0, 0, 4).text not in sheet.split("Questions")[1]
 
 
@@ -144,15 +146,18 @@ def test_three_version_worksheet_compiles_to_pdf(tmp_path):
     assert result.returncode == 0, result.stderr
     ws = tmp_path / "ws"
     sheets, keys = pdf_text(ws / "all-sheets.pdf"), pdf_text(ws / "all-keys.pdf")
+    import json
+
+    codes = {v["id"]: v["code"] for v in json.loads((ws / "worksheet.json").read_text())["versions"]}
     for vid in "ABC":
-        assert f"Version {vid}" in sheets and f"Version {vid}" in keys
+        assert f"Version code {codes[vid]}" in sheets and f"Version {vid}" in keys
         assert f"Version {vid}" in pdf_text(ws / f"version-{vid}-key.pdf")
         trace = sa.attend(sa.Problem.from_toml(ws / f"version-{vid}.toml"))
         weight = trace.weights.decimal(0, 0, 3).text
         output = trace.output.decimal(0, 0, 3).text
         version_key = pdf_text(ws / f"version-{vid}-key.pdf")
         assert weight in version_key and output.replace("-", "−") in version_key
-    assert sheets.count("seed 7") == 3 and "Name:" in sheets
+    assert "seed" not in sheets and sheets.count("Version code") == 3 and "Name:" in sheets
     assert "Worked derivation" in keys and "Worked derivation" not in sheets
 
 

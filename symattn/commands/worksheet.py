@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from fractions import Fraction
 
 from symattn.commands import Outcome, digits_argument
@@ -11,6 +12,11 @@ from symattn.errors import SymattnError
 from symattn.tomlfile import read_text
 
 ORDER = 30
+LONG_RUN = 10       # from this many versions, progress is reported on stderr
+
+
+def _progress(k: int, total: int, vid: str) -> None:
+    print(f"version {k}/{total} ({vid}) …", file=sys.stderr, flush=True)
 
 
 def _count(text: str) -> int:
@@ -67,6 +73,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="versions: no weight below W (default 0.01)")
     parser.add_argument("--no-derivation", action="store_true",
                         help="keys without the worked derivation")
+    parser.add_argument("--points", metavar="P",
+                        help="points per question, printed on the sheet and stored for grade: 2 (each), "
+                             "1,1,2,3 (in question order) or weights=3,output=2")
+    parser.add_argument("--no-separate", action="store_true",
+                        help="versions: keep versions where two modelled mistakes give the same answer")
+    parser.add_argument("--format", choices=("latex", "html"), default="latex",
+                        help="sheets and keys as LaTeX (default; --pdf compiles them) or HTML pages")
     parser.add_argument("--selfcheck", action="store_true",
                         help="write only offline self-check pages for students into DIR, one per "
                              "version (no answers in them; see docs/classroom.md)")
@@ -81,6 +94,7 @@ def run(args: argparse.Namespace) -> Outcome:
         QUESTIONS, WorksheetOptions, parse_questions, seeded_versions, single_version,
         worksheet_files, write_worksheet,
     )
+    from symattn.worksheet_questions import asked_steps, parse_points
     from symattn.worksheet_random import spec_from_problem
 
     random = args.versions is not None
@@ -91,6 +105,10 @@ def run(args: argparse.Namespace) -> Outcome:
                             ("--allow-ties", args.allow_ties)):
             if given:
                 raise SymattnError(f"{flag} applies to random versions: add --versions N")
+    if args.no_separate and not random:
+        raise SymattnError("--no-separate applies to random versions: add --versions N")
+    if args.pdf and args.format == "html":
+        raise SymattnError("--pdf compiles the LaTeX sheets: leave out --format html, or --pdf")
     if args.selfcheck and args.pdf:
         raise SymattnError("--selfcheck writes HTML pages: leave out --pdf")
     if args.pdf:
@@ -100,12 +118,19 @@ def run(args: argparse.Namespace) -> Outcome:
     rounding = (Rounding(places=args.places) if args.places is not None
                 else Rounding(digits=args.digits or 3))
     questions = parse_questions(args.questions) if args.questions else QUESTIONS
-    options = WorksheetOptions(questions=questions, rounding=rounding, derivation=not args.no_derivation)
     problem = load_problem(args)
+    from symattn.trace import Trace
+
+    asked = tuple(asked_steps(Trace(problem), questions))
+    points = parse_points(args.points, asked) if args.points is not None else None
+    options = WorksheetOptions(questions=questions, rounding=rounding, derivation=not args.no_derivation,
+                               points=points, format=args.format)
+    progress = _progress if random and args.versions >= LONG_RUN else None
     if random:
         spec = spec_from_problem(problem, square_dk=args.square_dk, allow_ties=args.allow_ties,
                                  min_weight=args.min_weight)
-        versions = seeded_versions(spec, args.seed, args.versions)
+        separate = None if args.no_separate else (questions, rounding)
+        versions = seeded_versions(spec, args.seed, args.versions, separate=separate)
     else:
         if args.problem:
             toml = read_text(args.problem, what="a problem TOML file")
@@ -116,8 +141,10 @@ def run(args: argparse.Namespace) -> Outcome:
         from symattn.html.selfcheck import write_selfcheck
 
         return Outcome(write_selfcheck(versions, rounding, questions, args.out_dir))
-    names = write_worksheet(worksheet_files(versions, options), args.out_dir, pdf=args.pdf,
-                            force=args.force)
+    files = worksheet_files(versions, options, progress=progress)
+    if progress and args.pdf:
+        print(f"compiling {2 * len(versions) + 2} PDFs …", file=sys.stderr, flush=True)
+    names = write_worksheet(files, args.out_dir, pdf=args.pdf, force=args.force)
     ids = ", ".join(v.vid for v in versions)
     return Outcome(f"wrote {len(names)} files to {args.out_dir}: version{'s' if len(versions) > 1 else ''} "
                    f"{ids}\n")

@@ -1,0 +1,120 @@
+"""What each modelled mistake gives on a worksheet question, and versions that tell them apart.
+
+A key's "common wrong answers" table and the rule that keeps only versions
+whose mistakes are distinguishable read the same values: those of
+``symattn check`` itself (:class:`symattn.check.checker.Checker`'s mistakes,
+each the one engine run on a changed problem), rounded as the sheet asks.
+Nothing here computes attention.
+
+For each question (a step such as ``weights``) a mistake *code* is listed
+once, with the first of its variants (in the checker's order) that gives a
+different answer from the right one; ``wrong-step`` (another step's value)
+is not a computation mistake and is left out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from symattn.certify import CertifiedDecimal, Rounding
+from symattn.check.checker import Checker
+from symattn.engine import NEG_INF
+from symattn.trace import Trace
+
+__all__ = ["WrongAnswer", "wrong_answers", "separates", "answer_texts", "figure"]
+
+Grid = tuple[tuple[str, ...], ...]
+
+#: The mistakes a separating version must tell apart.  ``e-as-2.7`` is listed in the key's table
+#: but not required: 2.7 for e moves every exponent by 0.7 %, which an answer of two or three
+#: digits often cannot show, so requiring it would reject most hand-friendly problems.
+SEPARATED = frozenset(("unscaled", "scaled-by-d_k", "transposed-scores", "softmax-over-columns",
+                       "scaled-after-softmax", "values-from-keys", "transposed-output", "early-rounding",
+                       "mask-after-softmax", "masked-by-zero", "window-off-by-one"))
+#: Mistakes of precision: when the answer rounds the same as the right one, the student is right at
+#: the precision asked, so only an answer that differs must be told apart.
+PRECISION = frozenset(("early-rounding",))
+_ORDER = ("weights", "output", "scaled", "scores")   # the questions that fail most, first
+
+
+@dataclass(frozen=True)
+class WrongAnswer:
+    """What one named mistake gives for a whole question: its rounded entries, row by row."""
+
+    code: str
+    detail: str
+    values: Grid
+
+
+def _text(d: CertifiedDecimal | object) -> str:
+    return "-inf" if d is NEG_INF else d.text  # type: ignore[union-attr]
+
+
+def answer_texts(trace: Trace, step: str, rounding: Rounding) -> Grid:
+    """The right answer of a question, rounded as the sheet asks (the certified decimals)."""
+    return tuple(tuple(_text(d) for d in row) for row in trace.step(step).decimals(rounding))
+
+
+def _checker(trace: Trace, cache: dict | None) -> Checker:
+    if cache is None:
+        return Checker(trace)
+    hit = cache.get(id(trace))
+    if hit is None:
+        hit = cache[id(trace)] = Checker(trace)
+    return hit
+
+
+def wrong_answers(trace: Trace, step: str, rounding: Rounding, *,
+                  checker: Checker | None = None) -> list[WrongAnswer]:
+    """Each modelled mistake's answer to the question ``step`` (at ``rounding``), in the checker's
+    order; a mistake that changes nothing at this rounding is listed with the right answer's values
+    (so a caller can see it is not separated)."""
+    checker = checker or Checker(trace)
+    target = checker.target(step)
+    right = answer_texts(trace, step, rounding)
+    rows, cols = target.shape
+    per_cell = checker.mistakes.cells(target.spec, target.shape, rounding.places)
+    variants: dict[tuple[str, str], list] = {}
+    for k, cells in enumerate(per_cell):
+        for m in cells:
+            if m.code == "wrong-step":
+                continue
+            variants.setdefault((m.code, m.detail), [None] * (rows * cols))[k] = m.cell
+    chosen: dict[str, WrongAnswer] = {}
+    for (code, detail), cells in variants.items():
+        if any(c is None for c in cells):
+            continue                       # a variant that does not cover the whole answer
+        try:
+            flat = [_text(c.rounded(rounding)) for c in cells]
+        except Exception:   # noqa: BLE001 - a variant that cannot be certified explains nothing
+            continue
+        grid = tuple(tuple(flat[i * cols:(i + 1) * cols]) for i in range(rows))
+        previous = chosen.get(code)
+        if previous is None or (previous.values == right and grid != right):
+            chosen[code] = WrongAnswer(code, detail, grid)
+    return list(chosen.values())
+
+
+def figure(values: Grid) -> str:
+    """A question's answer written as ``check`` reads a matrix: ``a, b, c; d, e, f``."""
+    return "; ".join(", ".join(row) for row in values)
+
+
+def separates(trace: Trace, steps: list[str], rounding: Rounding) -> bool:
+    """Does every modelled mistake (of :data:`SEPARATED`) give, on every question, an answer different from the right
+    one and from every other mistake's, that ``check`` names as that mistake (not as a slip in
+    the last digit), so a wrong answer points to its cause?"""
+    checker = Checker(trace)
+    for step in sorted(steps, key=lambda s: _ORDER.index(s) if s in _ORDER else len(_ORDER)):
+        right = answer_texts(trace, step, rounding)
+        seen = {right}
+        wrongs = [w for w in wrong_answers(trace, step, rounding, checker=checker) if w.code in SEPARATED
+                  and not (w.code in PRECISION and w.values == right)]
+        for wrong in wrongs:
+            if wrong.values in seen:
+                return False
+            seen.add(wrong.values)
+        for wrong in wrongs:          # the costlier test last: check itself names the mistake
+            if checker.check(step, figure(wrong.values)).mistake != wrong.code:
+                return False
+    return True
