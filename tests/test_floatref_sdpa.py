@@ -282,13 +282,13 @@ def test_ulp_report_skips_fully_masked_rows_and_checks_shapes():
         fr.ulp_report(out[:1], Q, K, V)
 
 
-def test_more_keys_than_the_engine_takes_is_a_clear_error_only_when_arb_is_needed(monkeypatch):
-    import symattn.limits
-    monkeypatch.setattr(symattn.limits, "MAX_SIDE", 3)
+def test_a_head_past_the_arb_budget_is_a_clear_error_only_when_arb_is_needed(monkeypatch):
+    from symattn.floatref import rows
+    monkeypatch.setattr(rows, "MAX_KEY_ENTRIES", 7)      # S·(E + Ev) = 4·2 = 8 > 7
     V = np.array([[1.0], [1.0 + 2.0 ** -23], [1.0], [1.0 + 2.0 ** -23]], dtype=np.float32)
     Q = np.ones((1, 1), dtype=np.float32)
     K = np.zeros((4, 1), dtype=np.float32)                # an exact tie at a float32 midpoint
-    with pytest.raises(fr.FloatRefError, match="at most 3 keys"):
+    with pytest.raises(fr.FloatRefError, match="at most 7 entries"):
         fr.correctly_rounded(Q, K, V)
     K = np.array([[0.0], [1.0], [2.0], [3.0]], dtype=np.float32)
     ref = fr.correctly_rounded(Q, K, V)                    # decided by float64 alone

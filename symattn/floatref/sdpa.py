@@ -161,7 +161,7 @@ def correctly_rounded(Q: Any, K: Any, V: Any, *, dtype: str = "float32", attn_ma
 
     Arguments as torch.nn.functional.scaled_dot_product_attention (no dropout);
     inputs by their exact binary values; the default scale is exactly 1/√E."""
-    from symattn.floatref.fallback import decide_all
+    from symattn.floatref.rows import decide_all
 
     np = _numpy()
     if dtype not in BINARY_FORMATS:
