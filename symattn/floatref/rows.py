@@ -139,6 +139,7 @@ class _Head:
         shift = max(gv, 0)                               # keep 2^gv ≤ 1 so the 1-column is an integer
         self.gv = gv - shift
         self.vn = [[x << shift for x in row] for row in vn]
+        self.vf = np.asarray(V[:, self.cols], dtype=np.float64).reshape(K.shape[0], len(self.cols))
         one = 1 << -self.gv
         self.VN = flint.fmpz_mat([row + [one] for row in self.vn])   # [V | 1]·2^-gv
         self.s_rational, self.s_exact = _scale_parts(pr)
@@ -165,7 +166,8 @@ class _Head:
         for r, (idx, i) in enumerate(pairs):
             allowed = None if pr.allowed is None else pr.allowed[idx][i]
             add = None if pr.additive is None else pr.additive[idx][i]
-            known = self._rational(drows[r], g, allowed, add)
+            ocols = np.nonzero(~o_ok[idx][i])[0].tolist()
+            known = self._rational(drows[r], g, allowed, add, [self.cols.index(c) for c in ocols])
             for c in np.nonzero(~w_ok[idx][i])[0].tolist():
                 if allowed is not None and not allowed[c]:
                     value = 0.0
@@ -176,7 +178,7 @@ class _Head:
                     continue
                 w[idx + (i, c)] = value + 0.0
                 w_ok[idx + (i, c)] = True
-            for c in np.nonzero(~o_ok[idx][i])[0].tolist():
+            for c in ocols:
                 k = self.cols.index(c)
                 if known["output"][k] is not None:
                     o[idx + (i, c)] = round_fraction(known["output"][k], fmt) + 0.0
@@ -194,9 +196,12 @@ class _Head:
                             "it may sit exactly on a rounding boundary")
         return count
 
-    def _rational(self, drow, g: int, allowed, add) -> dict:
-        """The row's rational values (Fractions), None where a value is transcendental."""
-        keys = [j for j in range(len(drow)) if allowed is None or allowed[j]]
+    def _rational(self, drow, g: int, allowed, add, ks: list[int]) -> dict:
+        """The row's rational values (Fractions), None where a value is transcendental:
+        the weights (one value for the row) and the output columns ``ks`` (indices in cols)."""
+        import numpy as np
+
+        keys = np.arange(len(drow)) if allowed is None else np.nonzero(allowed)[0]
         if self.s_rational is None:                      # s irrational: t_j = t_k iff d and m agree
             key = (lambda j: drow[j]) if add is None else (lambda j: (drow[j], float(add[j])))
         elif add is None:
@@ -204,20 +209,30 @@ class _Head:
         else:
             s2 = self.s_rational * Fraction(2) ** g
             key = lambda j: s2 * int(drow[j]) + Fraction(float(add[j]))  # noqa: E731
-        groups: dict = {}
-        for j in keys:
-            groups.setdefault(key(j), []).append(j)
-        weights = Fraction(1, len(keys)) if len(groups) == 1 else None
-        output = []
-        two = Fraction(2) ** self.gv
-        members = list(groups.values())
-        for k in range(len(self.cols)):
-            sums = [(sum(self.vn[j][k] for j in m), len(m)) for m in members]
-            s0, n0 = sums[0]
-            if all(s * n0 == s0 * n for s, n in sums):
-                output.append(Fraction(s0, n0) * two)
-            else:
-                output.append(None)
+        label: dict = {}
+        labels = np.array([label.setdefault(key(j), len(label)) for j in keys.tolist()])
+        ngroups = len(label)
+        weights = Fraction(1, len(keys)) if ngroups == 1 else None
+        output = {}
+        counts = np.bincount(labels, minlength=ngroups)
+        for k in ks:
+            v = self.vf[keys, k]
+            if ngroups == len(keys):                     # every group one key: rational iff v is constant
+                if (v != v[0]).any():
+                    output[k] = None
+                    continue
+            else:                                        # a float screen first: the group means differ
+                means = np.bincount(labels, weights=v, minlength=ngroups) / counts
+                tol = 4 * len(keys) * 2.0 ** -53 * float(np.abs(v).max())   # ≥ every float sum's error
+                if means.max() - means.min() > 2 * tol:
+                    output[k] = None
+                    continue
+            sums = [0] * ngroups
+            for j, lab in zip(keys.tolist(), labels.tolist()):
+                sums[lab] += self.vn[j][k]
+            n0 = int(counts[0])
+            same = all(sums[h] * n0 == sums[0] * int(counts[h]) for h in range(ngroups))
+            output[k] = Fraction(sums[0], n0) * Fraction(2) ** self.gv if same else None
         return {"weights": weights, "output": output}
 
     def _balls(self, pairs, D, g: int, todo, w, w_ok, o, o_ok) -> list:
