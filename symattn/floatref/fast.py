@@ -22,7 +22,7 @@ EXP_ABS = 2.0 ** -1070   # 16 float64 subnormal units
 TINY = 2.0 ** -1000      # absorbs every underflow (far below any float32/16 subnormal)
 _INFLATE = 1 + 2.0 ** -20
 #: keys per partial sum: sums and W·V carry γ_{B + S/B + 1} instead of γ_S
-SUM_BLOCK = 64
+SUM_BLOCK = 256
 #: rows per block: keeps the (rows × S) float64 temporaries near 16 MB each
 BLOCK_ENTRIES = 1 << 21
 
@@ -101,7 +101,7 @@ class _Head:
         self.kln_max = float(np.sqrt(np.einsum("ij,ij->i", Kl, Kl)).max())
         VV = np.concatenate([V, np.abs(V)], axis=1)
         self.Ev = V.shape[1]
-        self.VVb = _blocks(VV.T).transpose(0, 2, 1)          # (nb, B, 2Ev)
+        self.VVb = np.ascontiguousarray(_blocks(VV.T).transpose(0, 2, 1))   # (nb, B, 2Ev)
         self.absV_sum = np.abs(V).sum(axis=0)
 
 
@@ -113,7 +113,7 @@ def _blocks(M):
     nb = -(-S // SUM_BLOCK)
     if nb * SUM_BLOCK != S:
         M = np.concatenate([M, np.zeros((rows, nb * SUM_BLOCK - S))], axis=1)
-    return M.reshape(rows, nb, SUM_BLOCK).transpose(1, 0, 2)
+    return np.ascontiguousarray(M.reshape(rows, nb, SUM_BLOCK).transpose(1, 0, 2))   # BLAS wants contiguous
 
 
 def _scores(Q, h: _Head):
@@ -183,7 +183,9 @@ def _block(Q, h: _Head, allowed, additive, s, ds):
         good = (denom > 0) & np.isfinite(RZ) & ~overflow & (eX < 0.5)
         denom = np.where(good, denom, np.nan)
         # output numerators and Σ w̃|v| in one blocked product
-        NA = np.matmul(Wb, h.VVb).sum(axis=0)
+        NA = Wb[0] @ h.VVb[0]
+        for b in range(1, Wb.shape[0]):                      # block by block: nb − 1 more additions
+            NA += Wb[b] @ h.VVb[b]
         N, A = NA[:, :h.Ev], NA[:, h.Ev:]
         # p̃ = fl(w̃/Z̃): |p − p̃| ≤ p̃·[(Z̃G + R_Z)(1+2u)²/denom + u] + a(1+G)(1+2u)/denom;
         # 3u more (and _up) covers computing p̃ ± radius in round-to-nearest
