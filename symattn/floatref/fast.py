@@ -176,7 +176,7 @@ def _block(Q, h: _Head, allowed, additive, s, ds):
         Wm = np.exp(X, out=X)
         Wb = _blocks(Wm)
         Z = Wb.sum(axis=2).sum(axis=0)
-        gS = gamma(SUM_BLOCK + Wb.shape[0] + 1)
+        gS = gamma(min(SUM_BLOCK, S) + Wb.shape[0] + 1)      # zero padding adds no error
         # Σ w̃ ≤ Z̃/(1 − gS); R_Z = (gS + G)·Z̃/(1 − gS) + S·a(1 + G)
         RZ = _up((gS + G) * Z / (1 - gS) + S * Aabs)
         denom = np.nextafter(Z - RZ, -np.inf)
