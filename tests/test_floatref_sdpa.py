@@ -373,3 +373,40 @@ def test_heads_sharing_k_and_v_share_one_trace_with_their_own_masks_and_rows():
         sub = type(ref)(ref.output[h], ref.weights[h], "float64", None, 0, 0)
         assert_matches(sub, Q[h], K[kv], V[kv], "float64", ~np.isneginf(additive[h]),
                        np.where(np.isneginf(additive[h]), 0, additive[h]))
+
+
+def test_groups_with_equal_mean_values_give_an_exact_midpoint_output():
+    """Scores 0, 0, 1, 1 with values 1, 1 + 2^-23 in each pair: the weights are irrational but
+    each score group's mean value is 1 + 2^-24, so the output is exactly that midpoint
+    (Lindemann–Weierstrass: rows.py) and rounds to the even 1.0; one group's mean moved by
+    2^-30 breaks the tie and the balls decide it."""
+    V = np.array([[1.0], [1.0 + 2.0 ** -23], [1.0 + 2.0 ** -23], [1.0]], dtype=np.float32)
+    Q = np.ones((1, 1), dtype=np.float32)
+    K = np.array([[0.0], [0.0], [1.0], [1.0]], dtype=np.float32)
+    ref = fr.correctly_rounded(Q, K, V, scale=1.0)
+    assert float(ref.output[0, 0]) == 1.0 and ref.arb_entries >= 1
+    assert_matches(ref, Q, K, V, "float32", scale=1.0)
+    V2 = V.astype(np.float64)
+    V2[3, 0] = 1.0 + 2.0 ** -30                                      # the e^1 group's mean moves up
+    ref = fr.correctly_rounded(Q, K, V2, scale=1.0)
+    assert float(ref.output[0, 0]) == 1.0 + 2.0 ** -23
+    assert_matches(ref, Q, K, V2, "float32", scale=1.0)
+
+
+def test_more_keys_than_the_engine_takes_go_through_the_arb_path():
+    """S = 1,500 > MAX_SIDE (the engine's side limit) on a thin problem: float64 targets send
+    every entry through the arb path; float32 with tied scores at a midpoint needs it too."""
+    rng = np.random.default_rng(21)
+    S = 1500
+    Q = rng.standard_normal((1, 2, 2)).astype(np.float32)
+    K = rng.standard_normal((1, S, 2)).astype(np.float32)
+    V = rng.standard_normal((1, S, 1)).astype(np.float32)
+    causal = np.tril(np.ones((2, S), dtype=bool), k=S - 2)           # row 0 misses the last key
+    ref = fr.correctly_rounded(Q, K, V, dtype="float64", attn_mask=causal)
+    assert ref.arb_entries == ref.entries
+    assert_matches(type(ref)(ref.output[0], ref.weights[0], "float64", None, 0, 0),
+                   Q[0], K[0], V[0], "float64", allowed=causal)
+    Vt = np.where(np.arange(S)[:, None] % 2, 1.0 + 2.0 ** -23, 1.0).astype(np.float32)
+    ref = fr.correctly_rounded(Q[0], np.zeros((S, 2), np.float32), Vt)   # every score 0: a tie
+    assert ref.output[:, 0].tolist() == [1.0, 1.0] and ref.arb_entries == 2
+    assert (ref.weights == np.float32(1 / S)).all()
