@@ -410,3 +410,19 @@ def test_more_keys_than_the_engine_takes_go_through_the_arb_path():
     ref = fr.correctly_rounded(Q[0], np.zeros((S, 2), np.float32), Vt)   # every score 0: a tie
     assert ref.output[:, 0].tolist() == [1.0, 1.0] and ref.arb_entries == 2
     assert (ref.weights == np.float32(1 / S)).all()
+
+
+def test_ulp_report_past_the_engine_side_limit_certifies_the_worst_entries():
+    """S = 1,500: the worst entries' exact values and errors come from rows.py's balls;
+    checked against mpmath (one candidate entry moved by one float32 step)."""
+    rng = np.random.default_rng(22)
+    Q, K, V = (rng.standard_normal((n, 3)).astype(np.float32) for n in (2, 1500, 1500))
+    ref = fr.correctly_rounded(Q, K, V)
+    out = ref.output.copy()
+    out[1, 2] = np.nextafter(out[1, 2], np.float32(np.inf))
+    report = fr.ulp_report(out, Q, K, V, worst=2)
+    assert report.correctly_rounded == 5 and report.worst[0].index == (1, 2)
+    _, O = mp_sdpa(Q, K, V)
+    want = mp_ulps(out[1, 2], O[1][2], "float32")
+    assert abs(float(report.worst[0].ulps) - float(want)) < 1e-3
+    assert abs(float(report.worst[0].exact) - float(O[1][2])) <= 1e-8 * abs(float(O[1][2]))

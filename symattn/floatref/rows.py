@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from typing import Any
 
 import flint
 
@@ -120,19 +121,82 @@ def decide_all(pr, w, w_ok, o, o_ok, fmt: BinaryFormat) -> int:
     for members in groups.values():
         pairs = [(idx, i) for idx in members
                  for i in np.nonzero(~w_ok[idx].all(axis=1) | ~o_ok[idx].all(axis=1))[0].tolist()]
-        count += _Head(pr, members[0], pairs, o_ok, fmt).decide(w, w_ok, o, o_ok)
+        cols = sorted({c for idx, i in pairs for c in np.nonzero(~o_ok[idx][i])[0].tolist()})
+        count += _Head(pr, members[0], pairs, cols, fmt).decide(w, w_ok, o, o_ok)
     return count
+
+
+def enclosures(pr, idx: tuple, rows: list[int], step: str, prec: int) -> list[list]:
+    """Arb balls (at ``prec`` bits) of every entry of the given rows of one head's step
+    ('weights' or 'output'); rational entries (a blocked weight 0, a tied row's 1/n, an
+    output equal to every group's mean) are exact points.  For reports, not decisions."""
+    pairs = [(idx, i) for i in rows]
+    Ev = pr.V.shape[-1]
+    head = _Head(pr, idx, pairs, list(range(Ev)) if step == "output" else [], None)
+    D, g = head.scores(pairs)
+    drows = D.tolist()
+    known = []
+    for r, (_, i) in enumerate(pairs):
+        allowed = None if pr.allowed is None else pr.allowed[idx][i]
+        add = None if pr.additive is None else pr.additive[idx][i]
+        k = head._rational(drows[r], g, allowed, add, list(range(len(head.cols))))
+        known.append(k["weights"] if step == "weights" else k["output"])
+    with precision(prec):
+        W, N = head.balls_of(pairs, D, g, list(range(len(pairs))), full=True)
+        scale = flint.arb(2) ** head.gv
+        out = []
+        for r in range(len(pairs)):
+            Z = N[r, N.ncols() - 1]
+            if step == "weights":
+                row = [e / (Z * scale) for e in W[r]]
+                if known[r] is not None:                 # one group: every allowed weight 1/n
+                    one = flint.arb(flint.fmpq(known[r].numerator, known[r].denominator))
+                    row = [one if not (e == 0) else e for e in W[r]]
+            else:
+                row = [N[r, k] / Z if known[r][k] is None else
+                       flint.arb(flint.fmpq(known[r][k].numerator, known[r][k].denominator))
+                       for k in range(Ev)]
+            out.append(row)
+    return out
+
+
+def rational_entry(pr, idx: tuple, i: int, step: str, c: int) -> Fraction | None:
+    """The exact value of one entry when it is rational (see the module docstring), else None."""
+    allowed = None if pr.allowed is None else pr.allowed[idx][i]
+    if step == "weights" and allowed is not None and not allowed[c]:
+        return Fraction(0)
+    head = _Head(pr, idx, [(idx, i)], [c] if step == "output" else [], None)
+    D, g = head.scores([(idx, i)])
+    add = None if pr.additive is None else pr.additive[idx][i]
+    known = head._rational(D.tolist()[0], g, allowed, add, [0] if step == "output" else [])
+    return known["weights"] if step == "weights" else known["output"][0]
+
+
+class _Products:
+    """Σ_j w_j·[v_j | 1]_k·2^-gv for the (row, k) pairs asked for, computed once each."""
+
+    def __init__(self, head: "_Head", W: list, rows: list[int]) -> None:
+        self.head, self.W, self.cache = head, W, {}
+        self.rowmats: dict[int, flint.arb_mat] = {}
+
+    def __getitem__(self, key: tuple[int, int]) -> flint.arb:
+        if key not in self.cache:
+            row, k = key
+            if row not in self.rowmats:
+                self.rowmats[row] = flint.arb_mat([self.W[row]])
+            self.cache[key] = (self.rowmats[row] * self.head.column(k))[0, 0]
+        return self.cache[key]
 
 
 class _Head:
     """The integer K and V of one (K, V) pair and the undecided rows that read them."""
 
-    def __init__(self, pr, idx0: tuple, pairs: list, o_ok, fmt: BinaryFormat) -> None:
+    def __init__(self, pr, idx0: tuple, pairs: list, cols: list[int], fmt: BinaryFormat | None) -> None:
         import numpy as np
 
         self.pr, self.pairs, self.fmt = pr, pairs, fmt
         K, V = pr.K[idx0], pr.V[idx0]
-        self.cols = sorted({c for idx, i in pairs for c in np.nonzero(~o_ok[idx][i])[0].tolist()})
+        self.cols = cols
         kn, self.gk = dyadic_matrix(K)
         self.KT = flint.fmpz_mat(kn).transpose()
         vn, gv = dyadic_matrix(V[:, self.cols]) if self.cols else ([[] for _ in range(K.shape[0])], 0)
@@ -143,7 +207,24 @@ class _Head:
         one = 1 << -self.gv
         self.VN = flint.fmpz_mat([row + [one] for row in self.vn])   # [V | 1]·2^-gv
         self.s_rational, self.s_exact = _scale_parts(pr)
-        self.digits = math.ceil(fmt.p * math.log10(2)) + 2
+        self.digits = 0 if fmt is None else math.ceil(fmt.p * math.log10(2)) + 2
+
+    def column(self, k: int) -> flint.arb_mat:
+        """Column k of [V | 1]·2^-gv as an S × 1 arb_mat (exact integers; kept per head)."""
+        if not hasattr(self, "_columns"):
+            self._columns: dict[int, flint.arb_mat] = {}
+        if k not in self._columns:
+            one = 1 << -self.gv
+            self._columns[k] = flint.arb_mat([[one] for _ in self.vn] if k == len(self.cols) else
+                                             [[row[k]] for row in self.vn])
+        return self._columns[k]
+
+    def scores(self, pairs) -> tuple:
+        """The exact scores of the rows as an fmpz_mat D and g: q·k = D·2^g."""
+        import numpy as np
+
+        qn, gq = dyadic_matrix(np.stack([self.pr.Q[idx][i] for idx, i in pairs]))
+        return flint.fmpz_mat(qn) * self.KT, gq + self.gk
 
     def decide(self, w, w_ok, o, o_ok) -> int:
         S = self.pr.K.shape[-2]
@@ -158,10 +239,8 @@ class _Head:
 
         pr, fmt = self.pr, self.fmt
         count = sum(int((~w_ok[idx][i]).sum() + (~o_ok[idx][i]).sum()) for idx, i in pairs)
-        qn, gq = dyadic_matrix(np.stack([pr.Q[idx][i] for idx, i in pairs]))
-        D = flint.fmpz_mat(qn) * self.KT                 # exact scores ·2^-(gq + gk)
+        D, g = self.scores(pairs)                        # exact scores ·2^-g
         drows = D.tolist()
-        g = gq + self.gk
         todo = []                                        # (row r, step, column, where to write)
         for r, (idx, i) in enumerate(pairs):
             allowed = None if pr.allowed is None else pr.allowed[idx][i]
@@ -235,13 +314,13 @@ class _Head:
             output[k] = Fraction(sums[0], n0) * Fraction(2) ** self.gv if same else None
         return {"weights": weights, "output": output}
 
-    def _balls(self, pairs, D, g: int, todo, w, w_ok, o, o_ok) -> list:
-        """One round at the current precision: decide what the balls decide; return the rest."""
-        pr, fmt = self.pr, self.fmt
-        rows = sorted({t[0] for t in todo})
+    def balls_of(self, pairs, D, g: int, rows: list[int], full: bool = False) -> tuple[list, Any]:
+        """At the current precision: the rows' e^(t_j − c) (0 where blocked) and
+        Σ_j e^(t_j − c)·[v_j | 1]·2^-gv: one arb_mat product for every column when ``full``,
+        else only the (row, column) pairs asked for, each one 1 × S by S × 1 product."""
+        pr = self.pr
         T = flint.arb_mat(D) * (_scale_ball(self.s_exact) * flint.arb(2) ** g)
         trows = T.tolist()
-        V = flint.arb_mat(self.VN)
         W = []
         for r in rows:
             idx, i = pairs[r]
@@ -256,16 +335,25 @@ class _Head:
             for j in live:
                 e[j] = (t[j] - c).exp()
             W.append(e)
-        N = flint.arb_mat(W) * V                          # Σ w·[v | 1]·2^-gv per row
+        if full:
+            return W, flint.arb_mat(W) * flint.arb_mat(self.VN)
+        return W, _Products(self, W, rows)
+
+    def _balls(self, pairs, D, g: int, todo, w, w_ok, o, o_ok) -> list:
+        """One round at the current precision: decide what the balls decide; return the rest."""
+        fmt = self.fmt
+        rows = sorted({t[0] for t in todo})
+        W, N = self.balls_of(pairs, D, g, rows)
         ncols = len(self.cols)
         where = {r: k for k, r in enumerate(rows)}
+        scale = flint.arb(2) ** self.gv
         rest = []
         for item in todo:
             r, step, k, at = item
             row = where[r]
             Z = N[row, ncols]                              # Σ w · 2^-gv
             if step == "weights":
-                ball = W[row][k] / (Z * flint.arb(2) ** self.gv)
+                ball = W[row][k] / (Z * scale)
                 values, ok = w, w_ok
             else:
                 ball = N[row, k] / Z
