@@ -26,8 +26,10 @@ def _is_exactly_zero(expr: sympy.Expr) -> bool | None:
     when they are 0; the parser's degree cap keeps that cheap).  SymPy's
     ``equals`` is never asked: on a transcendental near-tie it runs its
     solver without bound, so such a number is refused instead."""
-    if not expr.is_algebraic:
-        return None
+    if not expr.is_algebraic:   # cosines and sines of algebraic angles (RoPE scores)
+        from symattn.rope import trig_is_zero
+
+        return trig_is_zero(expr) if expr.has(sympy.cos, sympy.sin) else None
     x = sympy.Dummy("x")
     try:
         return minimal_polynomial(expr, x) == x

@@ -42,11 +42,12 @@ import math
 import flint
 import sympy
 
+from symattn import rope
 from symattn.certify import to_arb
 from symattn.compare import compare, equal, sign
 from symattn.matrix import ExactMatrix, _fmpq_to_sympy, _sympy_to_fmpq
 from symattn.precision import precision
-from symattn.errors import ProblemError
+from symattn.errors import CertificationError, ProblemError
 from symattn.problem import Problem
 
 #: the most digits (numerator or denominator) of an exact b^q = e^(q·log b)
@@ -158,7 +159,14 @@ class Engine:
         else:
             self.inputs = {}
             self.Q, self.K, self.V = p.inputs["Q"], p.inputs["K"], p.inputs["V"]
-        self.scores = self.Q.matmul(self.K, transpose_other=True)
+        #: Q_rot and K_rot with RoPE (symattn.rope): the scores come from them
+        self.rotated: dict[str, ExactMatrix] = {}
+        if p.rope is not None:
+            self.rotated = {"Q_rot": rope.rotate(self.Q, p.rope.positions, p.rope),
+                            "K_rot": rope.rotate(self.K, p.rope.key_positions, p.rope)}
+            self.scores = rope.rotated_scores(self.Q, self.K, *self.rotated.values(), p.rope)
+        else:
+            self.scores = self.Q.matmul(self.K, transpose_other=True)
         self.scale = p.scale
         self.symbolic = bool(p.free_symbols)
         self.scale_sign = _sign_or_none(p.scale)
@@ -182,6 +190,8 @@ class Engine:
         # Lindemann–Weierstrass needs algebraic exponents and coefficients.
         self.algebraic = (bool(p.scale.is_algebraic) or log_exps) and (
             self.V.is_rational or all(e.is_algebraic for e in self.V.to_sympy()))
+        if self.rotated and not self.scores.is_rational:   # cos(1) in a RoPE score: not algebraic
+            self.algebraic = self.algebraic and all(e.is_algebraic for e in self.scores.entries())
         #: the sink logit (an extra softmax column, dropped), or None
         self.sink = p.sink
         if self.sink is not None:   # its exponent sink − scale·max must be algebraic too
@@ -192,6 +202,10 @@ class Engine:
         self._row_sums: dict[int, sympy.Expr] = {}
         self._top: dict[int, frozenset[int]] = {}
         self._sink_groups: dict[int, Hashable] = {}
+        self._key_balls: dict[sympy.Expr, flint.arb | None] = {}
+        #: steps a variant adds (online softmax, decoding): name -> their numbers
+        #: (``known_row(i)``, ``balls(i, prec)``, ``symbols()``; see symattn.stepnumbers)
+        self.extra: dict[str, object] = {}
 
     # -- the row maximum, decided exactly ------------------------------------
     def _allowed(self, i: int) -> tuple[int, ...]:
@@ -232,6 +246,8 @@ class Engine:
         """The symbols a step's entries depend on (empty: it has numbers)."""
         if not self.symbolic:
             return frozenset()
+        if step in self.extra:
+            return self.extra[step].symbols()
         matrix = self.matrix(step)
         if matrix is not None:
             return frozenset() if matrix.is_rational else frozenset(matrix.general.free_symbols)
@@ -408,12 +424,23 @@ class Engine:
             self._sink_groups[i] = found
         return self._sink_groups[i]
 
-    @staticmethod
-    def _canonical_key(groups: dict, value: sympy.Expr) -> sympy.Expr:
+    def _canonical_key(self, groups: dict, value: sympy.Expr) -> sympy.Expr:
+        """The group key equal to ``value`` (decided exactly), or ``value`` itself; a 64-bit
+        ball first rules out the groups it cannot equal (an exact equal() costs a SymPy expand)."""
+        ball = self._key_ball(value)
         for existing in groups:
-            if equal(existing, value):
+            other = self._key_ball(existing)
+            if (ball is None or other is None or other.overlaps(ball)) and equal(existing, value):
                 return existing
         return value
+
+    def _key_ball(self, value: sympy.Expr) -> flint.arb | None:
+        if value not in self._key_balls:
+            try:
+                self._key_balls[value] = to_arb(value, 64)
+            except CertificationError:      # a function the balls do not know: equal() decides
+                self._key_balls[value] = None
+        return self._key_balls[value]
 
     def algebraic_value(self, step: str, i: int, j: int) -> sympy.Expr | None:
         """The exact value of a softmax-side entry when the exponentials cancel, else None.
@@ -476,6 +503,8 @@ class Engine:
     def known_row(self, step: str, i: int) -> list:
         """Row i of a step: an fmpq where the exact value is a known rational,
         NEG_INF where masked, None where a ball must decide."""
+        if step in self.extra:
+            return self.extra[step].known_row(i)
         matrix = self.matrix(step)
         if matrix is not None:
             if matrix.is_rational:
@@ -559,7 +588,7 @@ class Engine:
 
     def matrix(self, step: str) -> ExactMatrix | None:
         """The exact matrix behind an input or a projection step, else None."""
-        fixed = {"Q": self.Q, "K": self.K, "V": self.V, "scores": self.scores}
+        fixed = {"Q": self.Q, "K": self.K, "V": self.V, "scores": self.scores, **self.rotated}
         return fixed.get(step) or self.inputs.get(step)
 
     def _scale_ball(self, prec: int) -> flint.arb:
@@ -569,6 +598,8 @@ class Engine:
 
     def _compute_row(self, step: str, i: int, prec: int) -> list:
         m = self.m
+        if step in self.extra:
+            return self.extra[step].balls(i, prec)
         matrix = self.matrix(step)
         if matrix is not None:
             return [matrix.ball(i, j, prec) for j in range(matrix.cols)]

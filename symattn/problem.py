@@ -25,6 +25,7 @@ from symattn.limits import (MAX_ALGEBRAIC_DEGREE, MAX_ENTRIES, MAX_EXACT_DIGITS,
 from symattn.matrix import (ExactMatrix, _plain_scalar, _rows_of, check_magnitude, check_symbols,
                             exact_matrix)
 from symattn.parser import algebraic_degree
+from symattn.rope import parse_rope
 from symattn.tomlfile import parse_toml, read_text
 
 Matrix = sympy.ImmutableMatrix
@@ -32,7 +33,8 @@ Matrix = sympy.ImmutableMatrix
 #: The keys a problem file or dict may hold.
 PROBLEM_KEYS = (
     "title", "about", "X", "W_q", "W_k", "W_v", "X_kv", "Q", "K", "V",
-    "tokens", "key_tokens", "scale", "mask", "sink", "symbols",
+    "tokens", "key_tokens", "scale", "mask", "sink", "rope", "symbols",
+    "tiles", "decode",
 )
 
 def _shape(m: Matrix) -> str:
@@ -149,7 +151,13 @@ class Problem:
     sliding window ``{"window": W}`` (keys i − W < j ≤ i; ``"causal": False``
     for |i − j| < W).  ``sink`` is a sink logit s (gpt-oss): one more column
     in every row's softmax, then dropped, so the weights sum to less than 1
-    (``sink = 0`` is the "off-by-one" softmax).
+    (``sink = 0`` is the "off-by-one" softmax).  ``rope`` rotates queries and keys
+    by position before the scores (``{"layout": "interleaved" | "half", "base": 10000,
+    "positions": [...], "key_positions": [...], "theta": [...]}``; symattn.rope).
+    ``tiles`` (a block size B or a list of split points) adds FlashAttention's
+    online-softmax steps (``symattn.online``); ``decode = {"prefill": P}`` adds
+    KV-cache decoding steps for the tokens after the first P and implies the
+    causal mask (``symattn.decode``).
     ``symbols`` names the symbols that strings may use (``["a", "x_1"]``, or
     True for any); SymPy expressions passed directly may hold symbols anyway.
     """
@@ -170,6 +178,9 @@ class Problem:
         scale: object = None,
         mask: object = None,
         sink: object = None,
+        rope: object = None,
+        tiles: object = None,
+        decode: object = None,
         title: str | None = None,
         symbols: bool | Sequence[str] = (),
     ) -> None:
@@ -234,6 +245,18 @@ class Problem:
             check_magnitude(flint.fmpq(int(self.scale.p), int(self.scale.q))
                             if self.scale.is_Rational else self.scale, "scale")
         self.sink = None if sink is None else self._scalar(sink, "sink", symbols)
+        #: the validated RoPE key (symattn.rope.Rope), or None
+        self.rope = None if rope is None else parse_rope(rope, n=self.n, m=self.m, d_k=self.d_k)
+        if decode is not None and self.rope is not None:
+            raise ProblemError("rope and decode together are not supported yet (the decode steps "
+                               "would have to rotate each new query and cached key): drop one of them")
+        if decode is not None:
+            from symattn.decode import parse_decode
+
+            self.prefill: int | None = parse_decode(decode, self, mask)
+            mask = "causal"
+        else:
+            self.prefill = None
         self.mask, self.mask_kind = _mask(mask, self.n, self.m)
         #: (W, causal) of a sliding-window mask, else None
         self.window: tuple[int, bool] | None = _window(mask) if self.mask_kind == "window" else None
@@ -246,6 +269,14 @@ class Problem:
                     )
 
         self._check_size_caps()
+        if tiles is not None:
+            from symattn.online import parse_tiles
+
+            #: the key blocks [start, end) of online softmax, or None
+            self.tiles: tuple[tuple[int, int], ...] | None = parse_tiles(tiles, self)
+        else:
+            self.tiles = None
+        self.tiles_value = tiles if tiles is None or isinstance(tiles, int) else list(tiles)
 
     @staticmethod
     def _scalar(value: object, where: str, symbols: bool | Sequence[str]) -> sympy.Expr:
@@ -449,7 +480,13 @@ class Problem:
                        key_tokens=None if self.key_tokens == self.tokens else self.key_tokens,
                        scale=self.scale.subs(mapping) if self.scale_given else None,
                        mask=self.mask_value, title=self.title,
-                       sink=None if self.sink is None else self.sink.subs(mapping))
+                       sink=None if self.sink is None else self.sink.subs(mapping),
+                       tiles=self.tiles_value, decode=self.decode_value, rope=self.rope)
+
+    @property
+    def decode_value(self) -> dict | None:
+        """The decode key as ``Problem(decode=...)`` takes it (None without one)."""
+        return None if self.prefill is None else {"prefill": self.prefill}
 
     @property
     def mask_description(self) -> str | None:

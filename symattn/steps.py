@@ -12,7 +12,7 @@ from fractions import Fraction
 
 import sympy
 
-from symattn.document.blocks import Exact, Sym
+from symattn.document.blocks import Exact, Product, Sym
 from symattn.problem import Problem
 
 
@@ -75,6 +75,90 @@ SINK_STEPS: dict[str, StepSpec] = {
                         "(the sink's column is dropped)", "Attention weights"),
 }
 
+def _rope_meaning(what: str) -> tuple:
+    return (f"each {what} rotated by its position ", Sym("p"), ", pair ", Sym("i"), " by the angle ",
+            Product((Sym("p"), Sym("θ", "i"))))
+
+
+# With RoPE: the queries and keys rotated pair by pair, then the scores from them
+ROPE_STEPS: dict[str, StepSpec] = {
+    "Q_rot": StepSpec("Q_rot = Q rotated: each pair (x, y) ↦ (x·cos φ − y·sin φ, x·sin φ + y·cos φ), "
+                      "φ = p·θ_i", r"Q_{\text{rot}} = Q\,R(p\theta)^\top",
+                      "each query rotated by its position p, pair i by the angle p·θ_i",
+                      "Rotated queries (RoPE)", _rope_meaning("query")),
+    "K_rot": StepSpec("K_rot = K rotated: each pair (x, y) ↦ (x·cos φ − y·sin φ, x·sin φ + y·cos φ), "
+                      "φ = p·θ_i", r"K_{\text{rot}} = K\,R(p\theta)^\top",
+                      "each key rotated by its position p, pair i by the angle p·θ_i",
+                      "Rotated keys (RoPE)", _rope_meaning("key")),
+    "scores": StepSpec("scores = Q_rot·K_rotᵀ", r"S = Q_{\text{rot}} K_{\text{rot}}^\top",
+                       "how well rotated query i matches rotated key j: it depends on the "
+                       "positions only through their difference", "Scores"),
+}
+
+# Online softmax (tiles = B): one column per key block; running_output_{b} is one step per block
+ONLINE_STEPS: dict[str, StepSpec] = {
+    "running_max": StepSpec("running_max = max of the scaled scores seen so far",
+                            r"m_{ib} = \max_{j \le \text{block } b} \text{scaled}_{ij}",
+                            "the running maximum after each block of keys (−∞ while none is allowed)",
+                            "Running maximum"),
+    "rescale": StepSpec("rescale = e^(m_(b−1) − m_b), 1 for the first block",
+                        r"\text{rescale}_{ib} = e^{m_{i,b-1} - m_{ib}}",
+                        "how much the earlier sums shrink when the maximum grows (1 when it does not)",
+                        "Rescale factors"),
+    "running_sum": StepSpec("running_sum = rescale·previous + Σ_(block) e^(scaled − running_max)",
+                            r"l_{ib} = \text{rescale}_{ib}\, l_{i,b-1} + \sum_{j \in b} e^{\text{scaled}_{ij} - m_{ib}}",
+                            "the softmax denominator of the keys seen so far, against the running maximum",
+                            "Running sums"),
+    "running_output_{b}": StepSpec(
+        "running_output_{b} = rescale·previous + Σ_(block {b}) e^(scaled − running_max)·V",
+        r"O^{{({b})}}_{{i}} = \text{{rescale}}_{{i{b}}}\,O^{{({b_prev})}}_{{i}} + \sum_{{j \in {b}}} e^{{\text{{scaled}}_{{ij}} - m_{{i{b}}}}} V_j",
+        "the unnormalised output after block {b}: divided by running_sum it is the output so far",
+        "Running output after block {b}"),
+}
+
+# KV-cache decoding (decode = { prefill = P }): the steps of the token at position {t}
+DECODE_STEPS: dict[str, StepSpec] = {
+    "q": StepSpec("decode_{t}_q = x_{t}·W_q", r"q_{{{t}}} = x_{{{t}}} W_q", "the new token's query (only its own row is projected)", "Query"),
+    "k": StepSpec("decode_{t}_k = x_{t}·W_k", r"k_{{{t}}} = x_{{{t}}} W_k", "the new token's key, appended to the cache", "Key"),
+    "v": StepSpec("decode_{t}_v = x_{t}·W_v", r"v_{{{t}}} = x_{{{t}}} W_v", "the new token's value, appended to the cache", "Value"),
+    "K_cache": StepSpec("decode_{t}_K_cache = [K cache; k_{t}]", r"K^{{\text{{cache}}}}_{{{t}}}",
+                        "the keys of tokens 0..{t}: the cache after appending", "Key cache"),
+    "V_cache": StepSpec("decode_{t}_V_cache = [V cache; v_{t}]", r"V^{{\text{{cache}}}}_{{{t}}}",
+                        "the values of tokens 0..{t}: the cache after appending", "Value cache"),
+    "scores": StepSpec("decode_{t}_scores = q_{t}·K_cacheᵀ", r"q_{{{t}}} (K^{{\text{{cache}}}}_{{{t}}})^\top",
+                       "the new query against every cached key", "Scores"),
+    "weights": StepSpec("decode_{t}_weights = softmax(scale·decode_{t}_scores)",
+                        r"\operatorname{{softmax}}(\text{{scale}} \cdot q_{{{t}}} (K^{{\text{{cache}}}}_{{{t}}})^\top)",
+                        "how much the new token takes from each cached token", "Weights"),
+    "output": StepSpec("decode_{t}_output = decode_{t}_weights·V_cache", r"o_{{{t}}} = a_{{{t}}} V^{{\text{{cache}}}}_{{{t}}}",
+                       "the new token's output: the last row of causal attention", "Output"),
+}
+
+
+def variant_spec(name: str) -> StepSpec | None:
+    """The table's entry for a step a variant adds (its block or token filled in), else None."""
+    import re
+
+    if name in ONLINE_STEPS:
+        return ONLINE_STEPS[name]
+    found = re.fullmatch(r"running_output_(\d+)", name)
+    if found:
+        b = int(found.group(1))
+        entry = ONLINE_STEPS["running_output_{b}"]
+        if b == 0:      # the first block: nothing before it to rescale
+            return StepSpec("running_output_0 = Σ_(block 0) e^(scaled − running_max)·V",
+                            r"O^{(0)}_{i} = \sum_{j \in 0} e^{\text{scaled}_{ij} - m_{i0}} V_j",
+                            entry.meaning.format(b=0), entry.title.format(b=0))
+        return StepSpec(entry.formula.format(b=b), entry.latex.format(b=b, b_prev=b - 1),
+                        entry.meaning.format(b=b), entry.title.format(b=b))
+    found = re.fullmatch(r"decode_(\d+)_(\w+)", name)
+    if found and found.group(2) in DECODE_STEPS:
+        t, entry = int(found.group(1)), DECODE_STEPS[found.group(2)]
+        return StepSpec(entry.formula.format(t=t), entry.latex.format(t=t), entry.meaning.format(t=t),
+                        entry.title.format(t=t))
+    return None
+
+
 # Sections of a derivation that are not one step
 SECTION_TITLES = {"inputs": "Inputs", "softmax": "Softmax, with the max-subtraction trick",
                   "checks": "Checks, proved for this instance"}
@@ -82,6 +166,11 @@ SECTION_TITLES = {"inputs": "Inputs", "softmax": "Softmax, with the max-subtract
 
 def spec(name: str, problem: Problem) -> StepSpec:
     """The table's entry for a step of this problem, its placeholders filled in."""
+    if name in ROPE_STEPS and (problem.rope is not None or name != "scores"):
+        return ROPE_STEPS[name]
+    variant = None if name in STEPS else variant_spec(name)
+    if variant is not None:
+        return variant
     given = name in ("Q", "K", "V") and not problem.projected
     entry = STEPS[f"{name} given" if given else name]
     cross = "X_kv" in problem.inputs

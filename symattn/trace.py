@@ -2,7 +2,7 @@
 
 ``attend(problem)`` returns a :class:`Trace` whose steps are, in order,
 
-    [X W_q W_k W_v [X_kv]] Q K V scores scaled [masked] shifted exp row_sum weights output
+    [X W_q W_k W_v [X_kv]] Q K V [Q_rot K_rot] scores scaled [masked] shifted exp row_sum weights output
 
 Each :class:`Step` is an exact SymPy immutable matrix on demand
 (``step.matrix``, ``step[i, j]``), certified decimals on demand
@@ -188,10 +188,12 @@ class Trace:
         steps: list[Step] = []
 
         def add(name: str, shape: tuple[int, int], rows: tuple[str, ...], cols: tuple[str, ...],
-                exact: Callable[[int, int], sympy.Expr]) -> None:
+                exact: Callable[[int, int], sympy.Expr], numbers: object = None) -> None:
             entry = spec(name, p)
             steps.append(Step(name, StepInfo(entry.formula, entry.latex, entry.meaning), shape, rows, cols,
                               exact, self))
+            if numbers is not None:   # a variant's step: the engine certifies it from these
+                engine.extra[name] = numbers
 
         def matrix_step(name: str, mat: ExactMatrix, rows: tuple[str, ...], cols: tuple[str, ...]) -> None:
             add(name, (mat.rows, mat.cols), rows, cols, mat.exact)
@@ -206,6 +208,9 @@ class Trace:
         matrix_step("Q", engine.Q, tok, dk_cols)
         matrix_step("K", engine.K, keys, dk_cols)
         matrix_step("V", engine.V, keys, dv_cols)
+        if p.rope is not None:      # RoPE: the rotated queries and keys make the scores
+            matrix_step("Q_rot", engine.rotated["Q_rot"], tok, dk_cols)
+            matrix_step("K_rot", engine.rotated["K_rot"], keys, dk_cols)
 
         n, m = p.n, p.m
         matrix_step("scores", engine.scores, tok, keys)
@@ -223,6 +228,16 @@ class Trace:
         add("row_sum", (n, 1), tok, ("Σ",), lambda i, j: engine.row_sum(i))
         add("weights", (n, m), tok, keys, engine.weight)
         add("output", (n, p.d_v), tok, dv_cols, engine.output)
+        if p.tiles is not None:      # online softmax: steps built from this trace's entries
+            from symattn.online import Online
+
+            self.online = Online(self)
+            self.online.add_steps(add)
+        if p.prefill is not None:    # KV-cache decoding, beside the plain causal steps
+            from symattn.decode import Decode
+
+            self.decode = Decode(self)
+            self.decode.add_steps(add)
         self._steps = {s.name: s for s in steps}
 
     # -- access -------------------------------------------------------------------

@@ -24,6 +24,7 @@ from symattn.certify import Rounding
 from symattn.problem import Problem
 from symattn.render.latex import LatexOptions, LatexRenderer, display, document
 from symattn.render.texutil import tex_escape
+from symattn.rope import rope_statement
 from symattn.render.texutil import matrix_latex, tex_escape
 from symattn.trace import Trace
 from symattn.worksheet_random import WorksheetError, problem_toml, random_versions
@@ -146,6 +147,8 @@ def _given(version: Version) -> list[str]:
         lines.append(f" Sink logit $s = {_exact(p.sink)}$: each row's softmax denominator also "
                      "adds $e^{s - \\max}$ (a column that is then dropped), so the weights sum to "
                      "less than 1.")
+    if p.rope is not None:
+        lines.append(rope_statement(p))
     return lines
 
 

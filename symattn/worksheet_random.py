@@ -49,6 +49,7 @@ class RandomSpec:
     square_dk: bool = False             # round d_k up to a perfect square: the scale becomes rational
     allow_ties: bool = False            # allow equal scores in a row
     min_weight: Fraction = Fraction(1, 100)
+    rope: dict | None = None            # a RoPE key as plain values (symattn.rope.Rope.plain_value)
     title: str = "Scaled dot-product attention"
 
     @property
@@ -69,7 +70,8 @@ def spec_from_problem(problem: Problem, **options: object) -> RandomSpec:
                       d_v=problem.d_v, tokens=tuple(problem.tokens), projected=problem.projected,
                       m=problem.m, cross="X_kv" in problem.inputs,
                       key_tokens=None if problem.key_tokens == problem.tokens else tuple(problem.key_tokens),
-                      mask=mask, scale=scale, title=problem.title or RandomSpec.title, **options)
+                      mask=mask, scale=scale, title=problem.title or RandomSpec.title,
+                      rope=None if problem.rope is None else problem.rope.plain_value(), **options)
 
 
 def _matrix(rng: random.Random, rows: int, cols: int, bounds: tuple[int, int]) -> list[list[int]]:
@@ -96,6 +98,11 @@ def _draw(spec: RandomSpec, rng: random.Random) -> dict:
         data["scale"] = spec.scale
     if spec.mask is not None:
         data["mask"] = spec.mask
+    if spec.rope is not None:
+        if d_k % 2:
+            raise WorksheetError(f"RoPE pairs dimensions, but d_k would be {d_k}: use an even d_k "
+                                 "(without --square-dk, or a d_k whose square is even)")
+        data["rope"] = dict(spec.rope)
     return data
 
 
@@ -155,6 +162,8 @@ def _toml_value(value: object) -> str:
         return str(value)
     if isinstance(value, str):
         return _toml_string(value)
+    if isinstance(value, dict):        # an inline table: rope = { layout = "half" }
+        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
     if isinstance(value, (list, tuple)):
         if value and isinstance(value[0], (list, tuple)):
             return "[\n" + ",\n".join(f"    {_toml_value(row)}" for row in value) + ",\n]"

@@ -35,6 +35,14 @@ code                      the change
                           no mask)
 ``window-off-by-one``     a sliding window of W + 1 keys (``q − kv ≤ W``, as
                           attention-gym counts) or W − 1 keys
+``rope-layout``           RoPE with the other pairing (interleaved ↔ half)
+``rope-degrees``          RoPE angles read as degrees: every θ_i times π/180
+``rope-on-values``        V rotated too (by the key positions; d_v = d_k)
+``rope-query-only``       only Q rotated: the scores are Q_rot·Kᵀ
+``online-no-rescale``     online softmax (tiles) without the rescale factors
+                          e^(m_old − m_new); ``early-rounding`` also covers its
+                          exponentials rounded before the running sums
+                          (``symattn.check.online_mistakes``)
 ========================  =====================================================
 """
 
@@ -48,6 +56,8 @@ from typing import Callable
 import sympy
 
 from symattn.certify import CertifiedDecimal, Rounding, certify
+from symattn.check.rope_mistakes import rope_variants
+from symattn.check.online_mistakes import online_mistakes
 from symattn.check.targets import Cell, Source, TargetSpec, resolve
 from symattn.parser import Node
 from symattn.check.verdict import MistakeCell
@@ -60,7 +70,8 @@ __all__ = ["Mistake", "Mistakes", "MISTAKE_CODES"]
 MISTAKE_CODES = ("unscaled", "scaled-by-d_k", "transposed-scores", "softmax-over-columns",
                  "scaled-after-softmax", "e-as-2.7", "values-from-keys", "transposed-output",
                  "wrong-step", "early-rounding", "mask-after-softmax", "masked-by-zero",
-                 "window-off-by-one")
+                 "window-off-by-one", "online-no-rescale", "rope-layout", "rope-degrees",
+                 "rope-on-values", "rope-query-only")
 
 _AFTER_SCORES = frozenset(("scaled", "masked", "shifted", "exp", "row_sum", "weights", "output"))
 _SOFTMAX = frozenset(("exp", "row_sum", "weights", "output"))
@@ -83,9 +94,16 @@ def _rebuild(p: Problem, **changes: object) -> Problem:
     """The base problem with some keys changed (inputs as exact matrices)."""
     keys: dict[str, object] = {k: m.to_sympy() for k, m in p.inputs.items()}
     keys.update(tokens=list(p.tokens), key_tokens=list(p.key_tokens), scale=p.scale,
-                mask=_mask_rows(p), sink=p.sink)
+                mask=_mask_rows(p), sink=p.sink, rope=p.rope)
     keys.update(changes)
     return Problem(**keys)
+
+
+def _qk(trace: Trace) -> tuple[sympy.ImmutableMatrix, sympy.ImmutableMatrix]:
+    """The queries and keys whose dot products are the scores (the rotated ones with RoPE)."""
+    if trace.problem.rope is not None:
+        return trace.Q_rot.matrix, trace.K_rot.matrix
+    return trace.Q.matrix, trace.K.matrix
 
 
 def _mask_rows(p: Problem, transpose: bool = False) -> list[list[int]] | None:
@@ -266,14 +284,16 @@ class Mistakes:
         if p.n != p.m:
             return None
         t = self.trace
-        return self._attempt(lambda: _direct(t, t.K.matrix, t.Q.matrix,
+        Q, K = _qk(t)
+        return self._attempt(lambda: _direct(t, K, Q,
                                              tokens=list(p.key_tokens), key_tokens=list(p.tokens)))
 
     @cached_property
     def _column_softmax(self) -> Trace | None:
         p = self.problem
         t = self.trace
-        return self._attempt(lambda: _direct(t, t.K.matrix, t.Q.matrix, tokens=list(p.key_tokens),
+        Q, K = _qk(t)
+        return self._attempt(lambda: _direct(t, K, Q, tokens=list(p.key_tokens),
                                              key_tokens=list(p.tokens),
                                              mask=_mask_rows(p, transpose=True)))
 
@@ -314,6 +334,9 @@ class Mistakes:
             out.append(Mistake("values-from-keys", "K used where V belongs", frozenset(("output",)),
                                Source(values)))
         out += self._mask_mistakes()
+        out += [Mistake(code, detail, steps, Source(trace))
+                for code, detail, steps, trace in rope_variants(self.trace, self._attempt)]
+        out += [Mistake(*found) for found in online_mistakes(self.trace, [])]
         if p.n == p.d_v:
             out.append(Mistake("transposed-output", "the output matrix transposed",
                                frozenset(("output",)), Source(self.trace, frozenset(("output",)))))
@@ -356,7 +379,7 @@ class Mistakes:
             return None
         if p.projected:
             return self._attempt(lambda: _rebuild(p, W_v=p.W_k))
-        return self._attempt(lambda: _direct(t, t.Q.matrix, t.K.matrix, V=t.K.matrix))
+        return self._attempt(lambda: _direct(t, *_qk(t), V=t.K.matrix))
 
     # -- early rounding ---------------------------------------------------------------
     def early(self, step: str, places: int) -> Mistake | None:
@@ -396,6 +419,11 @@ class Mistakes:
                 m = self.early(step, k)
                 if m is not None:
                     out.append(m)
+            if ("online", k) not in self._early:     # the running sums' exponentials rounded
+                found = online_mistakes(self.trace, [k])[1:]
+                self._early[("online", k)] = Mistake(*found[0]) if found else None
+            if self._early[("online", k)] is not None:
+                out.append(self._early[("online", k)])
         return out
 
     # -- cells of a target ----------------------------------------------------------

@@ -67,6 +67,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="versions: no weight below W (default 0.01)")
     parser.add_argument("--no-derivation", action="store_true",
                         help="keys without the worked derivation")
+    parser.add_argument("--selfcheck", action="store_true",
+                        help="write only offline self-check pages for students into DIR, one per "
+                             "version (no answers in them; see docs/classroom.md)")
     parser.set_defaults(run=run)
 
 
@@ -88,6 +91,8 @@ def run(args: argparse.Namespace) -> Outcome:
                             ("--allow-ties", args.allow_ties)):
             if given:
                 raise SymattnError(f"{flag} applies to random versions: add --versions N")
+    if args.selfcheck and args.pdf:
+        raise SymattnError("--selfcheck writes HTML pages: leave out --pdf")
     if args.pdf:
         from symattn.pdf import find_engine
 
@@ -107,6 +112,10 @@ def run(args: argparse.Namespace) -> Outcome:
         else:
             toml = example_text(args.example or DEFAULT_EXAMPLE)
         versions = single_version(problem, toml)
+    if args.selfcheck:
+        from symattn.html.selfcheck import write_selfcheck
+
+        return Outcome(write_selfcheck(versions, rounding, questions, args.out_dir))
     names = write_worksheet(worksheet_files(versions, options), args.out_dir, pdf=args.pdf,
                             force=args.force)
     ids = ", ".join(v.vid for v in versions)

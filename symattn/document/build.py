@@ -18,12 +18,14 @@ import sympy
 
 from symattn.certify import CertifiedDecimal, Rounding, certify
 from symattn.document import handforms as hf
+from symattn.document.build_rope import rope_sections
 from symattn.document.blocks import (
     Approx, Blend, Cells, Chain, Check, CheckLine, Decimal, Document, DotProduct, DotProducts, Dots,
     Exact, Exp, Formula, Frac, HeatMap, Indices, Int, LabelledMatrix, Math, Mul, Product, Row,
     ScaledRow, ScaleNote, Section, Seq, SigmaSum, SoftmaxRow, SoftmaxRule, Sqrt, Sub, Sum, Summary,
     Sym, Token, WorkedProjection, Words, elide,
 )
+from symattn.document.build_online import variant_sections
 from symattn.engine import NEG_INF
 from symattn.steps import SECTION_TITLES, spec
 from symattn.trace import Trace
@@ -153,8 +155,9 @@ class _Builder:
     # -- the outline ---------------------------------------------------------------------
     def document(self) -> Document:
         p = self.p
-        sections = [self.inputs(), *self.projections(), self.scores(), self.scaled(), self.masked(),
-                    self.softmax(), self.weights(), self.output(), self.checks()]
+        sections = [self.inputs(), *self.projections(),
+                    *rope_sections(self.t, self.matrix, self.formula, self.dot_rows), self.scores(), self.scaled(), self.masked(),
+                    self.softmax(), self.weights(), self.output(), *variant_sections(self), self.checks()]
         return Document(p.title or "Scaled dot-product attention",
                         (self.summary(), *[s for s in sections if s is not None]),
                         {"problem": p})
@@ -202,10 +205,11 @@ class _Builder:
         step = t.step("scores")
         every = self.o.every_dot_product and p.n * p.m <= EVERY_DOT_PRODUCT_MAX
         rows = range(p.n) if every else self.dot_rows
-        K = t.K
+        rotated = p.rope is not None         # RoPE: the dot products of the rotated rows
+        K = t.K_rot if rotated else t.K
         worked = []
         for i in rows:
-            q = t.Q[i]
+            q = t.Q_rot[i] if rotated else t.Q[i]
             products: list[DotProduct | None] = []
             for j in elide(list(range(p.m)), self.o.limit):
                 if j is None:

@@ -25,7 +25,9 @@ from symattn.facts.softmax_facts import (rows_sum_to_one, shift_invariance, soft
 from symattn.facts.structure_facts import (causal_prefix, convex_hull, permutation_equivariance,
                                            temperature_limits, variance_d_k)
 from symattn.facts.symbolic import softmax, symbol_matrix, symbol_vector
+from symattn.facts.rope_facts import rope_relative_position
 from symattn.facts.variant_facts import sink_forms_agree, window_is_a_mask
+from symattn.facts.online_facts import kv_cache_equals_causal_row, online_softmax_equals_softmax
 from symattn.multihead import MultiHeadProblem
 from symattn.problem import Problem
 from symattn.trace import Trace
@@ -47,12 +49,15 @@ FACTS: dict[str, Callable[[Trace | None, Claims | None], Proof]] = {
     "gqa-equals-repeated-heads": lambda t, c: gqa_equals_repeated_heads(t),
     "window-is-a-mask": lambda t, c: window_is_a_mask(t),
     "sink-forms-agree": lambda t, c: sink_forms_agree(t),
+    "online-softmax-equals-softmax": online_softmax_equals_softmax,
+    "kv-cache-equals-causal-row": kv_cache_equals_causal_row,
+    "rope-relative-position": rope_relative_position,
 }
 
 
 #: facts about the plain softmax (weights summing to 1); a sink logit changes what they say
 PLAIN_SOFTMAX = frozenset(("rows-sum-to-one", "shift-invariance", "convex-hull",
-                           "temperature-limits", "softmax-jacobian"))
+                           "temperature-limits", "softmax-jacobian", "online-softmax-equals-softmax"))
 
 
 def _general_only(name: str, claims: Claims | None) -> Proof:

@@ -197,6 +197,11 @@ def _shift_problem(trace: Trace, shifts: list[sympy.Expr]) -> Problem:
     """The same problem with shifts[i] added to every score of row i, through the engine:
     Q gains a column shifts[i]/1 and K a column of ones (the scale is kept as given)."""
     p = trace.problem
+    if p.rope is not None:   # RoPE: the scores themselves as Q (K = I), so their exact form is kept
+        S = trace.scores.matrix
+        Q2 = sympy.ImmutableMatrix(p.n, p.m, lambda i, j: S[i, j] + shifts[i])
+        return Problem(Q=Q2, K=sympy.eye(p.m), V=trace.V.matrix, scale=p.scale, mask=p.mask_value,
+                       sink=p.sink, tokens=p.tokens, key_tokens=p.key_tokens)
     Q, K = trace.Q.matrix, trace.K.matrix
     Q2 = Q.row_join(sympy.ImmutableMatrix([[c] for c in shifts]))
     K2 = K.row_join(sympy.ones(K.rows, 1))

@@ -44,7 +44,8 @@ def rebuild(problem: Problem, rows: list[int] | None = None, key_rows: list[int]
     if mask == "keep":
         mask = None if p.mask is None else [[int(p.mask[a, b]) for b in key_rows] for a in rows]
     same_seq = p.key_tokens == p.tokens
-    return Problem(**inputs, scale=p.scale, mask=mask, sink=p.sink, tokens=[p.tokens[i] for i in rows],
+    rope = None if p.rope is None else p.rope.picked(rows, key_rows)   # each row keeps its position
+    return Problem(**inputs, scale=p.scale, mask=mask, sink=p.sink, rope=rope, tokens=[p.tokens[i] for i in rows],
                    key_tokens=None if same_seq else [p.key_tokens[j] for j in key_rows])
 
 

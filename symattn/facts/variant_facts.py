@@ -25,7 +25,7 @@ def _rebuild(p: Problem, **changes: object) -> Problem:
     keys: dict[str, object] = {k: m.to_sympy() for k, m in p.inputs.items()}
     keys.update(tokens=list(p.tokens),
                 key_tokens=None if p.key_tokens == p.tokens else list(p.key_tokens),
-                scale=p.scale, mask=p.mask_value, sink=p.sink)
+                scale=p.scale, mask=p.mask_value, sink=p.sink, rope=p.rope)
     keys.update(changes)
     return Problem(**keys)
 

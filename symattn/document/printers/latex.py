@@ -60,7 +60,8 @@ class LatexPrinter(Printer):
         return decimal_latex(node.value, scientific=node.scientific)
 
     def _print_Sym(self, node: Sym, **ctx) -> str:
-        name = rf"\tilde {node.name}" if node.accent == "tilde" else node.name
+        name = node.name if node.name.isascii() else tex_escape(node.name)   # θ: \theta
+        name = rf"\tilde {name}" if node.accent == "tilde" else name
         return f"{name}_{{{node.sub}}}" if node.sub else name
 
     def _print_Words(self, node: Words, **ctx) -> str:

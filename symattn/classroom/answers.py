@@ -1,0 +1,356 @@
+"""Questions and their answers, per version: the shared core of the exports and the self-check page.
+
+For one problem (or each version of a worksheet folder) this lists the
+questions a sheet asks (one per step, in computation order), each entry's
+``check`` target (``weights[I, love]``), its certified right value at the
+requested rounding, and what each named mistake gives there.  Mistakes are
+:mod:`symattn.check.mistakes`: the same engine on a changed problem; only
+values that differ from the right one at that rounding are kept, and
+mistakes that give the same value are reported together.
+
+Why one module: Moodle, Canvas, PrairieLearn and the self-check page must
+agree on the targets, the numbers and the mistakes' names.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import sympy
+
+from symattn.certify import CertifiedDecimal, Rounding
+from symattn.check.checker import Checker
+from symattn.check.targets import Cell
+from symattn.check.verdict import MistakeCell
+from symattn.engine import NEG_INF
+from symattn.errors import SymattnError
+from symattn.problem import Problem
+from symattn.trace import Trace, attend
+
+__all__ = ["ASK", "QUESTIONS", "Answer", "ClassroomError", "Entry", "MAX_BOXES", "MAX_TOTAL_BOXES", "check_total", "Question", "VersionAnswers",
+           "describe", "feedback", "load_versions", "plausible", "version_answers"]
+
+#: The questions a sheet can ask, in the order of the computation (as ``symattn worksheet``).
+QUESTIONS = ("Q", "K", "V", "scores", "scaled", "weights", "output")
+ASK = {"Q": "the queries", "K": "the keys", "V": "the values", "scores": "the scores",
+       "scaled": "the scaled scores", "weights": "the attention weights (softmax of each row)",
+       "output": "the output"}
+MANIFEST = "worksheet.txt"
+#: Steps whose value, given for another step, is a mistake worth naming per entry (an integer
+#: input such as Q given for a weight would name a "mistake" for every 0 or 1 typed).
+WRONG_STEPS = frozenset(("scaled", "shifted", "exp", "weights"))
+MAX_VERSIONS = 702          # A to ZZ, as the worksheet command allows
+MAX_BOXES = 400             # answer boxes of one version: a sheet worked by hand (7 steps of 3×3 is 63)
+MAX_TOTAL_BOXES = 20_000    # answer boxes of all versions together (30 versions × 63 is 1,890;
+                            # measured ~1 ms a box per export, ~7 ms for a self-check page)
+
+#: What a student did, for each named mistake (the feedback a platform shows).
+_SAYS = {
+    "unscaled": "you did not divide by √d_k",
+    "scaled-by-d_k": "you divided by d_k instead of √d_k",
+    "transposed-scores": "you computed K·Qᵀ instead of Q·Kᵀ (or swapped W_q and W_k)",
+    "softmax-over-columns": "you took the softmax down each column instead of along each row",
+    "scaled-after-softmax": "you scaled after the softmax instead of before it",
+    "e-as-2.7": "you used 2.7 for e",
+    "values-from-keys": "you used K where V belongs",
+    "transposed-output": "you transposed the output",
+    "mask-after-softmax": "you applied the mask after the softmax without renormalising",
+    "masked-by-zero": "you set blocked scores to 0 instead of −∞",
+}
+
+
+class ClassroomError(SymattnError):
+    """A source that cannot be exported or turned into a self-check page."""
+
+
+def feedback(m: MistakeCell) -> str:
+    """One sentence naming what a student did, from the mistake's code and detail."""
+    return describe(m.code, m.detail)
+
+
+def describe(code: str, detail: str | None) -> str:
+    """What a student did, for a mistake's code and detail (no value: feedback never shows one)."""
+    if code == "wrong-step":
+        return f"you gave another step's value ({detail})"
+    if code == "early-rounding":
+        return f"you rounded too early ({detail})"
+    if code == "window-off-by-one":
+        return f"your sliding window is off by one ({detail})"
+    said = _SAYS.get(code)
+    return said if said else f"{code}: {detail}" if detail else code
+
+
+def plausible(code: str, detail: str | None) -> bool:
+    """Is this mistake worth naming for one entry?  Another step's value is, only for the
+    softmax's steps (an integer input given for a weight would name a "mistake" for every
+    0 or 1 typed)."""
+    return code != "wrong-step" or (detail or "").split(" given for ")[0] in WRONG_STEPS
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A value a student may give for one entry: the right one, or what some mistakes give."""
+
+    value: CertifiedDecimal
+    mistakes: tuple[MistakeCell, ...] = ()     # empty: the right value
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        """The mistakes' codes, each once, in report order."""
+        return tuple(dict.fromkeys(m.code for m in self.mistakes))
+
+    @property
+    def feedback(self) -> str:
+        """What the student did, naming every mistake that gives this value."""
+        return "; or ".join(dict.fromkeys(feedback(m) for m in self.mistakes))
+
+
+@dataclass
+class Entry:
+    """One answer box: its target, the exact cell and the mistakes' cells there."""
+
+    target: str                 # check syntax: weights[I, love]
+    row: int
+    col: int
+    cell: Cell
+    checker: Checker = field(repr=False)
+    step: str = ""
+
+    def right(self, rounding: Rounding) -> CertifiedDecimal:
+        """The certified right value at ``rounding``."""
+        value = self.cell.rounded(rounding)
+        if value is NEG_INF:
+            raise ClassroomError(f"{self.target} is −∞ (a masked position): not a question")
+        return value
+
+    def mistake_cells(self, places: int | None) -> list[MistakeCell]:
+        """Every named mistake's cell here (early rounding at ``places`` besides 2 and 3)."""
+        target = self.checker.target(self.step)
+        per_cell = self.checker.mistakes.cells(target.spec, target.shape, places)
+        return per_cell[self.row * target.shape[1] + self.col]
+
+    def answers(self, rounding: Rounding) -> list[Answer]:
+        """The right value first, then each distinct wrong value a named mistake gives
+        at ``rounding`` (mistakes that round to the right value are left out)."""
+        right = self.right(rounding)
+        by_value: dict[tuple[int, int], list[MistakeCell]] = {}
+        values: dict[tuple[int, int], CertifiedDecimal] = {}
+        for m in self.mistake_cells(rounding.places):
+            if not plausible(m.code, m.detail):
+                continue
+            try:
+                got = m.cell.rounded(rounding)
+            except Exception:   # noqa: BLE001 - a variant that cannot be certified explains nothing
+                continue
+            if got is NEG_INF or not isinstance(got, CertifiedDecimal):
+                continue
+            key = _key(got)
+            if key == _key(right):
+                continue
+            values.setdefault(key, got)
+            by_value.setdefault(key, []).append(m)
+        return [Answer(right)] + [Answer(values[k], tuple(ms)) for k, ms in by_value.items()]
+
+
+def _key(d: CertifiedDecimal) -> tuple[int, int]:
+    """A decimal's value as a hashable pair (mantissa, exponent) with trailing zeros removed."""
+    m, e = d.mantissa, d.exponent
+    if m == 0:
+        return (0, 0)
+    while m % 10 == 0:
+        m //= 10
+        e += 1
+    return (m, e)
+
+
+@dataclass
+class Question:
+    """One question of a sheet: a step, asked as a matrix of entries."""
+
+    number: int
+    step: str
+    ask: str                    # "the scaled scores"
+    formula_latex: str
+    formula_text: str
+    shape: tuple[int, int]
+    row_labels: tuple[str, ...]
+    col_labels: tuple[str, ...]
+    entries: list[Entry]
+
+    def entry(self, i: int, j: int) -> Entry:
+        return self.entries[i * self.shape[1] + j]
+
+
+@dataclass
+class VersionAnswers:
+    """One version: its id, problem file, trace, rounding and questions."""
+
+    vid: str
+    toml: str
+    trace: Trace
+    rounding: Rounding
+    questions: list[Question]
+    code: str | None = None     # the opaque code a sheet prints, where the worksheet has one
+
+    @property
+    def label(self) -> str:
+        """How students know this version: the sheet's code, or its id."""
+        return self.code or self.vid
+
+    @property
+    def problem(self) -> Problem:
+        return self.trace.problem
+
+    @property
+    def boxes(self) -> int:
+        return sum(len(q.entries) for q in self.questions)
+
+    @property
+    def title(self) -> str:
+        return (self.problem.title or "Scaled dot-product attention").split(", version ")[0]
+
+
+def version_answers(problem: Problem | Trace, rounding: Rounding, questions: tuple[str, ...] = QUESTIONS,
+                    vid: str = "A", toml: str = "") -> VersionAnswers:
+    """The questions of one version and their entries (values are certified on demand)."""
+    trace = problem if isinstance(problem, Trace) else attend(problem)
+    checker = Checker(trace)
+    asked = [q for q in QUESTIONS if q in questions and (trace.problem.projected or q not in ("Q", "K", "V"))]
+    if not asked:
+        raise ClassroomError("no questions to ask: this problem gives Q, K and V directly; ask for "
+                             "scores, scaled, weights or output")
+    boxes = sum(trace.step(name).shape[0] * trace.step(name).shape[1] for name in asked)
+    if boxes > MAX_BOXES:
+        raise ClassroomError(f"{trace.problem.title or 'the problem'}: {', '.join(asked)} make {boxes:,} "
+                             f"answer boxes, over the {MAX_BOXES} a sheet worked by hand has "
+                             "(MAX_BOXES): ask fewer questions (--questions weights) or use a "
+                             "smaller problem")
+    out = []
+    for k, name in enumerate(asked, start=1):
+        step = trace.step(name)
+        target = checker.target(name)
+        entries = [Entry(cell.label, n // target.shape[1], n % target.shape[1], cell, checker, name)
+                   for n, cell in enumerate(target.cells)]
+        out.append(Question(k, name, ASK[name], step.info.latex, step.info.formula, target.shape, tuple(step.row_labels),
+                            tuple(step.col_labels), entries))
+    return VersionAnswers(vid, toml, trace, rounding, out)
+
+
+def check_total(total: int, where: str) -> None:
+    """Refuse a set of versions with more than MAX_TOTAL_BOXES answer boxes together."""
+    if total > MAX_TOTAL_BOXES:
+        raise ClassroomError(f"{where}: the versions have over {MAX_TOTAL_BOXES:,} answer boxes "
+                             "together (MAX_TOTAL_BOXES): use fewer versions or ask fewer questions")
+
+
+# -- sources: a problem file, an example, or a worksheet folder ------------------------
+
+_ROUNDING = re.compile(r"rounding: (\d+) (significant digits?|decimal places?)")
+_QUESTIONS = re.compile(r"^questions: ([A-Za-z_, ]+?)(?:;|$)", re.MULTILINE)
+_VERSION_FILE = re.compile(r"^version-([A-Za-z0-9]+)\.toml$")
+
+
+def read_folder_settings(folder: Path) -> tuple[Rounding | None, tuple[str, ...] | None]:
+    """The rounding and questions a worksheet folder's manifest records (None where absent)."""
+    path = folder / MANIFEST
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            text = handle.read(1 << 20)
+    except OSError:
+        raise ClassroomError(f"{folder}: not a worksheet folder (no {MANIFEST}); give a folder "
+                             "written by 'symattn worksheet', a problem file or --example NAME") from None
+    if not text.startswith("symattn worksheet:"):
+        raise ClassroomError(f"{path}: not a manifest written by 'symattn worksheet'")
+    rounding = None
+    match = _ROUNDING.search(text)
+    if match:
+        n = int(match.group(1))
+        rounding = Rounding(digits=n) if match.group(2).startswith("significant") else Rounding(places=n)
+    questions = None
+    match = _QUESTIONS.search(text)
+    if match:
+        questions = tuple(q.strip() for q in match.group(1).split(",") if q.strip() in QUESTIONS) or None
+    return rounding, questions
+
+
+def folder_codes(folder: Path) -> dict[str, str]:
+    """Version id → the code its sheet prints, from the folder's worksheet.json where there is one
+    (written by worksheets that print opaque codes); {} otherwise."""
+    import json
+
+    from symattn.tomlfile import read_text
+
+    path = folder / "worksheet.json"
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(read_text(str(path), what="a worksheet's metadata", limit=1 << 22))
+        return {str(e["id"]): str(e["code"]) for e in data.get("versions", [])
+                if isinstance(e, dict) and e.get("id") and e.get("code")}
+    except (ValueError, SymattnError, AttributeError, TypeError):
+        return {}      # metadata we cannot read: versions are named by their ids
+
+
+def folder_versions(folder: Path) -> list[tuple[str, Path]]:
+    """The (id, problem file) of every version in a worksheet folder, in id order (A … Z, AA …)."""
+    found = []
+    for path in folder.iterdir():
+        match = _VERSION_FILE.match(path.name)
+        if match and path.is_file():
+            found.append((match.group(1), path))
+    if not found:
+        raise ClassroomError(f"{folder}: no version-ID.toml files; give a folder written by "
+                             "'symattn worksheet'")
+    if len(found) > MAX_VERSIONS:
+        raise ClassroomError(f"{folder}: {len(found)} versions, over the {MAX_VERSIONS} a worksheet has")
+    return sorted(found, key=lambda item: (len(item[0]), item[0]))
+
+
+def load_versions(source: str | Path | None, example: str | None, rounding: Rounding | None,
+                  questions: tuple[str, ...] | None) -> list[VersionAnswers]:
+    """The versions of a problem file, a built-in example or a worksheet folder.
+
+    ``rounding`` and ``questions`` given on the command line win; a worksheet
+    folder's manifest supplies them otherwise; the default is 3 significant
+    digits and every question.
+    """
+    from symattn.examples import DEFAULT_EXAMPLE, example_text
+    from symattn.tomlfile import read_text
+
+    if source is not None and Path(source).is_dir():
+        folder = Path(source)
+        saved_rounding, saved_questions = read_folder_settings(folder)
+        rounding = rounding or saved_rounding or Rounding(digits=3)
+        questions = questions or saved_questions or QUESTIONS
+        out = []
+        total = 0
+        codes = folder_codes(folder)
+        for vid, path in folder_versions(folder):
+            text = read_text(str(path), what="a version's problem file")
+            v = version_answers(Problem.from_toml_text(text, source=str(path)), rounding, questions,
+                                vid, text)
+            v.code = codes.get(vid)
+            total += v.boxes
+            check_total(total, str(folder))
+            out.append(v)
+        return out
+    if source is not None:
+        text = read_text(str(source), what="a problem TOML file")
+        problem = Problem.from_toml_text(text, source=str(source))
+    else:
+        text = example_text(example or DEFAULT_EXAMPLE)
+        problem = Problem.from_toml_text(text, source=f"example {example or DEFAULT_EXAMPLE!r}")
+    return [version_answers(problem, rounding or Rounding(digits=3), questions or QUESTIONS, "A", text)]
+
+
+def given_inputs(trace: Trace) -> list[tuple[str, sympy.Matrix, tuple[str, ...] | None]]:
+    """The matrices a sheet gives (X and the W's, or Q, K and V), with row labels for data rows."""
+    names = [n for n in ("X", "X_kv", "W_q", "W_k", "W_v") if n in trace.step_names] or ["Q", "K", "V"]
+    out = []
+    for name in names:
+        step = trace.step(name)
+        rows = tuple(step.row_labels) if name in ("X", "X_kv", "Q", "K", "V") else None
+        out.append((name, step.matrix, rows))
+    return out

@@ -1,0 +1,85 @@
+"""Moodle XML: one Cloze (multianswer) question per version, in a category.
+
+Moodle's XML format (docs.moodle.org, "Moodle XML format"): a ``<quiz>`` of
+``<question>`` elements; a ``category`` question puts the following ones in
+that category, so a quiz can draw one version at random from it.  A Cloze
+question embeds one field per answer box::
+
+    {1:NUMERICAL:=0.136:0.0005#right~%0%0.0634:0.0005#you did not divide by √d_k}
+
+The right answer (full credit, tolerance half a unit in the last place) comes
+first — Moodle takes the first answer a response matches — then each named
+mistake's value with 0 % credit and feedback naming it.  The general
+feedback is the key: every question's formula and certified answers.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from html import escape
+
+from symattn.classroom.answers import Answer, VersionAnswers
+from symattn.classroom.fragments import given_html, grid_html, intro_html, key_html, question_heading
+from symattn.classroom.numbers import plain, tolerance
+from symattn.classroom.output import MARK
+
+__all__ = ["cloze_field", "moodle_xml"]
+
+def _cloze_escape(text: str) -> str:
+    """Feedback text inside a Cloze field, as Moodle's parser reads it back
+    (question/type/multianswer/questiontype.php): it ends at an unescaped ``~`` or ``}``
+    and unescapes only ``\\}`` and ``\\#``; so those two are escaped, and a ``~`` or a
+    backslash (which would stay in the text) is written as ∼ or ∖."""
+    text = text.replace("\\", "∖").replace("~", "∼")
+    return text.replace("}", "\\}").replace("#", "\\#")
+
+
+def _cloze_answer(a: Answer, right: bool) -> str:
+    mark = "=" if right else "%0%"
+    said = "right" if right else a.feedback
+    return f"{mark}{plain(a.value)}:{plain(tolerance(a.value))}#{_cloze_escape(said)}"
+
+
+def cloze_field(answers: list[Answer], weight: int = 1) -> str:
+    """One NUMERICAL field: the right answer first, then every mistake's value at 0 %."""
+    parts = [_cloze_answer(answers[0], True)] + [_cloze_answer(a, False) for a in answers[1:]]
+    return "{" + f"{weight}:NUMERICAL:" + "~".join(parts) + "}"
+
+
+def _text(parent: ET.Element, tag: str, text: str, fmt: str | None = "html") -> ET.Element:
+    node = ET.SubElement(parent, tag, {"format": fmt} if fmt else {})
+    ET.SubElement(node, "text").text = text
+    return node
+
+
+def _question(v: VersionAnswers, title: str) -> ET.Element:
+    q = ET.Element("question", {"type": "cloze"})
+    name = ET.SubElement(q, "name")
+    code = f" (code {v.code})" if v.code else ""
+    ET.SubElement(name, "text").text = f"{title}, version {v.vid}{code}"
+    body = [f"<p><b>{escape(title)}</b> (version {escape(v.label)})</p>", given_html(v), intro_html(v)]
+    for question in v.questions:
+        fields = [[cloze_field(e.answers(v.rounding)) for e in question.entries[i * question.shape[1]:
+                                                                                 (i + 1) * question.shape[1]]]
+                  for i in range(question.shape[0])]
+        body += [question_heading(question), grid_html(question, lambda i, j: fields[i][j])]
+    _text(q, "questiontext", "".join(body))
+    _text(q, "generalfeedback", key_html(v))
+    ET.SubElement(q, "penalty").text = "0.3333333"
+    ET.SubElement(q, "hidden").text = "0"
+    ET.SubElement(q, "idnumber").text = f"symattn-{v.vid}"
+    return q
+
+
+def moodle_xml(versions: list[VersionAnswers], category: str | None = None) -> str:
+    """The quiz file: a category, then one Cloze question per version."""
+    title = versions[0].title
+    quiz = ET.Element("quiz")
+    cat = ET.SubElement(quiz, "question", {"type": "category"})
+    _text(cat, "category", f"$course$/top/symattn/{category or title}", fmt=None)
+    _text(cat, "info", f"{len(versions)} version(s) of '{title}' made by symattn; draw one at random.")
+    for v in versions:
+        quiz.append(_question(v, title))
+    ET.indent(quiz)
+    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<!-- {MARK} -->\n'
+            + ET.tostring(quiz, encoding="unicode") + "\n")

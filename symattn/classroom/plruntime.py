@@ -1,0 +1,96 @@
+"""What a PrairieLearn question written by ``symattn export --to prairielearn`` runs.
+
+The question's ``server.py`` holds the teacher's problem files (server side
+only: PrairieLearn never sends ``server.py`` to a browser) and calls these
+two functions, so the grading logic lives in symattn, tested, not in a
+generated file.
+
+- :func:`generate` picks the version — ``data["variant_seed"]`` modulo the
+  number of versions, or, for ``--random``, a fresh hand-friendly version
+  drawn with that seed — and fills ``data["params"]`` (the inputs to show)
+  and ``data["correct_answers"]`` (one matrix per question, certified
+  decimals; PrairieLearn compares floats with ``sigfig``/``decdig``).
+- :func:`grade` judges every typed entry again with symattn's own checker
+  (the text as typed, exactly) and adds feedback naming each mistake that
+  reproduces an entry, in ``data["feedback"]["symattn"]``; it never shows a
+  right value.
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+from symattn.certify import Rounding
+from symattn.classroom.answers import VersionAnswers, describe, plausible, version_answers
+from symattn.classroom.fragments import given_html, intro_html
+from symattn.classroom.numbers import plain
+from symattn.problem import Problem
+
+__all__ = ["generate", "grade", "pick"]
+
+
+def _rounding(settings: dict) -> Rounding:
+    r = settings["rounding"]
+    return Rounding(digits=r["digits"]) if "digits" in r else Rounding(places=r["places"])
+
+
+def _ids(versions: dict[str, str]) -> list[str]:
+    return sorted(versions, key=lambda k: (len(k), k))
+
+
+def pick(data: dict, versions: dict[str, str], settings: dict) -> VersionAnswers:
+    """The version this variant shows (the same for generate and grade)."""
+    seed = int(data["variant_seed"])
+    rounding, questions = _rounding(settings), tuple(settings["questions"])
+    if settings.get("random"):
+        from symattn.worksheet_random import problem_toml, random_versions, spec_from_problem
+
+        base = Problem.from_toml_text(versions[_ids(versions)[0]], source="the base problem")
+        drawn = random_versions(spec_from_problem(base), seed, 1)[0]
+        toml = problem_toml(drawn)
+        return version_answers(Problem.from_toml_text(toml, source="a random version"), rounding,
+                               questions, f"R{seed % 10**8}", toml)
+    ids = _ids(versions)
+    vid = ids[seed % len(ids)]
+    return version_answers(Problem.from_toml_text(versions[vid], source=f"version {vid}"), rounding,
+                           questions, vid, versions[vid])
+
+
+def generate(data: dict, versions: dict[str, str], settings: dict) -> None:
+    """Fill ``data["params"]`` and ``data["correct_answers"]`` for this variant."""
+    v = pick(data, versions, settings)
+    data["params"]["title"] = settings.get("title") or v.title
+    data["params"]["version"] = settings.get("codes", {}).get(v.vid, v.vid)
+    data["params"]["given"] = given_html(v)
+    data["params"]["intro"] = intro_html(v)
+    for q in v.questions:
+        rows = []
+        for i in range(q.shape[0]):
+            rows.append([float(plain(q.entry(i, j).right(v.rounding))) for j in range(q.shape[1])])
+        data["correct_answers"][q.step] = rows
+
+
+def grade(data: dict, versions: dict[str, str], settings: dict) -> None:
+    """Name the mistake behind each wrong entry (``data["feedback"]["symattn"]``)."""
+    v = pick(data, versions, settings)
+    raw = data.get("raw_submitted_answers") or {}
+    submitted = data.get("submitted_answers") or {}
+    lines = []
+    for q in v.questions:
+        for k, e in enumerate(q.entries):
+            name = f"{q.step}{k + 1}"          # pl-matrix-component-input's name for entry k
+            text = raw.get(name, submitted.get(name))
+            if text is None or not str(text).strip():
+                continue
+            verdict = e.checker.check(e.target, str(text))
+            if verdict.code == "mistake" and plausible(verdict.mistake, verdict.mistake_detail):
+                lines.append(f"<li><code>{escape(e.target)}</code>: "
+                             f"{escape(describe(verdict.mistake, verdict.mistake_detail))}</li>")
+            elif verdict.code == "last-digit":
+                how = "cut instead of rounded" if verdict.entries and verdict.entries[0].truncation \
+                    else "one unit off in the last place: check the rounding"
+                lines.append(f"<li><code>{escape(e.target)}</code>: {how}</li>")
+    data.setdefault("feedback", {})
+    if lines:
+        data["feedback"]["symattn"] = "<p>What went wrong, where symattn can tell:</p><ul>" + \
+            "".join(lines) + "</ul>"

@@ -1,0 +1,89 @@
+"""``symattn export``: a worksheet (or one problem) as a Moodle, Canvas or PrairieLearn question."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from symattn.commands import Outcome, digits_argument
+from symattn.commands.explain import places_argument
+from symattn.errors import SymattnError
+
+ORDER = 35
+
+_DEFAULT_OUT = {"moodle": "quiz.xml", "qti": "quiz.zip", "prairielearn": "question"}
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("export", help="a worksheet as a Moodle, Canvas (QTI) or PrairieLearn question")
+    parser.add_argument("source", nargs="?", metavar="PROBLEM.toml|WORKSHEET_DIR",
+                        help="a problem file, or a folder written by 'symattn worksheet' (one "
+                             "question per version)")
+    parser.add_argument("--example", metavar="NAME", help="a built-in example instead")
+    parser.add_argument("--to", required=True, choices=("moodle", "qti", "prairielearn"),
+                        help="moodle: quiz.xml (Cloze); qti: quiz.zip for Canvas Classic Quizzes; "
+                             "prairielearn: a question folder")
+    parser.add_argument("-o", "--out", dest="out", metavar="OUT",
+                        help="the file (moodle, qti) or folder (prairielearn) to write "
+                             "(default quiz.xml, quiz.zip, question)")
+    precision = parser.add_mutually_exclusive_group()
+    precision.add_argument("--digits", type=digits_argument, metavar="D",
+                           help="significant digits of the answers (default: the worksheet's, or 3)")
+    precision.add_argument("--places", type=places_argument, metavar="P",
+                           help="decimal places of the answers instead")
+    parser.add_argument("--questions", metavar="Q,K,...",
+                        help="the steps asked for (default: the worksheet's, or all)")
+    parser.add_argument("--random", action="store_true",
+                        help="prairielearn: each variant a fresh hand-friendly version drawn from "
+                             "its variant_seed, shaped like the problem")
+    parser.set_defaults(run=run)
+
+
+def _questions(text: str) -> tuple[str, ...]:
+    from symattn.classroom.answers import QUESTIONS
+
+    asked = [q.strip() for q in text.split(",") if q.strip()]
+    for q in asked:
+        if q not in QUESTIONS:
+            raise SymattnError(f"--questions: no question {q!r}; choose from {', '.join(QUESTIONS)}")
+    if not asked:
+        raise SymattnError(f"--questions is empty; choose from {', '.join(QUESTIONS)}")
+    return tuple(asked)
+
+
+def run(args: argparse.Namespace) -> Outcome:
+    from symattn.certify import Rounding
+    from symattn.classroom.answers import load_versions
+    from symattn.classroom.output import write_file, write_folder
+
+    if args.source and args.example:
+        raise SymattnError("give a problem file, a worksheet folder or --example NAME, not two")
+    if args.random and args.to != "prairielearn":
+        raise SymattnError("--random applies to --to prairielearn (a platform that runs symattn)")
+    if args.places is not None and args.places > 12 or args.digits is not None and args.digits > 15:
+        raise SymattnError("a platform compares floats: use at most 15 significant digits or "
+                           "12 decimal places")
+    if args.source and not Path(args.source).exists():
+        raise SymattnError(f"{args.source}: no such file or folder")
+    rounding = (Rounding(places=args.places) if args.places is not None
+                else Rounding(digits=args.digits) if args.digits is not None else None)
+    questions = _questions(args.questions) if args.questions else None
+    out = args.out if args.out is not None else _DEFAULT_OUT[args.to]
+    versions = load_versions(args.source, args.example, rounding, questions)
+    if args.to == "moodle":
+        from symattn.classroom.moodle import moodle_xml
+
+        write_file(moodle_xml(versions), out)
+        what = f"{len(versions)} Cloze question(s) in one category"
+    elif args.to == "qti":
+        from symattn.classroom.qti import qti_zip
+
+        write_file(qti_zip(versions), out)
+        what = f"{len(versions)} quiz(zes) of numerical items"
+    else:
+        from symattn.classroom.prairielearn import prairielearn_files
+
+        write_folder(out, prairielearn_files(versions, random=args.random), "symattn-export.txt")
+        what = ("a question drawing a fresh version per variant" if args.random
+                else f"a question over {len(versions)} version(s)")
+    return Outcome(f"wrote {out}: {what}\n")

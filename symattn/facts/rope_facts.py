@@ -1,0 +1,122 @@
+"""rope-relative-position: after RoPE, q_m·k_n depends only on the offset m − n; rotations keep norms.
+
+Proved in general with symbols for one pair (SymPy's trigonometric simplification),
+checked exactly on a RoPE problem: every position shifted by the same constant gives
+the same scores and weights (the engine on the shifted problem, compared exactly), and
+every rotated row keeps the norm of its pair.  Claimed weights are read as "the
+weights of the shifted problem"; one that its written rounding cannot reach is a
+counterexample.
+"""
+
+from __future__ import annotations
+
+import sympy
+
+from symattn.compare import compare, equal
+from symattn.facts.claims import Claims
+from symattn.facts.proof import Line, Proof
+from symattn.problem import Problem
+from symattn.trace import Trace
+
+#: the constant every position is shifted by in the instance check
+SHIFT = 7
+MAX_CHECKED_ROWS = 8
+
+
+def _rotated(x: sympy.Expr, y: sympy.Expr, phi: sympy.Expr) -> tuple[sympy.Expr, sympy.Expr]:
+    return x * sympy.cos(phi) - y * sympy.sin(phi), x * sympy.sin(phi) + y * sympy.cos(phi)
+
+
+def _general() -> tuple[bool, tuple[Line, ...]]:
+    x, y, a, b, theta = sympy.symbols("x y a b theta", real=True)
+    m, n = sympy.symbols("m n", integer=True)
+    q, k = _rotated(x, y, m * theta), _rotated(a, b, n * theta)
+    dot = q[0] * k[0] + q[1] * k[1]
+    offset = (x * a + y * b) * sympy.cos((m - n) * theta) + (x * b - y * a) * sympy.sin((m - n) * theta)
+    relative = sympy.simplify(sympy.expand_trig(sympy.expand(dot - offset))) == 0
+    norm = sympy.simplify(q[0] ** 2 + q[1] ** 2 - (x ** 2 + y ** 2)) == 0
+    return relative and norm, (
+        Line("one pair q = (x, y) at position m and k = (a, b) at position n, each turned by its "
+             "angle: R(mθ)q · R(nθ)k = (xa + yb)·cos((m − n)θ) + (xb − ya)·sin((m − n)θ), a "
+             "function of m − n only, so every pair, and their sum q_m·k_n, depends only on the "
+             f"offset (SymPy: {'verified' if relative else 'FAILED'})",
+             r"R(m\theta)q \cdot R(n\theta)k = (xa + yb)\cos((m-n)\theta) + (xb - ya)\sin((m-n)\theta)"),
+        Line(f"|R(mθ)q|² = x² + y²: a rotation keeps the norm (SymPy: {'verified' if norm else 'FAILED'})",
+             r"\lVert R(m\theta) q \rVert^2 = x^2 + y^2"),
+    )
+
+
+def _shifted(p: Problem, by: int) -> Problem:
+    rope = {**p.rope.as_value(), "positions": [x + by for x in p.rope.positions],
+            "key_positions": [x + by for x in p.rope.key_positions]}
+    keys: dict[str, object] = {k: mat.to_sympy() for k, mat in p.inputs.items()}
+    keys.update(tokens=list(p.tokens), key_tokens=list(p.key_tokens), scale=p.scale,
+                mask=p.mask_value, sink=p.sink, rope=rope)
+    return Problem(**keys)
+
+
+def rope_relative_position(trace: Trace | None = None, claims: Claims | None = None) -> Proof:
+    """After RoPE the scores depend only on position differences; rotations keep norms."""
+    ok, general = _general()
+    checks: list[Line] = []
+    counter = None
+    p = trace.problem if trace is not None else None
+    if p is not None and p.rope is None:
+        checks.append(Line("this problem has no RoPE: nothing to check on it", r"\text{no RoPE}"))
+    elif p is not None:
+        moved = Trace(_shifted(p, SHIFT))
+        for i in range(min(p.n, MAX_CHECKED_ROWS)):
+            row_ok = all(equal(trace.scores[i, j], moved.scores[i, j]) for j in range(p.m))
+            ok &= row_ok
+            checks.append(Line(f"row {p.tokens[i]!r}: every position + {SHIFT} leaves its scores "
+                               f"unchanged ({'exactly' if row_ok else 'NOT equal'})",
+                               rf"\text{{row {i}: }} S_{{ij}}(p + {SHIFT}) = S_{{ij}}(p)"))
+            if not row_ok and counter is None:
+                counter = {"row": p.tokens[i]}
+        for name, plain in (("Q_rot", "Q"), ("K_rot", "K")):
+            step, source = trace.step(name), trace.step(plain)
+            kept = all(equal(sympy.Add(*[step[r, c] ** 2 for c in pair]),
+                             sympy.Add(*[source[r, c] ** 2 for c in pair]))
+                       for r in range(min(step.shape[0], MAX_CHECKED_ROWS)) for pair in p.rope.pairs())
+            ok &= kept
+            checks.append(Line(f"{name}: every rotated pair keeps its norm ({'exactly' if kept else 'NOT equal'})",
+                               rf"\lVert {name[0]}_{{\text{{rot}}}} \text{{ pair}} \rVert = "
+                               rf"\lVert {name[0]} \text{{ pair}} \rVert"))
+            if not kept and counter is None:
+                counter = {"step": name}
+        if claims is not None and claims.weights is not None:
+            for i, row in enumerate(claims.entries("weights")):
+                bad = [j for j, e in enumerate(row)
+                       if not _within(e.value, moved.weights[i, j], e.half)]
+                label = repr(p.tokens[i])
+                if not bad:
+                    checks.append(Line(f"claimed row {label}: the weights with every position + {SHIFT} "
+                                       "are as claimed (within the rounding written)",
+                                       rf"\hat A_{{{i}j}} \approx A_{{{i}j}}(p + {SHIFT})"))
+                    continue
+                ok = False
+                j = bad[0]
+                checks.append(Line(f"claimed row {label}: {row[j].text} for key {p.key_tokens[j]!r}, but "
+                                   f"with every position + {SHIFT} the weight is "
+                                   f"{_decimal(moved.weights[i, j])}",
+                                   rf"\hat A_{{{i}{j}}} \ne A_{{{i}{j}}}(p + {SHIFT})"))
+                if counter is None:
+                    counter = {"row": p.tokens[i], "key": p.key_tokens[j], "claimed": row[j].text,
+                               "shift": SHIFT, "weight": _decimal(moved.weights[i, j])}
+    return Proof("rope-relative-position", ok,
+                 Line("with RoPE, q_m·k_n depends only on the offset m − n (shifting every "
+                      "position leaves the scores and weights unchanged), and rotations keep norms",
+                      r"\langle R(m\theta)q, R(n\theta)k \rangle = g(q, k, m - n)"),
+                 general, tuple(checks), counter)
+
+
+def _within(claimed: sympy.Expr, exact: sympy.Expr, half: sympy.Expr) -> bool:
+    if half == 0:
+        return equal(claimed, exact)
+    return compare(abs(claimed - exact), half) <= 0
+
+
+def _decimal(value: sympy.Expr) -> str:
+    from symattn.certify import Rounding, certify
+
+    return str(certify(value, Rounding(digits=6)))
