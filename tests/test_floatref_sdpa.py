@@ -22,6 +22,8 @@ def rne(x: mpmath.mpf, fmt: str) -> float:
     if x == 0:
         return 0.0
     sign, man, exp, _ = x._mpf_
+    if exp + man.bit_length() < e_min - p:      # below half the least subnormal (e^-(2^700) too)
+        return -0.0 if sign else 0.0
     # |x| = man·2^exp; its leading bit is at exp + bitlen − 1; the format's quantum is 2^q
     q = max(exp + man.bit_length() - 1, e_min) - p + 1
     shift = q - exp
@@ -426,3 +428,24 @@ def test_ulp_report_past_the_engine_side_limit_certifies_the_worst_entries():
     want = mp_ulps(out[1, 2], O[1][2], "float32")
     assert abs(float(report.worst[0].ulps) - float(want)) < 1e-3
     assert abs(float(report.worst[0].exact) - float(O[1][2])) <= 1e-8 * abs(float(O[1][2]))
+
+
+@pytest.mark.parametrize("spread", [4, 40, 400])
+def test_inputs_of_wide_exponent_range_split_or_not(spread):
+    """Entries scaled by 2^k, |k| ≤ spread: the exact split of the scores (fast.py step 1) holds
+    when the per-row grids fit, the plain bound takes over when they do not (spread 400 in
+    float64 inputs); every entry still matches mpmath."""
+    rng = np.random.default_rng(30 + spread)
+    dt = np.float32 if spread < 100 else np.float64
+    Q, K, V = (np.ldexp(rng.standard_normal((n, 3)), rng.integers(-spread, spread + 1, (n, 3))).astype(dt)
+               for n in (3, 5, 5))
+    Q[0] /= np.abs(Q[0]).max() * 4                              # one row of moderate scores
+    K = K / np.sqrt(np.abs(K).max(axis=1, keepdims=True) * np.abs(Q).max() + 1)
+    if dt is np.float64:
+        K[4] = np.ldexp(K[4], -1000)                            # a grid below 2^-1022: plain bound
+        from symattn.floatref import fast
+        h = fast._Head(K, V)
+        assert fast._split(Q, h.beta)[2].min() + h.ek.min() - 2 * h.beta < -1022
+    for fmt in ("float32", "float16"):
+        ref = fr.correctly_rounded(Q, K, V, dtype=fmt)
+        assert_matches(ref, Q, K, V, fmt)
