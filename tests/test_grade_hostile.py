@@ -161,9 +161,10 @@ def test_spreadsheet_safe(cell, safe):
 
 
 def test_the_report_is_safe_to_open_in_a_spreadsheet(lesson):
-    data = _csv([["student", "=1+1", "weights[I, I]"],
+    # a header that is a target and starts like a formula: -scores[I, I] is −2
+    data = _csv([["student", "-scores[I, I]", "weights[I, I]"],
                  ["=cmd|' /C calc'!A0", "1", "=HYPERLINK(\"http://x\")"],
-                 ["@SUM(1+1)", "2", "-1+1"],
+                 ["@SUM(1+1)", "-2", "-1+1"],
                  ["-7", "3", "0.136"]])
     report = grade(lesson, data)
     text = report.to_csv()
@@ -172,7 +173,8 @@ def test_the_report_is_safe_to_open_in_a_spreadsheet(lesson):
                  or (c.startswith("-") and c != "-7")]
     assert dangerous == []
     rows = list(csv.reader(io.StringIO(text)))
-    assert rows[0][1] == "'=1+1" and rows[0][2] == "'=1+1 mistake"
+    assert rows[0][1] == "'-scores[I, I]" and rows[0][2] == "'-scores[I, I] mistake"
+    assert rows[2][1] == "exact"
     assert [r[0] for r in rows[1:]] == ["'=cmd|' /C calc'!A0", "'@SUM(1+1)", "-7"]
     # the echoed answer text in a message is neutralised too
     assert rows[2][rows[0].index("weights[I, I] message")].startswith("'-1+1")
@@ -278,7 +280,12 @@ def test_a_quote_never_closed_is_refused_with_its_line():
 
 
 def test_no_gradable_column_is_nothing_graded(lesson):
-    with pytest.raises(GradeError, match=r"no column can be graded: 'nonsense\[9\]': "):
-        grade(lesson, "student,nonsense[9]\nann,1\n")
+    with pytest.raises(GradeError, match=r"no column can be graded: 'd_k\^9999': "):
+        grade(lesson, "student,d_k^9999\nann,1\n")
     with pytest.raises(GradeError, match=r"\(and 1 more column\)"):
+        grade(lesson, "student,d_k^9999,weights[7]\nann,1,2\n")
+    # a header that names nothing the problem has is refused before grading (issue 12)
+    with pytest.raises(GradeError, match=r"'nonsense\[9\]' is not a target .*\(and 1 more header\)"):
         grade(lesson, "student,nonsense[9],weights[dog]\nann,1,2\n")
+    with pytest.raises(GradeError, match=r"the header '=1\+1' is not a target"):
+        grade(lesson, "student,=1+1,weights[I, I]\nann,1,2\n")
