@@ -12,8 +12,16 @@ max-subtraction softmax in float64, best of 3.  correctly_rounded: one run;
 its count of entries that needed the arb path is printed.  enclose64: the
 fast path alone (float64 enclosures of every head and their rounding; the
 "arb entries" column then counts the undecided entries).  torch SDPA is
-timed too when torch is importable.  The load average is printed (2 cores
-shared with other work: times vary).
+timed too when torch is importable.  digits30: symattn's certified path
+(Problem from decimal strings, as benchmarks/bench_attention.py makes them;
+weights and output to 30 significant digits, every digit proved) at
+n = 128 and 512, d = 64.  Each row gives wall seconds and the child's CPU
+seconds (user + system: numpy's BLAS may use both cores, so CPU can exceed
+wall).  The load average is printed (2 cores shared with other work: times
+vary; compare methods within one run, not across runs).
+
+Run it with PYTHONPATH set to the checkout to measure (the script runs
+``python benchmarks/...``, whose sys.path starts at benchmarks/).
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import sys
 import time
 
 SHAPES = [(1, 8, 1024, 64), (1, 1, 4096, 128)]
+DIGIT_SIZES = [128, 512]
 
 
 def _inputs(shape):
@@ -47,9 +56,32 @@ def _numpy_sdpa(Q, K, V):
     return a, a @ v
 
 
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def one(method: str, shape) -> dict:
-    Q, K, V = _inputs(shape)
     extra = {}
+    if method == "digits30":
+        import random
+
+        import symattn as sa
+        n, d = shape[2], shape[3]
+        rng = random.Random(f"0-{n}-{d}")
+
+        def matrix():
+            return [[f"{k / 10:.1f}" for k in (rng.randint(-30, 30) for _ in range(d))] for _ in range(n)]
+        m = {"Q": matrix(), "K": matrix(), "V": matrix()}
+        c0, t = _cpu(), time.perf_counter()
+        trace = sa.Trace(sa.Problem(**m))
+        trace.step("weights").decimals(sa.Rounding(digits=30))
+        trace.step("output").decimals(sa.Rounding(digits=30))
+        seconds, cpu = time.perf_counter() - t, _cpu() - c0
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        return {"seconds": seconds, "cpu": cpu, "peak_rss_mib": rss}
+    Q, K, V = _inputs(shape)
+    c0 = _cpu()
     if method == "numpy64":
         best = float("inf")
         for _ in range(3):
@@ -86,8 +118,11 @@ def one(method: str, shape) -> dict:
         seconds = time.perf_counter() - t
     else:
         raise SystemExit(f"unknown method {method}")
+    cpu = _cpu() - c0
+    if method == "numpy64":
+        cpu /= 3                                                    # best of 3: one run's share
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # MiB on Linux
-    return {"seconds": seconds, "peak_rss_mib": rss, **extra}
+    return {"seconds": seconds, "cpu": cpu, "peak_rss_mib": rss, **extra}
 
 
 def main() -> None:
@@ -105,18 +140,26 @@ def main() -> None:
     except ImportError:
         pass
     print(f"load average {os.getloadavg()}, {os.cpu_count()} cores, python {sys.version.split()[0]}")
-    print("| (batch, heads, L, E) | method | seconds | peak RSS (MiB) | arb entries |")
-    print("|---|---|---|---|---|")
-    for shape in [tuple(s) for s in args.shape] if args.shape else SHAPES:
-        for method in methods:
-            run = subprocess.run([sys.executable, __file__, "--one", method, *map(str, shape)],
-                                 capture_output=True, text=True)
-            if run.returncode:
-                print(f"| {shape} | {method} | failed: {run.stderr.strip().splitlines()[-1][:200]} | | |")
-                continue
-            r = json.loads(run.stdout)
-            arb = f"{r['arb_entries']} of {r['entries']}" if "arb_entries" in r else ""
-            print(f"| {shape} | {method} | {r['seconds']:.3f} | {r['peak_rss_mib']:.0f} | {arb} |", flush=True)
+    print("| (batch, heads, L, E) | method | wall s | CPU s | × numpy64 (wall) | peak RSS (MiB) | arb entries |")
+    print("|---|---|---|---|---|---|---|")
+    runs = [(tuple(s), m) for s in (args.shape or SHAPES) for m in methods]
+    if not args.shape:
+        runs += [((1, 1, n, 64), "digits30") for n in DIGIT_SIZES]
+    base = {}
+    for shape, method in runs:
+        run = subprocess.run([sys.executable, __file__, "--one", method, *map(str, shape)],
+                             capture_output=True, text=True)
+        if run.returncode:
+            print(f"| {shape} | {method} | failed: {run.stderr.strip().splitlines()[-1][:200]} | | | | |")
+            continue
+        r = json.loads(run.stdout)
+        arb = f"{r['arb_entries']} of {r['entries']}" if "arb_entries" in r else ""
+        if method == "numpy64":
+            base[shape] = r["seconds"]
+        ratio = f"{r['seconds'] / base[shape]:.1f}" if shape in base and method != "numpy64" else ""
+        print(f"| {shape} | {method} | {r['seconds']:.3f} | {r['cpu']:.3f} | {ratio} | "
+              f"{r['peak_rss_mib']:.0f} | {arb} |", flush=True)
+    print(f"load average at the end {os.getloadavg()}")
 
 
 if __name__ == "__main__":

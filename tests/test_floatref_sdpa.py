@@ -22,6 +22,8 @@ def rne(x: mpmath.mpf, fmt: str) -> float:
     if x == 0:
         return 0.0
     sign, man, exp, _ = x._mpf_
+    if exp + man.bit_length() < e_min - p:      # below half the least subnormal (e^-(2^700) too)
+        return -0.0 if sign else 0.0
     # |x| = man·2^exp; its leading bit is at exp + bitlen − 1; the format's quantum is 2^q
     q = max(exp + man.bit_length() - 1, e_min) - p + 1
     shift = q - exp
@@ -282,13 +284,13 @@ def test_ulp_report_skips_fully_masked_rows_and_checks_shapes():
         fr.ulp_report(out[:1], Q, K, V)
 
 
-def test_more_keys_than_the_engine_takes_is_a_clear_error_only_when_arb_is_needed(monkeypatch):
-    import symattn.limits
-    monkeypatch.setattr(symattn.limits, "MAX_SIDE", 3)
+def test_a_head_past_the_arb_budget_is_a_clear_error_only_when_arb_is_needed(monkeypatch):
+    from symattn.floatref import rows
+    monkeypatch.setattr(rows, "MAX_KEY_ENTRIES", 7)      # S·(E + Ev) = 4·2 = 8 > 7
     V = np.array([[1.0], [1.0 + 2.0 ** -23], [1.0], [1.0 + 2.0 ** -23]], dtype=np.float32)
     Q = np.ones((1, 1), dtype=np.float32)
     K = np.zeros((4, 1), dtype=np.float32)                # an exact tie at a float32 midpoint
-    with pytest.raises(fr.FloatRefError, match="at most 3 keys"):
+    with pytest.raises(fr.FloatRefError, match="at most 7 entries"):
         fr.correctly_rounded(Q, K, V)
     K = np.array([[0.0], [1.0], [2.0], [3.0]], dtype=np.float32)
     ref = fr.correctly_rounded(Q, K, V)                    # decided by float64 alone
@@ -373,3 +375,77 @@ def test_heads_sharing_k_and_v_share_one_trace_with_their_own_masks_and_rows():
         sub = type(ref)(ref.output[h], ref.weights[h], "float64", None, 0, 0)
         assert_matches(sub, Q[h], K[kv], V[kv], "float64", ~np.isneginf(additive[h]),
                        np.where(np.isneginf(additive[h]), 0, additive[h]))
+
+
+def test_groups_with_equal_mean_values_give_an_exact_midpoint_output():
+    """Scores 0, 0, 1, 1 with values 1, 1 + 2^-23 in each pair: the weights are irrational but
+    each score group's mean value is 1 + 2^-24, so the output is exactly that midpoint
+    (Lindemann–Weierstrass: rows.py) and rounds to the even 1.0; one group's mean moved by
+    2^-30 breaks the tie and the balls decide it."""
+    V = np.array([[1.0], [1.0 + 2.0 ** -23], [1.0 + 2.0 ** -23], [1.0]], dtype=np.float32)
+    Q = np.ones((1, 1), dtype=np.float32)
+    K = np.array([[0.0], [0.0], [1.0], [1.0]], dtype=np.float32)
+    ref = fr.correctly_rounded(Q, K, V, scale=1.0)
+    assert float(ref.output[0, 0]) == 1.0 and ref.arb_entries >= 1
+    assert_matches(ref, Q, K, V, "float32", scale=1.0)
+    V2 = V.astype(np.float64)
+    V2[3, 0] = 1.0 + 2.0 ** -30                                      # the e^1 group's mean moves up
+    ref = fr.correctly_rounded(Q, K, V2, scale=1.0)
+    assert float(ref.output[0, 0]) == 1.0 + 2.0 ** -23
+    assert_matches(ref, Q, K, V2, "float32", scale=1.0)
+
+
+def test_more_keys_than_the_engine_takes_go_through_the_arb_path():
+    """S = 1,500 > MAX_SIDE (the engine's side limit) on a thin problem: float64 targets send
+    every entry through the arb path; float32 with tied scores at a midpoint needs it too."""
+    rng = np.random.default_rng(21)
+    S = 1500
+    Q = rng.standard_normal((1, 2, 2)).astype(np.float32)
+    K = rng.standard_normal((1, S, 2)).astype(np.float32)
+    V = rng.standard_normal((1, S, 1)).astype(np.float32)
+    causal = np.tril(np.ones((2, S), dtype=bool), k=S - 2)           # row 0 misses the last key
+    ref = fr.correctly_rounded(Q, K, V, dtype="float64", attn_mask=causal)
+    assert ref.arb_entries == ref.entries
+    assert_matches(type(ref)(ref.output[0], ref.weights[0], "float64", None, 0, 0),
+                   Q[0], K[0], V[0], "float64", allowed=causal)
+    Vt = np.where(np.arange(S)[:, None] % 2, 1.0 + 2.0 ** -23, 1.0).astype(np.float32)
+    ref = fr.correctly_rounded(Q[0], np.zeros((S, 2), np.float32), Vt)   # every score 0: a tie
+    assert ref.output[:, 0].tolist() == [1.0, 1.0] and ref.arb_entries == 2
+    assert (ref.weights == np.float32(1 / S)).all()
+
+
+def test_ulp_report_past_the_engine_side_limit_certifies_the_worst_entries():
+    """S = 1,500: the worst entries' exact values and errors come from rows.py's balls;
+    checked against mpmath (one candidate entry moved by one float32 step)."""
+    rng = np.random.default_rng(22)
+    Q, K, V = (rng.standard_normal((n, 3)).astype(np.float32) for n in (2, 1500, 1500))
+    ref = fr.correctly_rounded(Q, K, V)
+    out = ref.output.copy()
+    out[1, 2] = np.nextafter(out[1, 2], np.float32(np.inf))
+    report = fr.ulp_report(out, Q, K, V, worst=2)
+    assert report.correctly_rounded == 5 and report.worst[0].index == (1, 2)
+    _, O = mp_sdpa(Q, K, V)
+    want = mp_ulps(out[1, 2], O[1][2], "float32")
+    assert abs(float(report.worst[0].ulps) - float(want)) < 1e-3
+    assert abs(float(report.worst[0].exact) - float(O[1][2])) <= 1e-8 * abs(float(O[1][2]))
+
+
+@pytest.mark.parametrize("spread", [4, 40, 400])
+def test_inputs_of_wide_exponent_range_split_or_not(spread):
+    """Entries scaled by 2^k, |k| ≤ spread: the exact split of the scores (fast.py step 1) holds
+    when the per-row grids fit, the plain bound takes over when they do not (spread 400 in
+    float64 inputs); every entry still matches mpmath."""
+    rng = np.random.default_rng(30 + spread)
+    dt = np.float32 if spread < 100 else np.float64
+    Q, K, V = (np.ldexp(rng.standard_normal((n, 3)), rng.integers(-spread, spread + 1, (n, 3))).astype(dt)
+               for n in (3, 5, 5))
+    Q[0] /= np.abs(Q[0]).max() * 4                              # one row of moderate scores
+    K = K / np.sqrt(np.abs(K).max(axis=1, keepdims=True) * np.abs(Q).max() + 1)
+    if dt is np.float64:
+        K[4] = np.ldexp(K[4], -1000)                            # a grid below 2^-1022: plain bound
+        from symattn.floatref import fast
+        h = fast._Head(K, V)
+        assert fast._split(Q, h.beta)[2].min() + h.ek.min() - 2 * h.beta < -1022
+    for fmt in ("float32", "float16"):
+        ref = fr.correctly_rounded(Q, K, V, dtype=fmt)
+        assert_matches(ref, Q, K, V, fmt)

@@ -290,11 +290,14 @@ def compare_float(result: Any, trace: Trace, *, step: str = "output", fmt: str |
 def _errors_from_balls(trace: Trace, step: str, i: int, c: int, y: Fraction, fmt: str,
                        rounding: Rounding) -> tuple[CertifiedDecimal, CertifiedDecimal]:
     """(y − x)/ulp(x) and (y − x)/|x| from arb balls of a transcendental x (never a tie)."""
+    return errors_from_ball(lambda prec: trace.enclosure(step, i, prec)[c], y, fmt, rounding)
+
+
+def errors_from_ball(x_ball, y: Fraction, fmt: str,
+                     rounding: Rounding) -> tuple[CertifiedDecimal, CertifiedDecimal]:
+    """(y − x)/ulp(x) and (y − x)/|x| for a transcendental x given as ``x_ball(prec)``."""
     p, e_min = FORMATS[fmt]
     yq = flint.fmpq(y.numerator, y.denominator)
-
-    def x_ball(prec: int) -> flint.arb:
-        return trace.enclosure(step, i, prec)[c]
 
     def ulps(prec: int):
         x = x_ball(prec)

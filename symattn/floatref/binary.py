@@ -84,6 +84,12 @@ def round_ball(x: flint.arb, fmt: BinaryFormat) -> float | None:
     """The RNE of the value a ball encloses, when both its ends round alike; else None."""
     if not x.is_finite():
         return None
+    # far outside the format's range (e^-(2^700) is a valid weight): decide before any Fraction,
+    # whose powers of two would have astronomically many digits
+    if abs(x) < flint.arb(2) ** (fmt.e_min - fmt.p):           # below half the least subnormal
+        return 0.0
+    if x > flint.arb(2) ** (fmt.e_max + 1) or x < -flint.arb(2) ** (fmt.e_max + 1):
+        return float("inf") if x > 0 else float("-inf")
     mid, rad = _dyadic(x.mid()), _dyadic(x.rad())
     lo, hi = round_fraction(mid - rad, fmt), round_fraction(mid + rad, fmt)
     return hi if lo == hi else None

@@ -22,7 +22,7 @@ EXP_ABS = 2.0 ** -1070   # 16 float64 subnormal units
 TINY = 2.0 ** -1000      # absorbs every underflow (far below any float32/16 subnormal)
 _INFLATE = 1 + 2.0 ** -20
 #: keys per partial sum: sums and W·V carry γ_{B + S/B + 1} instead of γ_S
-SUM_BLOCK = 64
+SUM_BLOCK = 256
 #: rows per block: keeps the (rows × S) float64 temporaries near 16 MB each
 BLOCK_ENTRIES = 1 << 21
 
@@ -52,7 +52,8 @@ def enclose(Q, K, V, allowed, additive, scale: float, scale_err: float) -> Enclo
     """Enclosures of softmax(scale·Q·Kᵀ + additive, blocked → −inf)·V for float64 arrays.
 
     ``allowed``: (L, S) bool or None; ``additive``: (L, S) finite float64 or None;
-    ``scale``: the float64 used; ``scale_err``: a bound on |scale − exact scale|."""
+    ``scale``: the float64 used; ``scale_err``: a bound on |scale − exact scale|.
+    Every radius already covers the rounding of mid ± radius (see docs/floatref.md)."""
     import numpy as np
 
     L, S, Ev = Q.shape[0], K.shape[0], V.shape[1]
@@ -60,16 +61,48 @@ def enclose(Q, K, V, allowed, additive, scale: float, scale_err: float) -> Enclo
     O = np.empty((L, Ev)), np.empty((L, Ev))
     empty = np.zeros(L, dtype=bool)
     step = max(1, BLOCK_ENTRIES // max(S, Ev, 1))
-    qn = np.sqrt(np.einsum("ij,ij->i", Q, Q))     # ‖q_i‖₂, ‖k_j‖₂: Σ|q||k| ≤ ‖q‖·‖k‖
-    kn = np.sqrt(np.einsum("ij,ij->i", K, K))
-    absV = np.abs(V)
+    head = _Head(K, V)
     for a in range(0, L, step):
         b = min(L, a + step)
-        rows = _block(Q[a:b], K, V, absV, qn[a:b], kn,
-                      None if allowed is None else allowed[a:b],
+        rows = _block(Q[a:b], head, None if allowed is None else allowed[a:b],
                       None if additive is None else additive[a:b], scale, scale_err)
         W[0][a:b], W[1][a:b], O[0][a:b], O[1][a:b], empty[a:b] = rows
     return Enclosures(W[0], W[1], O[0], O[1], empty)
+
+
+def _beta(E: int) -> int:
+    """Bits per split slice: E products of two β-bit integers sum below 2^53."""
+    return (53 - max(1, E - 1).bit_length()) // 2
+
+
+def _split(A, beta: int):
+    """A = hi + lo exactly, hi on a per-row grid 2^(e_i − β) (|A_i| < 2^e_i); and the exponents e_i."""
+    import numpy as np
+
+    e = np.frexp(np.abs(A).max(axis=1))[1]
+    hi = np.ldexp(np.rint(np.ldexp(A, (beta - e)[:, None])), (e - beta)[:, None])
+    return hi, A - hi, e
+
+
+class _Head:
+    """What every block of one head reuses: K split for exact scores, [V | |V|] in key blocks."""
+
+    def __init__(self, K, V) -> None:
+        import numpy as np
+
+        E = K.shape[1]
+        self.S = K.shape[0]
+        self.kn = np.sqrt(np.einsum("ij,ij->i", K, K))      # ‖k_j‖₂
+        self.kn_max = float(self.kn.max()) if self.kn.size else 0.0
+        self.beta = _beta(E)
+        self.K = K
+        self.Kh, Kl, self.ek = _split(K, self.beta)
+        self.KlK = np.concatenate([Kl, K], axis=1)
+        self.kln_max = float(np.sqrt(np.einsum("ij,ij->i", Kl, Kl)).max())
+        VV = np.concatenate([V, np.abs(V)], axis=1)
+        self.Ev = V.shape[1]
+        self.VVb = np.ascontiguousarray(_blocks(VV.T).transpose(0, 2, 1))   # (nb, B, 2Ev)
+        self.absV_sum = np.abs(V).sum(axis=0)
 
 
 def _blocks(M):
@@ -80,62 +113,97 @@ def _blocks(M):
     nb = -(-S // SUM_BLOCK)
     if nb * SUM_BLOCK != S:
         M = np.concatenate([M, np.zeros((rows, nb * SUM_BLOCK - S))], axis=1)
-    return M.reshape(rows, nb, SUM_BLOCK).transpose(1, 0, 2)
+    return np.ascontiguousarray(M.reshape(rows, nb, SUM_BLOCK).transpose(1, 0, 2))   # BLAS wants contiguous
 
 
-def _block(Q, K, V, absV, qn, kn, allowed, additive, s, ds):
+def _scores(Q, h: _Head):
+    """D̃ ≈ Q·Kᵀ and a per-row bound e_D on |D̃ − D| (docs/floatref.md, step 1)."""
     import numpy as np
 
-    E, S = Q.shape[1], K.shape[0]
+    E = Q.shape[1]
+    qn = np.sqrt(np.einsum("ij,ij->i", Q, Q))
+    norm = (1 + gamma(E + 2)) ** 2                            # covers the rounding of the norms
+    cs = _up(qn * h.kn_max * norm)                           # ≥ ‖q‖·max‖k‖ ≥ |q·k|
+    Qh, Ql, eq = _split(Q, h.beta)
+    lo_grid = int((eq.min() if eq.size else 0)) + int(h.ek.min()) - 2 * h.beta
+    hi_grid = int((eq.max() if eq.size else 0)) + int(h.ek.max()) + E.bit_length()
+    if lo_grid >= -1022 and hi_grid <= 1000:
+        # Qh·Khᵀ is exact (every partial sum an integer below 2^53 on the grid 2^(eq+ek−2β));
+        # the rest, [Qh | Ql]·[Kl | K]ᵀ, is small: γ_2E·(‖qh‖‖kl‖ + ‖ql‖‖k‖); then one addition
+        D = Qh @ h.Kh.T
+        D += np.concatenate([Qh, Ql], axis=1) @ h.KlK.T
+        qhn = np.sqrt(np.einsum("ij,ij->i", Qh, Qh))
+        qln = np.sqrt(np.einsum("ij,ij->i", Ql, Ql))
+        e2 = _up(gamma(2 * E) * (qhn * h.kln_max + qln * h.kn_max) * norm)
+        eD = _up(e2 + U * (1 + U) * (cs + e2))
+    else:                                                    # exponents too far apart: the plain bound
+        D = Q @ h.K.T
+        eD = _up(gamma(E) * cs)
+    return D, eD, cs
+
+
+def _block(Q, h: _Head, allowed, additive, s, ds):
+    """One block of rows; per-row bounds (docs/floatref.md has the derivation)."""
+    import numpy as np
+
+    S, rows = h.S, Q.shape[0]
     with np.errstate(over="ignore", invalid="ignore", under="ignore", divide="ignore"):
-        # scores d = q·k: |d̃ − d| ≤ γ_E Σ|q||k| ≤ γ_E ‖q‖‖k‖ (any order, FMA or not)
-        D = Q @ K.T
-        eD = _up(gamma(E) * np.multiply.outer(qn, kn) * (1 + gamma(E + 2)))
-        # t = s·d + m; t̃ = fl(fl(s̃·d̃) + m)
-        P = s * D
-        T = P if additive is None else P + additive
-        eT = _up(abs(s) * eD + ds * (np.abs(D) + eD) + U * np.abs(P) + U * np.abs(T))
+        D, eD, cs = _scores(Q, h)
+        # t = s·d + m: e_t = |s̃|e_D + |s̃ − s|(|d̃| + e_D) + u|P| + u|T|, per row
+        as_ = abs(s)
+        Pmax = _up(as_ * (cs + eD) * (1 + U))
+        Mmax = 0.0 if additive is None else np.abs(additive).max(axis=1)
+        Tmax = _up((Pmax + Mmax) * (1 + U))
+        eT = _up(as_ * eD + ds * (cs + 2 * eD) + U * Pmax + U * Tmax)
+        T = D
+        T *= s
+        if additive is not None:
+            T += additive
         if allowed is not None:
-            T = np.where(allowed, T, -np.inf)
-            eT = np.where(allowed, eT, 0.0)
-        # the shift c = max t̃ (any float is a valid shift; x = t − c exactly, x̃ = fl(t̃ − c))
-        empty = np.zeros(T.shape[0], dtype=bool) if allowed is None else ~allowed.any(axis=1)
-        finite = np.isfinite(T) if allowed is None else np.isfinite(np.where(allowed, T, 0.0))
-        overflow = ~finite.all(axis=1)          # these rows go to the arb path whole
-        T = np.where(finite | (T == -np.inf), T, 0.0)
-        c = T.max(axis=1, keepdims=True)
+            np.putmask(T, ~allowed, -np.inf)
+        empty = np.zeros(rows, dtype=bool) if allowed is None else ~allowed.any(axis=1)
+        c = T.max(axis=1)
+        overflow = ~np.isfinite(c) | ~np.isfinite(Tmax)       # these rows go to the arb path whole
         c = np.where(np.isfinite(c), c, 0.0)
-        X = T - c
-        eX = _up(eT + U * np.abs(np.where(np.isfinite(X), X, 0.0)))
-        # w = e^x; w̃ = fl(exp(x̃)); |w − w̃| ≤ w̃·G + EXP_ABS·(1 + G), G ≥ e^eX/(1 − ε) − 1
-        Wm = np.exp(X)
+        X = T
+        X -= c[:, None]
+        xmin = X.min(axis=1) if allowed is None else np.min(X, axis=1, where=allowed, initial=0.0)
+        xm = np.minimum(-xmin, 800.0)                         # x̃ < −800: w̃ = 0 and w < 2^-1070
+        eX = _up(eT + U * xm)
+        # w = e^x; |w − w̃| ≤ w̃·G + a(1 + G), G = (expm1(e_x) + ε)/(1 − ε)² per row
         G = _up((np.expm1(eX) + EXP_REL) / (1 - EXP_REL) ** 2)
-        Rw = _up(Wm * G + EXP_ABS * (1 + G))
-        if allowed is not None:
-            Rw = np.where(allowed, Rw, 0.0)      # blocked: exactly 0
-        # Z = Σ w, summed in blocks of SUM_BLOCK keys then over the blocks:
-        # |Z − Z̃| ≤ γ_{B+nb+1}·Z̃/(1 − γ) + Σ R_w (two-level sum of non-negative terms)
+        Aabs = _up(EXP_ABS * (1 + G))
+        Wm = np.exp(X, out=X)
         Wb = _blocks(Wm)
-        Z = Wb.sum(axis=2).sum(axis=0)[:, None]
-        gS = gamma(SUM_BLOCK + Wb.shape[0] + 1)
-        RZ = _up(gS * Z / (1 - gS) + Rw.sum(axis=1, keepdims=True))
-        denom = Z - RZ                          # a lower bound of Z (after the outward step)
-        denom = np.nextafter(denom, -np.inf)
-        good = (denom > 0) & np.isfinite(RZ)
+        Z = Wb.sum(axis=2).sum(axis=0)
+        gS = gamma(min(SUM_BLOCK, S) + Wb.shape[0] + 1)      # zero padding adds no error
+        # Σ w̃ ≤ Z̃/(1 − gS); R_Z = (gS + G)·Z̃/(1 − gS) + S·a(1 + G)
+        RZ = _up((gS + G) * Z / (1 - gS) + S * Aabs)
+        denom = np.nextafter(Z - RZ, -np.inf)
+        good = (denom > 0) & np.isfinite(RZ) & ~overflow & (eX < 0.5)
         denom = np.where(good, denom, np.nan)
-        # p = w/Z; |p − p̃| ≤ (R_w + p̃(1+u)·R_Z)/(Z̃ − R_Z)·(1+u) + u·p̃
-        Pm = Wm / Z
-        Rp = _up((Rw + Pm * (1 + 2 * U) * RZ) / denom * (1 + 2 * U) + U * Pm)
-        # o = (Σ w·v)/Z; Ñ in blocks: |Ñ − Σ w̃v| ≤ γ_{B+nb+1} Σ w̃|v|; |Σ w̃v − Σ wv| ≤ max_j G_j·Σ w̃|v| + EXP_ABS(1+G)Σ|v|
-        N = np.matmul(Wb, _blocks(V.T).transpose(0, 2, 1)).sum(axis=0)   # Σ over blocks of W_b·V_b
-        A = Wm @ absV
-        Gmax = G.max(axis=1, keepdims=True) if allowed is None else \
-            np.where(allowed, G, 0.0).max(axis=1, keepdims=True)
-        gA = 1 + 2 * gamma(S)                    # Σ w̃|v| ≤ A·(1 + 2γ_S): A is a plain product
-        RN = _up(gS * A * gA + Gmax * A * gA + EXP_ABS * (1 + Gmax) * absV.sum(axis=0)[None, :] * gA)
-        Om = N / Z
-        Ro = _up((RN + np.abs(Om) * (1 + 2 * U) * RZ) / denom * (1 + 2 * U) + U * np.abs(Om))
-        bad = ~good[:, 0] | overflow
-        Rp = np.where(bad[:, None] | ~np.isfinite(Rp), np.inf, Rp)
-        Ro = np.where(bad[:, None] | ~np.isfinite(Ro), np.inf, Ro)
+        # output numerators and Σ w̃|v| in one blocked product
+        NA = Wb[0] @ h.VVb[0]
+        for b in range(1, Wb.shape[0]):                      # block by block: nb − 1 more additions
+            NA += Wb[b] @ h.VVb[b]
+        N, A = NA[:, :h.Ev], NA[:, h.Ev:]
+        # p̃ = fl(w̃/Z̃): |p − p̃| ≤ p̃·[(Z̃G + R_Z)(1+2u)²/denom + u] + a(1+G)(1+2u)/denom;
+        # 3u more (and _up) covers computing p̃ ± radius in round-to-nearest
+        alpha = _up((Z * G + RZ) * (1 + 2 * U) ** 2 / denom + 4 * U)
+        gam = _up(Aabs * (1 + 2 * U) / denom)
+        Pm = Wm
+        Pm /= Z[:, None]
+        Rp = Pm * alpha[:, None]
+        Rp += gam[:, None]
+        # o = (Σ w·v)/Z: |Ñ − Σw̃v| ≤ gS·Σw̃|v|; |Σw̃v − Σwv| ≤ G·Σw̃|v| + a(1 + G)Σ|v|
+        gA = 1 + 2 * gamma(S)
+        RN = _up((gS + G[:, None]) * A * gA + Aabs[:, None] * h.absV_sum[None, :] * gA)
+        Om = N / Z[:, None]
+        aO = np.abs(Om)
+        Ro = _up((RN + aO * (1 + 2 * U) * RZ[:, None]) / denom[:, None] * (1 + 2 * U) + 4 * U * aO)
+        bad = ~good
+        if bad.any():
+            Rp[bad] = np.inf
+            Ro[bad] = np.inf
+        Ro = np.where(np.isfinite(Ro), Ro, np.inf)
     return Pm, Rp, Om, Ro, empty

@@ -161,7 +161,7 @@ def correctly_rounded(Q: Any, K: Any, V: Any, *, dtype: str = "float32", attn_ma
 
     Arguments as torch.nn.functional.scaled_dot_product_attention (no dropout);
     inputs by their exact binary values; the default scale is exactly 1/√E."""
-    from symattn.floatref.fallback import decide_all
+    from symattn.floatref.rows import decide_all
 
     np = _numpy()
     if dtype not in BINARY_FORMATS:
@@ -216,14 +216,33 @@ def _fast_slice(pr, idx: tuple, allowed, additive, fmt: BinaryFormat):
 
 
 def _decide(mid, rad, fmt: BinaryFormat):
-    """Round both ends of [mid − rad, mid + rad] (widened outward by one float64 step)."""
+    """Round both ends of [mid − rad, mid + rad] (the radius covers computing the ends in
+    round-to-nearest: fast.py); decided where they round alike.  float32 by the IEEE
+    conversion (checked by :func:`ieee_conversions_hold`), the other formats by round_array."""
     np = _numpy()
     with np.errstate(invalid="ignore", over="ignore"):
-        lo = np.nextafter(mid - rad, -np.inf)
-        hi = np.nextafter(mid + rad, np.inf)
-        rl, rh = round_array(lo, fmt), round_array(hi, fmt)
+        lo, hi = mid - rad, mid + rad
+        if fmt.name == "float32" and ieee_conversions_hold():
+            rl, rh = lo.astype(np.float32), hi.astype(np.float32)
+        else:
+            rl, rh = round_array(lo, fmt), round_array(hi, fmt)
         ok = (rl == rh) & np.isfinite(rad) & np.isfinite(rh)
-    return np.where(ok, rh + 0.0, np.nan), ok
+    return np.where(ok, rh.astype(np.float64) + 0.0, np.nan), ok
+
+
+def ieee_conversions_hold() -> bool:
+    """float64 → float32 conversion rounds to nearest even with subnormals, and float64
+    subnormals survive arithmetic (no flush-to-zero or denormals-are-zero, e.g. after
+    torch.set_flush_denormal(True)).  Checked on every call: cheap, and the FPU mode can change."""
+    np = _numpy()
+    x = np.array([1 + 2.0 ** -24, 1 + 3 * 2.0 ** -24, 3 * 2.0 ** -150, -(1 + 2.0 ** -24)])
+    want = [1.0, 1 + 2.0 ** -22, 2.0 ** -148, -1.0]
+    tiny = np.array([2.0 ** -1074]) * np.array([1.0])
+    if x.astype(np.float32).astype(np.float64).tolist() != want or tiny[0] == 0:
+        raise FloatRefError("the floating-point unit flushes subnormals to zero or does not round to "
+                            "nearest (e.g. torch.set_flush_denormal(True)); the float64 bounds assume "
+                            "IEEE arithmetic: restore the default mode")
+    return True
 
 
 __all__ = ["SDPAReference", "correctly_rounded", "normalise"]

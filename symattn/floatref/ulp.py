@@ -198,7 +198,7 @@ def _arb_errors(pr, idx: tuple, step: str, y, fmt):
     import numpy as np
 
     from symattn.floatref import _binade
-    from symattn.floatref.fallback import _trace
+    from symattn.floatref.rows import enclosures
     from symattn.precision import precision
 
     L, width = y.shape
@@ -206,10 +206,10 @@ def _arb_errors(pr, idx: tuple, step: str, y, fmt):
     rows = [i for i in range(L) if not empty[i]]
     ulps, rel, unc = np.zeros((L, width)), np.zeros((L, width)), np.zeros((L, width))
     if rows:
-        trace = _trace(pr, [(idx, i) for i in rows], list(range(pr.V.shape[-1])))
+        balls = enclosures(pr, idx, rows, step, 128)
         with precision(128):
             for r, i in enumerate(rows):
-                for c, x in enumerate(trace.enclosure(step, r, 128)):
+                for c, x in enumerate(balls[r]):
                     e = _binade(x)
                     unit = flint.arb(2) ** ((fmt.e_min if e is None else max(e, fmt.e_min)) - fmt.p + 1)
                     err = (flint.arb(float(y[i, c])) - x) / unit
@@ -220,31 +220,28 @@ def _arb_errors(pr, idx: tuple, step: str, y, fmt):
 
 
 def _certify_worst(pr, step: str, fmt_name: str, y, chosen: list) -> list[WorstEntry]:
-    """The chosen entries' exact values and errors as certified decimals, through the Trace."""
+    """The chosen entries' exact values and errors as certified decimals (arb path of rows.py)."""
     from symattn.certify import Rounding, round_rational
-    from symattn.floatref import _errors_from_balls, ulp_of
-    from symattn.floatref.fallback import _trace
+    from symattn.floatref import _certify_ball, errors_from_ball, ulp_of
+    from symattn.floatref.rows import enclosures, rational_entry
 
     out = []
-    by_slice: dict[tuple, list] = {}
-    for index in chosen:
-        by_slice.setdefault(tuple(int(v) for v in index[:-2]), []).append(tuple(int(v) for v in index))
-    for idx, entries in by_slice.items():
-        rows = sorted({e[-2] for e in entries})
-        trace = _trace(pr, [(idx, i) for i in rows], list(range(pr.V.shape[-1])))
-        shown = Rounding(digits=_SHOW_DIGITS[fmt_name])
-        rounding = Rounding(digits=3)
-        for e in entries:
-            r, c = rows.index(e[-2]), e[-1]
-            got = Fraction(float(y[e]))
-            exact = trace.step(step).decimal(r, c, shown)
-            known = trace.algebraic_value(step, r, c)
-            if known is not None and known.is_Rational:
-                x = Fraction(int(known.p), int(known.q))
-                u = round_rational((got - x) / ulp_of(x, fmt_name), rounding)
-                rel = None if x == 0 else round_rational((got - x) / abs(x), rounding)
-            else:
-                u, rel = _errors_from_balls(trace, step, r, c, got, fmt_name, rounding)
-            out.append(WorstEntry(e, float(y[e]), str(exact), str(u), None if rel is None else str(rel)))
+    shown = Rounding(digits=_SHOW_DIGITS[fmt_name])
+    rounding = Rounding(digits=3)
+    for e in chosen:
+        e = tuple(int(v) for v in e)
+        idx, i, c = e[:-2], e[-2], e[-1]
+        got = Fraction(float(y[e]))
+        x = rational_entry(pr, idx, i, step, c)
+        if x is not None:
+            exact = round_rational(x, shown)
+            u = round_rational((got - x) / ulp_of(x, fmt_name), rounding)
+            rel = None if x == 0 else round_rational((got - x) / abs(x), rounding)
+        else:
+            def ball(prec: int, idx=idx, i=i, c=c):
+                return enclosures(pr, idx, [i], step, prec)[0][c]
+            exact = _certify_ball(ball, shown, "exact value")
+            u, rel = errors_from_ball(ball, got, fmt_name, rounding)
+        out.append(WorstEntry(e, float(y[e]), str(exact), str(u), None if rel is None else str(rel)))
     out.sort(key=lambda w: -abs(float(w.ulps)))
     return out
