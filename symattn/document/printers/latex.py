@@ -50,6 +50,7 @@ def fenced(text: str) -> str:
 WIDE = 4
 #: Terms per line when a long sum or list is broken over lines.
 PER_LINE = 4
+LONG_ROW_SOURCE = 160   # characters of LaTeX source past which a row's decimals move below it
 #: A fraction whose numerator or denominator sums more terms than this stacks them on lines.
 LONG_SUM = 6
 
@@ -329,13 +330,15 @@ class LatexPrinter(Printer):
                          + ": weight exactly 0.")
         terms = [r"\cdots" if t is None else t for t in (self._exponential(e) for e in r.exponentials)]
         terms = [t for k, t in enumerate(terms) if t != r"\cdots" or k == 0 or terms[k - 1] != r"\cdots"]
-        wide = len(r.scaled.items) > WIDE
+        # many keys, or long entries (tanh of surds): decimals go on a line of their own
+        wide = len(r.scaled.items) > WIDE or len(p(r.shifted)) > LONG_ROW_SOURCE
         eqs = self._approx_lines(f"\\text{{{r.logit}}}", r.scaled, r.scaled_decimals, wide)
         eqs.append(f"\\max &= {p(r.maximum)} \\quad (\\text{{key {tex_escape(r.maximum_key)}}})"
                    if r.maximum is not None else
                    "\\max &: \\text{left open by the symbols, so nothing is subtracted}")
         eqs += self._approx_lines(f"\\text{{shifted}} = \\text{{{r.logit}}} - \\max", r.shifted, r.shifted_decimals, wide)
-        per = 3 if wide else max(len(terms), 1)
+        long_entries = len(p(r.shifted)) > LONG_ROW_SOURCE
+        per = 1 if long_entries else 3 if wide else max(len(terms), 1)
         parts = chunks(terms, per)
         eqs.append("e^{\\text{shifted}} &: \\quad " + ",\\quad ".join(parts[0]) + ("," if len(parts) > 1 else ""))
         eqs += ["&\\phantom{:}\\quad " + ",\\quad ".join(part) + ("," if k < len(parts) - 2 else "")
@@ -364,14 +367,24 @@ class LatexPrinter(Printer):
         if not wide:
             return [f"{name} &= {self.print(Approx(exact, decimals))}"]
         left, right = self.print(exact), self.print(decimals)
+        if isinstance(exact, Row) and len(left) > LONG_ROW_SOURCE:   # long entries: a few per line
+            items = [self.print(x) for x in exact.items]
+            per = max(1, LONG_ROW_SOURCE * len(items) // len(left))
+            parts = chunks(items, per)
+            lines = [f"{name} &= \\bigl[" + ",\\ ".join(parts[0]) + ("," if len(parts) > 1 else "\\bigr]")]
+            lines += ["&\\phantom{{}={}}\\quad " + ",\\ ".join(part) + ("," if k < len(parts) - 2 else "\\bigr]")
+                      for k, part in enumerate(parts[1:])]
+            return lines + [f"&\\approx {right}"]
         return [f"{name} &= {left}"] if left == right else [f"{name} &= {left}", f"&\\approx {right}"]
 
     def _sum_lines(self, name: str, total: Math, decimal: Math) -> list[str]:
         """A long sum broken after every few terms (each line begins with its +)."""
-        if not isinstance(total, Sum) or len(total.terms) <= PER_LINE:
-            return [f"{name} &= {self.print(Approx(total, decimal))}"]
+        whole = self.print(Approx(total, decimal))
+        if not isinstance(total, Sum) or (len(total.terms) <= PER_LINE and len(whole) <= LONG_ROW_SOURCE):
+            return [f"{name} &= {whole}"]
         terms = self._signed_terms(total)
-        lines = chunks(terms, PER_LINE)
+        per = min(PER_LINE, max(1, LONG_ROW_SOURCE * len(terms) // len(whole)))
+        lines = chunks(terms, per)
         out = [f"{name} &= " + " ".join(lines[0])]
         out += ["&\\quad " + " ".join(part) for part in lines[1:]]
         out[-1] += f" \\approx {self.print(decimal)}"
