@@ -16,7 +16,7 @@ import difflib
 import re
 
 from symattn.check.checker import Checker
-from symattn.check.targets import Index, TargetSpec, parse_target
+from symattn.check.targets import Index, TargetSpec, nodes, parse_target
 from symattn.errors import SymattnError
 from symattn.parser import Call, Evaluator, Name, Node
 
@@ -36,20 +36,6 @@ def _names(checker: Checker) -> set[str]:
     return names
 
 
-def _nodes(node: Node):
-    stack = [node]
-    while stack:
-        item = stack.pop()
-        yield item
-        for value in vars(item).values():
-            if isinstance(value, Node):
-                stack.append(value)
-            elif isinstance(value, tuple):
-                stack.extend(v for v in value if isinstance(v, Node))
-                stack.extend(v[1] for v in value if isinstance(v, tuple) and len(v) == 2
-                             and isinstance(v[1], Node))
-
-
 def not_a_target(checker: Checker, header: str) -> str | None:
     """Why ``header`` is not a target of the checker's problem (None when it names only
     things the problem has)."""
@@ -64,7 +50,7 @@ def _unknown(checker: Checker, spec: TargetSpec) -> str | None:
     trace = checker.trace
     steps = trace.step_names
     constants = _names(checker)
-    for node in _nodes(spec.node):
+    for node in nodes(spec.node):
         if isinstance(node, Call) and node.name not in _FUNCTIONS:
             return f"no function named {node.name!r}"
         if isinstance(node, Index):

@@ -31,6 +31,8 @@ than the check is worth.
 
 from __future__ import annotations
 
+from typing import Iterator
+
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Callable, Iterator
@@ -119,20 +121,7 @@ class TargetSpec:
 
     def steps(self) -> set[str]:
         """Every name the target mentions (steps among them)."""
-        found: set[str] = set()
-        stack = [self.node]
-        while stack:
-            node = stack.pop()
-            if isinstance(node, (Name, Index)):
-                found.add(node.name)
-            for value in vars(node).values():
-                if isinstance(value, Node):
-                    stack.append(value)
-                elif isinstance(value, tuple):
-                    stack.extend(v for v in value if isinstance(v, Node))
-                    stack.extend(v[1] for v in value if isinstance(v, tuple) and len(v) == 2
-                                 and isinstance(v[1], Node))
-        return found
+        return {node.name for node in nodes(self.node) if isinstance(node, (Name, Index))}
 
 
 def parse_target(text: str, where: str = "target") -> TargetSpec:
@@ -481,3 +470,18 @@ def _step_cells(spec: TargetSpec, source: Source, shape: tuple[int, int]) -> lis
 def iter_cells(shape: tuple[int, int], cells: list[Cell]) -> Iterator[tuple[int, int, Cell]]:
     for k, cell in enumerate(cells):
         yield k // shape[1], k % shape[1], cell
+
+
+def nodes(node: Node) -> Iterator[Node]:
+    """Every node of a parsed target, the root first (children in tuples and (key, node) pairs too)."""
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        yield item
+        for value in vars(item).values():
+            if isinstance(value, Node):
+                stack.append(value)
+            elif isinstance(value, tuple):
+                stack.extend(v for v in value if isinstance(v, Node))
+                stack.extend(v[1] for v in value if isinstance(v, tuple) and len(v) == 2
+                             and isinstance(v[1], Node))
