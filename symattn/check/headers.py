@@ -18,7 +18,7 @@ import re
 from symattn.check.checker import Checker
 from symattn.check.targets import Index, TargetSpec, nodes, parse_target
 from symattn.errors import SymattnError
-from symattn.parser import Call, Evaluator, Name, Node
+from symattn.parser import Call, Evaluator, Name
 
 __all__ = ["not_a_target", "refusal", "suggestion"]
 
