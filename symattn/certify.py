@@ -34,7 +34,7 @@ from symattn.precision import cap_bits, precision, precisions, start_bits, undec
 
 __all__ = [
     "MAX_DIGITS", "Rounding", "RoundingSpecError", "CertifiedDecimal",
-    "round_rational", "round_ratio", "round_ball", "to_arb", "certify", "certified_mpf",
+    "round_rational", "round_ratio", "round_ball", "reround", "to_arb", "certify", "certified_mpf",
     "guard_prec", "effective_digits",
 ]
 
@@ -205,6 +205,34 @@ def round_rational(q: Fraction | sympy.Rational | int, rounding: Rounding) -> Ce
     else:
         raise TypeError(f"round_rational needs an exact rational, not {type(q).__name__}")
     return round_ratio(num, den, rounding)
+
+
+_REROUND_MAX_EXPONENT = 400   # past it, certify directly (the fractions grow with the exponent)
+
+
+def reround(fine: CertifiedDecimal, rounding: Rounding) -> CertifiedDecimal | None:
+    """The rounding of x at ``rounding`` read off a finer certified rounding of x, or None
+    when the finer one does not decide it (then certify x itself).
+
+    Why it is a proof: every boundary of the coarse rounding (a half unit) lies on the fine
+    grid when the coarse unit is coarser; x lies within half a fine unit of ``fine``, and
+    a grid point other than ``fine`` is a whole fine unit away, so x and ``fine`` are on the
+    same side of every coarse boundary that ``fine`` is not itself.  Undecided (None): ``fine``
+    on a coarse boundary, a coarse rounding equal to ``fine`` (is x exactly it?), or a coarse
+    unit no coarser than the fine one.  An exact ``fine`` is x itself: rounded exactly."""
+    m, e = fine.mantissa, fine.exponent
+    if abs(e) > _REROUND_MAX_EXPONENT:
+        return None
+    coarse = round_ratio(m, _p10(-e), rounding) if e < 0 else round_ratio(m * _p10(e), 1, rounding)
+    if fine.exact:
+        return coarse
+    shift = coarse.exponent - e          # the coarse unit in fine units is 10**shift
+    if shift <= 0:
+        return None
+    gap = m - coarse.mantissa * _p10(shift)
+    if gap == 0 or 2 * abs(gap) == _p10(shift):
+        return None
+    return coarse
 
 
 @lru_cache(maxsize=4096)

@@ -142,7 +142,7 @@ def _plain_scalar(value: object) -> object:
 def _rows_of(name: str, value: object) -> list[list[object]]:
     """Turn a matrix-like input into a list of rows, with clear shape errors."""
     if isinstance(value, sympy.MatrixBase):
-        return [list(value.row(i)) for i in range(value.rows)]
+        return value.tolist()   # (row by row through value.row(i) is 20× slower)
     tolist = getattr(value, "tolist", None)
     if callable(tolist) and not isinstance(value, (str, bytes)):
         value = tolist()
@@ -237,6 +237,11 @@ def _entry(value: object, where: str, symbols: bool | Collection[str],
             if bounded and len(whole) > 6:   # under 10^6 whatever its decimals: no check
                 check_magnitude(q, where)
             return q
+    if isinstance(value, sympy.Rational):   # a variant's exact entries: no parsing to do
+        q = flint.fmpq(int(value.p), int(value.q))
+        if bounded:
+            check_magnitude(q, where)
+        return q
     direct = isinstance(value, sympy.Basic)  # a SymPy value may hold symbols: that is intent
     exact = to_exact(value, where=where, symbols=bool(symbols) or direct, symbol_hint=True)
     if exact.is_Rational:

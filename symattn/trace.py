@@ -129,6 +129,14 @@ class Step:
                                 {i: list(range(c)) for i in range(r)})
         return [[found[i][j] for j in range(c)] for i in range(r)]
 
+    def row_decimals(self, i: Index, rounding: Rounding | int) -> list[CertifiedDecimal | object]:
+        """Every entry of one row correctly rounded (certified): the engine works a row at a
+        time, so a row costs about what one entry does."""
+        ri, c = self.row_index(i), self.shape[1]
+        found = certify_entries(self._trace.engine, self.name, self._exact, _as_rounding(rounding),
+                                {ri: list(range(c))})
+        return [found[ri][j] for j in range(c)]
+
     def decimal(self, i: Index, j: Index, rounding: Rounding | int) -> CertifiedDecimal | object:
         """One entry correctly rounded (certified)."""
         ri, cj = self.row_index(i), self.col_index(j)

@@ -65,19 +65,21 @@ def _checker(trace: Trace, cache: dict | None) -> Checker:
 
 
 def wrong_answers(trace: Trace, step: str, rounding: Rounding, *,
-                  checker: Checker | None = None) -> list[WrongAnswer]:
+                  checker: Checker | None = None,
+                  codes: frozenset[str] | None = None) -> list[WrongAnswer]:
     """Each modelled mistake's answer to the question ``step`` (at ``rounding``), in the checker's
     order; a mistake that changes nothing at this rounding is listed with the right answer's values
-    (so a caller can see it is not separated)."""
+    (so a caller can see it is not separated).  ``codes``: only these mistakes (the others are
+    not rounded)."""
     checker = checker or Checker(trace)
     target = checker.target(step)
     right = answer_texts(trace, step, rounding)
     rows, cols = target.shape
-    per_cell = checker.mistakes.cells(target.spec, target.shape, rounding.places)
+    per_cell = checker.mistakes.cells(target.spec, target.shape, rounding.places, codes)
     variants: dict[tuple[str, str], list] = {}
     for k, cells in enumerate(per_cell):
         for m in cells:
-            if m.code == "wrong-step":
+            if m.code == "wrong-step" or codes is not None and m.code not in codes:
                 continue
             variants.setdefault((m.code, m.detail), [None] * (rows * cols))[k] = m.cell
     chosen: dict[str, WrongAnswer] = {}
@@ -100,13 +102,25 @@ def figure(values: Grid) -> str:
     return "; ".join(", ".join(row) for row in values)
 
 
+def _differences(wrong: WrongAnswer, right: Grid) -> int:
+    return sum(w != r for row_w, row_r in zip(wrong.values, right) for w, r in zip(row_w, row_r))
+
+
 def separates(trace: Trace, steps: list[str], rounding: Rounding) -> bool:
     """Does every modelled mistake (of :data:`SEPARATED`) give, on every question, an answer different from the right
     one and from every other mistake's, that ``check`` names as that mistake (not as a slip in
-    the last digit), so a wrong answer points to its cause?"""
+    the last digit), so a wrong answer points to its cause?
+
+    Cheapest and likeliest failures first (the answer is the same in any order): the questions
+    that fail most; a precision mistake whose answer is right or one slip in a last digit
+    (decided by its entries alone); the comparisons before ``check``; the mistakes whose answer differs
+    from the right one in the fewest entries (one entry a unit off is a slip to ``check``)."""
     checker = Checker(trace)
     for step in sorted(steps, key=lambda s: _ORDER.index(s) if s in _ORDER else len(_ORDER)):
         right = answer_texts(trace, step, rounding)
+        for wrong in wrong_answers(trace, step, rounding, checker=checker, codes=PRECISION):
+            if wrong.values != right and checker.right_or_slip(step, figure(wrong.values)):
+                return False            # a rounding slip that check calls a slip: the usual failure
         seen = {right}
         wrongs = [w for w in wrong_answers(trace, step, rounding, checker=checker) if w.code in SEPARATED
                   and not (w.code in PRECISION and w.values == right)]
@@ -114,7 +128,7 @@ def separates(trace: Trace, steps: list[str], rounding: Rounding) -> bool:
             if wrong.values in seen:
                 return False
             seen.add(wrong.values)
-        for wrong in wrongs:          # the costlier test last: check itself names the mistake
-            if checker.check(step, figure(wrong.values)).mistake != wrong.code:
+        for wrong in sorted(wrongs, key=lambda w: _differences(w, right)):
+            if checker.named_mistake(step, figure(wrong.values)) != wrong.code:
                 return False
     return True

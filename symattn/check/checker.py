@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 
-from symattn.check.diagnosis import summarise
+from symattn.check.diagnosis import settled_by_entries, summarise
 from symattn.check.figures import Written, WrittenNumber, read_figure
 from symattn.check.mistakes import Mistakes
 from symattn.check.targets import Cell, Source, TargetSpec, parse_target, resolve
@@ -75,6 +75,29 @@ class Checker:
                 self._memo[key] = hit
         return copy.copy(hit)
 
+    def named_mistake(self, target: str, text: str) -> str | None:
+        """The mistake ``check`` names for ``text`` as ``target`` (None: right, a slip, wrong
+        or invalid): the verdict's own decision, made without printing exact values into its
+        messages (choosing worksheet versions asks this for every candidate's mistakes)."""
+        try:
+            return self._judge(target, text, None, quiet=True).mistake
+        except SymattnError:
+            return None
+
+    def right_or_slip(self, target: str, text: str) -> bool:
+        """Is ``text`` right, or one slip in a last digit, as ``target``?  Then ``check`` names
+        no mistake for it, and that is decided from its entries alone, without computing
+        any mistake (a quick way to turn a worksheet candidate down)."""
+        try:
+            resolved = self.target(target)
+            written = read_figure(text, where=f"the figure for {target}",
+                                  expect=(resolved.shape, target))
+            entries = [judge_entry(w, cell, (), quiet=True)
+                       for w, cell in _align(written, resolved, target)]
+        except SymattnError:
+            return False
+        return settled_by_entries(entries)
+
     def _check(self, target: str, text: str, variant: str | None) -> FigureVerdict:
         """One figure, in isolation: whatever goes wrong is this figure's ``invalid``."""
         shown = text if isinstance(text, str) else repr(text)
@@ -90,7 +113,8 @@ class Checker:
             return invalid(target, shown, f"internal error: {type(exc).__name__}: {detail} "
                            "(please report it; the other figures are judged)", variant)
 
-    def _judge(self, target: str, text: str, variant: str | None) -> FigureVerdict:
+    def _judge(self, target: str, text: str, variant: str | None, *,
+               quiet: bool = False) -> FigureVerdict:
         resolved = self.target(target)
         written = read_figure(text, where=f"the figure for {target}",
                               expect=(resolved.shape, target))
@@ -98,7 +122,7 @@ class Checker:
         entries = []
         for k, (w, cell) in enumerate(cells):
             places = w.rounding.places if isinstance(w, WrittenNumber) else None
-            entries.append(judge_entry(w, cell, self._mistakes(resolved, places)[k]))
+            entries.append(judge_entry(w, cell, self._mistakes(resolved, places)[k], quiet=quiet))
         return summarise(target, text, variant, resolved.shape, entries)
 
 

@@ -24,7 +24,7 @@ from typing import Sequence
 
 from symattn.check.verdict import EntryVerdict, FigureVerdict, MistakeCell, name_mistake, worst
 
-__all__ = ["summarise"]
+__all__ = ["summarise", "settled_by_entries"]
 
 _LIST = 12   # values shown in a figure's message
 
@@ -56,6 +56,17 @@ def _values(entries: Sequence[EntryVerdict], attr: str) -> str:
     return ", ".join(shown) + (", …" if len(entries) > _LIST else "")
 
 
+def _one_slip(wrong: Sequence[EntryVerdict]) -> bool:
+    return len(wrong) == 1 and wrong[0].code == "last-digit"
+
+
+def settled_by_entries(entries: Sequence[EntryVerdict]) -> bool:
+    """Rules 1 and 2: every entry right, or one slip in a last digit.  Then no mistake is
+    named whatever the mistakes give (the entries alone decide the verdict)."""
+    wrong = [e for e in entries if not e.right]
+    return not wrong or _one_slip(wrong)
+
+
 def summarise(target: str, text: str, variant: str | None, shape: tuple[int, int],
               entries: list[EntryVerdict]) -> FigureVerdict:
     """The figure's verdict from its entries' (the entries are updated to agree)."""
@@ -69,7 +80,7 @@ def summarise(target: str, text: str, variant: str | None, shape: tuple[int, int
         return FigureVerdict(code=code, message=message, **base)
     common = _common(entries)
     names = [m.name for m in common]
-    if len(wrong) == 1 and wrong[0].code == "last-digit":
+    if _one_slip(wrong):
         slip = wrong[0]
         slip.also = names
         message = slip.message if one else \

@@ -305,10 +305,13 @@ class Mistakes:
         c = p.scale * root          # the scale is c/√d_k: c is the sharpness (1 by default)
         out: list[Mistake] = []
         unscaled = None
+        # c = scale·√d_k and c/d_k = scale/√d_k equal the scale only when d_k = 1 or the scale
+        # is 0: decided here, not by sympy.simplify (60 ms a problem, most of a Checker's cost)
+        same_scale = p.d_k == 1 or p.scale.is_zero is True
         for code, detail, scale in (("unscaled", "no division by √d_k", c),
                                     ("scaled-by-d_k", f"divided by d_k = {p.d_k}, not √d_k",
                                      c / p.d_k)):
-            if p.d_k == 1 or sympy.simplify(scale - p.scale) == 0:
+            if same_scale:
                 continue
             trace = self._attempt(lambda s=scale: _rebuild(p, scale=s))
             if trace is not None:
@@ -439,20 +442,22 @@ class Mistakes:
         return self._cells[cache_key]
 
     def cells(self, spec: TargetSpec, shape: tuple[int, int],
-              places: int | None) -> list[list[MistakeCell]]:
-        """For each cell of the target, the mistakes' values there (in report order)."""
+              places: int | None, codes: frozenset[str] | None = None) -> list[list[MistakeCell]]:
+        """For each cell of the target, the mistakes' values there (in report order).
+        ``codes``: only these mistakes (the others' variants are not even built)."""
         per_cell: list[list[MistakeCell]] = [[] for _ in range(shape[0] * shape[1])]
         names = spec.steps()
-        candidates = [*self.fixed, *self.early_for(places)]
+        only_early = codes is not None and codes <= {"early-rounding"}
+        candidates = [*([] if only_early else self.fixed), *self.early_for(places)]
         for mistake in candidates:
-            if not names & mistake.steps:
+            if not names & mistake.steps or codes is not None and mistake.code not in codes:
                 continue
             cells = self._resolve(mistake.code, mistake, spec, shape)
             if cells is not None:
                 for k, cell in enumerate(cells):
                     per_cell[k].append(MistakeCell(mistake.code, mistake.detail, cell))
         ref = spec.step_ref
-        if ref is not None:
+        if ref is not None and (codes is None or "wrong-step" in codes):
             self._wrong_steps(spec, ref[0], shape, per_cell)
         return per_cell
 

@@ -40,7 +40,7 @@ from typing import Callable, Iterator
 import flint
 import sympy
 
-from symattn.certify import CertifiedDecimal, Rounding, certify, to_arb
+from symattn.certify import CertifiedDecimal, Rounding, certify, reround, to_arb
 from symattn.engine import NEG_INF
 from symattn.compare import compare
 from symattn.errors import ParseError, SymattnError
@@ -140,6 +140,7 @@ class Source:
     def __init__(self, trace: Trace, transposed: frozenset[str] = frozenset()) -> None:
         self.trace = trace
         self.transposed = transposed   # steps read transposed (softmax over columns)
+        self._rows: dict[tuple[str, int, Rounding], list] = {}   # certified rows, by rounding
 
     def has(self, name: str) -> bool:
         return name in self.trace.step_names
@@ -166,8 +167,18 @@ class Source:
         return self.step(name)[a, b]
 
     def decimal(self, name: str, i: int, j: int, rounding: Rounding) -> CertifiedDecimal:
+        """One cell's certified rounding.  Its whole row is certified at once and kept: the
+        cells of a figure (and a mistake's cells, judged for every answer) share their rows.
+        A row that fails as a whole (one entry past a cap) falls back to the cell alone."""
         a, b = self.where(name, i, j)
-        return self.step(name).decimal(a, b, rounding)
+        key = (name, a, rounding)
+        row = self._rows.get(key)
+        if row is None:
+            try:
+                row = self._rows[key] = self.step(name).row_decimals(a, rounding)
+            except SymattnError:
+                return self.step(name).decimal(a, b, rounding)
+        return row[b]
 
 
 @dataclass(eq=False)
@@ -194,11 +205,26 @@ class Cell:
         return self._cache["text"]
 
     def rounded(self, rounding: Rounding) -> CertifiedDecimal | object:
-        """The certified rounding, or ``NEG_INF`` where a mask blocks (cached)."""
+        """The certified rounding, or ``NEG_INF`` where a mask blocks (cached).
+
+        A rounding coarser than the cell's 20-digit one is read off it (``reround``, a
+        proof) when that decides it: a figure's entries, written at several precisions and
+        compared with every mistake's value, then cost one certification per cell."""
         hit = self._cache.get(rounding)
         if hit is None:
-            hit = self._cache[rounding] = self._round(rounding)
+            hit = self._cache[rounding] = self._coarser(rounding) or self._round(rounding)
         return hit
+
+    def _coarser(self, rounding: Rounding) -> CertifiedDecimal | object | None:
+        if rounding == _PROBE or rounding.digits is not None and rounding.digits >= _PROBE.digits:
+            return None
+        try:
+            fine = self.rounded(_PROBE)
+        except SymattnError:
+            return None                # the cell's own rounding says what is wrong
+        if fine is NEG_INF:
+            return NEG_INF
+        return reround(fine, rounding)
 
     def rounded_value(self, rounding: Rounding) -> Fraction | None:
         """The certified rounding as an exact Fraction, None for −∞ (cached: compared

@@ -229,14 +229,19 @@ def _is_tie(cell: Cell, w: WrittenNumber) -> bool:
     return abs(w.value - Fraction(int(x.p), int(x.q))) * 2 == w.unit
 
 
-def judge_entry(written: Entry, cell: Cell, mistakes: Sequence[MistakeCell]) -> EntryVerdict:
-    """Judge one written entry against its exact cell; list the mistakes that give it."""
+def judge_entry(written: Entry, cell: Cell, mistakes: Sequence[MistakeCell], *,
+                quiet: bool = False) -> EntryVerdict:
+    """Judge one written entry against its exact cell; list the mistakes that give it.
+
+    ``quiet``: the same verdict without the exact value in its message (printing an exact
+    softmax weight is most of the cost of judging a number), for callers that read only
+    the codes and the mistakes (choosing worksheet versions)."""
     mistakes = _as_set(mistakes)
     if isinstance(written, WrittenInfinity):
         return _judge_infinity(written, cell, mistakes)
     if isinstance(written, WrittenExact):
         return _judge_exact(written, cell, mistakes)
-    return _judge_number(written, cell, mistakes)
+    return _judge_number(written, cell, mistakes, quiet)
 
 
 def _masked_base(w: Entry, cell: Cell) -> dict:
@@ -279,7 +284,8 @@ def _judge_exact(w: WrittenExact, cell: Cell, mistakes: MistakeSet) -> EntryVerd
                         f"is {shown}", **base)
 
 
-def _judge_number(w: WrittenNumber, cell: Cell, mistakes: MistakeSet) -> EntryVerdict:
+def _judge_number(w: WrittenNumber, cell: Cell, mistakes: MistakeSet,
+                  quiet: bool = False) -> EntryVerdict:
     matches, t = mistakes.matching(w), _quote(w.text)
     value = cell.rounded_value(w.rounding)
     at = _precision(w)
@@ -287,9 +293,9 @@ def _judge_number(w: WrittenNumber, cell: Cell, mistakes: MistakeSet) -> EntryVe
         return EntryVerdict(code="wrong", matches=matches, at=at, **_masked_base(w, cell),
                             message=_masked_message(t, cell))
     r = cell.rounded(w.rounding)
-    shown = _show(cell)
-    base = dict(label=cell.label, written=w.text, exact=cell.text, expected=r.text, at=at,
-                shown=shown, matches=matches)
+    shown = "the right value" if quiet else _show(cell)
+    base = dict(label=cell.label, written=w.text, exact="" if quiet else cell.text,
+                expected=r.text, at=at, shown=shown, matches=matches)
     if value == w.value or _is_tie(cell, w):
         if r.exact and value == w.value:
             return EntryVerdict(code="exact", message=f"{t} is exactly {cell.label}", **base)
