@@ -623,3 +623,89 @@ def test_teachers_run_export_then_grade_agree(tmp_path):
             assert row["weights[I]"] in ("rounded", "exact"), row
         else:
             assert row["weights[I]"] == "mistake" and row["weights[I] mistake"] == "unscaled", row
+
+
+# ------------------------------------------------------------------ points
+
+def cloze_weights(text: str) -> list[int]:
+    """Each Cloze field's weight, as Moodle's parser reads it ({N:NUMERICAL:...})."""
+    return [int(m.group(1) or 1) for m in _ANSWER_REGEX.finditer(text)]
+
+
+def qti_points(zf: zipfile.ZipFile) -> tuple[list[list[str]], list[str]]:
+    """Per quiz the items' points_possible (inputs item left out), and each quiz's total."""
+    manifest = ET.fromstring(zf.read("imsmanifest.xml"))
+    items, totals = [], []
+    for r in manifest.findall(f"{CP}resources/{CP}resource"):
+        if r.get("type") != "imsqti_xmlv1p2":
+            continue
+        href = r.find(f"{CP}file").get("href")
+        assessment = ET.fromstring(zf.read(href))
+        points = []
+        for item in assessment.findall(f".//{QTI}item")[1:]:
+            fields = {f.find(f"{QTI}fieldlabel").text: f.find(f"{QTI}fieldentry").text
+                      for f in item.iter(f"{QTI}qtimetadatafield")}
+            points.append(fields["points_possible"])
+        items.append(points)
+        meta = ET.fromstring(zf.read(href.split("/")[0] + "/assessment_meta.xml"))
+        totals.append(meta.find("{http://canvas.instructure.com/xsd/cccv1p0}points_possible").text)
+    return items, totals
+
+
+def test_worksheet_points_weight_moodle_and_qti(tmp_path):
+    """A folder made with --points weights=3,output=2: each Moodle question is worth 5 and its
+    Cloze fields share it 3 : 2 (weights 1/3 a box, output 2/9 a box: whole-number weights 3
+    and 2 over 9 boxes each); each Canvas item carries its box's share."""
+    folder = tmp_path / "sheets"
+    assert run("worksheet", "--versions", "2", "--seed", "7", "--questions", "weights,output",
+               "--points", "weights=3,output=2", "-o", str(folder)) == 0
+    assert run("export", "--to", "moodle", str(folder), "-o", str(tmp_path / "quiz.xml")) == 0
+    questions = ET.parse(tmp_path / "quiz.xml").getroot().findall("question[@type='cloze']")
+    assert len(questions) == 2
+    for q in questions:
+        assert q.find("defaultgrade").text == "5"
+        weights = cloze_weights(q.find("questiontext/text").text)
+        assert weights == [3] * 9 + [2] * 9
+        share = Fraction(sum(weights[:9]), sum(weights))
+        assert share == Fraction(3, 5)                      # the weights question is 3 of 5 points
+    assert run("export", "--to", "qti", str(folder), "-o", str(tmp_path / "quiz.zip")) == 0
+    items, totals = qti_points(zipfile.ZipFile(tmp_path / "quiz.zip"))
+    assert totals == ["5", "5"]
+    for points in items:
+        assert points == ["0.3333333"] * 9 + ["0.2222222"] * 9   # 1/3 and 2/9, 7 places
+        assert abs(sum(Fraction(p) for p in points) - 5) < Fraction(18, 10**7)
+
+
+def test_points_on_the_command_line_win(tmp_path):
+    """export --points 9,18 (in question order): 1 and 2 points a box, whole numbers throughout."""
+    out = tmp_path / "quiz.xml"
+    assert run("export", "--to", "moodle", "--questions", "weights,output", "--points", "9,18",
+               "-o", str(out)) == 0
+    q = ET.parse(out).getroot().find("question[@type='cloze']")
+    assert q.find("defaultgrade").text == "27"
+    assert cloze_weights(q.find("questiontext/text").text) == [1] * 9 + [2] * 9
+    assert run("export", "--to", "qti", "--questions", "weights,output", "--points", "9,18",
+               "-o", str(tmp_path / "quiz.zip")) == 0
+    items, totals = qti_points(zipfile.ZipFile(tmp_path / "quiz.zip"))
+    assert items == [["1"] * 9 + ["2"] * 9] and totals == ["27"]
+
+
+def test_without_points_a_box_is_one_point(tmp_path):
+    out = tmp_path / "quiz.xml"
+    assert run("export", "--to", "moodle", "--questions", "weights", "-o", str(out)) == 0
+    q = ET.parse(out).getroot().find("question[@type='cloze']")
+    assert q.find("defaultgrade").text == "9"
+    assert cloze_weights(q.find("questiontext/text").text) == [1] * 9
+
+
+@pytest.mark.parametrize("points, words", [
+    ("weights=0", "must be above 0"),
+    ("1,2,3", "gives 3 numbers for 1 questions"),
+    ("weigths=2", "not a question of this sheet"),
+])
+def test_bad_points_are_one_line(tmp_path, capsys, points, words):
+    assert run("export", "--to", "moodle", "--questions", "weights", "--points", points,
+               "-o", str(tmp_path / "x.xml")) == 2
+    err = capsys.readouterr().err
+    assert words in err and err.count("\n") == 1 and "Traceback" not in err
+    assert not (tmp_path / "x.xml").exists()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 
 import sympy
@@ -193,6 +194,20 @@ class VersionAnswers:
     rounding: Rounding
     questions: list[Question]
     code: str | None = None     # the opaque code a sheet prints, where the worksheet has one
+    points: dict[str, Fraction] | None = None   # per question (or per entry target), as grade reads them
+
+    def entry_points(self, question: Question) -> list[Fraction]:
+        """Each entry's points, as ``grade`` gives them to a cell-wise class CSV (one point an
+        entry without points; a question's points shared equally among its entries)."""
+        from symattn.check.credit import column_points
+
+        targets = [e.target for q in self.questions for e in q.entries]
+        shares = dict(zip(targets, column_points(targets, self.points)))
+        return [shares[e.target] for e in question.entries]
+
+    @property
+    def total_points(self) -> Fraction:
+        return sum((sum(self.entry_points(q), Fraction(0)) for q in self.questions), Fraction(0))
 
     @property
     def label(self) -> str:
@@ -309,13 +324,16 @@ def folder_versions(folder: Path) -> list[tuple[str, Path]]:
 
 
 def load_versions(source: str | Path | None, example: str | None, rounding: Rounding | None,
-                  questions: tuple[str, ...] | None) -> list[VersionAnswers]:
+                  questions: tuple[str, ...] | None,
+                  points: str | None = None) -> list[VersionAnswers]:
     """The versions of a problem file, a built-in example or a worksheet folder.
 
-    ``rounding`` and ``questions`` given on the command line win; a worksheet
-    folder's manifest supplies them otherwise; the default is 3 significant
-    digits and every question.
+    ``rounding``, ``questions`` and ``points`` (``--points``, as ``worksheet`` reads it)
+    given on the command line win; a worksheet folder's files supply them otherwise (the
+    points as ``grade`` reads them); the default is 3 significant digits, every question
+    and a point an entry.
     """
+    from symattn.check.folder import Versions
     from symattn.examples import DEFAULT_EXAMPLE, example_text
     from symattn.tomlfile import read_text
 
@@ -327,22 +345,35 @@ def load_versions(source: str | Path | None, example: str | None, rounding: Roun
         out = []
         total = 0
         codes = folder_codes(folder)
+        saved = None if points is not None else Versions(folder=folder)
         for vid, path in folder_versions(folder):
             text = read_text(str(path), what="a version's problem file")
             v = version_answers(Problem.from_toml_text(text, source=str(path)), rounding, questions,
                                 vid, text)
             v.code = codes.get(vid)
+            v.points = _points(points, v) if saved is None else saved.points(vid)
             total += v.boxes
             check_total(total, str(folder))
             out.append(v)
         return out
+    saved_points = None
     if source is not None:
         text = read_text(str(source), what="a problem TOML file")
         problem = Problem.from_toml_text(text, source=str(source))
+        saved_points = Versions(single=problem, single_path=Path(source)).points(None)
     else:
         text = example_text(example or DEFAULT_EXAMPLE)
         problem = Problem.from_toml_text(text, source=f"example {example or DEFAULT_EXAMPLE!r}")
-    return [version_answers(problem, rounding or Rounding(digits=3), questions or QUESTIONS, "A", text)]
+    v = version_answers(problem, rounding or Rounding(digits=3), questions or QUESTIONS, "A", text)
+    v.points = _points(points, v) if points is not None else saved_points
+    return [v]
+
+
+def _points(text: str, v: VersionAnswers) -> dict[str, Fraction]:
+    """``--points`` for one version's questions (``2``, ``1,1,2`` in order, or ``weights=3``)."""
+    from symattn.worksheet_questions import parse_points
+
+    return parse_points(text, tuple(q.step for q in v.questions))
 
 
 def given_inputs(trace: Trace) -> list[tuple[str, sympy.Matrix, tuple[str, ...] | None]]:

@@ -15,15 +15,17 @@ feedback is the key: every question's formula and certified answers.
 
 from __future__ import annotations
 
+import math
 import xml.etree.ElementTree as ET
+from fractions import Fraction
 from html import escape
 
 from symattn.classroom.answers import Answer, VersionAnswers
 from symattn.classroom.fragments import given_html, grid_html, intro_html, key_html, question_heading
-from symattn.classroom.numbers import plain, tolerance
+from symattn.classroom.numbers import plain, plain_points, tolerance
 from symattn.classroom.output import MARK
 
-__all__ = ["cloze_field", "moodle_xml"]
+__all__ = ["cloze_field", "field_weights", "moodle_xml"]
 
 def _cloze_escape(text: str) -> str:
     """Feedback text inside a Cloze field, as Moodle's parser reads it back
@@ -52,19 +54,36 @@ def _text(parent: ET.Element, tag: str, text: str, fmt: str | None = "html") -> 
     return node
 
 
+def field_weights(v: VersionAnswers) -> tuple[list[list[int]], Fraction]:
+    """Each entry's Cloze weight (per question) and the question's grade.
+
+    A Cloze field's weight is a whole number, and Moodle grades the question by the weights'
+    shares: each entry's points times the least common denominator of them all, so the
+    shares are exactly the points' (with whole points per entry the weights ARE the
+    points).  The grade is the total of the points."""
+    points = [v.entry_points(q) for q in v.questions]
+    scale = 1
+    for p in (p for qp in points for p in qp):
+        scale = math.lcm(scale, p.denominator)
+    return [[int(p * scale) for p in qp] for qp in points], v.total_points
+
+
 def _question(v: VersionAnswers, title: str) -> ET.Element:
     q = ET.Element("question", {"type": "cloze"})
     name = ET.SubElement(q, "name")
     code = f" (code {v.code})" if v.code else ""
     ET.SubElement(name, "text").text = f"{title}, version {v.vid}{code}"
     body = [f"<p><b>{escape(title)}</b> (version {escape(v.label)})</p>", given_html(v), intro_html(v)]
-    for question in v.questions:
-        fields = [[cloze_field(e.answers(v.rounding)) for e in question.entries[i * question.shape[1]:
-                                                                                 (i + 1) * question.shape[1]]]
+    weights, grade = field_weights(v)
+    for question, wq in zip(v.questions, weights):
+        cols = question.shape[1]
+        fields = [[cloze_field(e.answers(v.rounding), wq[i * cols + j])
+                   for j, e in enumerate(question.entries[i * cols:(i + 1) * cols])]
                   for i in range(question.shape[0])]
         body += [question_heading(question), grid_html(question, lambda i, j: fields[i][j])]
     _text(q, "questiontext", "".join(body))
     _text(q, "generalfeedback", key_html(v))
+    ET.SubElement(q, "defaultgrade").text = plain_points(grade)
     ET.SubElement(q, "penalty").text = "0.3333333"
     ET.SubElement(q, "hidden").text = "0"
     ET.SubElement(q, "idnumber").text = f"symattn-{v.vid}"

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from symattn.certify import CertifiedDecimal
+from symattn.certify import CertifiedDecimal, Rounding, round_rational
 
-__all__ = ["plain", "tolerance", "value"]
+__all__ = ["plain", "plain_points", "tolerance", "value"]
 
 
 def value(d: CertifiedDecimal) -> Fraction:
@@ -42,3 +42,19 @@ def plain(x: Fraction | CertifiedDecimal) -> str:
     digits = str((x * 10**places).numerator).rjust(places + 1, "0")
     text = digits if places == 0 else f"{digits[:-places]}.{digits[-places:]}".rstrip("0").rstrip(".")
     return sign + text if text != "0" else "0"
+
+
+POINTS_PLACES = 7   # points that do not terminate (a third of a question) are written to 7 places
+
+
+def plain_points(x: Fraction) -> str:
+    """Points as a platform's decimal: exact when they terminate (``1.5``), else rounded half
+    away from zero to 7 places (``0.3333333``: a platform stores points as a float)."""
+    d = x.denominator
+    while d % 2 == 0:
+        d //= 2
+    while d % 5 == 0:
+        d //= 5
+    if d == 1:
+        return plain(x)
+    return plain(round_rational(x, Rounding(places=POINTS_PLACES)))

@@ -18,10 +18,11 @@ import hashlib
 import io
 import xml.etree.ElementTree as ET
 import zipfile
+from fractions import Fraction
 
 from symattn.classroom.answers import Answer, Entry, Question, VersionAnswers
 from symattn.classroom.fragments import given_html, intro_html, key_html
-from symattn.classroom.numbers import plain, tolerance, value
+from symattn.classroom.numbers import plain, plain_points, tolerance, value
 from symattn.classroom.output import ZIP_MARK
 
 __all__ = ["qti_zip", "assessment_xml", "manifest_xml"]
@@ -67,10 +68,10 @@ def _range(cond: ET.Element, a: Answer) -> None:
     _sub(cond, "varlte", {"respident": "response1"}, plain(x + tol))
 
 
-def _item(v: VersionAnswers, q: Question, e: Entry, ident: str) -> ET.Element:
+def _item(v: VersionAnswers, q: Question, e: Entry, ident: str, points: Fraction) -> ET.Element:
     answers = e.answers(v.rounding)
     item = ET.Element("item", {"ident": ident, "title": e.target})
-    _meta(item, [("question_type", "numerical_question"), ("points_possible", "1.0"),
+    _meta(item, [("question_type", "numerical_question"), ("points_possible", plain_points(points)),
                  ("original_answer_ids", ",".join(f"{ident}_a{k}" for k in range(len(answers)))),
                  ("assessment_question_identifierref", f"{ident}_ref")])
     pres = _sub(item, "presentation")
@@ -111,19 +112,19 @@ def assessment_xml(v: VersionAnswers, ident: str) -> str:
     _meta(intro, [("question_type", "text_only_question"), ("points_possible", "0")])
     _material(_sub(intro, "presentation"), given_html(v) + intro_html(v))
     for q in v.questions:
-        for e in q.entries:
-            section.append(_item(v, q, e, f"{ident}_q{q.number}_{e.row}_{e.col}"))
+        for e, points in zip(q.entries, v.entry_points(q)):
+            section.append(_item(v, q, e, f"{ident}_q{q.number}_{e.row}_{e.col}", points))
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def _assessment_meta(v: VersionAnswers, ident: str, points: int) -> str:
+def _assessment_meta(v: VersionAnswers, ident: str, points: Fraction) -> str:
     quiz = ET.Element("quiz", {"identifier": ident, "xmlns": CANVAS_NS, "xmlns:xsi": XSI,
                                "xsi:schemaLocation": f"{CANVAS_NS} https://canvas.instructure.com/xsd/cccv1p0.xsd"})
     _sub(quiz, "title", text=f"{v.title}, version {v.label}")
     _sub(quiz, "description", text=key_html(v).split("</p>", 1)[0] + "</p>")
     for tag, text in (("shuffle_answers", "false"), ("scoring_policy", "keep_highest"),
-                      ("quiz_type", "assignment"), ("points_possible", f"{points}.0"),
+                      ("quiz_type", "assignment"), ("points_possible", plain_points(points)),
                       ("show_correct_answers", "true"), ("allowed_attempts", "-1"),
                       ("available", "false")):
         _sub(quiz, tag, text=text)
@@ -159,9 +160,8 @@ def qti_zip(versions: list[VersionAnswers]) -> bytes:
     members: list[tuple[str, str]] = [("imsmanifest.xml", manifest_xml(
         idents, [f"{v.title}, version {v.label}" for v in versions]))]
     for v, ident in zip(versions, idents):
-        points = sum(len(q.entries) for q in v.questions)
         members.append((f"{ident}/{ident}.xml", assessment_xml(v, ident)))
-        members.append((f"{ident}/assessment_meta.xml", _assessment_meta(v, ident, points)))
+        members.append((f"{ident}/assessment_meta.xml", _assessment_meta(v, ident, v.total_points)))
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         zf.comment = ZIP_MARK

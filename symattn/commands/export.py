@@ -33,6 +33,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                            help="decimal places of the answers instead")
     parser.add_argument("--questions", metavar="Q,K,...",
                         help="the steps asked for (default: the worksheet's, or all)")
+    parser.add_argument("--points", metavar="P",
+                        help="points per question, as 'symattn worksheet --points' takes them: 2 "
+                             "(each), 1,1,2,3 (in question order) or weights=3,output=2 (default: "
+                             "the worksheet folder's, or 1 an answer box); each box gets an equal "
+                             "share of its question's points")
     parser.add_argument("--random", action="store_true",
                         help="prairielearn: each variant a fresh hand-friendly version drawn from "
                              "its variant_seed, shaped like the problem")
@@ -69,7 +74,7 @@ def run(args: argparse.Namespace) -> Outcome:
                 else Rounding(digits=args.digits) if args.digits is not None else None)
     questions = _questions(args.questions) if args.questions else None
     out = args.out if args.out is not None else _DEFAULT_OUT[args.to]
-    versions = load_versions(args.source, args.example, rounding, questions)
+    versions = load_versions(args.source, args.example, rounding, questions, args.points)
     if args.to == "moodle":
         from symattn.classroom.moodle import moodle_xml
 
