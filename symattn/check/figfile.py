@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from symattn.check.checker import Checker, FigureVerdict, invalid
+from symattn.check.spreadsheet import figure_commas
 from symattn.errors import ProblemError, SymattnError
 from symattn.exact import DecimalText
 from symattn.examples import example_names, example_text
@@ -90,10 +91,24 @@ class FiguresFile:
             checker = self.checker(variant)
         except SymattnError as exc:          # this variant cannot be worked: its figures only
             return invalid(target, text, f"{where}: {exc}", _variant_name(variant))
+        try:
+            text = _decimal_commas(checker, target, text)
+        except SymattnError as exc:
+            return invalid(target, text, f"{where}: {exc}", _variant_name(variant))
         verdict = checker.check(target, text, variant)
         if verdict.code == "invalid" and not verdict.message.startswith(self.source):
             verdict.message = f"{where}: {verdict.message}"
         return verdict
+
+
+def _decimal_commas(checker: Checker, target: str, text: str) -> str:
+    """Decimal commas read as ``grade`` reads them (``spreadsheet.figure_commas``); a target
+    that does not resolve is left for ``check`` to explain."""
+    try:
+        rows, cols = checker.target(target).shape
+    except SymattnError:
+        return text
+    return figure_commas(text, rows * cols, target)
 
 
 def _variant_name(v: object) -> str | None:

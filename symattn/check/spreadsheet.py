@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["DELIMITERS", "decode", "decimal_comma", "header_delimiter", "sep_line"]
+from symattn.errors import SymattnError
+
+__all__ = ["DELIMITERS", "decode", "decimal_comma", "figure_commas", "header_delimiter", "sep_line"]
 
 DELIMITERS = (",", ";", "\t")
 
@@ -119,3 +121,34 @@ def decimal_comma(cell: str, size: int | None = None, semicolons: bool = False) 
         if fits_converted != fits_written:
             return converted if fits_converted else cell
     return converted if semicolons or ";" in cell else cell
+
+
+def figure_commas(text: str, size: int, target: str) -> str:
+    """A figure of ``symattn check`` with decimal commas read as points, or unchanged.
+
+    The rule of :func:`decimal_comma` without a file delimiter: the target's size decides
+    between the two readings (``0,5`` is one decimal for one entry, two entries for two);
+    when both fit, a ``;`` means decimal commas.  Where a decimal comma is possible but
+    neither reading fits, or decimal commas are mixed with commas between entries
+    (``0,136, 0,432``), the error says so instead of reporting a shape."""
+    if not _DIGIT_COMMA.search(text) or not _CANDIDATE.fullmatch(text):
+        return decimal_comma(text, size)
+    if len(_DIGIT_COMMA.findall(text)) != text.count(",") or _TWO_COMMAS.search(text):
+        digits_only = _entries(_DIGIT_COMMA.sub(".", text))
+        if not _TWO_COMMAS.search(text) and _entries(text) != size and digits_only == size:
+            raise SymattnError(
+                f"{text!r} mixes decimal commas with commas between entries, so {target} "
+                f"cannot be read from it: with decimal commas, separate the entries with ';' "
+                "(0,136; 0,432; 0,432), or write decimal points (0.136, 0.432, 0.432)")
+        return text                      # commas between entries: read as written
+    written, read = _entries(text), _entries(_with_points(text))
+    if (written == size) != (read == size):
+        return _with_points(text) if read == size else text
+    if written == size:
+        return _with_points(text) if ";" in text else text
+    if written is None or read is None:
+        return text                      # not plain numerals: check explains the figure
+    raise SymattnError(
+        f"{text!r} has {written} entries with commas between them, or {read} with decimal "
+        f"commas, but {target} has {size}: write one entry per value (with decimal commas, "
+        "separate the entries with ';': 0,136; 0,432; 0,432)")
