@@ -5,9 +5,10 @@ Run it from the repository root:
     python benchmarks/bench_worksheet.py            # render 30 versions; compile 3 and 30 to PDF
     python benchmarks/bench_worksheet.py --no-pdf   # rendering only (no TeX needed)
 
-Measured, each the median of 3 runs in this process (imports excluded):
+Measured, each the median of 3 runs in this process (imports excluded), wall clock and CPU
+time side by side (on a shared machine the CPU time is the better estimate of an idle one):
 
-(a) render: 30 seeded hand-friendly versions of the lesson's shape that
+(a) render, separating mistakes and with --no-separate: 30 seeded hand-friendly versions of the lesson's shape that
     separate the modelled mistakes (generation with rejection, each
     candidate's mistakes judged by check, each version's Trace, certified
     answers, the common-wrong-answers tables)
@@ -57,12 +58,19 @@ def generate(count: int, separate: bool, example: str, rounding: Rounding) -> No
 
 
 def timed(fn, repeat: int = 1) -> float:
-    times = []
+    return timed_cpu(fn, repeat)[0]
+
+
+def timed_cpu(fn, repeat: int = 1) -> tuple[float, float]:
+    """Median wall clock and median CPU time (the CPU time is what an idle machine would show
+    for this single-threaded work when other sessions share the cores)."""
+    walls, cpus = [], []
     for _ in range(repeat):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        walls.append(time.perf_counter() - start)
+        cpus.append(time.process_time() - cpu)
+    return statistics.median(walls), statistics.median(cpus)
 
 
 def main() -> None:
@@ -70,15 +78,21 @@ def main() -> None:
     parser.add_argument("--no-pdf", action="store_true", help="skip the TeX compiles")
     args = parser.parse_args()
     print(f"cores: {os.cpu_count()}")
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     files = render(30)
     size = sum(len(t) for t in files.values())
-    t = timed(lambda: render(30), repeat=3)
-    print(f"render 30 versions with keys to .tex: {t:.2f} s ({len(files)} files, {size / 1e6:.2f} MB of text)")
+    sep, sep_cpu = timed_cpu(lambda: render(30), repeat=3)
+    plain, plain_cpu = timed_cpu(lambda: render(30, separate=False), repeat=3)
+    print(f"render 30 versions with keys to .tex ({len(files)} files, {size / 1e6:.2f} MB of text): "
+          f"separating mistakes {sep:.2f} s (CPU {sep_cpu:.2f} s), "
+          f"--no-separate {plain:.2f} s (CPU {plain_cpu:.2f} s)")
     for example, rounding in (("i-love-cats", Rounding(digits=3)), ("i-love-cats-causal", Rounding(places=2))):
-        plain = timed(lambda: generate(30, False, example, rounding))
-        separating = timed(lambda: generate(30, True, example, rounding))
-        print(f"generate 30 versions of {example} at {rounding}: hand-friendly {plain:.2f} s, "
-              f"separating mistakes {separating:.2f} s ({separating / plain:.0f}x)")
+        plain, plain_cpu = timed_cpu(lambda: generate(30, False, example, rounding))
+        separating, sep_cpu = timed_cpu(lambda: generate(30, True, example, rounding))
+        print(f"generate 30 versions of {example} at {rounding}: --no-separate {plain:.2f} s "
+              f"(CPU {plain_cpu:.2f} s), separating mistakes {separating:.2f} s (CPU {sep_cpu:.2f} s; "
+              f"{sep_cpu / plain_cpu:.0f}x by CPU)")
+    print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if args.no_pdf:
         return
     lesson = render_latex(Trace(load_example("i-love-cats")))
