@@ -145,9 +145,10 @@ def test_class_csv_graded_with_a_summary(folder, tmp_path, capsys):
     assert (output["right"], output["mistake"], output["wrong"], output["invalid"]) == (11, 0, 0, 0)
     assert [x["student"] for x in s["invalid_students"]] == ["unreadable", "short"]
     assert [(x["student"], x["matches"]) for x in s["other_version_students"]] == [("copied", ids[9])]
-    # weights[I] is a third of the 3 points of weights; output[love] a third of 2
-    assert Fraction(weights["max_points"]) == 11 and Fraction(weights["points"]) == 6
-    assert Fraction(output["max_points"]) == Fraction(22, 3)
+    # the only column answering weights gets its 3 points (grade shares a question's points
+    # among the columns that answer it), output[love] the 2 of output
+    assert Fraction(weights["max_points"]) == 11 * 3 and Fraction(weights["points"]) == 6 * 3
+    assert Fraction(output["max_points"]) == Fraction(output["points"]) == 11 * 2
     assert "11 students" in summary and "unscaled ×2" in summary
     assert "students with invalid cells (2): unreadable" in summary
     graded = list(csv.DictReader(open(report, encoding="utf-8")))
