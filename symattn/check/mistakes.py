@@ -265,6 +265,8 @@ class Mistakes:
         self.problem = trace.problem
         self._early: dict[tuple[str, int], Mistake | None] = {}
         self._cells: dict[tuple[str, str, str], list[Cell] | None] = {}
+        self._base = Source(trace)   # one for every target's wrong-step cells: its rows are
+        #                              certified once (a Source keeps the rows it certified)
 
     # -- the fixed variants ------------------------------------------------------
     def _attempt(self, build: Callable[[], Problem]) -> Trace | None:
@@ -463,7 +465,7 @@ class Mistakes:
 
     def _wrong_steps(self, spec: TargetSpec, name: str, shape: tuple[int, int],
                      per_cell: list[list[MistakeCell]]) -> None:
-        base = Source(self.trace)
+        base = self._base
         target_shape = base.shape(name) if base.has(name) else None
         for other in self.trace.step_names:
             if other == name or base.shape(other) != target_shape:
