@@ -4,6 +4,7 @@ Run it from the repository root:
 
     python benchmarks/bench_worksheet.py            # render 30 versions; compile 3 and 30 to PDF
     python benchmarks/bench_worksheet.py --no-pdf   # rendering only (no TeX needed)
+    PYTHONPATH=TREE python benchmarks/bench_worksheet.py --generate-only   # generation, from TREE
 
 Measured, each the median of 3 runs in this process (imports excluded), wall clock and CPU
 time side by side (on a shared machine the CPU time is the better estimate of an idle one):
@@ -32,7 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if not os.environ.get("PYTHONPATH"):     # the tree on PYTHONPATH when given (to compare trees)
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from symattn.certify import Rounding  # noqa: E402
 from symattn.examples import load_example  # noqa: E402
@@ -76,16 +78,20 @@ def timed_cpu(fn, repeat: int = 1) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-pdf", action="store_true", help="skip the TeX compiles")
+    parser.add_argument("--generate-only", action="store_true",
+                        help="only (a'): generation with and without separation (run it from two "
+                             "trees at once, PYTHONPATH=TREE, to compare code on a shared machine)")
     args = parser.parse_args()
     print(f"cores: {os.cpu_count()}")
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    files = render(30)
-    size = sum(len(t) for t in files.values())
-    sep, sep_cpu = timed_cpu(lambda: render(30), repeat=3)
-    plain, plain_cpu = timed_cpu(lambda: render(30, separate=False), repeat=3)
-    print(f"render 30 versions with keys to .tex ({len(files)} files, {size / 1e6:.2f} MB of text): "
-          f"separating mistakes {sep:.2f} s (CPU {sep_cpu:.2f} s), "
-          f"--no-separate {plain:.2f} s (CPU {plain_cpu:.2f} s)")
+    if not args.generate_only:
+        files = render(30)
+        size = sum(len(t) for t in files.values())
+        sep, sep_cpu = timed_cpu(lambda: render(30), repeat=3)
+        plain, plain_cpu = timed_cpu(lambda: render(30, separate=False), repeat=3)
+        print(f"render 30 versions with keys to .tex ({len(files)} files, {size / 1e6:.2f} MB of "
+              f"text): separating mistakes {sep:.2f} s (CPU {sep_cpu:.2f} s), "
+              f"--no-separate {plain:.2f} s (CPU {plain_cpu:.2f} s)")
     for example, rounding in (("i-love-cats", Rounding(digits=3)), ("i-love-cats-causal", Rounding(places=2))):
         plain, plain_cpu = timed_cpu(lambda: generate(30, False, example, rounding))
         separating, sep_cpu = timed_cpu(lambda: generate(30, True, example, rounding))
@@ -93,7 +99,7 @@ def main() -> None:
               f"(CPU {plain_cpu:.2f} s), separating mistakes {separating:.2f} s (CPU {sep_cpu:.2f} s; "
               f"{sep_cpu / plain_cpu:.0f}x by CPU)")
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    if args.no_pdf:
+    if args.no_pdf or args.generate_only:
         return
     lesson = render_latex(Trace(load_example("i-love-cats")))
     print(f"compile the lesson derivation to PDF: {timed(lambda: compile_tex(lesson, 'lesson')):.2f} s")
