@@ -21,10 +21,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 
+import sympy
+
 from symattn.errors import ProblemError
 from symattn.limits import MAX_ALGEBRAIC_DEGREE
 
 __all__ = ["VARIANT_KEYS", "DEFAULT_SLOPES", "alibi_slope_exponents", "alibi_default_slopes",
+           "alibi_default_slope_values",
            "head_variants"]
 
 #: The Problem keys a multi-head file may give at the top or per [[head]].
@@ -48,6 +51,12 @@ def alibi_slope_exponents(heads: int) -> list[Fraction]:
 def alibi_default_slopes(heads: int) -> list[str]:
     """The slopes as exact text for the safe parser (``"1/4"``, ``"2^(-1/2)"``)."""
     return [_power_of_two(e) for e in alibi_slope_exponents(heads)]
+
+
+def alibi_default_slope_values(heads: int) -> list[sympy.Expr]:
+    """The slopes as exact SymPy numbers (2^e_h)."""
+    return [sympy.Integer(2) ** sympy.Rational(e.numerator, e.denominator)
+            for e in alibi_slope_exponents(heads)]
 
 
 def _power_of_two(e: Fraction) -> str:
