@@ -20,7 +20,7 @@ from symattn.document.blocks import (
 from symattn.document.build import DocumentOptions, variant_step_sections
 from symattn.multihead import MultiHeadResult
 from symattn.compare import equal
-from symattn.multihead_variants import alibi_default_slope_values
+from symattn.multihead_variants import alibi_default_slope_values, alibi_slope_exponents
 from symattn.problem import Problem
 
 __all__ = ["build_heads_document", "heads_json", "kind_of", "variant_words", "variant_steps"]
@@ -66,7 +66,9 @@ def variant_words(problem: Problem, head: int, heads: int) -> list[str]:
         paper = (not p.alibi.slope.free_symbols and
                  equal(p.alibi.slope, alibi_default_slope_values(heads)[head]))
         form = "−slope·|i − j|" if p.alibi.symmetric else "−slope·(i − j)"
-        out.append(f"ALiBi slope {slope}" + (f" (the paper's slope of head {head + 1} of {heads})" if paper else "")
+        exponent = alibi_slope_exponents(heads)[head]
+        out.append(f"ALiBi slope {slope}"
+                   + (f" (the paper's default 2^({exponent}) for query head {head} of {heads})" if paper else "")
                    + f", bias {form}")
     if p.softcap is not None:
         out.append(f"soft-cap c = {sympy.sstr(p.softcap)}: capped = c·tanh(logit / c)")
