@@ -327,7 +327,7 @@ def test_views_show_each_heads_variant_steps(capsys):
                   "2a. Head 1: ALiBi bias: bias = −1/16·(i − j)", "3a. Head 2: Masking",
                   "4a. Head 3: KV-cache decoding"):
         assert title in text, title
-    assert "the paper's default 2^(-4) for query head 1 of 4" in text
+    assert "the paper's default 2^(−4) for query head 1 of 4" in text
     assert main(["heads", "--example", "mixed-variants", "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
     per = data["per_head"]

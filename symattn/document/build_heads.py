@@ -68,7 +68,8 @@ def variant_words(problem: Problem, head: int, heads: int) -> list[str]:
         form = "−slope·|i − j|" if p.alibi.symmetric else "−slope·(i − j)"
         exponent = alibi_slope_exponents(heads)[head]
         out.append(f"ALiBi slope {slope}"
-                   + (f" (the paper's default 2^({exponent}) for query head {head} of {heads})" if paper else "")
+                   + (f" (the paper's default 2^({str(exponent).replace('-', '−')}) for query head {head} "
+                      f"of {heads})" if paper else "")
                    + f", bias {form}")
     if p.softcap is not None:
         out.append(f"soft-cap c = {sympy.sstr(p.softcap)}: capped = c·tanh(logit / c)")
