@@ -344,6 +344,18 @@ def test_views_show_each_heads_variant_steps(capsys):
         assert needle in capsys.readouterr().out
 
 
+def test_a_mask_matrix_per_head_in_json(tmp_path, capsys):
+    path = tmp_path / "heads.toml"
+    path.write_text("K = [[1], [0]]\nV = [[1], [2]]\nscale = 1\n[[head]]\nQ = [[1], [1]]\n"
+                    "[[head]]\nQ = [[1], [1]]\nmask = [[1, 0], [0, 1]]\n")
+    assert main(["heads", str(path), "--format", "json"]) == 0
+    per = json.loads(capsys.readouterr().out)["per_head"]
+    assert per[0]["variants"] == {} and per[1]["variants"] == {"mask": [[1, 0], [0, 1]]}
+    # head 0: e/(e + 1) = 0.731 on key 0; head 1 sees only its own key
+    assert per[0]["weights"]["decimal"][1] == ["0.731", "0.269"]
+    assert per[1]["weights"]["decimal"] == [["1", "0"], ["0", "1"]]
+
+
 def test_check_targets_per_head_use_the_variant_step_names():
     problem = load_heads_example("mixed-variants")
     checker = HeadsChecker(problem)

@@ -22,6 +22,7 @@ from symattn.multihead import MultiHeadResult
 from symattn.compare import equal
 from symattn.multihead_variants import alibi_default_slope_values, alibi_slope_exponents
 from symattn.problem import Problem
+from symattn.trace import Trace
 
 __all__ = ["build_heads_document", "heads_json", "kind_of", "variant_words", "variant_steps"]
 
@@ -81,7 +82,7 @@ def variant_words(problem: Problem, head: int, heads: int) -> list[str]:
     return out
 
 
-def variant_steps(trace) -> list[str]:
+def variant_steps(trace: Trace) -> list[str]:
     """The steps a head's variant keys add (a sliding window's ``masked`` counts as one)."""
     names = [n for n in trace.step_names if n not in PLAIN_STEPS]
     if trace.problem.window is not None:
@@ -173,7 +174,7 @@ def _variants_json(p: Problem) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if p.mask is not None and p.prefill is None:
         out["mask"] = (p.mask_value if p.window is not None else
-                       "causal" if p.mask_kind == "causal" else p.mask.tolist())
+                       "causal" if p.mask_kind == "causal" else [[int(x) for x in row] for row in p.mask.tolist()])
     if p.rope is not None:
         out["rope"] = {"layout": p.rope.layout, "theta": [sympy.sstr(x) for x in p.rope.theta],
                        "positions": list(p.rope.positions), "key_positions": list(p.rope.key_positions)}
