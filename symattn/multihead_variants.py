@@ -99,8 +99,13 @@ def head_variants(top: Mapping[str, object], own: Sequence[Mapping[str, object]]
                            "give one per head")
     out = []
     for h in range(heads):
-        keys = {k: v for k, v in top.items() if v is not None}
-        for key, value in (own[h] if own is not None else {}).items():
+        keys = {k: v for k, v in top.items() if v is not None and v is not False}
+        mine = own[h] if own is not None else {}
+        strange = [k for k in mine if k not in VARIANT_KEYS]
+        if strange:
+            raise ProblemError(f"head {h}: {strange[0]!r} is not a variant key; they are "
+                               f"{', '.join(VARIANT_KEYS)}")
+        for key, value in mine.items():
             if value is False:
                 keys.pop(key, None)
             else:

@@ -312,6 +312,15 @@ def test_default_slope_root_budget_edges():
     assert MultiHeadProblem.from_toml_text(fixed).head_problems[64].alibi.slope == sympy.Rational(1, 2)
 
 
+def test_python_variants_are_checked_like_the_files():
+    with pytest.raises(Exception, match=r"head 1: 'alibii' is not a variant key"):
+        MultiHeadProblem(q_weights=[[[1]], [[1]]], kv_weights=[([[1]], [[1]])], direct=True,
+                         variants=[{}, {"alibii": 1}])
+    problem = MultiHeadProblem(q_weights=[[[1], [1]], [[1], [1]]], kv_weights=[([[1], [0]], [[1], [2]])],
+                               direct=True, mask="causal", variants=[{}, {"mask": False, "sink": 0}])
+    assert problem.head_keys == [{"mask": "causal"}, {"sink": 0}]
+
+
 def test_each_heads_own_caps_apply_and_name_the_head():
     text = "K = [[1]]\nV = [[1]]\n[[head]]\nQ = [[1]]\n[[head]]\nQ = [[1]]\nalibi = { slope = \"10^7\" }\n"
     with pytest.raises(Exception, match=r"head 1: alibi slope .*magnitude"):
