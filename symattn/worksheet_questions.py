@@ -17,7 +17,8 @@ from symattn.certify import Rounding
 from symattn.trace import Trace
 from symattn.worksheet_random import WorksheetError
 
-__all__ = ["QUESTIONS", "SheetQuestion", "asked_steps", "askable_steps", "default_questions",
+__all__ = ["QUESTIONS", "SheetQuestion", "asked_steps", "askable_steps", "default_questions", "ask_text",
+           "decode_part",
            "question_order", "sheet_questions", "parse_points", "entry_target", "rounding_words"]
 
 #: The questions a sheet of plain attention asks, in the order of the computation.
@@ -31,6 +32,24 @@ _ORDER = ("Q", "K", "V", "Q_rot", "K_rot", "scores", "scaled", "bias", "biased",
 _DECODE_PARTS = ("q", "k", "v", "K_cache", "V_cache", "scores", "weights", "output")
 _INPUTS = ("X", "X_kv", "W_q", "W_k", "W_v")
 _DECODE_SHOWN = 2        # a KV-cache sheet asks about at most the last two decode steps
+
+#: What a question asks for, in words (``Compute the rotated queries (RoPE), …``)
+_ASK: dict[str, str] = {"Q": "the queries", "K": "the keys", "V": "the values", "scores": "the scores",
+        "scaled": "the scaled scores", "weights": "the attention weights (the softmax of each row)",
+        "output": "the output",
+        "Q_rot": "the rotated queries (RoPE)", "K_rot": "the rotated keys (RoPE)",
+        "bias": "the ALiBi bias of each query and key", "biased": "the biased scores (scaled + bias)",
+        "capped": "the soft-capped logits", "masked": "the masked scores",
+        "shifted": "the scores minus their row's maximum", "exp": "the exponentials",
+        "row_sum": "the row sums (softmax denominators)",
+        "running_max": "the running maximum after each block of keys",
+        "rescale": "the rescale factor of each block",
+        "running_sum": "the running sum after each block of keys",
+        "decode_work": "the work counts of the decode steps, with and without the cache"}
+_DECODE_ASK: dict[str, str] = {"q": "the new token's query", "k": "the new token's key", "v": "the new token's value",
+               "K_cache": "the key cache after appending", "V_cache": "the value cache after appending",
+               "scores": "the new token's scores against the cache",
+               "weights": "the new token's attention weights", "output": "the new token's output"}
 
 _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -77,6 +96,23 @@ def entry_target(step: str, row_labels: tuple[str, ...], col_labels: tuple[str, 
                  i: int, j: int) -> str:
     """``weights[I, love]``: the ``check`` target of one entry."""
     return f"{step}[{_index(row_labels, i)}, {_index(col_labels, j)}]"
+
+
+def decode_part(step: str) -> tuple[int, str] | None:
+    """(t, part) of a decode step's name (``decode_3_weights`` → (3, "weights")), else None."""
+    found = re.fullmatch(r"decode_(\d+)_(\w+)", step)
+    return (int(found.group(1)), found.group(2)) if found and found.group(2) in _DECODE_ASK else None
+
+
+def ask_text(step: str) -> str:
+    """What a question on ``step`` asks for, in words: ``the rotated queries (RoPE)``."""
+    decode = decode_part(step)
+    if decode is not None:
+        return f"{_DECODE_ASK[decode[1]]} (token {decode[0]})"
+    found = re.fullmatch(r"running_output_(\d+)", step)
+    if found:
+        return f"the running (unnormalised) output after block {found.group(1)}"
+    return _ASK.get(step, f"the step {step}")
 
 
 def question_order(step: str) -> tuple[int, int, int]:

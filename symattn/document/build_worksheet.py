@@ -29,7 +29,7 @@ from symattn.engine import NEG_INF
 from symattn.render.texutil import tex_escape
 from symattn.trace import Trace
 from symattn.worksheet_mistakes import WrongAnswer, wrong_answers
-from symattn.worksheet_questions import SheetQuestion, rounding_words
+from symattn.worksheet_questions import SheetQuestion, ask_text, decode_part, rounding_words
 
 __all__ = ["SheetHeader", "Instruction", "Question", "KeyValue", "KeyAnswer", "WrongAnswers",
            "Derivation", "build_sheet", "build_key", "VersionLike"]
@@ -38,22 +38,6 @@ SHORT_FRACTION = 7          # a rational whose p/q has at most this many charact
 _WORK_CM = {"Q": 3.0, "K": 3.0, "V": 3.0, "scores": 3.5, "scaled": 2.5, "weights": 6.0, "output": 3.5,
             "Q_rot": 4.0, "K_rot": 4.0, "bias": 1.5, "biased": 2.0, "capped": 3.0, "running_max": 2.0,
             "rescale": 2.5, "running_sum": 4.0, "decode_work": 2.5}
-_ASK = {"Q": "the queries", "K": "the keys", "V": "the values", "scores": "the scores",
-        "scaled": "the scaled scores", "weights": "the attention weights (the softmax of each row)",
-        "output": "the output",
-        "Q_rot": "the rotated queries (RoPE)", "K_rot": "the rotated keys (RoPE)",
-        "bias": "the ALiBi bias of each query and key", "biased": "the biased scores (scaled + bias)",
-        "capped": "the soft-capped logits", "masked": "the masked scores",
-        "shifted": "the scores minus their row's maximum", "exp": "the exponentials",
-        "row_sum": "the row sums (softmax denominators)",
-        "running_max": "the running maximum after each block of keys",
-        "rescale": "the rescale factor of each block",
-        "running_sum": "the running sum after each block of keys",
-        "decode_work": "the work counts of the decode steps, with and without the cache"}
-_DECODE_ASK = {"q": "the new token's query", "k": "the new token's key", "v": "the new token's value",
-               "K_cache": "the key cache after appending", "V_cache": "the value cache after appending",
-               "scores": "the new token's scores against the cache",
-               "weights": "the new token's attention weights", "output": "the new token's output"}
 _DECODE_WORK_CM = {"q": 2.0, "k": 2.0, "v": 2.0, "K_cache": 1.5, "V_cache": 1.5, "scores": 2.5,
                    "weights": 4.0, "output": 2.5}
 _SYMBOL = {"Q": Sym("Q"), "K": Sym("K"), "V": Sym("V"), "scores": Sym("S"), "weights": Sym("A"),
@@ -327,3 +311,142 @@ def _decode_instruction(trace: Trace) -> Instruction:
              r"caches, and lets $q_t$ attend over every cached key (no mask is needed: the cache holds "
              r"only earlier tokens and $t$ itself). " + tex_escape(counts))
     return Instruction("KV cache", (text + counts,), latex)
+
+
+def _key_value(value: sympy.Expr, d: CertifiedDecimal | object) -> KeyValue:
+    if d is NEG_INF:
+        return KeyValue(Exact(sympy.S.NegativeInfinity), None)
+    assert isinstance(d, CertifiedDecimal)
+    if value.is_Integer:
+        return KeyValue(hf.exact(value), None)
+    if value.is_Rational and len(f"{abs(value.p)}/{value.q}") <= SHORT_FRACTION:
+        number = Frac(Int(abs(value.p)), Int(value.q))
+        return KeyValue(Neg(number) if value < 0 else number, Decimal(d), d.exact)
+    return KeyValue(None, Decimal(d))
+
+
+def _key_cells(trace: Trace, step: str, rounding: Rounding) -> tuple[tuple[KeyValue, ...], ...]:
+    s = trace.step(step)
+    decimals = s.decimals(rounding)
+    return tuple(tuple(_key_value(v, d) for v, d in zip(row, drow)) for row, drow in zip(s.rows(), decimals))
+
+
+def _box_chars(cells: tuple[tuple[KeyValue, ...], ...]) -> int:
+    widest = 1
+    for row in cells:
+        for c in row:
+            if c.decimal is not None:
+                text = c.decimal.value.text if isinstance(c.decimal.value, CertifiedDecimal) else "-inf"
+            else:
+                text = str(c.exact) if not isinstance(c.exact, Int) else str(c.exact.value)
+                text = "-inf" if isinstance(c.exact, Exact) else text
+            widest = max(widest, len(text))
+    return widest
+
+
+def _scale_note(trace: Trace) -> tuple[str | Math, ...]:
+    p = trace.problem
+    if not p.default_scale:
+        return ("The scale is ", hf.exact(p.scale), ".")
+    root = sympy.sqrt(p.d_k)
+    if root.is_Integer:
+        return (Sqrt(Sym("d_k")), " = ", Sqrt(Int(p.d_k)), " = ", Int(int(root)),
+                ", so each score is divided by ", Int(int(root)), ".")
+    from symattn.certify import certify
+    return (Sqrt(Sym("d_k")), " = ", Sqrt(Int(p.d_k)), " ≈ ", Decimal(certify(root, Rounding(digits=3))),
+            " (kept exact in the working).")
+
+
+def _what(step: str) -> str:
+    return ask_text(step)
+
+
+def _work_cm(step: str) -> float:
+    decode = decode_part(step)
+    return _DECODE_WORK_CM[decode[1]] if decode is not None else _WORK_CM.get(step, 3.0)
+
+
+def _symbol(trace: Trace, step: str) -> Math:
+    if step == "scaled":
+        return Frac(Sym("S"), Sqrt(Sym("d_k"))) if trace.problem.default_scale else Sym("scaled")
+    decode = decode_part(step)
+    if decode is not None:
+        t, part = decode
+        return Sym(_DECODE_SYMBOL[part], f"{t}, cache" if part.endswith("cache") else str(t))
+    found = re.fullmatch(r"running_output_(\d+)", step)
+    if found:
+        return Sym("O", f"({found.group(1)})")
+    return _SYMBOL.get(step, Sym(step))
+
+
+def _columns(q: SheetQuestion) -> tuple[str, ...] | None:
+    """The column labels of a question's answer boxes (keys, blocks or counts), where they help."""
+    decode = decode_part(q.step)
+    if q.step in _LABELLED_COLUMNS or (decode is not None and decode[1] in ("scores", "weights")):
+        if q.step in ("running_max", "rescale", "running_sum"):
+            return tuple(f"block {c}" for c in q.col_labels)
+        return q.col_labels
+    return None
+
+
+def _formula(trace: Trace, step: str) -> str:
+    return trace.step(step).info.latex
+
+
+def build_sheet(version: VersionLike, questions: list[SheetQuestion]) -> Document:
+    """The student's sheet of one version (no seed, no file name: only the version code)."""
+    trace = version.trace
+    rounding = questions[0].rounding if questions else Rounding(digits=3)
+    steps = [q.step for q in questions]
+    header = SheetHeader(_title(version), "worksheet", version.code, name_line=True,
+                         total_points=_total(questions))
+    rules = Section("instructions", "Instructions", tuple(instructions(trace, rounding, steps)),
+                    numbered=False)
+    asked = []
+    for q in questions:
+        cells = _key_cells(trace, q.step, rounding)
+        asked.append(Question(q.number, q.step, _what(q.step), _formula(trace, q.step), q.shape,
+                              q.row_labels, _columns(q), _points_text(q), _box_chars(cells),
+                              _work_cm(q.step)))
+    return Document(_title(version), (header, _given(trace), rules,
+                                      Section("questions", "Questions", tuple(asked), numbered=False)),
+                    {"kind": "worksheet", "code": version.code})
+
+
+def build_key(version: VersionLike, questions: list[SheetQuestion], *, derivation: bool = True,
+              mistakes: bool = True) -> Document:
+    """The teacher's key of one version: the sheet's questions answered, the common wrong answers,
+    the worked derivation."""
+    trace = version.trace
+    rounding = questions[0].rounding if questions else Rounding(digits=3)
+    facts = [f"Version {version.vid}",
+             f"seed {version.seed}" if version.seed is not None else "no seed (a given problem)",
+             f"problem file {version.stem}.toml"]
+    header = SheetHeader(_title(version), "answer key", version.code, tuple(facts),
+                         total_points=_total(questions))
+    answers: list[Block] = [Note((f"Whole numbers and short fractions are exact; every other decimal is "
+                                  f"correctly rounded to {rounding_words(rounding)} and certified with ball "
+                                  "arithmetic (≈).",))]
+    for q in questions:
+        cells = _key_cells(trace, q.step, rounding)
+        approx = any(c.exact is None for row in cells for c in row)
+        note = _scale_note(trace) if q.step == "scaled" else ()
+        answers.append(KeyAnswer(q.number, q.step, _what(q.step), _formula(trace, q.step), _points_text(q),
+                                 _symbol(trace, q.step), approx, cells, q.row_labels, _columns(q), note))
+    children: list[Block] = [header, Section("answers", "Answers", tuple(answers), numbered=False)]
+    if mistakes:
+        from symattn.check.checker import Checker
+
+        checker = Checker(trace)
+        table = tuple((q.number, q.step, tuple(wrong_answers(trace, q.step, rounding, checker=checker)))
+                      for q in questions)
+        table = tuple(row for row in table if row[2])
+        if table:
+            children.append(Section("wrong-answers", "Common wrong answers",
+                                    (Note(("What each modelled mistake gives, rounded as the sheet asks; "
+                                           "symattn check and grade name these mistakes.",)),
+                                     WrongAnswers(table, rounding)), numbered=False))
+    if derivation:
+        doc = build_document(trace, DocumentOptions(rounding=rounding))
+        children.append(Section("derivation", "Worked derivation", (Derivation(doc),), numbered=False))
+    return Document(_title(version), tuple(children), {"kind": "key", "code": version.code})
