@@ -256,12 +256,13 @@ def _window_instruction(window: tuple[int, bool]) -> Instruction:
 
 
 def _alibi_instruction(p) -> Instruction:
-    distance = "|i − j|" if p.alibi.symmetric else "(i − j)"
-    scope = ("for every key j" if p.alibi.symmetric else
-             "for each allowed key j ≤ i (i − j is how many positions back the key is; 0 for itself)")
+    if p.alibi.symmetric:
+        rule = "−m·|i − j| for every query i and key j (how far apart they are)"
+    else:
+        rule = ("−m·(i − j) for every query i and key j (i − j is how many positions back the key "
+                "is: 0 for itself; above the diagonal it is positive, where a causal mask blocks the key)")
     return Instruction("ALiBi", ("slope ", Chain((Sym("m"), hf.exact(p.alibi.slope)), ("=",)),
-                                 f": the bias of query i and key j is −m·{distance}, {scope}; "
-                                 "biased = scaled + bias is what the softmax takes.",))
+                                 f": the bias is {rule}; biased = scaled + bias is what the softmax takes.",))
 
 
 def _angle_hint(p) -> Instruction | None:
