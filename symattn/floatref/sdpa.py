@@ -20,7 +20,7 @@ from typing import Any
 from symattn.floatref.binary import BINARY_FORMATS, BinaryFormat, round_array
 from symattn.floatref.errors import FloatRefError
 
-#: float32/16/bf16 are decided from float64 enclosures; float64 needs the arb path for every entry
+#: float32/16/bf16 are decided from float64 enclosures (fast.py), float64 from double-double ones (fast64.py)
 FAST_FORMATS = ("float32", "float16", "bfloat16")
 
 
@@ -180,9 +180,7 @@ def correctly_rounded(Q: Any, K: Any, V: Any, *, dtype: str = "float32", attn_ma
         if dtype in FAST_FORMATS:
             w, w_ok, o, o_ok, empty = _fast_slice(pr, idx, allowed, additive, fmt)
         else:
-            w, w_ok = np.full((L, S), np.nan), np.zeros((L, S), dtype=bool)
-            o, o_ok = np.full((L, Ev), np.nan), np.zeros((L, Ev), dtype=bool)
-            empty = np.zeros(L, dtype=bool) if allowed is None else ~allowed.any(axis=1)
+            w, w_ok, o, o_ok, empty = _fast64_slice(pr, idx, allowed, additive)
         w_ok[empty], o_ok[empty] = True, True
         w[empty], o[empty] = np.nan, np.nan
         weights[idx], out[idx], empty_all[idx] = w, o, empty
@@ -213,6 +211,21 @@ def _fast_slice(pr, idx: tuple, allowed, additive, fmt: BinaryFormat):
         o[a:b], o_ok[a:b] = _decide(enc.output, enc.output_rad, fmt)
         empty[a:b] = enc.empty
     return w, w_ok, o, o_ok, empty
+
+
+def _fast64_slice(pr, idx: tuple, allowed, additive):
+    """One head by the double-double path (float64 targets); blocked weights are +0."""
+    from symattn.floatref import fast64
+
+    np = _numpy()
+    Q, K, V = pr.Q[idx], pr.K[idx], pr.V[idx]
+    ieee_conversions_hold()
+    enc = fast64.enclose64(Q, K, V, allowed, additive, fast64.scale_dd(pr.scale))
+    w, w_ok = fast64.decide64(*enc.weights, enc.weights_rad)
+    o, o_ok = fast64.decide64(*enc.output, enc.output_rad)
+    zeros = enc.weights_zero if allowed is None else enc.weights_zero | ~allowed
+    w[zeros], w_ok[zeros] = 0.0, True
+    return w, w_ok, o, o_ok, enc.empty
 
 
 def _decide(mid, rad, fmt: BinaryFormat):
