@@ -182,3 +182,35 @@ def test_decide64_takes_only_intervals_inside_one_rounding_interval():
     # 2 the gap is 2^-52, so 2 − 2^-54 is past the midpoint 2 − 2^-53 only when lo < −2^-53
     assert ok.tolist() == [True, False, True, False, True, True]
     assert value[ok].tolist() == [1.0, 1.0, 2.0, 2.0]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "bfloat16"])
+def test_torch_sdpa_against_mpmath_through_ulp_report(dtype):
+    """With torch installed (never required): its SDPA output, in each format, is judged
+    by ulp_report from the tensors themselves; the count of correctly rounded entries and
+    every error in ulps agree with mpmath (GQA and a causal mask on the way)."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(41)
+    q, k, v = (rng.standard_normal(s) for s in ((1, 4, 5, 3), (1, 2, 5, 3), (1, 2, 5, 2)))
+    tdt = getattr(torch, dtype)
+    Q, K, V = (torch.from_numpy(x).to(tdt) for x in (q, k, v))
+    out = torch.nn.functional.scaled_dot_product_attention(Q, K, V, is_causal=True, enable_gqa=True)
+    report = fr.ulp_report(out, Q, K, V, is_causal=True, enable_gqa=True, worst=1)
+    assert report.fmt == dtype and report.entries == 40
+    exact_in = [x.float().numpy().astype(np.float64) if dtype == "bfloat16" else x.numpy().astype(np.float64)
+                for x in (Q, K, V)]
+    got = out.float().numpy() if dtype == "bfloat16" else out.numpy()
+    causal = np.tril(np.ones((5, 5), dtype=bool))
+    correct = 0
+    p, e_min = {"float64": (53, -1022), "float32": (24, -126), "bfloat16": (8, -126)}[dtype]
+    for h in range(4):
+        _, O = mp_sdpa(exact_in[0][0, h], exact_in[1][0, h // 2], exact_in[2][0, h // 2], causal)
+        for i in range(5):
+            for c in range(2):
+                x, y = O[i][c], float(got[0, h, i, c])
+                correct += y == rne(x, dtype)
+                with mpmath.workdps(60):
+                    unit = mpmath.mpf(2) ** (max(int(mpmath.floor(mpmath.log(abs(x), 2))), e_min) - p + 1)
+                    want = float((mpmath.mpf(y) - x) / unit)
+                assert abs(report.errors[0, h, i, c] - want) <= report.resolution + 1e-9
+    assert report.correctly_rounded == correct
