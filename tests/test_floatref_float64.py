@@ -130,13 +130,16 @@ def test_tiny_weights_rounded_to_zero_or_left_to_arb():
     assert not np.isfinite(enc.weights_rad[0, 3])             # left to the arb path
 
 
-def test_many_keys_sum_in_blocks():
-    """S = 600 > the 256-key summation block: the remainder product is summed per block."""
+def test_many_keys_sum_in_blocks(monkeypatch):
+    """S = 600 > the 256-key summation block: the remainder product is summed per block;
+    and one query row per block of rows (a causal mask cut with them)."""
     rng = np.random.default_rng(31)
-    Q, K = rng.standard_normal((2, 8)), rng.standard_normal((600, 8))
+    Q, K = rng.standard_normal((3, 8)), rng.standard_normal((600, 8))
     V = rng.standard_normal((600, 2))
-    ref = fr.correctly_rounded(Q, K, V, dtype="float64")
-    assert_matches(ref, Q, K, V, "float64")
+    monkeypatch.setattr(fast64, "BLOCK_ENTRIES", 700)
+    causal = np.tril(np.ones((3, 600), dtype=bool), k=597)
+    ref = fr.correctly_rounded(Q, K, V, dtype="float64", attn_mask=causal)
+    assert_matches(ref, Q, K, V, "float64", allowed=causal)
     assert ref.arb_entries == 0
 
 

@@ -4,10 +4,12 @@
 their exact binary values) and returns the weights and the output with
 every entry the round-to-nearest-even of the exact value in the target
 format.  Most entries are decided by float64 enclosures
-(:mod:`symattn.floatref.fast`); an entry whose enclosure straddles a
-rounding boundary is decided through the Trace (the one engine, arb balls
-of rising precision; exact rationals such as a tied row's midpoint
-exactly).  docs/floatref.md has the semantics and the error analysis.
+(:mod:`symattn.floatref.fast`; double-double ones, :mod:`symattn.floatref.fast64`,
+for float64 targets); an entry whose enclosure straddles a rounding
+boundary is decided by the arb path (:mod:`symattn.floatref.rows`: arb
+balls of rising precision from exact integer scores; exact rationals such
+as a tied row's midpoint exactly).  docs/floatref.md has the semantics and
+the error analysis.
 """
 
 from __future__ import annotations
@@ -220,12 +222,22 @@ def _fast64_slice(pr, idx: tuple, allowed, additive):
     np = _numpy()
     Q, K, V = pr.Q[idx], pr.K[idx], pr.V[idx]
     ieee_conversions_hold()
-    enc = fast64.enclose64(Q, K, V, allowed, additive, fast64.scale_dd(pr.scale))
-    w, w_ok = fast64.decide64(*enc.weights, enc.weights_rad)
-    o, o_ok = fast64.decide64(*enc.output, enc.output_rad)
-    zeros = enc.weights_zero if allowed is None else enc.weights_zero | ~allowed
-    w[zeros], w_ok[zeros] = 0.0, True
-    return w, w_ok, o, o_ok, enc.empty
+    L, S, Ev = Q.shape[0], K.shape[0], V.shape[1]
+    w, o = np.empty((L, S)), np.empty((L, Ev))
+    w_ok, o_ok = np.empty((L, S), dtype=bool), np.empty((L, Ev), dtype=bool)
+    empty = np.empty(L, dtype=bool)
+    scale = fast64.scale_dd(pr.scale)
+    step = max(1, fast64.BLOCK_ENTRIES // max(S, Ev, 1))
+    for a in range(0, L, step):          # decided block by block: no (L, S) double-doubles kept
+        b = min(L, a + step)
+        block = None if allowed is None else allowed[a:b]
+        enc = fast64.enclose64(Q[a:b], K, V, block, None if additive is None else additive[a:b], scale)
+        w[a:b], w_ok[a:b] = fast64.decide64(*enc.weights, enc.weights_rad)
+        o[a:b], o_ok[a:b] = fast64.decide64(*enc.output, enc.output_rad)
+        zeros = enc.weights_zero if block is None else enc.weights_zero | ~block
+        w[a:b][zeros], w_ok[a:b][zeros] = 0.0, True
+        empty[a:b] = enc.empty
+    return w, w_ok, o, o_ok, empty
 
 
 def _decide(mid, rad, fmt: BinaryFormat):
