@@ -403,7 +403,7 @@ def round_balls(balls: list, rounding: Rounding) -> list[tuple[CertifiedDecimal 
         return [(d, True) for d in (round_ball(x, rounding) for x in balls)]
     n = digits + 3
     pow10, low, high = _POW10, _POW10[digits - 1], _POW10[digits]
-    make = _make
+    new, cls = _new_decimal, CertifiedDecimal
     out = []
     append = out.append
     for x in balls:
@@ -422,7 +422,7 @@ def round_balls(balls: list, rounding: Rounding) -> list[tuple[CertifiedDecimal 
                     q, r = q + 1, r - unit                   # a = q·unit + r, |r| ≤ unit/2
                 if (low < q < high and 2 * (a - rad) >= (2 * q - 1) * unit
                         and 2 * (a + rad) < (2 * q + 1) * unit):
-                    append((make(-q if mid < 0 else q, int(e) + shift, False, rounding),
+                    append((new(cls, (-q if mid < 0 else q, int(e) + shift, False, rounding)),
                             -rad <= r <= rad))
                     continue
         append((round_ball(x, rounding), True))

@@ -811,6 +811,9 @@ class Engine:
             return [s * (self.scores.ball(i, j, prec) - top) if self.is_allowed(i, j) else NEG_INF
                     for j in range(m)]
         if step == "exp":
+            if self._score_ints is not None and self.scale_rational is not None \
+                    and self.rows[i].argmax is not None:
+                return self._integer_score_exps(i, prec)
             return [x.exp() if x is not NEG_INF else flint.arb(0)
                     for x in self.balls("shifted", i, prec)]
         if step == "row_sum":
@@ -838,6 +841,30 @@ class Engine:
             allowed = self.is_allowed
             return [x if allowed(i, j) else NEG_INF for j, x in enumerate(balls)]
         return balls
+
+    def _integer_score_exps(self, i: int, prec: int) -> list:
+        """Row i of exp as e^((N_j − N_top)·s/den): the integer differences repeat across
+        rows (decimal inputs give a few thousand distinct ones for 262,144 entries at
+        n = 512), so each exponential is computed once per precision and shared."""
+        key = ("exp of score differences", -1, prec)    # dropped by keep_only with the rest
+        cache = self._balls.get(key)
+        if cache is None:
+            cache = self._balls[key] = {}
+        factor = flint.arb(self.scale_rational / self._score_den)
+        row = self._score_ints[i]
+        top = row[self.rows[i].argmax]
+        allowed = None if self.mask is None else self.is_allowed
+        zero = flint.arb(0)
+        out = []
+        for j, n in enumerate(row):
+            if allowed is not None and not allowed(i, j):
+                out.append(zero)
+                continue
+            e = cache.get(n - top)
+            if e is None:
+                e = cache[n - top] = (factor * (n - top)).exp()
+            out.append(e)
+        return out
 
     def _V_balls(self, prec: int) -> flint.arb_mat:
         key = ("V", -1, prec)

@@ -111,6 +111,11 @@ def _certify(engine: Engine, step: str, exact: Callable[[int, int], sympy.Expr],
             balls = engine.balls(step, i, prec)
             row = result[i]
             rounded = round_balls([balls[j] for j in cols], rounding)
+            decimals = [d for d, _ in rounded]
+            if None not in decimals and not (may_terminate and any(near for _, near in rounded)):
+                # the common case: every ball decided, none near its own decimal
+                row.update(zip(cols, decimals))
+                continue
             for j, (decided, near) in zip(cols, rounded):
                 # near: the ball may hold its own rounded decimal (an exact terminating value?)
                 if (decided is None or (may_terminate and near and _may_equal(balls[j], decided, prec))) \
