@@ -244,8 +244,8 @@ def _block(Q, scores: _Product, values: _Product, allowed, additive, scale, Ev: 
         kn = float(np.sqrt(np.einsum("ij,ij->j", scores.Y, scores.Y)).max())
         cs = _up(nq * kn * norm)                            # ≥ ‖q‖·max‖k‖ ≥ |d|
         eR = _up(gamma(m) * (n12 * k3 + n3 * kn) * norm)
-        # the remainder is ≤ ‖q12‖‖k3‖ + ‖q3‖‖k‖; the partial sums ≤ cs + 2·that
-        # every partial sum of the slice products is ≤ 16·‖q‖‖k‖ (|q1|, |q2| ≤ 2|q| entrywise)
+        # the remainder is ≤ ‖q12‖‖k3‖ + ‖q3‖‖k‖ + e_R; every partial sum of the slice
+        # products is ≤ 16·‖q‖‖k‖ (|q1|, |q2| ≤ 2|q| entrywise)
         parts = _up(16 * cs + (n12 * k3 + n3 * kn) * norm + eR)
         eD = _up(eR + 2 * dd.OP_REL * parts)
         # 2. t = s·d + m: DWTimesDW (8u²) then DWPlusFP (8u²); |s − s̃| ≤ s_err
