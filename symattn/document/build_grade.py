@@ -53,8 +53,8 @@ def _class_notes(report: "GradeReport", s: dict, source: str | None) -> list[Not
              lambda x: f"{printable(x['student']) or '(no id)'} (line {x['line']}, version "
                        f"{printable(x['version'] or '')}: {_plural(x['answers'], 'answer')} of version "
                        f"{printable(x['matches'] or '', 40)})")):
-        notes.append(Note((f"{title}: " + ("none." if not items else
-                                          f"{len(items)}: " + ", ".join(show(x) for x in items) + "."),)))
+        notes.append(Note((f"{title}: none." if not items else
+                           f"{title} ({len(items)}): " + ", ".join(show(x) for x in items) + ".",)))
     return notes
 
 

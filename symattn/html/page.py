@@ -80,6 +80,7 @@ caption { white-space: nowrap; }
 .legend span.sw { display: inline-block; min-width: 2.6rem; text-align: center; padding: .1rem .2rem;
   border: 1px solid var(--rule); }
 .checks li { margin: .4rem 0; }
+table.verdicts td.left { text-align: left; min-width: 16rem; }
 table.results th[scope="row"] { text-align: left; font-weight: 500; }
 table.results td, table.results th { text-align: left; }
 table.results .num { text-align: right; font-variant-numeric: tabular-nums; }
