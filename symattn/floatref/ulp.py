@@ -80,38 +80,22 @@ class ULPReport:
                 "worst": [{"index": list(w.index), "float": repr(w.got), "exact": w.exact, "ulps": w.ulps,
                            "relative": w.relative} for w in self.worst]}
 
+    def shown(self, entry: WorstEntry) -> str:
+        """A worst entry's candidate value as a decimal at its format's digits (rounded by certify)."""
+        return str(round_rational(Fraction(entry.got), Rounding(digits=_SHOW_DIGITS[self.fmt])))
+
     def __str__(self) -> str:
-        lines = [f"{self.fmt} {self.step} vs the exact values: {self.entries} entries, "
-                 f"{self.correctly_rounded} correctly rounded (proved)",
-                 f"max |error| {self.max_ulps:.4g} ulp, mean {self.mean_ulps:.4g} ulp, "
-                 f"max |relative error| {self.max_relative:.4g} (errors within ±{self.resolution:.1g} ulp)"]
-        if self.skipped_rows:
-            lines.append(f"{self.skipped_rows} fully masked rows skipped (no exact value)")
-        lines.append("")
-        lines.append("|error| (ulp)   entries")
-        for lo, hi, n in zip(BIN_EDGES, BIN_EDGES[1:], self.histogram):
-            label = f"[0, {hi:g}]" if lo == 0 else f"({lo:g}, {hi:g}]"
-            lines.append(f"{label:<15} {n}")
-        if len(self.heads) > 1:
-            lines.append("")
-            rows = [("head", "max ulp", "mean ulp", "max rel", "correct")]
-            rows += [(str(list(h.head)), f"{h.max_ulps:.4g}", f"{h.mean_ulps:.4g}", f"{h.max_relative:.3g}",
-                      f"{h.correctly_rounded}/{h.entries}") for h in self.heads]
-            lines += _table(rows)
-        if self.worst:
-            lines.append("")
-            lines.append("worst entries (certified)")
-            rows = [("entry", f"{self.fmt} value", "exact", "error (ulp)", "relative error")]
-            shown = Rounding(digits=_SHOW_DIGITS[self.fmt])
-            rows += [(str(list(w.index)), str(round_rational(Fraction(w.got), shown)), w.exact, w.ulps,
-                      w.relative or "—") for w in self.worst]
-            lines += _table(rows)
-        return "\n".join(lines) + "\n"
+        """The report as the terminal shows it (the document ``symattn floatref`` prints)."""
+        from symattn.document.build_floatref import build_floatref_document
+        from symattn.document.formats import print_document
 
+        return print_document(build_floatref_document(self), "text")
 
-def _table(rows: list[tuple]) -> list[str]:
-    widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
-    return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    def _repr_html_(self) -> str:
+        from symattn.document.build_floatref import build_floatref_document
+        from symattn.document.formats import html_fragment
+
+        return html_fragment(build_floatref_document(self))
 
 
 def ulp_report(out: Any, Q: Any, K: Any, V: Any, *, step: str = "output", dtype: str | None = None,
