@@ -416,6 +416,47 @@ def round_ball(x: flint.arb, rounding: Rounding) -> CertifiedDecimal | None:
     return _decide(x, rounding)[0]
 
 
+def round_balls(balls: list, rounding: Rounding) -> list[tuple[CertifiedDecimal | None, bool]]:
+    """:func:`round_ball` of many balls (a matrix row), with one more fact per ball: whether
+    it may contain its rounded decimal itself (False is proved; True means "not ruled out").
+
+    The hot path of :func:`round_ball`, inlined: one binary→decimal conversion per ball
+    (arb's ``mid_rad_10exp``, which encloses the ball in [mid ± rad]·10^e), then the
+    rounding cell in integers.  That enclosure contains the ball, so when the decimal
+    m·10^t lies outside it the ball cannot equal the decimal: the exact test (stepcert's
+    ``_may_equal``, an arb product per entry) is left for the rare ball near its own
+    rounded value.  Balls the hot path does not decide go through :func:`round_ball`."""
+    digits = rounding.digits
+    if digits is None or digits >= 300:
+        return [(d, True) for d in (round_ball(x, rounding) for x in balls)]
+    n = digits + 3
+    pow10, low, high = _POW10, _POW10[digits - 1], _POW10[digits]
+    new, cls = _new_decimal, CertifiedDecimal
+    out = []
+    append = out.append
+    for x in balls:
+        mid, rad, e = x.mid_rad_10exp(n)
+        mid, rad = int(mid), int(rad)
+        a = -mid if mid < 0 else mid
+        if rad and a > rad:
+            d = ((a.bit_length() - 1) * 1233 >> 12) + 1     # digits of a: d or d + 1
+            if a >= pow10[d]:
+                d += 1
+            shift = d - digits
+            if shift > 0:
+                unit = pow10[shift]
+                q, r = divmod(a, unit)
+                if 2 * r >= unit:
+                    q, r = q + 1, r - unit                   # a = q·unit + r, |r| ≤ unit/2
+                if (low < q < high and 2 * (a - rad) >= (2 * q - 1) * unit
+                        and 2 * (a + rad) < (2 * q + 1) * unit):
+                    append((new(cls, (-q if mid < 0 else q, int(e) + shift, False, rounding)),
+                            -rad <= r <= rad))
+                    continue
+        append((round_ball(x, rounding), True))
+    return out
+
+
 # ---------------------------------------------------------------- SymPy -> arb
 
 class _Unsupported(Exception):

@@ -186,8 +186,9 @@ class Engine:
         self.plain = self.alibi is None and self.softcap is None
         self._pre_rows: dict[int, list | None] = {}
         self._score_ints: list[list[int]] | None = None
+        self._score_den: flint.fmpz | None = None
         if self.scores.is_rational and self.plain:
-            numerators, _ = self.scores.rational.numer_denom()
+            numerators, self._score_den = self.scores.rational.numer_denom()
             flat = [int(x) for x in numerators.entries()]
             self._score_ints = [flat[i * self.m:(i + 1) * self.m] for i in range(self.n)]
         self.rows = [self._plan_row(i) for i in range(self.n)]
@@ -492,15 +493,20 @@ class Engine:
                 return self._groups[i]
             if self.scale_sign == 0:
                 groups[0] = list(self.rows[i].allowed)
+            elif self._score_ints is not None:  # equal scores, equal shifted scores
+                row = self._score_ints[i]           # (Python ints: hashing an fmpq is slow)
+                for j in self.rows[i].allowed:
+                    members = groups.get(row[j])
+                    if members is None:
+                        groups[row[j]] = [j]
+                    else:
+                        members.append(j)
             elif self.symbolic:  # only structurally equal scores are known to tie
                 for j in self.rows[i].allowed:
                     groups.setdefault(sympy.expand(self.scores.exact(i, j)), []).append(j)
             else:
                 for j in self.rows[i].allowed:
-                    if self._score_ints is not None:  # equal scores, equal shifted scores
-                        key: Hashable = self._score_ints[i][j]  # (hashing an fmpq is slow)
-                    else:
-                        key = self._canonical_key(groups, self.delta(i, j))
+                    key: Hashable = self._canonical_key(groups, self.delta(i, j))
                     groups.setdefault(key, []).append(j)
             self._groups[i] = groups
         return self._groups[i]
@@ -746,7 +752,12 @@ class Engine:
             return
         weights = [self.balls("weights", i, prec) for i in missing]
         with precision(prec):
-            product = flint.arb_mat(weights) * self._V_balls(prec)
+            V = self._V_balls(prec)
+            integer = self._balls.get(("V_int", -1, prec))
+            if integer is not None:                  # W·(N/den) = (W·N)/den
+                product = (flint.arb_mat(weights) * integer[0]) / integer[1]
+            else:
+                product = flint.arb_mat(weights) * V
         for k, i in enumerate(missing):
             self._balls[(step, i, prec)] = [product[k, c] for c in range(self.d_v)]
 
@@ -775,6 +786,9 @@ class Engine:
                 r, top = self.rows[i].argmax, self.top_group(i)
                 row = [flint.arb(0) if j in top else x - row[r] for j, x in enumerate(row)]
             return [x if self.is_allowed(i, j) else NEG_INF for j, x in enumerate(row)]
+        if step in ("scaled", "shifted") and self._score_ints is not None \
+                and self.scale_rational is not None and self.rows[i].argmax is not None:
+            return self._integer_score_balls(step, i)
         if step in ("scaled", "shifted") and self.scores.is_rational:
             exact = self.known_row(step, i)  # exact rationals when the scale is rational
             if self.scale_rational is not None:
@@ -797,6 +811,9 @@ class Engine:
             return [s * (self.scores.ball(i, j, prec) - top) if self.is_allowed(i, j) else NEG_INF
                     for j in range(m)]
         if step == "exp":
+            if self._score_ints is not None and self.scale_rational is not None \
+                    and self.rows[i].argmax is not None:
+                return self._integer_score_exps(i, prec)
             return [x.exp() if x is not NEG_INF else flint.arb(0)
                     for x in self.balls("shifted", i, prec)]
         if step == "row_sum":
@@ -813,11 +830,51 @@ class Engine:
             return [product[0, c] for c in range(self.d_v)]
         raise ValueError(step)
 
+    def _integer_score_balls(self, step: str, i: int) -> list:
+        """Row i of scaled or shifted from the integer scores: (N_j − N_top)·(s/den) as one
+        arb_mat scaling of Python ints (no fmpq per entry; an exact 0 stays exact)."""
+        row = self._score_ints[i]
+        top = row[self.rows[i].argmax] if step == "shifted" else 0
+        factor = flint.arb(self.scale_rational / self._score_den)
+        balls = (flint.arb_mat([[x - top for x in row]]) * factor).entries()
+        if step == "shifted" and self.mask is not None:
+            allowed = self.is_allowed
+            return [x if allowed(i, j) else NEG_INF for j, x in enumerate(balls)]
+        return balls
+
+    def _integer_score_exps(self, i: int, prec: int) -> list:
+        """Row i of exp as e^((N_j − N_top)·s/den): the integer differences repeat across
+        rows (decimal inputs give a few thousand distinct ones for 262,144 entries at
+        n = 512), so each exponential is computed once per precision and shared."""
+        key = ("exp of score differences", -1, prec)    # dropped by keep_only with the rest
+        cache = self._balls.get(key)
+        if cache is None:
+            cache = self._balls[key] = {}
+        factor = flint.arb(self.scale_rational / self._score_den)
+        row = self._score_ints[i]
+        top = row[self.rows[i].argmax]
+        allowed = None if self.mask is None else self.is_allowed
+        zero = flint.arb(0)
+        out = []
+        for j, n in enumerate(row):
+            if allowed is not None and not allowed(i, j):
+                out.append(zero)
+                continue
+            e = cache.get(n - top)
+            if e is None:
+                e = cache[n - top] = (factor * (n - top)).exp()
+            out.append(e)
+        return out
+
     def _V_balls(self, prec: int) -> flint.arb_mat:
         key = ("V", -1, prec)
         if key not in self._balls:
             if self.V.is_rational:
                 self._balls[key] = flint.arb_mat(self.V.rational)
+                # the same matrix as integers over one denominator: arb_mat products with
+                # integer entries are about twice as fast (prefetch)
+                numerators, den = self.V.rational.numer_denom()
+                self._balls[("V_int", -1, prec)] = (flint.arb_mat(numerators), int(den))
             else:
                 self._balls[key] = flint.arb_mat(
                     [[self.V.ball(j, c, prec) for c in range(self.d_v)] for j in range(self.m)])

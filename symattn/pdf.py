@@ -49,7 +49,7 @@ def find_engine() -> list[str]:
     """The command that turns ``doc.tex`` into ``doc.pdf``.
 
     pdflatex first: symattn's documents have no cross-references, so one
-    pass is enough, and latexmk (a Perl wrapper that checks and reruns)
+    pass is enough (a second only where a long table asks), and latexmk (a Perl wrapper that checks and reruns)
     costs three times as long per document.  latexmk is the fallback.
     """
     if shutil.which("pdflatex"):
@@ -115,13 +115,19 @@ def compile_tex(tex: str, name: str = "document", workdir: Path | None = None) -
     with tempfile.TemporaryDirectory(prefix=f"tex-{os.getpid()}-", dir=root) as folder:
         source = Path(folder) / f"{name}.tex"
         source.write_text(tex, encoding="utf-8")
-        # one pass is enough: no references to settle (latexmk reruns by itself if it must)
-        try:
-            done = subprocess.run([*engine, source.name], cwd=folder, capture_output=True,
-                                  text=True, errors="replace", timeout=COMPILE_TIMEOUT,
-                                  stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:
-            raise PdfError(f"{name}.tex: {engine[0]} took longer than {COMPILE_TIMEOUT} s") from None
+        # latexmk reruns by itself when it must; plain pdflatex is rerun here while the log asks
+        # (a longtable's column widths settle on the second pass)
+        for _ in range(3):
+            try:
+                done = subprocess.run([*engine, source.name], cwd=folder, capture_output=True,
+                                      text=True, errors="replace", timeout=COMPILE_TIMEOUT,
+                                      stdin=subprocess.DEVNULL)
+            except subprocess.TimeoutExpired:
+                raise PdfError(f"{name}.tex: {engine[0]} took longer than {COMPILE_TIMEOUT} s") from None
+            log_path = Path(folder) / f"{name}.log"
+            if done.returncode != 0 or "latexmk" in engine[0] or not log_path.exists() \
+                    or "Rerun LaTeX" not in log_path.read_text(errors="replace"):
+                break
         pdf = Path(folder) / f"{name}.pdf"
         if done.returncode != 0 or not pdf.exists():
             log_path = Path(folder) / f"{name}.log"

@@ -76,6 +76,20 @@ def assert_matches(ref, q, k, v, fmt, allowed=None, additive=None, scale=None):
             assert float(ref.output[i, c]) == rne(x, fmt), (fmt, "output", i, c)
 
 
+@pytest.fixture
+def float64_via_arb(monkeypatch):
+    """float64 targets with the double-double path switched off: every entry takes the arb
+    path (rows.py), so the tests that exercise that path keep doing so."""
+    from symattn.floatref import sdpa
+
+    def nothing_decided(pr, idx, allowed, additive):
+        L, S, Ev = pr.Q.shape[-2], pr.K.shape[-2], pr.V.shape[-1]
+        empty = np.zeros(L, dtype=bool) if allowed is None else ~allowed.any(axis=1)
+        return (np.full((L, S), np.nan), np.zeros((L, S), dtype=bool),
+                np.full((L, Ev), np.nan), np.zeros((L, Ev), dtype=bool), empty)
+    monkeypatch.setattr(sdpa, "_fast64_slice", nothing_decided)
+
+
 def test_rne_helper_is_itself_right():
     assert rne(mpmath.mpf(1) + mpmath.mpf(2) ** -24, "float32") == 1.0            # tie → even
     assert rne(mpmath.mpf(1) + 3 * mpmath.mpf(2) ** -24, "float32") == 1 + 2.0 ** -22
@@ -111,10 +125,7 @@ def test_random_problems_every_entry(fmt, seed):
         for h in range(2):
             sub = type(ref)(ref.output[b, h], ref.weights[b, h], fmt, None, 0, 0)
             assert_matches(sub, Q[b, h], K[b, h], V[b, h], fmt, allowed)
-    if fmt == "float64":
-        assert ref.arb_entries == ref.entries          # float64: every entry through arb
-    else:
-        assert ref.arb_entries < ref.entries / 10
+    assert ref.arb_entries < ref.entries / 10          # float64 too: double-double decides
 
 
 def test_boolean_and_additive_masks_broadcast_with_a_fully_masked_row():
@@ -137,8 +148,8 @@ def test_boolean_and_additive_masks_broadcast_with_a_fully_masked_row():
     assert ref.weights[0, 1, 2] == 0 and ref.weights[1, 1, 2] == 0
 
 
-def test_additive_mask_through_the_arb_path_matches():
-    """float64 sends every entry to arb, so the extra-column encoding of a float mask is checked."""
+def test_additive_mask_through_the_arb_path_matches(float64_via_arb):
+    """Every entry through arb, so the arb path's reading of a float mask is checked."""
     rng = np.random.default_rng(7)
     Q, K, V = (rng.standard_normal((3, 2)) for _ in range(3))
     additive = rng.standard_normal((3, 3))
@@ -360,8 +371,8 @@ def test_integer_inputs_are_exact_and_huge_ones_refused():
         fr.correctly_rounded(Q, K, V * 2 ** 60)
 
 
-def test_heads_sharing_k_and_v_share_one_trace_with_their_own_masks_and_rows():
-    """float64 sends every entry through arb: grouped heads (one Trace per kv head) must keep
+def test_heads_sharing_k_and_v_share_one_trace_with_their_own_masks_and_rows(float64_via_arb):
+    """Every entry through arb: grouped heads (one Trace per kv head) must keep
     each query row's own mask row and additive values."""
     rng = np.random.default_rng(13)
     Q = rng.standard_normal((4, 3, 2))
@@ -395,9 +406,9 @@ def test_groups_with_equal_mean_values_give_an_exact_midpoint_output():
     assert_matches(ref, Q, K, V2, "float32", scale=1.0)
 
 
-def test_more_keys_than_the_engine_takes_go_through_the_arb_path():
-    """S = 1,500 > MAX_SIDE (the engine's side limit) on a thin problem: float64 targets send
-    every entry through the arb path; float32 with tied scores at a midpoint needs it too."""
+def test_more_keys_than_the_engine_takes_go_through_the_arb_path(float64_via_arb):
+    """S = 1,500 > MAX_SIDE (the engine's side limit) on a thin problem, every entry through
+    the arb path; float32 with tied scores at a midpoint needs it too."""
     rng = np.random.default_rng(21)
     S = 1500
     Q = rng.standard_normal((1, 2, 2)).astype(np.float32)

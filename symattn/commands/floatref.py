@@ -8,6 +8,7 @@ import json
 import math
 
 from symattn.commands import Outcome
+from symattn.commands.heads import add_format_arguments, chosen_format
 
 ORDER = 60
 #: the most bytes read from one .npy file
@@ -53,13 +54,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--gqa", action="store_true", help="enable_gqa=True")
     parser.add_argument("--dtype", choices=("float64", "float32", "bfloat16", "float16"),
                         help="the format (default: --out's dtype, else float32)")
-    parser.add_argument("--json", action="store_true", help="the report as JSON")
     parser.add_argument("--max-ulp", type=_max_ulp, metavar="N",
                         help="exit 1 when some entry's error is proved to exceed N ulps")
     parser.add_argument("--worst", type=int, default=5, metavar="K", help="certify the K worst entries (default 5)")
     parser.add_argument("--write-reference", metavar="REF.npz",
                         help="write the correctly rounded output and weights (and fully_masked)")
-    parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
+    add_format_arguments(parser, json_help="the report as JSON (the keys of ULPReport.to_json)", latex_help="")
     parser.set_defaults(run=run)
 
 
@@ -85,16 +85,21 @@ def run(args: argparse.Namespace) -> Outcome:
     from symattn.files import write_atomically
     from symattn.floatref import FloatRefError
 
+    fmt = chosen_format(args)
     if args.max_ulp is not None and args.out is None:
         raise FloatRefError("--max-ulp judges --out: give --out OUT.npy")
     if args.worst < 0:
         raise FloatRefError(f"--worst is {args.worst}: give 0 or more")
+    if args.out is None and not args.write_reference:
+        raise FloatRefError("give --out OUT.npy to judge a result, or --write-reference REF.npz")
     Q, K, V = (_load(p, f"the {n} array") for p, n in ((args.Q, "Q"), (args.K, "K"), (args.V, "V")))
     kwargs = dict(attn_mask=None if args.mask is None else _load(args.mask, "the mask array"),
                   is_causal=args.causal, scale=args.scale, enable_gqa=args.gqa)
     out = None if args.out is None else _load(args.out, "the result array")
     dtype = args.dtype or (floatref.format_of(out) if out is not None else "float32")
-    text, status = "", 0
+    if out is not None:
+        report = floatref.ulp_report(out, Q, K, V, step=args.step, dtype=dtype, worst=args.worst, **kwargs)
+        status = 1 if args.max_ulp is not None and report.exceeds(args.max_ulp) else 0
     if args.write_reference:
         import numpy as np
 
@@ -103,21 +108,25 @@ def run(args: argparse.Namespace) -> Outcome:
         np.savez(buffer, output=ref.output, weights=ref.weights, fully_masked=ref.fully_masked)
         write_atomically(buffer.getvalue(), args.write_reference, error=FloatRefError)
         if out is None:
-            summary = {"dtype": dtype, "output_shape": list(ref.output.shape),
-                       "weights_shape": list(ref.weights.shape), "entries": ref.entries,
-                       "arb_entries": ref.arb_entries, "fully_masked_rows": int(ref.fully_masked.sum()),
-                       "written": args.write_reference}
-            text = json.dumps(summary, indent=2) + "\n" if args.json else (
-                f"{dtype} reference of SDPA: output {tuple(ref.output.shape)}, weights "
-                f"{tuple(ref.weights.shape)}, every entry correctly rounded ({ref.arb_entries} of "
-                f"{ref.entries} decided by arb balls); written to {args.write_reference}\n")
-    if out is not None:
-        report = floatref.ulp_report(out, Q, K, V, step=args.step, dtype=dtype, worst=args.worst, **kwargs)
-        text = json.dumps(report.to_json(), indent=2) + "\n" if args.json else str(report)
-        if args.max_ulp is not None and report.exceeds(args.max_ulp):
-            status = 1
-            if not args.json:
-                text += f"FAIL: max |error| {report.max_ulps:.4g} ulp exceeds --max-ulp {args.max_ulp:g}\n"
-    if out is None and not args.write_reference:
-        raise FloatRefError("give --out OUT.npy to judge a result, or --write-reference REF.npz")
-    return Outcome(text, status)
+            return Outcome(_reference_text(ref, dtype, args.write_reference, fmt, args.fragment))
+    if fmt == "json":
+        return Outcome(json.dumps(report.to_json(), indent=2) + "\n", status)
+    from symattn.document.build_floatref import build_floatref_document
+    from symattn.document.formats import print_document
+
+    doc = build_floatref_document(report, max_ulp=args.max_ulp)
+    return Outcome(print_document(doc, fmt, fragment=args.fragment), status)
+
+
+def _reference_text(ref, dtype: str, written: str, fmt: str, fragment: bool) -> str:
+    """What --write-reference wrote, in the chosen format (JSON: the summary's keys, as before)."""
+    if fmt == "json":
+        summary = {"dtype": dtype, "output_shape": list(ref.output.shape),
+                   "weights_shape": list(ref.weights.shape), "entries": ref.entries,
+                   "arb_entries": ref.arb_entries, "fully_masked_rows": int(ref.fully_masked.sum()),
+                   "written": written}
+        return json.dumps(summary, indent=2) + "\n"
+    from symattn.document.build_floatref import build_reference_document
+    from symattn.document.formats import print_document
+
+    return print_document(build_reference_document(ref, dtype, written), fmt, fragment=fragment)

@@ -1,7 +1,11 @@
 """``symattn grade``: grade a class's answers; the report is written whole or not at all.
 
-With ``-o REPORT`` the class summary is printed on stdout (or written to
-``--summary FILE``); ``--json`` writes the same report as JSON.
+``--format`` chooses what is written: ``csv`` (the default: the report a spreadsheet
+opens, one row per student), ``json`` (the same report as data; ``--json`` is the
+same), or the class as a document to read, ``text``, ``latex`` or ``html`` (the
+class at a glance, each question's counts, every student's points).  Without ``-o``
+it goes to stdout; with ``-o FILE`` it goes to FILE, in that format whatever FILE's
+name, and the class summary is printed on stdout (or written to ``--summary FILE``).
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import sys
 from pathlib import Path
 
 from symattn.commands import Outcome
+from symattn.commands.heads import FORMATS, add_format_arguments, chosen_format
 from symattn.tomlfile import read_bytes
 
 ORDER = 35
@@ -23,10 +28,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("problem", help="a problem file, or a worksheet folder of "
                                         "version-ID.toml (or ID.toml, ID/problem.toml) files")
     parser.add_argument("submissions", help="the answers: CSV with a header row")
-    parser.add_argument("-o", "--output", metavar="FILE",
-                        help="write the report to FILE (and print the class summary)")
-    parser.add_argument("--json", action="store_true",
-                        help="write the report as JSON (verdicts, points and the summary)")
+    add_format_arguments(parser, json_help="the report as JSON (verdicts, points and the summary)",
+                         latex_help="", formats=("csv", *FORMATS),
+                         format_help="csv (default: the report, one row per student), json, or the class "
+                                     "as a document: text, latex or html (one self-contained page)",
+                         output_help="write the report to FILE in the --format chosen (and print the "
+                                     "class summary)")
     parser.add_argument("--summary", metavar="FILE",
                         help="write the class summary to FILE (default with -o: stdout)")
     parser.add_argument("--carry-forward", choices=("no-credit", "credit"), default="no-credit",
@@ -68,6 +75,7 @@ def run(args: argparse.Namespace) -> Outcome:
     from symattn.check.folder import parse_points
     from symattn.check.grade import MAX_BYTES, GradeError, Versions, grade
 
+    fmt = chosen_format(args, default="csv")
     if args.summary is not None:
         summary_path = files.resolve_output(args.summary, GradeError)
         if args.output is not None and summary_path == files.resolve_output(args.output, GradeError):
@@ -79,7 +87,7 @@ def run(args: argparse.Namespace) -> Outcome:
                    carry=args.carry_forward, points=points)
     for line in warnings(report, points):
         print(f"symattn: warning: {line}", file=sys.stderr)
-    text = report.to_json(str(path)) if args.json else report.to_csv()
+    text = _report_text(report, str(path), fmt, args.fragment)
     status = 1 if report.invalid_count else 0
     summary = summary_text(report, str(path)) if args.output or args.summary else ""
     if args.output is not None:
@@ -91,3 +99,15 @@ def run(args: argparse.Namespace) -> Outcome:
         sys.stdout.write(summary)
         sys.stdout.flush()
     return Outcome(text, status)
+
+
+def _report_text(report, source: str, fmt: str, fragment: bool) -> str:
+    """The report in the chosen format: the data files (CSV, JSON) or the class document."""
+    if fmt == "csv":
+        return report.to_csv()
+    if fmt == "json":
+        return report.to_json(source)
+    from symattn.document.build_grade import build_grade_document
+    from symattn.document.formats import print_document
+
+    return print_document(build_grade_document(report, source), fmt, fragment=fragment)

@@ -10,22 +10,28 @@ from symattn.commands import Outcome, digits_argument
 ORDER = 45
 
 
-def add_format_arguments(parser: argparse.ArgumentParser, *, latex_help: str, json_help: str) -> None:
+FORMATS = ("text", "json", "latex", "html")
+FORMAT_HELP = "text (default), json, latex (a complete document) or html (one self-contained page)"
+
+
+def add_format_arguments(parser: argparse.ArgumentParser, *, latex_help: str, json_help: str,
+                         formats: tuple[str, ...] = FORMATS, format_help: str = FORMAT_HELP,
+                         output_help: str = "write to FILE instead of stdout") -> None:
     """``--format text|json|latex|html``, ``--fragment``, ``-o FILE`` and the old ``--json``/``--latex``
-    aliases (shared by heads, facts and check; check never had ``--latex``): ``--latex`` keeps printing what it always did, the
-    LaTeX body to paste into a lesson (``--format latex --fragment``)."""
-    parser.add_argument("--format", choices=("text", "json", "latex", "html"), default=None,
-                        help="text (default), json, latex (a complete document) or html (one self-contained page)")
+    aliases (shared by the commands that print a result; only heads and facts had ``--latex``):
+    ``--latex`` keeps printing what it always did, the LaTeX body to paste into a lesson
+    (``--format latex --fragment``).  ``formats``: grade adds its CSV, the default there."""
+    parser.add_argument("--format", choices=formats, default=None, help=format_help)
     parser.add_argument("--json", action="store_true", help=f"the same as --format json: {json_help}")
     if latex_help:
         parser.add_argument("--latex", action="store_true",
                             help=f"the same as --format latex --fragment: {latex_help} (the body, to paste)")
     parser.add_argument("--fragment", action="store_true",
                         help="LaTeX: only the body, for pasting into a lesson")
-    parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    parser.add_argument("-o", "--output", metavar="FILE", help=output_help)
 
 
-def chosen_format(args: argparse.Namespace) -> str:
+def chosen_format(args: argparse.Namespace, default: str = "text") -> str:
     """The one format the flags ask for; two different ones are refused."""
     from symattn.errors import SymattnError
 
@@ -34,7 +40,7 @@ def chosen_format(args: argparse.Namespace) -> str:
         raise SymattnError("give --json or --latex, not both")
     if asked and args.format and args.format != asked[0]:
         raise SymattnError(f"--{asked[0]} is --format {asked[0]}: leave out --format {args.format}")
-    fmt = args.format or (asked[0] if asked else "text")
+    fmt = args.format or (asked[0] if asked else default)
     if getattr(args, "latex", False):
         args.fragment = True          # --latex is --format latex --fragment, with or without --format latex
     if getattr(args, "fragment", False) and fmt != "latex":

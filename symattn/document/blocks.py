@@ -48,6 +48,8 @@ __all__ = [
     "Blend", "CheckLine", "Check", "Cells", "Indices", "elide",
     # results other than a Trace: proofs of facts, verdicts on written figures
     "ProofLine", "ProofLines", "VerdictRow", "Verdicts", "Report",
+    # tables of results: a float error report, a class's grades
+    "Table",
 ]
 
 
@@ -495,6 +497,22 @@ class Verdicts(Block):
     """A table of verdicts, one row per figure, in the order written."""
 
     rows: tuple[VerdictRow, ...]
+
+
+@dataclass(frozen=True)
+class Table(Block):
+    """A table of results that are not a matrix (a float report's histogram, a class's counts).
+
+    ``header`` names the columns; each row's first cell names the row (a row header for
+    screen readers).  Cells are plain strings (already certified or exact where they are
+    numbers) or math nodes.  ``numeric`` marks the columns aligned on the right; ``prose``
+    is a column of sentences that a printer may wrap (LaTeX: a paragraph column)."""
+
+    caption: str
+    header: tuple[str, ...]
+    rows: tuple[tuple[str | Math, ...], ...]
+    numeric: tuple[bool, ...] = ()
+    prose: int | None = None
 
 
 @dataclass(frozen=True)

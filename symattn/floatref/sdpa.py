@@ -4,10 +4,12 @@
 their exact binary values) and returns the weights and the output with
 every entry the round-to-nearest-even of the exact value in the target
 format.  Most entries are decided by float64 enclosures
-(:mod:`symattn.floatref.fast`); an entry whose enclosure straddles a
-rounding boundary is decided through the Trace (the one engine, arb balls
-of rising precision; exact rationals such as a tied row's midpoint
-exactly).  docs/floatref.md has the semantics and the error analysis.
+(:mod:`symattn.floatref.fast`; double-double ones, :mod:`symattn.floatref.fast64`,
+for float64 targets); an entry whose enclosure straddles a rounding
+boundary is decided by the arb path (:mod:`symattn.floatref.rows`: arb
+balls of rising precision from exact integer scores; exact rationals such
+as a tied row's midpoint exactly).  docs/floatref.md has the semantics and
+the error analysis.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 from symattn.floatref.binary import BINARY_FORMATS, BinaryFormat, round_array
 from symattn.floatref.errors import FloatRefError
 
-#: float32/16/bf16 are decided from float64 enclosures; float64 needs the arb path for every entry
+#: float32/16/bf16 are decided from float64 enclosures (fast.py), float64 from double-double ones (fast64.py)
 FAST_FORMATS = ("float32", "float16", "bfloat16")
 
 
@@ -180,9 +182,7 @@ def correctly_rounded(Q: Any, K: Any, V: Any, *, dtype: str = "float32", attn_ma
         if dtype in FAST_FORMATS:
             w, w_ok, o, o_ok, empty = _fast_slice(pr, idx, allowed, additive, fmt)
         else:
-            w, w_ok = np.full((L, S), np.nan), np.zeros((L, S), dtype=bool)
-            o, o_ok = np.full((L, Ev), np.nan), np.zeros((L, Ev), dtype=bool)
-            empty = np.zeros(L, dtype=bool) if allowed is None else ~allowed.any(axis=1)
+            w, w_ok, o, o_ok, empty = _fast64_slice(pr, idx, allowed, additive)
         w_ok[empty], o_ok[empty] = True, True
         w[empty], o[empty] = np.nan, np.nan
         weights[idx], out[idx], empty_all[idx] = w, o, empty
@@ -211,6 +211,31 @@ def _fast_slice(pr, idx: tuple, allowed, additive, fmt: BinaryFormat):
                            None if additive is None else additive[a:b], pr.scale_f, pr.scale_err)
         w[a:b], w_ok[a:b] = _decide(enc.weights, enc.weights_rad, fmt)
         o[a:b], o_ok[a:b] = _decide(enc.output, enc.output_rad, fmt)
+        empty[a:b] = enc.empty
+    return w, w_ok, o, o_ok, empty
+
+
+def _fast64_slice(pr, idx: tuple, allowed, additive):
+    """One head by the double-double path (float64 targets); blocked weights are +0."""
+    from symattn.floatref import fast64
+
+    np = _numpy()
+    Q, K, V = pr.Q[idx], pr.K[idx], pr.V[idx]
+    ieee_conversions_hold()
+    L, S, Ev = Q.shape[0], K.shape[0], V.shape[1]
+    w, o = np.empty((L, S)), np.empty((L, Ev))
+    w_ok, o_ok = np.empty((L, S), dtype=bool), np.empty((L, Ev), dtype=bool)
+    empty = np.empty(L, dtype=bool)
+    scale = fast64.scale_dd(pr.scale)
+    step = max(1, fast64.BLOCK_ENTRIES // max(S, Ev, 1))
+    for a in range(0, L, step):          # decided block by block: no (L, S) double-doubles kept
+        b = min(L, a + step)
+        block = None if allowed is None else allowed[a:b]
+        enc = fast64.enclose64(Q[a:b], K, V, block, None if additive is None else additive[a:b], scale)
+        w[a:b], w_ok[a:b] = fast64.decide64(*enc.weights, enc.weights_rad)
+        o[a:b], o_ok[a:b] = fast64.decide64(*enc.output, enc.output_rad)
+        zeros = enc.weights_zero if block is None else enc.weights_zero | ~block
+        w[a:b][zeros], w_ok[a:b][zeros] = 0.0, True
         empty[a:b] = enc.empty
     return w, w_ok, o, o_ok, empty
 

@@ -1,9 +1,9 @@
 """ULP report of any kernel's SDPA result against the exact values.
 
 Every entry's error (y − x)/ulp(x) is computed from an enclosure of the
-exact x: float64 enclosures for float32/float16/bfloat16 results (their
-width in ulps is reported as the resolution: errors are exact to within it),
-arb balls at 128 bits for float64 results.  Whether an entry is correctly
+exact x: float64 enclosures for float32/float16/bfloat16 results,
+double-double ones (fast64.py) for float64 results; their width in ulps is
+reported as the resolution: errors are exact to within it.  Whether an entry is correctly
 rounded is proved (it is compared with :func:`correctly_rounded`), and the
 worst entries are certified through the Trace: their exact value and their
 error in ulps as certified decimals.
@@ -80,38 +80,22 @@ class ULPReport:
                 "worst": [{"index": list(w.index), "float": repr(w.got), "exact": w.exact, "ulps": w.ulps,
                            "relative": w.relative} for w in self.worst]}
 
+    def shown(self, entry: WorstEntry) -> str:
+        """A worst entry's candidate value as a decimal at its format's digits (rounded by certify)."""
+        return str(round_rational(Fraction(entry.got), Rounding(digits=_SHOW_DIGITS[self.fmt])))
+
     def __str__(self) -> str:
-        lines = [f"{self.fmt} {self.step} vs the exact values: {self.entries} entries, "
-                 f"{self.correctly_rounded} correctly rounded (proved)",
-                 f"max |error| {self.max_ulps:.4g} ulp, mean {self.mean_ulps:.4g} ulp, "
-                 f"max |relative error| {self.max_relative:.4g} (errors within ±{self.resolution:.1g} ulp)"]
-        if self.skipped_rows:
-            lines.append(f"{self.skipped_rows} fully masked rows skipped (no exact value)")
-        lines.append("")
-        lines.append("|error| (ulp)   entries")
-        for lo, hi, n in zip(BIN_EDGES, BIN_EDGES[1:], self.histogram):
-            label = f"[0, {hi:g}]" if lo == 0 else f"({lo:g}, {hi:g}]"
-            lines.append(f"{label:<15} {n}")
-        if len(self.heads) > 1:
-            lines.append("")
-            rows = [("head", "max ulp", "mean ulp", "max rel", "correct")]
-            rows += [(str(list(h.head)), f"{h.max_ulps:.4g}", f"{h.mean_ulps:.4g}", f"{h.max_relative:.3g}",
-                      f"{h.correctly_rounded}/{h.entries}") for h in self.heads]
-            lines += _table(rows)
-        if self.worst:
-            lines.append("")
-            lines.append("worst entries (certified)")
-            rows = [("entry", f"{self.fmt} value", "exact", "error (ulp)", "relative error")]
-            shown = Rounding(digits=_SHOW_DIGITS[self.fmt])
-            rows += [(str(list(w.index)), str(round_rational(Fraction(w.got), shown)), w.exact, w.ulps,
-                      w.relative or "—") for w in self.worst]
-            lines += _table(rows)
-        return "\n".join(lines) + "\n"
+        """The report as the terminal shows it (the document ``symattn floatref`` prints)."""
+        from symattn.document.build_floatref import build_floatref_document
+        from symattn.document.formats import print_document
 
+        return print_document(build_floatref_document(self), "text")
 
-def _table(rows: list[tuple]) -> list[str]:
-    widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
-    return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    def _repr_html_(self) -> str:
+        from symattn.document.build_floatref import build_floatref_document
+        from symattn.document.formats import html_fragment
+
+        return html_fragment(build_floatref_document(self))
 
 
 def ulp_report(out: Any, Q: Any, K: Any, V: Any, *, step: str = "output", dtype: str | None = None,
@@ -120,7 +104,7 @@ def ulp_report(out: Any, Q: Any, K: Any, V: Any, *, step: str = "output", dtype:
     """The error of ``out`` (a kernel's SDPA output, or its weights with step='weights')."""
     import numpy as np
 
-    from symattn.floatref import fast, format_of
+    from symattn.floatref import fast, fast64, format_of
     from symattn.floatref.sdpa import _array, correctly_rounded, normalise
 
     if step not in ("output", "weights"):
@@ -142,26 +126,30 @@ def ulp_report(out: Any, Q: Any, K: Any, V: Any, *, step: str = "output", dtype:
     rel = np.zeros(want.shape)
     resolution = 0.0
     for idx in np.ndindex(*pr.batch):
-        if fmt_name == "float64":
-            ulps[idx], rel[idx], r = _arb_errors(pr, idx, step, y[idx], fmt)
-            resolution = max(resolution, float(r.max()) if r.size else 0.0)
-            continue
+        allowed = None if pr.allowed is None else pr.allowed[idx]
+        additive = None if pr.additive is None else pr.additive[idx]
+        if fmt_name == "float64":      # double-double enclosures: mid = hi + lo
+            enc = fast64.enclose64(pr.Q[idx], pr.K[idx], pr.V[idx], allowed, additive,
+                                   fast64.scale_dd(pr.scale))
+            (hi, lo), rad = (enc.output, enc.output_rad) if step == "output" else (enc.weights, enc.weights_rad)
+            if step == "weights":
+                hi, lo, rad = (np.where(enc.weights_zero, 0.0, a) for a in (hi, lo, rad))
+            diff = (y[idx] - hi) - lo
+            mid = hi
         else:
-            allowed = None if pr.allowed is None else pr.allowed[idx]
-            additive = None if pr.additive is None else pr.additive[idx]
             enc = fast.enclose(pr.Q[idx], pr.K[idx], pr.V[idx], allowed, additive, pr.scale_f, pr.scale_err)
             mid, rad = (enc.output, enc.output_rad) if step == "output" else (enc.weights, enc.weights_rad)
+            diff = y[idx] - mid
         unit = _ulp(mid, fmt)
         with np.errstate(invalid="ignore", divide="ignore"):
-            ulps[idx] = (y[idx] - mid) / unit
-            rel[idx] = np.where(mid != 0, np.abs(y[idx] - mid) / np.abs(mid), 0.0)
+            ulps[idx] = diff / unit
+            rel[idx] = np.where(mid != 0, np.abs(diff) / np.abs(mid), 0.0)
             r = np.where(np.isnan(want[idx]), 0.0, rad / unit)
-        if fmt_name != "float64":
-            # an entry whose enclosure is wide is not usable for ulps: the correctly rounded
-            # value is exact, and |x − RN(x)| ≤ 1/2 ulp, so use it with resolution 0.5
-            wide = ~(r < 1e-3)
-            ulps[idx] = np.where(wide, (y[idx] - want[idx]) / _ulp(want[idx], fmt), ulps[idx])
-            r = np.where(wide, 0.5, r)
+        # an entry whose enclosure is wide is not usable for ulps: the correctly rounded
+        # value is exact, and |x − RN(x)| ≤ 1/2 ulp, so use it with resolution 0.5
+        wide = ~(r < 1e-3)
+        ulps[idx] = np.where(wide, (y[idx] - want[idx]) / _ulp(want[idx], fmt), ulps[idx])
+        r = np.where(wide, 0.5, r)
         resolution = max(resolution, float(np.nanmax(r)) if r.size else 0.0)
     live = ~np.isnan(want)
     skipped = int(np.isnan(getattr(ref, "output")).all(axis=-1).sum())
@@ -189,34 +177,6 @@ def _ulp(x, fmt):
 
     _, e = np.frexp(np.where(np.isfinite(x), x, 0.0))
     return np.ldexp(1.0, np.maximum(e - 1, fmt.e_min) - fmt.p + 1)
-
-
-def _arb_errors(pr, idx: tuple, step: str, y, fmt):
-    """Errors in ulps and relative errors of one slice from 128-bit balls (float64 results),
-    and each error's uncertainty in ulps."""
-    import flint
-    import numpy as np
-
-    from symattn.floatref import _binade
-    from symattn.floatref.rows import enclosures
-    from symattn.precision import precision
-
-    L, width = y.shape
-    empty = np.zeros(L, dtype=bool) if pr.allowed is None else ~pr.allowed[idx].any(axis=1)
-    rows = [i for i in range(L) if not empty[i]]
-    ulps, rel, unc = np.zeros((L, width)), np.zeros((L, width)), np.zeros((L, width))
-    if rows:
-        balls = enclosures(pr, idx, rows, step, 128)
-        with precision(128):
-            for r, i in enumerate(rows):
-                for c, x in enumerate(balls[r]):
-                    e = _binade(x)
-                    unit = flint.arb(2) ** ((fmt.e_min if e is None else max(e, fmt.e_min)) - fmt.p + 1)
-                    err = (flint.arb(float(y[i, c])) - x) / unit
-                    ulps[i, c] = float(err.mid())
-                    unc[i, c] = float(err.rad()) + abs(ulps[i, c]) * 2.0 ** -50
-                    rel[i, c] = 0.0 if not (x > 0 or x < 0) else float((abs(err * unit) / abs(x)).mid())
-    return ulps, rel, unc
 
 
 def _certify_worst(pr, step: str, fmt_name: str, y, chosen: list) -> list[WorstEntry]:

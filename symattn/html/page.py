@@ -80,6 +80,12 @@ caption { white-space: nowrap; }
 .legend span.sw { display: inline-block; min-width: 2.6rem; text-align: center; padding: .1rem .2rem;
   border: 1px solid var(--rule); }
 .checks li { margin: .4rem 0; }
+table.verdicts td.left { text-align: left; min-width: 16rem; }
+table.results th[scope="row"] { text-align: left; font-weight: 500; }
+table.results td, table.results th { text-align: left; }
+table.results .num { text-align: right; font-variant-numeric: tabular-nums; }
+table.results td.left { max-width: 30rem; white-space: normal; }
+table.results tbody tr:nth-child(even) { background: #f5f6f8; }
 @media print {
   html { font-size: 10.5pt; }
   body { max-width: none; padding: 0; }

@@ -44,7 +44,7 @@ PREAMBLE = r"""\documentclass[11pt]{article}
 \usepackage[margin=2cm]{geometry}
 \usepackage{amsmath,amssymb}
 \usepackage[table]{xcolor}
-\usepackage{array,booktabs}
+\usepackage{array,booktabs,longtable}
 \setlength{\parindent}{0pt}
 \setlength{\parskip}{0.7ex}
 \allowdisplaybreaks

@@ -19,7 +19,10 @@ _SPECIAL = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "$": r"\$", "&": 
             "≈": r"\ensuremath{\approx}", "ᵀ": r"\ensuremath{^\top}", "≤": r"\ensuremath{\le}",
             "≥": r"\ensuremath{\ge}", "<": r"\ensuremath{<}", ">": r"\ensuremath{>}",
             "⋯": r"\ensuremath{\cdots}", "…": r"\ldots{}", "|": r"\textbar{}", "\"": r"\textquotedbl{}",
-            "€": r"\texteuro{}"}
+            "€": r"\texteuro{}",
+            # verdict marks (a fact's heading, a class's grades)
+            "✓": r"\ensuremath{\checkmark}", "✗": r"\ensuremath{\times}",
+            "—": r"\textemdash{}", "–": r"\textendash{}"}
 
 # Greek letters by name: the ones LaTeX has as commands, the rest look Latin (Alpha is A)
 _GREEK = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lamda mu nu xi omicron pi rho "
@@ -78,8 +81,9 @@ def _char(ch: str) -> str:
 
 
 def tex_escape(text: str) -> str:
-    """Plain text made safe for LaTeX (token names, titles): it always compiles."""
-    return "".join(_char(ch) for ch in text)
+    """Plain text made safe for LaTeX (token names, titles): it always compiles.  A run of
+    hyphens stays hyphens (``--max-ulp``, not an en dash)."""
+    return "".join(_char(ch) for ch in text).replace("--", "-{}-").replace("--", "-{}-")
 
 
 def decimal_latex(d: CertifiedDecimal | object, scientific: bool = False) -> str:

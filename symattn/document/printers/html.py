@@ -345,6 +345,25 @@ class HtmlPrinter(Printer):
         return (f'<div class="scroll"><table class="verdicts"><thead><tr>{head}</tr></thead>'
                 f'<tbody>{"".join(rows)}</tbody></table></div>\n')
 
+    def _print_Table(self, t: b.Table) -> str:
+        """A results table: column headers and each row's first cell as ``th`` with a ``scope``;
+        numbers on the right in tabular figures, the prose column on the left."""
+        def cell(c) -> str:
+            return m.escape(c) if isinstance(c, str) else self.math(c)
+
+        def css(k: int) -> str:
+            if k == t.prose:
+                return ' class="left"'
+            return ' class="num"' if k < len(t.numeric) and t.numeric[k] else ""
+
+        head = "".join(f'<th scope="col"{css(k)}>{m.escape(h)}</th>' for k, h in enumerate(t.header))
+        rows = "".join("<tr>" + "".join(f'<th scope="row"{css(0)}>{cell(c)}</th>' if k == 0
+                                        else f"<td{css(k)}>{cell(c)}</td>" for k, c in enumerate(row))
+                       + "</tr>" for row in t.rows)
+        caption = f"<caption>{m.escape(t.caption)}</caption>" if t.caption else ""
+        return (f'<div class="scroll"><table class="results">{caption}<thead><tr>{head}</tr></thead>'
+                f"<tbody>{rows}</tbody></table></div>\n")
+
     # -- math nodes --------------------------------------------------------------------
     def _print_Int(self, n: b.Int) -> str:
         return m.mn(str(n.value))

@@ -11,7 +11,7 @@ from symattn.document.blocks import (
     Approx, Blend, Chain, Check, Decimal, Document, DotProducts, Dots, Exact, Exp, Factor, Frac, Func, HeatMap,
     Int, LabelledMatrix, Math, Mul, Neg, Note, Product, Row, ScaledRow, ScaleNote, Section, Seq, SigmaSum,
     SoftmaxRow, SoftmaxRule, Sqrt, Sub, Sum, Summary, Sym, Token, WorkedProjection, Words,
-    ProofLines, Verdicts,
+    ProofLines, Table, Verdicts,
 )
 from symattn.document.printers.base import Printer, section_numbers
 from symattn.document.sympytext import latex_text
@@ -448,6 +448,30 @@ class LatexPrinter(Printer):
                 item += f"\\\\\n  {{\\small {tex_escape(r.message)}}}"
             lines.append(item)
         lines.append(r"\end{itemize}")
+        return lines
+
+    def _print_Table(self, t: Table) -> list[str]:
+        """A ``longtable`` (a class of forty students breaks across pages, its header repeated);
+        numbers on the right, the prose column a ragged paragraph, the caption kept with it."""
+        spec = []
+        for k in range(len(t.header)):
+            if k == t.prose:
+                spec.append(r">{\raggedright\arraybackslash}p{5.5cm}")
+            else:
+                spec.append("r" if k < len(t.numeric) and t.numeric[k] else "l")
+
+        def cell(c, k: int) -> str:
+            if isinstance(c, str) and k < len(t.numeric) and t.numeric[k]:
+                c = c.replace("-", "−")                       # a negative number's minus, not a hyphen
+            text = tex_escape(c) if isinstance(c, str) else inline(self.print(c))
+            return "{}" + text if text.startswith("[") else text   # not read as \\[…] after a row's end
+
+        head = " & ".join(f"\\textbf{{{tex_escape(h)}}}" for h in t.header) + r" \\"
+        lines = [f"\\par\\textbf{{{tex_escape(t.caption)}}}\\nopagebreak"] if t.caption else []
+        lines += [r"{\small\setlength{\tabcolsep}{4pt}",
+                  f"\\begin{{longtable}}[l]{{@{{}}{' '.join(spec)}@{{}}}}", r"\toprule", head, r"\midrule",
+                  r"\endhead", *(" & ".join(cell(c, k) for k, c in enumerate(row)) + r" \\" for row in t.rows),
+                  r"\bottomrule", r"\end{longtable}}", ""]
         return lines
 
 

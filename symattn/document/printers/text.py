@@ -12,7 +12,7 @@ from symattn.document.blocks import (
     Approx, Blend, Chain, Check, Decimal, Document, DotProducts, Dots, Exact, Exp, Factor, Frac, Func, HeatMap,
     Int, LabelledMatrix, Math, Mul, Neg, Note, Product, Row, ScaledRow, ScaleNote, Section, Seq, SigmaSum,
     SoftmaxRow, SoftmaxRule, Sqrt, Sub, Sum, Summary, Sym, Token, WorkedProjection, Words,
-    ProofLines, Report, Verdicts,
+    ProofLines, Report, Table, Verdicts,
 )
 from symattn.document.printers.base import Printer
 from symattn.document.sympytext import unicode_text
@@ -43,6 +43,7 @@ class TextPrinter(Printer):
     """Prints a document as terminal text."""
 
     format = "text"
+    margin = "   "      # blocks sit under their section's heading; a Report's listing has none
 
     # -- math -------------------------------------------------------------------------
     def _print_Int(self, node: Int) -> str:
@@ -290,8 +291,20 @@ class TextPrinter(Printer):
                 lines.append(f"    {r.message}")
         return lines
 
+    def _print_Table(self, t: Table) -> list[str]:
+        """Columns aligned (numbers on the right), the caption above, a blank line before."""
+        rows = [list(t.header)] + [[c if isinstance(c, str) else self.print(c) for c in r] for r in t.rows]
+        widths = [max(len(r[k]) for r in rows) for k in range(len(t.header))]
+        right = [k < len(t.numeric) and t.numeric[k] for k in range(len(t.header))]
+        lines = [""] + ([self.margin + t.caption] if t.caption else [])
+        for r in rows:
+            cells = [c.rjust(w) if right[k] else c.ljust(w) for k, (c, w) in enumerate(zip(r, widths))]
+            lines.append((self.margin + "  ".join(cells)).rstrip())
+        return lines
+
     def _print_Report(self, doc: Report) -> str:
         """The listing: the title, then every section's blocks without headings; notes unwrapped."""
+        self.margin = ""
         lines = [doc.title] if doc.show_title else []
         for section in doc.sections:
             for child in section.children:

@@ -1,0 +1,68 @@
+"""Double-double (float64 pair) arithmetic on numpy arrays, with its proved error bounds.
+
+A double-double is an unevaluated sum hi + lo of two float64 arrays with
+hi = RN(hi + lo).  The algorithms are those of Joldes, Muller and Popescu,
+"Tight and rigorous error bounds for basic building blocks of double-word
+arithmetic" (ACM TOMS 44(2), 2017), written without FMA (numpy has none):
+TwoSum and Fast2Sum are exact, TwoProduct by Dekker's splitting is exact;
+DWPlusFP (their Algorithm 4) has relative error at most 2u², DWTimesFP1
+(Algorithm 7) at most 1.5u² + 4u³ and DWTimesDW1 (Algorithm 10) at most
+7u², u = 2^-53, in the absence of underflow and overflow.  fast64.py uses
+:data:`OP_REL` = 8u² for every one of them and covers underflow with an
+absolute term.  Dekker's splitting needs |a| < 2^996.
+"""
+
+from __future__ import annotations
+
+U = 2.0 ** -53
+#: relative error bound used for DWPlusFP, DWTimesFP1 and DWTimesDW1 (≥ 7u²)
+OP_REL = 8 * U * U
+_SPLITTER = 134217729.0   # 2^27 + 1
+
+
+def two_sum(a, b):
+    """s + t = a + b exactly, s = RN(a + b) (Knuth; any magnitudes)."""
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+def fast_two_sum(a, b):
+    """s + t = a + b exactly, s = RN(a + b), when |a| ≥ |b| or a = 0 (Dekker)."""
+    s = a + b
+    return s, b - (s - a)
+
+
+def split(a):
+    """a = hi + lo exactly, hi and lo of at most 26 bits each (Veltkamp; |a| < 2^996)."""
+    c = _SPLITTER * a
+    hi = c - (c - a)
+    return hi, a - hi
+
+
+def two_prod(a, b):
+    """p + e = a·b exactly, p = RN(a·b) (Dekker; exact unless e underflows)."""
+    p = a * b
+    ah, al = split(a)
+    bh, bl = split(b)
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+def add_fp(xh, xl, y):
+    """(xh + xl) + y, relative error ≤ 2u² (DWPlusFP)."""
+    sh, sl = two_sum(xh, y)
+    return fast_two_sum(sh, xl + sl)
+
+
+def mul_fp(xh, xl, y):
+    """(xh + xl)·y, relative error ≤ 1.5u² + 4u³ (DWTimesFP1)."""
+    ch, cl1 = two_prod(xh, y)
+    th, tl1 = fast_two_sum(ch, xl * y)
+    return fast_two_sum(th, tl1 + cl1)
+
+
+def mul(xh, xl, yh, yl):
+    """(xh + xl)·(yh + yl), relative error ≤ 7u² (DWTimesDW1)."""
+    ch, cl1 = two_prod(xh, yh)
+    cl2 = xh * yl + xl * yh
+    return fast_two_sum(ch, cl1 + cl2)

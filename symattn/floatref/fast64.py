@@ -1,0 +1,389 @@
+"""Attention in double-double with a rigorous bound on every entry: the float64 targets' fast path.
+
+A float64 computation cannot decide float64 roundings (its own error is an
+ulp or more), so :mod:`symattn.floatref.fast` leaves float64 targets to the
+arb path.  Here every step carries about 106 bits: exact slice products
+(Ozaki's scheme) for the scores and for W·[V | 1], the double-double
+operations of :mod:`symattn.floatref.dd`, and an exp built from a table of
+exp(k/1024) (from arb) times a short series.  Each weight and output gets a
+midpoint hi + lo and a radius; the relative radius is about 2^-80 on mild
+problems, so nearly every entry's enclosure lies inside one float64's
+rounding interval.  docs/floatref.md ("float64 targets") derives each bound.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+
+from symattn.floatref import dd
+from symattn.floatref.fast import SUM_BLOCK
+
+U = dd.U
+#: absolute term of every bound: covers each underflow (≤ 2^-1075) of fewer than 2^30 operations
+TINY = 2.0 ** -1040
+_INFLATE = 1 + 2.0 ** -20
+#: exp(x) for x ≥ X_TABLE comes from the table; x < X_ZERO gives a weight that rounds to 0
+X_TABLE = -650.0
+X_ZERO = -800.0
+#: |exp(r) − computed| ≤ EXP_SERIES for |r| ≤ 2^-10.9 (the series and its float evaluation)
+EXP_SERIES = 2.0 ** -83
+#: relative error of a table entry exp(k/1024)
+TABLE_REL = 2.0 ** -101
+#: rows per block: (rows × S) double-double temporaries near 8 MB each
+BLOCK_ENTRIES = 1 << 20
+
+
+def _up(x):
+    """An upper bound of a non-negative float64 quantity (covers computing it, fast.py)."""
+    return x * _INFLATE + TINY
+
+
+def gamma(n: int) -> float:
+    return _up(n * U / (1 - n * U))
+
+
+@dataclass
+class Enclosures64:
+    """Double-double midpoints and float64 radii of the weights and output of one head."""
+
+    weights: tuple      # (hi, lo), (L, S)
+    weights_rad: object
+    output: tuple       # (hi, lo), (L, Ev)
+    output_rad: object
+    weights_zero: object  # (L, S) weights proved to round to +0 (blocked, or e^x far below 2^-1074)
+    empty: object       # (L,) every key blocked
+
+
+def _dd_of(value: Fraction) -> tuple[float, float, float]:
+    """hi, lo and an upper bound on |value − hi − lo| for an exact rational."""
+    hi = float(value)
+    rest = value - Fraction(hi)
+    lo = float(rest)
+    err = abs(rest - Fraction(lo))
+    return hi, lo, float(err) * 2 if err else 0.0
+
+
+def _ball_dd(ball) -> tuple[float, float, float]:
+    """hi, lo and an error bound for an arb ball: |x − hi − lo| ≤ err for every x in it."""
+    from symattn.floatref.binary import _dyadic
+
+    hi, lo, err = _dd_of(_dyadic(ball.mid()))
+    return hi, lo, err + float(_dyadic(ball.rad())) * 2
+
+
+@lru_cache(maxsize=1)
+def exp_table():
+    """(hi, lo) of exp(−m/1024) for m = 0 … 650·1024, relative error ≤ TABLE_REL.
+
+    Built as exp(−i)·exp(j/1024) (m = 1024·i − j) from 1,675 arb values at 160 bits,
+    each within 2^-104 relative, and one double-double product (≤ 7u²)."""
+    import flint
+    import numpy as np
+
+    from symattn.precision import precision
+
+    top = int(-X_TABLE)
+    with precision(160):
+        e1 = [_ball_dd(flint.arb(-i).exp()) for i in range(top + 1)]
+        e0 = [_ball_dd((flint.arb(j) / 1024).exp()) for j in range(1024)]
+    for hi, lo, err in e1 + e0:
+        assert err <= 2.0 ** -104 * abs(hi), "the exp table is not accurate enough"
+    m = np.arange(top * 1024 + 1)
+    i = -(-m // 1024)
+    j = i * 1024 - m
+    a = np.array(e1)[i]
+    b = np.array(e0)[j]
+    return dd.mul(a[:, 0], a[:, 1], b[:, 0], b[:, 1])
+
+
+def scale_dd(exact) -> tuple[float, float, float]:
+    """hi, lo and an error bound of the exact scale (a Fraction or SymPy's 1/√E)."""
+    from symattn.floatref.rows import _scale_ball
+    from symattn.precision import precision
+
+    if isinstance(exact, Fraction):
+        return _dd_of(exact)
+    with precision(200):
+        return _ball_dd(_scale_ball(exact))
+
+
+def _exponent(rows_max, low: int):
+    """e with |x| < 2^e for each row (or column), at least ``low``."""
+    import numpy as np
+
+    return np.maximum(np.frexp(rows_max)[1], low)
+
+
+def _beta(n: int) -> int:
+    """Bits per slice: n products of two β-bit integers (plus as many again) sum below 2^53."""
+    return (53 - max(1, n - 1).bit_length()) // 2
+
+
+def _slices(A, e, beta: int, axis: int):
+    """A = A1 + A2 + A3 exactly: A1 on the grid 2^(e−β), A2 on 2^(e−2β), |A3| ≤ 2^(e−2β−1)
+    (e per row for axis=1, per column for axis=0)."""
+    import numpy as np
+
+    e = np.expand_dims(e, axis)
+    a1 = np.ldexp(np.rint(np.ldexp(A, beta - e)), e - beta)
+    r = A - a1
+    a2 = np.ldexp(np.rint(np.ldexp(r, 2 * beta - e)), e - 2 * beta)
+    return a1, a2, r - a2
+
+
+class _Product:
+    """X·Y to about 2^-4β·Σ|x||y| with exact slice products, in double-double.
+
+    X (rows × n) is split per row, Y (n × cols) per column; X1·Y1, [X1 | X2]·[Y2; Y1] and
+    X2·Y2 are exact (every partial sum an integer multiple of one unit below 2^53), and
+    the remainder [X12 | X3 | Xl]·[Y3; Y; Y] is a float product in key blocks."""
+
+    def __init__(self, Y, beta: int, low: int = -300) -> None:
+        import numpy as np
+
+        self.beta, self.low = beta, low
+        self.ey = _exponent(np.abs(Y).max(axis=0), low)
+        self.Y1, self.Y2, self.Y3 = _slices(Y, self.ey, beta, 0)
+        self.Y = Y
+        self.Y21 = np.concatenate([self.Y2, self.Y1], axis=0)
+        self.Yabs_sum = np.abs(Y).sum(axis=0)             # Σ_j |y_jc| (rounded: inflated below)
+        self.Yabs_max = np.abs(Y).max(axis=0)
+        self.n = Y.shape[0]
+
+    def ok(self, ex) -> bool:
+        """The slice products are exact: no unit below 2^-1022, nothing near overflow."""
+        import numpy as np
+
+        if ex.size == 0:
+            return True
+        lo = int(ex.min()) + int(self.ey.min()) - 4 * self.beta
+        hi = int(ex.max()) + int(self.ey.max()) + self.n.bit_length() + 2
+        return lo >= -1022 and hi <= 900 and bool(np.isfinite(self.Yabs_sum).all())
+
+    def __call__(self, Xh, Xl, ex):
+        """(hi, lo) of X·Y, and the remainder's error bound as (per row a, per column b, …) pieces."""
+        import numpy as np
+
+        beta = self.beta
+        X1, X2, X3 = _slices(Xh, ex, beta, 1)
+        A = X1 @ self.Y1
+        B = np.concatenate([X1, X2], axis=1) @ self.Y21
+        C = X2 @ self.Y2
+        X12 = X1 + X2                                       # exact: 2β + 1 bits on one grid
+        R, m = _blocked(np.concatenate([X12, X3] + ([] if Xl is None else [Xl]), axis=1),
+                        np.concatenate([self.Y3, self.Y] + ([] if Xl is None else [self.Y]), axis=0),
+                        self.n)
+        h, l = dd.two_sum(A, B)
+        h, l = dd.add_fp(h, l, C)
+        h, l = dd.add_fp(h, l, R)
+        return h, l, X12, X3, m
+
+
+def _blocked(X, Y, n: int):
+    """X·Y where X is ``parts`` column blocks of width n and Y as many row blocks: summed in
+    key blocks of SUM_BLOCK (each block product has parts·B terms, then nb additions).
+    Returns the product and the n of its γ_n bound."""
+    import numpy as np
+
+    parts = X.shape[1] // n
+    if n <= SUM_BLOCK:
+        return X @ Y, parts * n
+    R, nb = None, 0
+    for a in range(0, n, SUM_BLOCK):
+        b = min(n, a + SUM_BLOCK)
+        Xa = np.concatenate([X[:, k * n + a:k * n + b] for k in range(parts)], axis=1)
+        Ya = np.concatenate([Y[k * n + a:k * n + b] for k in range(parts)], axis=0)
+        P = Xa @ Ya
+        R = P if R is None else R + P
+        nb += 1
+    return R, parts * SUM_BLOCK + nb + 1
+
+
+def enclose64(Q, K, V, allowed, additive, scale: tuple[float, float, float]) -> Enclosures64:
+    """Enclosures of the weights and output of one head (float64 arrays; see fast.enclose)."""
+    import numpy as np
+
+    L, S, Ev = Q.shape[0], K.shape[0], V.shape[1]
+    Wh, Wl, Wr = np.empty((L, S)), np.empty((L, S)), np.empty((L, S))
+    Oh, Ol, Or = np.empty((L, Ev)), np.empty((L, Ev)), np.empty((L, Ev))
+    zeros = np.empty((L, S), dtype=bool)
+    empty = np.zeros(L, dtype=bool) if allowed is None else ~allowed.any(axis=1)
+    E = Q.shape[1]
+    scores = _Product(K.T, _beta(E))
+    VV = np.concatenate([V, np.ones((S, 1))], axis=1)
+    values = _Product(VV, _beta(S))
+    step = max(1, BLOCK_ENTRIES // max(S, Ev, 1))
+    for a in range(0, L, step):
+        b = min(L, a + step)
+        rows = _block(Q[a:b], scores, values, None if allowed is None else allowed[a:b],
+                      None if additive is None else additive[a:b], scale, Ev)
+        (Wh[a:b], Wl[a:b], Wr[a:b]), (Oh[a:b], Ol[a:b], Or[a:b]), zeros[a:b] = rows
+    return Enclosures64((Wh, Wl), Wr, (Oh, Ol), Or, zeros, empty)
+
+
+def _block(Q, scores: _Product, values: _Product, allowed, additive, scale, Ev: int):
+    import numpy as np
+
+    rows, S = Q.shape[0], scores.Y.shape[1]
+    sh, sl, s_err = scale
+    bad = np.zeros(rows, dtype=bool)
+    with np.errstate(over="ignore", invalid="ignore", under="ignore", divide="ignore"):
+        # 1. scores d = q·k in double-double; e_d bounds the remainder product's error
+        eq = _exponent(np.abs(Q).max(axis=1), scores.low)
+        if not scores.ok(eq):
+            return _undecided(rows, S, Ev)
+        Dh, Dl, Q12, Q3, m = scores(Q, None, eq)
+        norm = (1 + gamma(S + Q.shape[1] + 2)) ** 2
+        n12 = np.sqrt(np.einsum("ij,ij->i", Q12, Q12))
+        n3 = np.sqrt(np.einsum("ij,ij->i", Q3, Q3))
+        nq = np.sqrt(np.einsum("ij,ij->i", Q, Q))
+        k3 = float(np.sqrt(np.einsum("ij,ij->j", scores.Y3, scores.Y3)).max())
+        kn = float(np.sqrt(np.einsum("ij,ij->j", scores.Y, scores.Y)).max())
+        cs = _up(nq * kn * norm)                            # ≥ ‖q‖·max‖k‖ ≥ |d|
+        eR = _up(gamma(m) * (n12 * k3 + n3 * kn) * norm)
+        # the remainder is ≤ ‖q12‖‖k3‖ + ‖q3‖‖k‖ + e_R; every partial sum of the slice
+        # products is ≤ 16·‖q‖‖k‖ (|q1|, |q2| ≤ 2|q| entrywise)
+        parts = _up(16 * cs + (n12 * k3 + n3 * kn) * norm + eR)
+        eD = _up(eR + 2 * dd.OP_REL * parts)
+        # 2. t = s·d + m: DWTimesDW (8u²) then DWPlusFP (8u²); |s − s̃| ≤ s_err
+        Th, Tl = dd.mul(Dh, Dl, np.full_like(Dh, sh), np.full_like(Dh, sl))
+        as_ = _up(abs(sh) + abs(sl))
+        P = _up(as_ * (cs + eD))
+        Mmax = np.zeros(rows) if additive is None else np.abs(additive).max(axis=1)
+        Tmax = _up(P + Mmax)
+        if additive is not None:
+            Th, Tl = dd.add_fp(Th, Tl, additive)
+        eT = _up(as_ * eD + s_err * cs + dd.OP_REL * P + dd.OP_REL * Tmax)
+        bad |= ~(Tmax < 2.0 ** 900)
+        # 3. x = t − c, c the row's largest hi over allowed keys (an exact float)
+        if allowed is not None:
+            np.putmask(Th, ~allowed, -np.inf)
+        c = Th.max(axis=1)
+        c = np.where(np.isfinite(c), c, 0.0)
+        Xh, Xl = dd.add_fp(Th, Tl, np.broadcast_to(-c[:, None], Th.shape).copy())
+        eX = _up(eT + dd.OP_REL * (Tmax + np.abs(c)))
+        bad |= ~(eX < 2.0 ** -40)
+        # 4. w = e^x = exp(k/1024)·exp(r): table times a series; keys below X_TABLE: w̃ = 0
+        Wh, Wl, tiny, zero = _exp(Xh, Xl)
+        if allowed is not None:
+            Wh[~allowed] = 0.0
+            Wl[~allowed] = 0.0
+            tiny &= allowed
+            zero &= allowed
+        # |w − w̃| ≤ w̃·εw + a: εw from the x error, the series, the table and one product
+        ew = _up(np.expm1(eX) * 1.001 + EXP_SERIES * 1.01 + TABLE_REL + dd.OP_REL)
+        ntiny = tiny.sum(axis=1)
+        aw = math.exp(X_TABLE + 1)                          # a tiny key's w < e^(−649)
+        Aw = _up(ntiny * aw)                                # Σ over a row of the absolute parts
+        # 5. [N | Z] = W·[V | 1] in double-double (exact slice products + a remainder)
+        ew_row = _exponent(Wh.max(axis=1), values.low)
+        if not values.ok(ew_row):
+            return _undecided(rows, S, Ev)
+        Nh, Nl, W12, W3, m2 = values(Wh, Wl, ew_row)
+        Zt = _up(np.abs(Nh[:, Ev]) + np.abs(Nl[:, Ev]))     # ≥ Σ w̃ (up to the bounds below)
+        # remainder error: γ_m·(Σ W12|V3| + Σ |W3||V| + Σ |Wl||V|), per row and column
+        g3 = np.ldexp(1.0, values.ey - 2 * values.beta - 1)  # |V3| bound per column
+        w3 = np.ldexp(1.0, ew_row - 2 * values.beta - 1)     # |W3| bound per row
+        w3sum = _up(np.abs(W3).sum(axis=1) * (1 + gamma(S)))
+        vabs = _up(values.Yabs_sum * (1 + gamma(S)))
+        vmax = values.Yabs_max
+        wsum = _up(Zt * 1.0001 + Aw)                         # ≥ Σ w̃ (docs/floatref.md)
+        t12 = 2 * wsum[:, None] * g3[None, :]               # W12 ≤ 2w̃ entrywise
+        t3 = np.minimum(w3[:, None] * vabs[None, :], w3sum[:, None] * vmax[None, :])
+        tl = (U * wsum)[:, None] * vmax[None, :]
+        eN = _up(gamma(m2) * (t12 + t3 + tl) + 48 * dd.OP_REL * (wsum[:, None] * vmax[None, :]))
+        # and the weights' own errors: Σ|w − w̃||v| ≤ εw·Σw̃|v| + a·max|v|
+        eN = _up(eN + (ew * wsum)[:, None] * vmax[None, :] + Aw[:, None] * vmax[None, :])
+        Zh, Zl = Nh[:, Ev], Nl[:, Ev]
+        eZ = eN[:, Ev]
+        # 6. 1/Z by one Newton step in double-double
+        Yh, Yl, eY = _reciprocal(Zh, Zl)
+        zrel = _up(eZ / np.nextafter(Zh - eZ - np.abs(Zl), -np.inf))
+        bad |= ~(zrel < 2.0 ** -40) | ~(Zh > 0.25)
+        # 7. weights p = w·(1/Z), output o = N·(1/Z)
+        Ph, Pl = dd.mul(Wh, Wl, np.broadcast_to(Yh[:, None], Wh.shape), np.broadcast_to(Yl[:, None], Wh.shape))
+        rel = _up((eY + zrel + dd.OP_REL) * 1.0001)
+        Pr = _up(np.abs(Ph) * ((ew + rel) * 1.0001)[:, None])
+        if tiny.any():
+            Pr = np.where(tiny, np.inf, Pr)                  # a tiny weight: only bounded, not known
+        Nh, Nl, eN = Nh[:, :Ev], Nl[:, :Ev], eN[:, :Ev]
+        Oh, Ol = dd.mul(Nh, Nl, np.broadcast_to(Yh[:, None], Nh.shape), np.broadcast_to(Yl[:, None], Nh.shape))
+        Or = _up((np.abs(Oh) * rel[:, None] + eN * (np.abs(Yh) * 1.0001)[:, None]) * 1.0001)
+        bad |= ~np.isfinite(Or).all(axis=1)
+        if bad.any():
+            Pr[bad] = np.inf
+            Or[bad] = np.inf
+        # known zeros: blocked keys, and keys with x̃ < X_ZERO in a row whose bounds hold
+        # (w < e^(X_ZERO + 1)/Z < 2^-1150 with Z ≥ 1/4: the float64 rounding is +0)
+        zeros = zero & ~bad[:, None]
+        if allowed is not None:
+            zeros |= ~allowed
+    return (Ph, Pl, Pr), (Oh, Ol, Or), zeros
+
+
+def _undecided(rows: int, S: int, Ev: int):
+    import numpy as np
+
+    def nothing(n):
+        return np.zeros((rows, n)), np.zeros((rows, n)), np.full((rows, n), np.inf)
+    return nothing(S), nothing(Ev), np.zeros((rows, S), dtype=bool)
+
+
+def _exp(Xh, Xl):
+    """(hi, lo) of e^x for x = Xh + Xl ≤ 2^-40, and the masks of keys below X_TABLE (w̃ = 0,
+    w < e^(X_TABLE + 1)) and below X_ZERO (w < e^(X_ZERO + 1))."""
+    import numpy as np
+
+    Th, Tl = exp_table()
+    tiny = ~(Xh >= X_TABLE)
+    zero = ~(Xh >= X_ZERO)
+    x = np.where(tiny, 0.0, Xh)
+    k = np.rint(x * 1024.0)                                 # ≤ 0: x ≤ 0
+    r0 = x - k / 1024.0                                     # exact (Sterbenz), |r0| ≤ 2^-11
+    rh, rl = dd.two_sum(r0, np.where(tiny, 0.0, Xl))
+    qh, ql = dd.two_prod(rh, rh)
+    p = rh * rh * rh * (1 / 6 + rh * (1 / 24 + rh * (1 / 120 + rh * (1 / 720))))
+    small = (rl + 0.5 * ql) + (rh * rl + p)
+    s1h, s1l = dd.two_sum(rh, 0.5 * qh)
+    eh, el = dd.fast_two_sum(1.0, s1h)
+    eh, el = dd.fast_two_sum(eh, el + (s1l + small))
+    m = (-k).astype(np.intp)
+    Wh, Wl = dd.mul(Th[m], Tl[m], eh, el)
+    Wh[tiny] = 0.0
+    Wl[tiny] = 0.0
+    return Wh, Wl, tiny & ~zero, zero
+
+
+def _reciprocal(Zh, Zl):
+    """(hi, lo) of 1/(Zh + Zl) and its relative error bound, for Zh ≥ 1/4 (one Newton step:
+    y = y0 + y0·e with e = 1 − Z·y0, so 1/Z = y0/(1 − e) = y0(1 + e + e²/(1 − e)))."""
+    import numpy as np
+
+    y0 = 1.0 / Zh
+    ph, pl = dd.two_prod(Zh, y0)                            # Zh·y0 exactly
+    e = ((1.0 - ph) - pl) - Zl * y0                         # 1 − ph exact (Sterbenz)
+    ae = np.abs(e)
+    Yh, Yl = dd.fast_two_sum(y0, y0 * e)
+    # e's error: u(|1 − ph − pl| ...) ≤ 2u(|e| + |Zl·y0|) + u|Zl y0|; y0·e and the sum: 2u|y0 e|
+    ee = _up(3 * U * (ae + 2 * np.abs(Zl * y0)))
+    rel = _up((ae + ee) ** 2 / (1 - ae - ee) + ee + 3 * U * (ae + ee))
+    return Yh, Yl, rel
+
+
+def decide64(hi, lo, rad):
+    """Where [hi + lo − rad, hi + lo + rad] rounds to the single float64 hi: hi, and the mask.
+
+    hi = RN(hi + lo) (a double-double); every point of the interval rounds to hi when it
+    lies strictly between hi's midpoints with its neighbours (gaps to nextafter, exact).
+    fl(lo + rad) < gap/2 implies lo + rad < gap/2 (rounding is monotonic; gap/2 is a float
+    or, below the subnormals, rounds to 0, which only makes the test stricter)."""
+    import numpy as np
+
+    with np.errstate(invalid="ignore", over="ignore"):
+        up = (np.nextafter(hi, np.inf) - hi) * 0.5
+        down = (hi - np.nextafter(hi, -np.inf)) * 0.5
+        ok = (lo + rad < up) & (lo - rad > -down) & np.isfinite(rad) & np.isfinite(hi)
+    return np.where(ok, hi + 0.0, np.nan), ok
