@@ -261,6 +261,9 @@ def _decode_on(entry: StepSpec, name: str, problem: Problem) -> StepSpec:
         return StepSpec(entry.formula, entry.latex,
                         f"the {what} of tokens {first}..{t}: the rolling buffer after appending and "
                         f"evicting (window W = {problem.window[0]})", entry.title)
+    if part == "output" and problem.window is not None:
+        return StepSpec(entry.formula, entry.latex, "the new token's output: row {t} of sliding-window "
+                        "attention".format(t=t), entry.title)
     if part == "weights":
         logits = "decode_{t}_logits".format(t=t) if (problem.alibi is not None or
                                                       problem.softcap is not None) else None

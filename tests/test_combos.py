@@ -544,3 +544,21 @@ def test_no_variant_no_variant_mistakes():
     from symattn.trace import attend
 
     assert logit_variants(sa.attend(sa.load_example("i-love-cats")), lambda b: attend(b())) == []
+
+
+def test_html_page_of_the_rolling_buffer_in_chromium(tmp_path):
+    from tests.browser import Browser, need_browser
+
+    path = tmp_path / "rolling.html"
+    assert main(["explain", _write(tmp_path, ROLLING), "--format", "html", "-o", str(path)]) == 0
+    browser = Browser(need_browser())
+    try:
+        page = browser.open(path)
+        text = " ".join(page.page.inner_text("body").split())
+        page.page.screenshot(path=str(tmp_path / "rolling.png"), full_page=True)
+        page.assert_clean()
+        page.close()
+    finally:
+        browser.close()
+    assert "the cache is a rolling buffer (Mistral)" in text
+    assert "the cache now holds 2 keys (cats, and); I, love evicted" in text

@@ -96,16 +96,25 @@ def online_section(b: "_Builder") -> Section:
         best = t.online.states(i)[k].best
         return Exact(sympy.S.NegativeInfinity) if best is None else _value_form(t, i, best)
 
+    # soft-capped exponents (e^(c·tanh(x/c) − c·tanh(y/c))) make sums too long to typeset: decimals
+    numbers_only = p.softcap is not None
+
+    def shown(name: str) -> dict:
+        if not numbers_only:
+            return {}
+        return {"decimals": False, "exact": lambda i, j, name=name: b.dec(name)[i][j]}
+
     for name, symbol in (("running_max", Sym("m")), ("rescale", Words("rescale")),
                          ("running_sum", Sym("l"))):
-        children.append(b.matrix(name, symbol, col_labels=True, caption=spec(name, p).meaning,
-                                 exact=running_max if name == "running_max" else None))
+        options = {"exact": running_max} if name == "running_max" else shown(name)
+        children.append(b.matrix(name, symbol, col_labels=True, caption=spec(name, p).meaning, **options))
     for k in elide(list(range(len(blocks))), SHOWN_DECODE_STEPS):
         if k is None:
             children.append(Note(("⋮ (the running outputs of the blocks between, as above)",)))
             continue
         name = f"running_output_{k}"
-        children.append(b.matrix(name, Sub(Sym("O"), (Int(k),)), caption=spec(name, p).meaning))
+        children.append(b.matrix(name, Sub(Sym("O"), (Int(k),)), caption=spec(name, p).meaning,
+                                 **shown(name)))
     children += worked_row(b, b.softmax_rows[0])
     return Section("online", "Online softmax, block by block", tuple(children),
                    formula=b.formula("running_sum"))

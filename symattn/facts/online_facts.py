@@ -188,7 +188,9 @@ def online_softmax_equals_softmax(trace: Trace | None = None, claims: Claims | N
             ok &= sums_ok
             checks.append(Line(f"this problem's tiles ({_split_text(p.tiles, p.key_tokens)}): every "
                                "running_sum of the recurrence equals Σ over the keys seen of "
-                               f"e^(scaled − running_max) ({'exactly' if sums_ok else 'NOT equal'})",
+                               f"e^({trace.logit_step} − running_max)"
+                               f"{' plus the sink term e^(s − running_max)' if p.sink is not None else ''} "
+                               f"({'exactly' if sums_ok else 'NOT equal'})",
                                r"\ell_b = \sum_{j \le b} e^{x_j - m_b}"))
             if not sums_ok and counter is None:
                 counter = {"step": "running_sum"}
