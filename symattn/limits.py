@@ -16,7 +16,7 @@ from __future__ import annotations
 
 __all__ = [
     "MAX_ALGEBRAIC_DEGREE", "MAX_ALGEBRAIC_DIGITS", "MAX_BITS", "MAX_DECIMAL_EXPONENT", "MAX_DEPTH", "MAX_ENTRIES",
-    "MAX_ENTRY_MAGNITUDE", "MAX_EXACT_DIGITS", "MAX_FILE_BYTES", "MAX_NUMERAL_DIGITS",
+    "MAX_ENTRY_MAGNITUDE", "MAX_EXACT_DIGITS", "MAX_FILE_BYTES", "MAX_HEADS", "MAX_NUMERAL_DIGITS",
     "MAX_POWER_EXPONENT", "MAX_ROOT_BITS", "MAX_SCORE_MAGNITUDE", "MAX_SIDE", "MAX_SYMBOLIC_SIDE",
     "MAX_TEXT_LENGTH", "MAX_VALUE_DIGITS",
 ]
@@ -47,6 +47,7 @@ MAX_SIDE = 1_024                # rows or columns of one matrix (n, m, d_model, 
 MAX_ENTRIES = 262_144           # entries of one matrix, and queries × keys (512 × 512)
 MAX_SYMBOLIC_SIDE = 16          # n, m, d_model, d_k, d_v when an input entry is not rational
                                 # (surds, e^x, π, symbols: worked by SymPy, ~n·m² cost)
+MAX_HEADS = 256                 # query heads of one multi-head problem (each is a whole problem)
 
 # -- input files (symattn.tomlfile.read_text) -------------------------------
 MAX_FILE_BYTES = 8 * 1024 * 1024   # one TOML file: a 512×512 Q, K and V of 3-digit decimals fit

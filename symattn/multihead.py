@@ -26,7 +26,9 @@ import sympy
 
 from symattn.certify import CertifiedDecimal, Rounding, certify
 from symattn.errors import ParseError, ProblemError
+from symattn.limits import MAX_HEADS
 from symattn.matrix import exact_matrix
+from symattn.multihead_variants import VARIANT_KEYS, head_variants
 from symattn.problem import Problem
 from symattn.trace import Trace
 from symattn.tomlfile import parse_toml, read_text
@@ -34,9 +36,10 @@ from symattn.tomlfile import parse_toml, read_text
 Matrix = sympy.ImmutableMatrix
 
 #: The keys of a multi-head problem file.
-MULTIHEAD_KEYS = ("title", "about", "X", "X_kv", "tokens", "key_tokens", "scale", "mask",
-                  "heads", "kv_heads", "W_q", "W_k", "W_v", "W_o", "head", "kv_head", "K", "V")
-_SHARED = ("X_kv", "tokens", "key_tokens", "scale", "mask")
+MULTIHEAD_KEYS = ("title", "about", "X", "X_kv", "tokens", "key_tokens", "scale",
+                  "heads", "kv_heads", "W_q", "W_k", "W_v", "W_o", "head", "kv_head", "K", "V",
+                  *VARIANT_KEYS)
+_SHARED = ("X_kv", "tokens", "key_tokens", "scale")
 
 
 #: The problem ``symattn heads`` works when given none: the lesson's X with two
@@ -108,13 +111,21 @@ class MultiHeadProblem:
     of key/value head g; query head i reads key/value head ``i // (h // h_kv)``.
     With ``direct`` (and no X) they are the heads' Q and (K, V) themselves, as
     exercises give them: two query heads q₁ = [1, 0], q₂ = [0, 1] sharing one K, V.
+
+    Variant keys (``mask``, ``rope``, ``alibi``, ``softcap``, ``sink``, ``tiles``,
+    ``decode``) given as keywords apply to every query head; ``variants[i]`` holds query
+    head i's own, which replace them (``False`` drops one).  ``alibi="default"`` gives
+    head i the paper's slope (symattn.multihead_variants).  Each head is one Problem.
     """
 
     def __init__(self, *, X: object = None, q_weights: Sequence[object],
                  kv_weights: Sequence[tuple[object, object]], W_o: object = None,
                  X_kv: object = None, tokens: Sequence[str] | None = None,
                  key_tokens: Sequence[str] | None = None, scale: object = None,
-                 mask: object = None, title: str | None = None, direct: bool = False) -> None:
+                 mask: object = None, title: str | None = None, direct: bool = False,
+                 variants: Sequence[Mapping[str, object]] | None = None, rope: object = None,
+                 alibi: object = None, softcap: object = None, sink: object = None,
+                 tiles: object = None, decode: object = None) -> None:
         self.title = title
         self.direct = direct
         if direct and (X is not None or X_kv is not None):
@@ -123,11 +134,18 @@ class MultiHeadProblem:
             raise ProblemError("X is missing: multi-head problems project X (n × d_model), "
                                "or give Q (and K, V) per head directly")
         self._inputs = dict(X=X, X_kv=X_kv, tokens=tokens, key_tokens=key_tokens, scale=scale,
-                            mask=mask, title=title, W_o=W_o, direct=direct)
+                            title=title, W_o=W_o, direct=direct)
         self._q, self._kv = list(q_weights), list(kv_weights)
         self.heads, self.kv_heads = len(q_weights), len(kv_weights)
         if self.heads == 0 or self.kv_heads == 0:
             raise ProblemError("a multi-head problem needs at least one head")
+        if self.heads > MAX_HEADS:
+            raise ProblemError(f"{self.heads:,} query heads is over the cap of {MAX_HEADS} "
+                               "(MAX_HEADS): work fewer heads")
+        top = dict(mask=mask, rope=rope, alibi=alibi, softcap=softcap, sink=sink, tiles=tiles,
+                   decode=decode)
+        #: each query head's variant keys, as its Problem takes them
+        self.head_keys: list[dict] = head_variants(top, variants, self.heads)
         if self.heads % self.kv_heads:
             raise ProblemError(
                 f"heads = {self.heads} is not a multiple of kv_heads = {self.kv_heads}: "
@@ -141,8 +159,8 @@ class MultiHeadProblem:
                      dict(X=X, W_q=W_q, W_k=W_k, W_v=W_v, X_kv=X_kv))
             try:
                 self.head_problems.append(Problem(
-                    **roles, tokens=tokens, key_tokens=key_tokens, scale=scale, mask=mask,
-                    title=f"head {i}"))
+                    **roles, tokens=tokens, key_tokens=key_tokens, scale=scale,
+                    title=f"head {i}", **self.head_keys[i]))
             except (ParseError, ProblemError) as exc:
                 raise ProblemError(f"head {i}: {exc}") from None
         first = self.head_problems[0]
@@ -176,10 +194,10 @@ class MultiHeadProblem:
         if unknown:
             raise ProblemError(f"{source}: unknown key {unknown[0]!r}; the multi-head keys are "
                                f"{', '.join(MULTIHEAD_KEYS)}")
-        shared = {k: data[k] for k in _SHARED if k in data}
+        shared = {k: data[k] for k in (*_SHARED, *VARIANT_KEYS) if k in data}
         title = data.get("title")
         try:
-            if "head" in data:
+            if "head" in data and "W_q" not in data:
                 return cls._from_tables(data, shared, title)
             if "X" not in data:
                 raise ProblemError("X is missing: multi-head problems project X (n × d_model), "
@@ -191,7 +209,7 @@ class MultiHeadProblem:
                     raise ProblemError(f"{key} is missing: with heads = h give W_q, W_k and W_v")
             return cls.split(X=data["X"], W_q=data["W_q"], W_k=data["W_k"], W_v=data["W_v"],
                              heads=data["heads"], kv_heads=data.get("kv_heads"), W_o=data.get("W_o"),
-                             title=title, **shared)
+                             title=title, variants=_variant_tables(data.get("head")), **shared)
         except (ParseError, ProblemError) as exc:
             raise ProblemError(f"{source}: {exc}") from None
 
@@ -215,10 +233,11 @@ class MultiHeadProblem:
             raise ProblemError("kv_head must be a list of tables: write [[kv_head]] before each one")
         expect = ("W_q",) if kv_tables is not None else ("W_q", "W_k", "W_v")
         for i, table in enumerate(heads):
-            extra = [k for k in table if k not in expect]
+            extra = [k for k in table if k not in expect and k not in VARIANT_KEYS]
             if extra:
                 raise ProblemError(f"head {i}: unexpected key {extra[0]!r}; a [[head]] table holds "
-                                   f"{', '.join(expect)}" + (" (W_k, W_v go in [[kv_head]])" if kv_tables else ""))
+                                   f"{', '.join(expect)} and the variant keys {', '.join(VARIANT_KEYS)}"
+                                   + (" (W_k, W_v go in [[kv_head]])" if kv_tables else ""))
             for key in expect:
                 if key not in table:
                     raise ProblemError(f"head {i}: {key} is missing")
@@ -234,7 +253,8 @@ class MultiHeadProblem:
             kv = [(_matrix(f"kv_head {g} W_k", t["W_k"]), _matrix(f"kv_head {g} W_v", t["W_v"]))
                   for g, t in enumerate(kv_tables)]
         qs = [_matrix(f"head {i} W_q", t["W_q"]) for i, t in enumerate(heads)]
-        return cls(X=data["X"], q_weights=qs, kv_weights=kv, W_o=data.get("W_o"), title=title, **shared)
+        return cls(X=data["X"], q_weights=qs, kv_weights=kv, W_o=data.get("W_o"), title=title,
+                   variants=[_own_variants(t) for t in heads], **shared)
 
     @classmethod
     def _from_direct_tables(cls, data: Mapping[str, Any], shared: dict,
@@ -255,12 +275,12 @@ class MultiHeadProblem:
         own_kv = not top and kv_tables is None
         expect = ("Q", "K", "V") if own_kv else ("Q",)
         for i, table in enumerate(heads):
-            extra = [k for k in table if k not in expect]
+            extra = [k for k in table if k not in expect and k not in VARIANT_KEYS]
             if extra:
                 where = "at the top" if top else "in [[kv_head]]" if kv_tables is not None else ""
                 raise ProblemError(f"head {i}: unexpected key {extra[0]!r}; with Q given per head a "
-                                   f"[[head]] table holds {', '.join(expect)}"
-                                   + (f" (K, V are {where})" if where else ""))
+                                   f"[[head]] table holds {', '.join(expect)} and the variant keys "
+                                   f"{', '.join(VARIANT_KEYS)}" + (f" (K, V are {where})" if where else ""))
             for key in expect:
                 if key not in table:
                     raise ProblemError(f"head {i}: {key} is missing")
@@ -278,7 +298,8 @@ class MultiHeadProblem:
         else:
             kv = [(_matrix(f"head {i} K", t["K"]), _matrix(f"head {i} V", t["V"])) for i, t in enumerate(heads)]
         qs = [_matrix(f"head {i} Q", t["Q"]) for i, t in enumerate(heads)]
-        return cls(q_weights=qs, kv_weights=kv, W_o=data.get("W_o"), title=title, direct=True, **shared)
+        return cls(q_weights=qs, kv_weights=kv, W_o=data.get("W_o"), title=title, direct=True,
+                   variants=[_own_variants(t) for t in heads], **shared)
 
     @classmethod
     def from_toml_text(cls, text: str, *, source: str = "problem") -> "MultiHeadProblem":
@@ -305,7 +326,8 @@ class MultiHeadProblem:
     def with_kv_heads(self, kv_of: Sequence[int], title: str | None) -> "MultiHeadProblem":
         """Multi-head attention in which query head i reads key/value head ``kv_of[i]`` of this problem."""
         inputs = {**self._inputs, "title": title}
-        return MultiHeadProblem(q_weights=self._q, kv_weights=[self._kv[g] for g in kv_of], **inputs)
+        return MultiHeadProblem(q_weights=self._q, kv_weights=[self._kv[g] for g in kv_of],
+                                variants=self.head_keys, **inputs)
 
     def __repr__(self) -> str:
         kind = ("multi-head" if self.kv_heads == self.heads
@@ -313,6 +335,25 @@ class MultiHeadProblem:
         plural = "s" * (self.kv_heads > 1)
         return (f"<MultiHeadProblem {kind}: {self.heads} heads over {self.kv_heads} key/value head{plural}, "
                 f"{self.n} queries × {self.m} keys>")
+
+
+def _own_variants(table: Mapping[str, Any]) -> dict:
+    """The variant keys of one [[head]] table (its other keys are checked by the caller)."""
+    return {k: table[k] for k in VARIANT_KEYS if k in table}
+
+
+def _variant_tables(tables: object) -> list[dict] | None:
+    """With split projections, [[head]] tables hold only variant keys, one table per query head."""
+    if tables is None:
+        return None
+    if not isinstance(tables, list) or not all(isinstance(t, Mapping) for t in tables):
+        raise ProblemError("head must be a list of tables: write [[head]] before each head")
+    for i, table in enumerate(tables):
+        extra = [k for k in table if k not in VARIANT_KEYS]
+        if extra:
+            raise ProblemError(f"head {i}: unexpected key {extra[0]!r}; with split projections (W_q at "
+                               f"the top) a [[head]] table holds only the variant keys {', '.join(VARIANT_KEYS)}")
+    return [_own_variants(t) for t in tables]
 
 
 class MultiHeadResult:

@@ -46,11 +46,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "heads", help="multi-head, grouped-query and multi-query attention (default: a two-head demo)",
         description="Works a multi-head problem file (heads = h with split W_q, W_k, W_v, or [[head]] "
-                    "tables; kv_heads; W_o): every head step by step, the concatenation, W_o and the "
-                    "averaged weights, with certified decimals.")
+                    "tables; kv_heads; W_o; variant keys mask, rope, alibi, softcap, sink, tiles, decode at the "
+                    "top or per [[head]], alibi = \"default\" for the paper's slopes): every head step by step "
+                    "with its variant steps, the concatenation, W_o and the averaged weights, with certified "
+                    "decimals.")
     parser.add_argument("problem", nargs="?", help="a multi-head problem file (TOML)")
     parser.add_argument("--example", metavar="NAME",
-                        help="a built-in multi-head example (gqa-exercise: Q, K, V given per head)")
+                        help="a built-in multi-head example: gqa-exercise (Q, K, V given per head), alibi-heads (the paper's ALiBi slopes per head), mixed-variants (a different variant per head); symattn examples lists them")
     parser.add_argument("--show", action="store_true", help="print the problem file (the demo's, or --example's) and stop")
     parser.add_argument("--figure", nargs=2, action="append", metavar=("TARGET", "TEXT"),
                         help="check a written figure about one head, e.g. --figure 'head 1: output' '0.636, 1.36' "

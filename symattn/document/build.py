@@ -66,6 +66,16 @@ def build_document(trace: Trace, options: DocumentOptions | None = None) -> Docu
     return _Builder(trace, options or DocumentOptions()).document()
 
 
+def variant_step_sections(trace: Trace, options: DocumentOptions | None = None) -> list[Section]:
+    """The sections a variant key adds to a Trace's derivation, as the single-head document shows
+    them (RoPE's rotations, ALiBi's bias, the soft-cap, a sliding window's mask, online softmax,
+    KV-cache decoding): the multi-head document shows them for each head."""
+    b = _Builder(trace, options or DocumentOptions())
+    window = [b.masked()] if trace.problem.window is not None else []
+    return [*rope_sections(b.t, b.matrix, b.formula, b.dot_rows), *b.logits(), *window,
+            *variant_sections(b)]
+
+
 class _Builder:
     def __init__(self, trace: Trace, options: DocumentOptions) -> None:
         self.t, self.o, self.p = trace, options, trace.problem

@@ -8,6 +8,7 @@ decides what a reader sees, so text, LaTeX, JSON and HTML list the same sections
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import sympy
@@ -16,9 +17,18 @@ from symattn.certify import CertifiedDecimal, Rounding
 from symattn.document.blocks import (
     Chain, Decimal, Document, Exact, Int, LabelledMatrix, Note, Section, Sub, Sym, Words, elide,
 )
+from symattn.document.build import DocumentOptions, variant_step_sections
 from symattn.multihead import MultiHeadResult
+from symattn.compare import equal
+from symattn.multihead_variants import alibi_default_slope_values, alibi_slope_exponents
+from symattn.problem import Problem
+from symattn.trace import Trace
 
-__all__ = ["build_heads_document", "heads_json", "kind_of"]
+__all__ = ["build_heads_document", "heads_json", "kind_of", "variant_words", "variant_steps"]
+
+#: the steps of plain attention; a head's other steps come from its variant keys
+PLAIN_STEPS = ("X", "W_q", "W_k", "W_v", "X_kv", "Q", "K", "V", "scores", "scaled", "masked",
+               "shifted", "exp", "row_sum", "weights", "output")
 
 LIMIT = 12   # larger matrices elide their middle rows and columns
 
@@ -43,6 +53,43 @@ def _eq(name: Sym, value) -> Chain:
     return Chain((name, value), ("=",))
 
 
+def variant_words(problem: Problem, head: int, heads: int) -> list[str]:
+    """What a head's variant keys do, in words (one phrase per key; none for plain attention)."""
+    p, out = problem, []
+    if p.prefill is not None:
+        out.append(f"KV-cache decoding after a {p.prefill}-token prompt (causal)")
+    elif p.mask is not None:
+        out.append(f"mask: {p.mask_description}")
+    if p.rope is not None:
+        out.append(f"RoPE, {p.rope.layout} pairs, θ = {', '.join(map(sympy.sstr, p.rope.theta))}")
+    if p.alibi is not None:
+        slope = sympy.sstr(p.alibi.slope)
+        paper = (not p.alibi.slope.free_symbols and
+                 equal(p.alibi.slope, alibi_default_slope_values(heads)[head]))
+        form = "−slope·|i − j|" if p.alibi.symmetric else "−slope·(i − j)"
+        exponent = alibi_slope_exponents(heads)[head]
+        out.append(f"ALiBi slope {slope}"
+                   + (f" (the paper's default 2^({str(exponent).replace('-', '−')}) for query head {head} "
+                      f"of {heads})" if paper else "")
+                   + f", bias {form}")
+    if p.softcap is not None:
+        out.append(f"soft-cap c = {sympy.sstr(p.softcap)}: capped = c·tanh(logit / c)")
+    if p.sink is not None:
+        out.append(f"sink logit s = {sympy.sstr(p.sink)}: each row's weights sum to less than 1")
+    if p.tiles is not None:
+        blocks = "; ".join(f"{a}–{b - 1}" if b - a > 1 else str(a) for a, b in p.tiles)
+        out.append(f"online softmax over the key blocks {blocks}")
+    return out
+
+
+def variant_steps(trace: Trace) -> list[str]:
+    """The steps a head's variant keys add (a sliding window's ``masked`` counts as one)."""
+    names = [n for n in trace.step_names if n not in PLAIN_STEPS]
+    if trace.problem.window is not None:
+        names.insert(0, "masked")
+    return names
+
+
 def build_heads_document(result: MultiHeadResult, rounding: Rounding | int = 3) -> Document:
     """The multi-head result as a document (certified decimals at ``rounding``)."""
     rounding = rounding if isinstance(rounding, Rounding) else Rounding(digits=rounding)
@@ -57,14 +104,19 @@ def build_heads_document(result: MultiHeadResult, rounding: Rounding | int = 3) 
     sections = [Section("problem", "Problem", (intro,), numbered=False)]
     for h, trace in enumerate(result.traces):
         hp = trace.problem
+        words = variant_words(hp, h, p.heads)
         about = Note((f"Query head {h} reads key/value head {p.kv_of[h]}: ",
                       _eq(Sym("d", "k"), Int(hp.d_k)), ", ", _eq(Sym("d", "v"), Int(hp.d_v)),
-                      ", scale ", Exact(hp.scale), "."))
+                      ", scale ", Exact(hp.scale), "." + (f" Variants: {'; '.join(words)}." if words else "")))
         weights = _matrix("weights", Sub(Sym("A"), (Int(h),)), trace.weights.decimals(rounding),
                           hp.tokens, hp.key_tokens, f"the attention weights of head {h}")
         output = _matrix("output", Sub(Sym("O"), (Int(h),)), trace.output.decimals(rounding),
                          hp.tokens, [str(c) for c in range(hp.d_v)], f"the output of head {h}, weights·V")
         sections.append(Section(f"head-{h}", f"Head {h}", (about, weights, output)))
+        options = DocumentOptions(rounding=rounding, limit=LIMIT)
+        for section in variant_step_sections(trace, options):   # the head's own variant steps
+            sections.append(replace(section, key=f"head-{h}-{section.key}", sub=True,
+                                    title=f"Head {h}: {section.title}"))
     labels = [f"h{h}.{c}" for h, d in enumerate(p.d_v) for c in range(d)]
     concat = _matrix("concat", Words("concat"), result.concat_decimals(rounding), p.tokens, labels,
                      f"the head outputs side by side, [O_0 | … | O_{p.heads - 1}] (columns h.c: head h, column c)")
@@ -100,8 +152,12 @@ def heads_json(result: MultiHeadResult, digits: int = 3) -> dict[str, Any]:
 
     heads = []
     for h, trace in enumerate(result.traces):
-        heads.append({"head": h, "kv_head": p.kv_of[h], "d_k": trace.problem.d_k,
-                      "scale": sympy.sstr(trace.problem.scale),
+        hp = trace.problem
+        heads.append({"head": h, "kv_head": p.kv_of[h], "d_k": hp.d_k,
+                      "scale": sympy.sstr(hp.scale),
+                      "variants": _variants_json(hp),
+                      "steps": {name: both(trace.step(name).matrix, trace.step(name).decimals(rounding))
+                                for name in variant_steps(trace)},
                       "weights": both(trace.weights.matrix, trace.weights.decimals(rounding)),
                       "output": both(trace.output.matrix, trace.output.decimals(rounding))})
     out = {"digits": digits, "heads": p.heads, "kv_heads": p.kv_heads, "tokens": list(p.tokens),
@@ -110,4 +166,26 @@ def heads_json(result: MultiHeadResult, digits: int = 3) -> dict[str, Any]:
            "average_weights": both(result.average_weights, result.average_weights_decimals(rounding))}
     if p.W_o is not None:
         out["output"] = both(result.output, result.output_decimals(rounding))
+    return out
+
+
+def _variants_json(p: Problem) -> dict[str, Any]:
+    """A head's variant keys as JSON (exact values as strings)."""
+    out: dict[str, Any] = {}
+    if p.mask is not None and p.prefill is None:
+        out["mask"] = (p.mask_value if p.window is not None else
+                       "causal" if p.mask_kind == "causal" else [[int(x) for x in row] for row in p.mask.tolist()])
+    if p.rope is not None:
+        out["rope"] = {"layout": p.rope.layout, "theta": [sympy.sstr(x) for x in p.rope.theta],
+                       "positions": list(p.rope.positions), "key_positions": list(p.rope.key_positions)}
+    if p.alibi is not None:
+        out["alibi"] = {"slope": sympy.sstr(p.alibi.slope), "symmetric": p.alibi.symmetric}
+    if p.softcap is not None:
+        out["softcap"] = sympy.sstr(p.softcap)
+    if p.sink is not None:
+        out["sink"] = sympy.sstr(p.sink)
+    if p.tiles is not None:
+        out["tiles"] = [[a, b] for a, b in p.tiles]
+    if p.prefill is not None:
+        out["decode"] = {"prefill": p.prefill}
     return out

@@ -28,14 +28,24 @@ def example_names() -> list[str]:
 def example_text(name: str) -> str:
     """The TOML text of one example."""
     if name not in example_names():
+        from symattn.multihead import heads_example_names
+
+        if name in heads_example_names():
+            raise ProblemError(f"{name!r} is a multi-head example: run symattn heads --example {name}")
         raise ProblemError(
-            f"no example named {name!r}; the examples are {', '.join(example_names())}")
+            f"no example named {name!r}; the examples are {', '.join(example_names())} "
+            f"(multi-head: {', '.join(heads_example_names())})")
     return resources.files(__package__).joinpath(f"{name}.toml").read_text(encoding="utf-8")
 
 
 def example_about(name: str) -> str:
     """The one-line description of an example."""
-    data = tomllib.loads(example_text(name), parse_float=DecimalText)
+    return about_of(example_text(name), name)
+
+
+def about_of(text: str, name: str) -> str:
+    """The ``about`` line of a problem file's text (its title, or the name, without one)."""
+    data = tomllib.loads(text, parse_float=DecimalText)
     return str(data.get("about", data.get("title", name)))
 
 
