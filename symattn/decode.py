@@ -11,6 +11,7 @@ caches and attends from q_t over the cache:
     decode_t_logits                          1 × L_t    with ALiBi or a soft-cap only
     decode_t_weights                         1 × L_t    softmax of the logits
     decode_t_output                          1 × d_v    weights · V_cache
+    decode_work                              1 × 5      the work counts (below), one step
 
 Step names are plain identifiers so ``check`` targets address them
 (``decode_4_weights[0, cats]``).  Decoding is causal by construction (a token
@@ -31,7 +32,9 @@ logit s adds e^(s − max) to the step's denominator.
 
 The work counts (:func:`work_counts`) are exact integers from the sizes; they
 count the decode steps only (the prompt is projected and scored the same way
-with or without the cache).
+with or without the cache).  The step ``decode_work`` holds them as one row
+(columns :data:`WORK_COLUMNS`), so a worksheet can ask for them and ``check``
+can check them (``decode_work[work, dots_cached]``).
 """
 
 from __future__ import annotations
@@ -52,6 +55,10 @@ if TYPE_CHECKING:
     from symattn.trace import Trace
 
 _PARTS = ("q", "k", "v", "K_cache", "V_cache", "scores", "logits", "weights", "output")
+WORK_STEP = "decode_work"
+#: The columns of ``decode_work``: projected rows and score dot products with and without the
+#: cache, and the numbers the cache holds at the end (per layer and head)
+WORK_COLUMNS = ("rows_cached", "rows_recomputed", "dots_cached", "dots_recomputed", "cache_elements")
 
 
 def parse_decode(value: object, problem: "Problem", mask: object) -> int:
@@ -129,6 +136,13 @@ class WorkCounts:
     @property
     def steps(self) -> int:
         return self.tokens - self.prefill
+
+    @property
+    def row(self) -> tuple[int, ...]:
+        """The counts in the order of :data:`WORK_COLUMNS` (the step ``decode_work``)."""
+        return (self.projection_rows_with_cache, self.projection_rows_without_cache,
+                self.score_interactions_with_cache, self.score_interactions_without_cache,
+                self.cache_elements)
 
 
 def work_counts(problem: "Problem") -> WorkCounts:
@@ -273,7 +287,13 @@ class Decode:
             for part in self.parts():
                 shape, rows, cols, entry = parts[part]
                 add(self.name(t, part), shape, rows, cols, entry, ExactNumbers(entry, shape[1]))
+        counts = work_counts(p).row
+
+        def count(i: object, j: object) -> sympy.Expr:
+            return sympy.Integer(counts[int(j)])
+
+        add(WORK_STEP, (1, len(WORK_COLUMNS)), ("work",), WORK_COLUMNS, count, ExactNumbers(count, len(WORK_COLUMNS)))
 
     @property
     def step_names(self) -> tuple[str, ...]:
-        return tuple(self.name(t, part) for t in self.positions for part in self.parts())
+        return tuple(self.name(t, part) for t in self.positions for part in self.parts()) + (WORK_STEP,)

@@ -155,12 +155,22 @@ DECODE_STEPS: dict[str, StepSpec] = {
 }
 
 
+#: The work counts of the decode steps (symattn.decode.work_counts), one row
+WORK_SPEC = StepSpec("decode_work = [rows with cache, rows without, dot products with cache, without, "
+                     "cache elements]", r"\text{work}",
+                     "projected rows and score dot products of the decode steps with and without the "
+                     "KV cache, and the numbers the cache holds at the end, L·(d_k + d_v)",
+                     "Work counts")
+
+
 def variant_spec(name: str) -> StepSpec | None:
     """The table's entry for a step a variant adds (its block or token filled in), else None."""
     import re
 
     if name in ONLINE_STEPS:
         return ONLINE_STEPS[name]
+    if name == "decode_work":
+        return WORK_SPEC
     found = re.fullmatch(r"running_output_(\d+)", name)
     if found:
         b = int(found.group(1))
@@ -253,8 +263,10 @@ def _decode_on(entry: StepSpec, name: str, problem: Problem) -> StepSpec:
     """A decode step's entry with a rolling-buffer window, its logits and its sink."""
     import re
 
-    t, part = re.fullmatch(r"decode_(\d+)_(\w+)", name).groups()
-    t = int(t)
+    found = re.fullmatch(r"decode_(\d+)_(\w+)", name)
+    if found is None:          # decode_work: the counts, the same for every mask
+        return entry
+    t, part = int(found.group(1)), found.group(2)
     if part in ("K_cache", "V_cache") and problem.window is not None:
         first = max(0, t - problem.window[0] + 1)
         what = "keys" if part == "K_cache" else "values"

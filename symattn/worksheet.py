@@ -33,7 +33,7 @@ from symattn.problem import Problem
 from symattn.render.latex import document
 from symattn.trace import Trace
 from symattn.worksheet_questions import (
-    QUESTIONS, SheetQuestion, rounding_words, sheet_questions,
+    QUESTIONS, SheetQuestion, question_order, rounding_words, sheet_questions,
 )
 from symattn.worksheet_random import WorksheetError, problem_toml, random_versions
 
@@ -110,15 +110,17 @@ def version_id(k: int) -> str:
     return name
 
 
-def parse_questions(text: str) -> tuple[str, ...]:
-    """``Q,scores,weights`` → the questions in computation order."""
+def parse_questions(text: str, available: tuple[str, ...] = QUESTIONS) -> tuple[str, ...]:
+    """``Q,scores,weights`` → the questions in computation order; ``available`` are the steps
+    the problem lets a sheet ask (``worksheet_questions.askable_steps``)."""
     asked = [q.strip() for q in text.split(",") if q.strip()]
     for q in asked:
-        if q not in QUESTIONS:
-            raise WorksheetError(f"--questions: no question {q!r}; choose from {', '.join(QUESTIONS)}")
+        if q not in available:
+            raise WorksheetError(f"--questions: no question {q!r} for this problem; choose from "
+                                 f"{', '.join(available)}")
     if not asked:
-        raise WorksheetError(f"--questions is empty; choose from {', '.join(QUESTIONS)}")
-    return tuple(q for q in QUESTIONS if q in asked)
+        raise WorksheetError(f"--questions is empty; choose from {', '.join(available)}")
+    return tuple(sorted(set(asked), key=question_order))
 
 
 _MARK = re.compile(r"^# symattn worksheet: version ([A-Z]+)(?: \(code [A-Z0-9-]+\))? of seed (-?\d+)$",

@@ -21,7 +21,8 @@ from symattn.check.checker import Checker
 from symattn.engine import NEG_INF
 from symattn.trace import Trace
 
-__all__ = ["WrongAnswer", "wrong_answers", "separates", "answer_texts", "figure"]
+__all__ = ["WrongAnswer", "wrong_answers", "separates", "answer_texts", "figure", "VARIANT_MISTAKES",
+           "variants_of", "separated_codes"]
 
 Grid = tuple[tuple[str, ...], ...]
 
@@ -31,6 +32,28 @@ Grid = tuple[tuple[str, ...], ...]
 SEPARATED = frozenset(("unscaled", "scaled-by-d_k", "transposed-scores", "softmax-over-columns",
                        "scaled-after-softmax", "values-from-keys", "transposed-output", "early-rounding",
                        "mask-after-softmax", "masked-by-zero", "window-off-by-one"))
+#: Which variant mistakes a version of each template must also tell apart (besides SEPARATED),
+#: by the variant keys its problem has.  The key's table lists every mistake the checker models
+#: where it applies; these are the ones a version is rejected for when two of them (or one and
+#: the right answer) would give the same written figure.  ALiBi, the sink and the KV-cache
+#: steps have no variant mistake of their own modelled here yet.
+VARIANT_MISTAKES: dict[str, frozenset[str]] = {
+    "rope": frozenset(("rope-layout", "rope-degrees", "rope-query-only", "rope-on-values")),
+    "window": frozenset(("window-off-by-one", "mask-after-softmax", "masked-by-zero")),
+    "mask": frozenset(("mask-after-softmax", "masked-by-zero")),
+    "tiles": frozenset(("online-no-rescale",)),
+    "alibi": frozenset(("mask-after-softmax", "masked-by-zero")),
+    "sink": frozenset(),
+    "softcap": frozenset(),
+    "decode": frozenset(),
+}
+#: (mistake, question) pairs not required to be told apart, though listed in the key's table:
+#: on K_rot, angles read as degrees are nearly 0 (cos ≈ 0.9996), so rope-degrees writes almost the
+#: unrotated K that rope-query-only writes, and check may name either (both are told apart on the
+#: scores and every later question); on rescale, online-no-rescale writes 1 everywhere, a
+#: whole number that check also reads as the right factor rounded to 0 places.
+NOT_REQUIRED_ON = frozenset((("rope-degrees", "K_rot"), ("rope-query-only", "K_rot"),
+                             ("online-no-rescale", "rescale")))
 #: Mistakes of precision: when the answer rounds the same as the right one, the student is right at
 #: the precision asked, so only an answer that differs must be told apart.
 PRECISION = frozenset(("early-rounding",))
@@ -100,16 +123,33 @@ def figure(values: Grid) -> str:
     return "; ".join(", ".join(row) for row in values)
 
 
+def variants_of(trace: Trace) -> tuple[str, ...]:
+    """The variant keys of a trace's problem, as :data:`VARIANT_MISTAKES` names them."""
+    p = trace.problem
+    found = [name for name, present in (
+        ("rope", p.rope is not None), ("window", p.window is not None),
+        ("mask", p.mask is not None and p.window is None and p.prefill is None),
+        ("tiles", p.tiles is not None), ("alibi", p.alibi is not None), ("sink", p.sink is not None),
+        ("softcap", p.softcap is not None), ("decode", p.prefill is not None)) if present]
+    return tuple(found)
+
+
+def separated_codes(trace: Trace) -> frozenset[str]:
+    """The mistakes a version of this problem must tell apart: the plain ones and its variants'."""
+    return SEPARATED.union(*(VARIANT_MISTAKES[v] for v in variants_of(trace)))
+
+
 def separates(trace: Trace, steps: list[str], rounding: Rounding) -> bool:
-    """Does every modelled mistake (of :data:`SEPARATED`) give, on every question, an answer different from the right
+    """Does every modelled mistake (of :data:`SEPARATED` and the problem's :data:`VARIANT_MISTAKES`) give, on every question, an answer different from the right
     one and from every other mistake's, that ``check`` names as that mistake (not as a slip in
     the last digit), so a wrong answer points to its cause?"""
     checker = Checker(trace)
+    codes = separated_codes(trace)
     for step in sorted(steps, key=lambda s: _ORDER.index(s) if s in _ORDER else len(_ORDER)):
         right = answer_texts(trace, step, rounding)
         seen = {right}
-        wrongs = [w for w in wrong_answers(trace, step, rounding, checker=checker) if w.code in SEPARATED
-                  and not (w.code in PRECISION and w.values == right)]
+        wrongs = [w for w in wrong_answers(trace, step, rounding, checker=checker) if w.code in codes
+                  and (w.code, step) not in NOT_REQUIRED_ON and not (w.code in PRECISION and w.values == right)]
         for wrong in wrongs:
             if wrong.values in seen:
                 return False

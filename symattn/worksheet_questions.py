@@ -17,11 +17,39 @@ from symattn.certify import Rounding
 from symattn.trace import Trace
 from symattn.worksheet_random import WorksheetError
 
-__all__ = ["QUESTIONS", "SheetQuestion", "asked_steps", "sheet_questions", "parse_points",
-           "entry_target", "rounding_words"]
+__all__ = ["QUESTIONS", "SheetQuestion", "asked_steps", "askable_steps", "default_questions", "ask_text",
+           "decode_part",
+           "question_order", "sheet_questions", "parse_points", "entry_target", "rounding_words"]
 
-#: The questions a sheet can ask, in the order of the computation.
+#: The questions a sheet of plain attention asks, in the order of the computation.
 QUESTIONS = ("Q", "K", "V", "scores", "scaled", "weights", "output")
+
+#: Every step a sheet may ask, in the order a person computes them (a variant's steps where
+#: they fall; ``decode_<t>_…`` and ``running_output_<b>`` are placed by their pattern).
+_ORDER = ("Q", "K", "V", "Q_rot", "K_rot", "scores", "scaled", "bias", "biased", "capped", "masked",
+          "running_max", "rescale", "running_sum", "running_output", "shifted", "exp", "row_sum",
+          "weights", "output", "decode", "decode_work")
+_DECODE_PARTS = ("q", "k", "v", "K_cache", "V_cache", "scores", "weights", "output")
+_INPUTS = ("X", "X_kv", "W_q", "W_k", "W_v")
+_DECODE_SHOWN = 2        # a KV-cache sheet asks about at most the last two decode steps
+
+#: What a question asks for, in words (``Compute the rotated queries (RoPE), …``)
+_ASK: dict[str, str] = {"Q": "the queries", "K": "the keys", "V": "the values", "scores": "the scores",
+        "scaled": "the scaled scores", "weights": "the attention weights (the softmax of each row)",
+        "output": "the output",
+        "Q_rot": "the rotated queries (RoPE)", "K_rot": "the rotated keys (RoPE)",
+        "bias": "the ALiBi bias of each query and key", "biased": "the biased scores (scaled + bias)",
+        "capped": "the soft-capped logits", "masked": "the masked scores",
+        "shifted": "the scores minus their row's maximum", "exp": "the exponentials",
+        "row_sum": "the row sums (softmax denominators)",
+        "running_max": "the running maximum after each block of keys",
+        "rescale": "the rescale factor of each block",
+        "running_sum": "the running sum after each block of keys",
+        "decode_work": "the work counts of the decode steps, with and without the cache"}
+_DECODE_ASK: dict[str, str] = {"q": "the new token's query", "k": "the new token's key", "v": "the new token's value",
+               "K_cache": "the key cache after appending", "V_cache": "the value cache after appending",
+               "scores": "the new token's scores against the cache",
+               "weights": "the new token's attention weights", "output": "the new token's output"}
 
 _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -70,10 +98,66 @@ def entry_target(step: str, row_labels: tuple[str, ...], col_labels: tuple[str, 
     return f"{step}[{_index(row_labels, i)}, {_index(col_labels, j)}]"
 
 
+def decode_part(step: str) -> tuple[int, str] | None:
+    """(t, part) of a decode step's name (``decode_3_weights`` → (3, "weights")), else None."""
+    found = re.fullmatch(r"decode_(\d+)_(\w+)", step)
+    return (int(found.group(1)), found.group(2)) if found and found.group(2) in _DECODE_ASK else None
+
+
+def ask_text(step: str) -> str:
+    """What a question on ``step`` asks for, in words: ``the rotated queries (RoPE)``."""
+    decode = decode_part(step)
+    if decode is not None:
+        return f"{_DECODE_ASK[decode[1]]} (token {decode[0]})"
+    found = re.fullmatch(r"running_output_(\d+)", step)
+    if found:
+        return f"the running (unnormalised) output after block {found.group(1)}"
+    return _ASK.get(step, f"the step {step}")
+
+
+def question_order(step: str) -> tuple[int, int, int]:
+    """Where a step falls in the computation (sorting key of a sheet's questions)."""
+    found = re.fullmatch(r"decode_(\d+)_(\w+)", step)
+    if found and found.group(2) in _DECODE_PARTS:
+        return _ORDER.index("decode"), int(found.group(1)), _DECODE_PARTS.index(found.group(2))
+    found = re.fullmatch(r"running_output_(\d+)", step)
+    if found:
+        return _ORDER.index("running_output"), int(found.group(1)), 0
+    return (_ORDER.index(step) if step in _ORDER else len(_ORDER)), 0, 0
+
+
+def askable_steps(trace: Trace) -> tuple[str, ...]:
+    """Every step a sheet of this problem may ask: the computed ones (not the given inputs)."""
+    given = () if trace.problem.projected else ("Q", "K", "V")
+    names = [n for n in trace.step_names if n not in _INPUTS and n not in given]
+    return tuple(sorted(names, key=question_order))
+
+
+def default_questions(trace: Trace) -> tuple[str, ...]:
+    """The questions a sheet asks when none are chosen: plain attention's, with each variant's
+    own steps where they fall (RoPE's rotations, ALiBi's bias, the online softmax's running
+    maximum, rescale and sum); a KV-cache sheet asks about its decode steps (the last two at
+    most: the new query, the caches after appending, scores, weights, output) and the work."""
+    p = trace.problem
+    names = set(trace.step_names)
+    extra = {"Q_rot", "K_rot", "bias", "biased", "capped", "running_max", "rescale", "running_sum"}
+    if p.prefill is None and not extra & names:
+        return QUESTIONS                # plain attention: the sheet's questions as they always were
+    if p.prefill is not None:
+        positions = list(range(p.prefill, p.n))[-_DECODE_SHOWN:]
+        asked = [f"decode_{t}_{part}" for t in positions
+                 for part in ("q", "K_cache", "V_cache", "scores", "weights", "output")]
+        return (*asked, "decode_work")
+    askable = set(askable_steps(trace)) - ({"scaled"} if p.scale == 1 else set())  # scale 1: scaled = scores
+    asked = [n for n in (*QUESTIONS, *sorted(extra & names)) if n in askable]
+    return tuple(sorted(asked, key=question_order))
+
+
 def asked_steps(trace: Trace, questions: tuple[str, ...]) -> list[str]:
-    """The steps a version's sheet asks for: Q, K, V only when they are computed (not given)."""
-    projected = trace.problem.projected
-    return [q for q in questions if projected or q not in ("Q", "K", "V")]
+    """The steps a version's sheet asks for: those its problem computes (Q, K, V only when they
+    are computed, not given), in the order of the computation."""
+    askable = set(askable_steps(trace))
+    return sorted((q for q in questions if q in askable), key=question_order)
 
 
 def parse_points(text: str, questions: tuple[str, ...]) -> dict[str, Fraction]:

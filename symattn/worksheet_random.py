@@ -51,6 +51,7 @@ class RandomSpec:
     allow_ties: bool = False            # allow equal scores in a row
     min_weight: Fraction = Fraction(1, 100)
     rope: dict | None = None            # a RoPE key as plain values (symattn.rope.Rope.plain_value)
+    variants: tuple[tuple[str, object], ...] = ()   # alibi, sink, softcap, tiles, decode: plain values
     title: str = "Scaled dot-product attention"
 
     @property
@@ -60,10 +61,45 @@ class RandomSpec:
         return (math.isqrt(self.d_k - 1) + 1) ** 2  # the smallest perfect square ≥ d_k
 
 
+def _plain(value: object) -> object:
+    """A variant key's value as a problem file writes it: ints, strings for exact numbers."""
+    import sympy
+
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, sympy.Basic):
+        return int(value) if value.is_Integer else sympy.sstr(value)
+    return value
+
+
+def variant_values(problem: Problem) -> tuple[tuple[str, object], ...]:
+    """The problem's variant keys (other than rope and the mask) as a problem file writes them,
+    so a random version keeps ALiBi, the sink, the soft-cap, the tiles and the decode steps."""
+    keys: list[tuple[str, object]] = []
+    if problem.alibi is not None:
+        alibi = _plain(problem.alibi.value)
+        keys.append(("alibi", alibi if alibi.get("symmetric") else {"slope": alibi["slope"]}))
+    for name, value in (("sink", problem.sink), ("softcap", problem.softcap)):
+        if value is not None:
+            keys.append((name, _plain(value)))
+    if problem.tiles is not None:
+        keys.append(("tiles", _plain(problem.tiles_value)))
+    if problem.prefill is not None:
+        keys.append(("decode", {"prefill": problem.prefill}))
+    return tuple(keys)
+
+
 def spec_from_problem(problem: Problem, **options: object) -> RandomSpec:
-    """Random versions shaped like a given problem (its sizes, tokens, mask and scale)."""
-    mask: str | list | None = None
-    if problem.mask is not None:
+    """Random versions shaped like a given problem (its sizes, tokens, mask, scale and variant
+    keys: a sliding window stays a window, RoPE, ALiBi, a sink, tiles and decoding are kept)."""
+    mask: str | dict | list | None = None
+    if problem.prefill is not None:
+        mask = None                     # decoding implies the causal mask
+    elif problem.window is not None:
+        mask = {"window": problem.window[0], **({} if problem.window[1] else {"causal": False})}
+    elif problem.mask is not None:
         mask = "causal" if problem.mask_kind == "causal" else [
             [int(problem.mask[i, j]) for j in range(problem.m)] for i in range(problem.n)]
     scale = None if problem.default_scale else str(problem.scale)
@@ -72,7 +108,8 @@ def spec_from_problem(problem: Problem, **options: object) -> RandomSpec:
                       m=problem.m, cross="X_kv" in problem.inputs,
                       key_tokens=None if problem.key_tokens == problem.tokens else tuple(problem.key_tokens),
                       mask=mask, scale=scale, title=problem.title or RandomSpec.title,
-                      rope=None if problem.rope is None else problem.rope.plain_value(), **options)
+                      rope=None if problem.rope is None else problem.rope.plain_value(),
+                      variants=variant_values(problem), **options)
 
 
 def _matrix(rng: random.Random, rows: int, cols: int, bounds: tuple[int, int]) -> list[list[int]]:
@@ -104,19 +141,28 @@ def _draw(spec: RandomSpec, rng: random.Random) -> dict:
             raise WorksheetError(f"RoPE pairs dimensions, but d_k would be {d_k}: use an even d_k "
                                  "(without --square-dk, or a d_k whose square is even)")
         data["rope"] = dict(spec.rope)
+    for key, value in spec.variants:
+        data[key] = value
     return data
 
 
 def _hand_friendly(trace: Trace, spec: RandomSpec) -> bool:
-    """No exact ties (unless allowed), no tiny weight, no query that is all zeros."""
+    """No exact ties (unless allowed: in the scores, nor in the logits ALiBi makes), no tiny
+    weight, no query that is all zeros; with tiles, the maximum grows in a later block for
+    some query, so the sheet's rescale is not 1 everywhere."""
     p = trace.problem
     scores, Q = trace.step("scores"), trace.step("Q")
+    logits = trace.logit_step != "scaled"
     for i in range(p.n):
         if all(Q[i, c] == 0 for c in range(p.d_k)):
             return False
         allowed = trace.allowed(i)
         if not spec.allow_ties and len({scores[i, j] for j in allowed}) < len(allowed):
             return False
+        if not spec.allow_ties and logits and len({trace.logit(i, j) for j in allowed}) < len(allowed):
+            return False
+    if p.tiles is not None and all(v == 1 for row in trace.step("rescale").rows() for v in row):
+        return False
     weights = trace.step("weights").decimals(Rounding(digits=3))
     for i, row in enumerate(weights):
         for j in trace.allowed(i):

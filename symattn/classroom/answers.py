@@ -212,12 +212,15 @@ class VersionAnswers:
         return (self.problem.title or "Scaled dot-product attention").split(", version ")[0]
 
 
-def version_answers(problem: Problem | Trace, rounding: Rounding, questions: tuple[str, ...] = QUESTIONS,
+def version_answers(problem: Problem | Trace, rounding: Rounding, questions: tuple[str, ...] | None = QUESTIONS,
                     vid: str = "A", toml: str = "") -> VersionAnswers:
-    """The questions of one version and their entries (values are certified on demand)."""
+    """The questions of one version and their entries (values are certified on demand);
+    ``questions`` None: the problem's own (a variant's steps, as ``symattn worksheet`` asks)."""
+    from symattn.worksheet_questions import ask_text, asked_steps, default_questions
+
     trace = problem if isinstance(problem, Trace) else attend(problem)
     checker = Checker(trace)
-    asked = [q for q in QUESTIONS if q in questions and (trace.problem.projected or q not in ("Q", "K", "V"))]
+    asked = asked_steps(trace, default_questions(trace) if questions is None else questions)
     if not asked:
         raise ClassroomError("no questions to ask: this problem gives Q, K and V directly; ask for "
                              "scores, scaled, weights or output")
@@ -233,7 +236,7 @@ def version_answers(problem: Problem | Trace, rounding: Rounding, questions: tup
         target = checker.target(name)
         entries = [Entry(cell.label, n // target.shape[1], n % target.shape[1], cell, checker, name)
                    for n, cell in enumerate(target.cells)]
-        out.append(Question(k, name, ASK[name], step.info.latex, step.info.formula, target.shape, tuple(step.row_labels),
+        out.append(Question(k, name, ASK.get(name) or ask_text(name), step.info.latex, step.info.formula, target.shape, tuple(step.row_labels),
                             tuple(step.col_labels), entries))
     return VersionAnswers(vid, toml, trace, rounding, out)
 
@@ -248,7 +251,8 @@ def check_total(total: int, where: str) -> None:
 # -- sources: a problem file, an example, or a worksheet folder ------------------------
 
 _ROUNDING = re.compile(r"rounding: (\d+) (significant digits?|decimal places?)")
-_QUESTIONS = re.compile(r"^questions: ([A-Za-z_, ]+?)(?:;|$)", re.MULTILINE)
+_QUESTIONS = re.compile(r"^questions: ([A-Za-z0-9_, ]+?)(?:;|$)", re.MULTILINE)
+_STEP_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,40}$")
 _VERSION_FILE = re.compile(r"^version-([A-Za-z0-9]+)\.toml$")
 
 
@@ -271,7 +275,7 @@ def read_folder_settings(folder: Path) -> tuple[Rounding | None, tuple[str, ...]
     questions = None
     match = _QUESTIONS.search(text)
     if match:
-        questions = tuple(q.strip() for q in match.group(1).split(",") if q.strip() in QUESTIONS) or None
+        questions = tuple(q.strip() for q in match.group(1).split(",") if _STEP_NAME.match(q.strip())) or None
     return rounding, questions
 
 
@@ -323,7 +327,7 @@ def load_versions(source: str | Path | None, example: str | None, rounding: Roun
         folder = Path(source)
         saved_rounding, saved_questions = read_folder_settings(folder)
         rounding = rounding or saved_rounding or Rounding(digits=3)
-        questions = questions or saved_questions or QUESTIONS
+        questions = questions or saved_questions
         out = []
         total = 0
         codes = folder_codes(folder)
@@ -342,7 +346,7 @@ def load_versions(source: str | Path | None, example: str | None, rounding: Roun
     else:
         text = example_text(example or DEFAULT_EXAMPLE)
         problem = Problem.from_toml_text(text, source=f"example {example or DEFAULT_EXAMPLE!r}")
-    return [version_answers(problem, rounding or Rounding(digits=3), questions or QUESTIONS, "A", text)]
+    return [version_answers(problem, rounding or Rounding(digits=3), questions or None, "A", text)]
 
 
 def given_inputs(trace: Trace) -> list[tuple[str, sympy.Matrix, tuple[str, ...] | None]]:

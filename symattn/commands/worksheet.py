@@ -49,6 +49,11 @@ def _fraction(text: str) -> Fraction:
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("worksheet", help="problem sheets and answer keys (seeded versions for a class)")
     add_problem_arguments(parser)
+    from symattn.worksheet_templates import template_names
+
+    parser.add_argument("--template", metavar="NAME", choices=template_names(),
+                        help="a worksheet template with hand-friendly numbers: "
+                             f"{', '.join(template_names())} (instead of a problem or --example)")
     parser.add_argument("-o", "--out", dest="out_dir", metavar="DIR", required=True,
                         help="the folder to write; a previous worksheet there is replaced, "
                              "other files in it are kept")
@@ -65,7 +70,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     precision.add_argument("--places", type=places_argument, metavar="P",
                            help="decimal places of the answers instead")
     parser.add_argument("--questions", metavar="Q,K,...",
-                        help="the steps asked for (default: Q,K,V,scores,scaled,weights,output)")
+                        help="the steps asked for (default: Q,K,V,scores,scaled,weights,output, "
+                             "with a variant's own steps: Q_rot,K_rot / bias,biased / running_max,"
+                             "rescale,running_sum / decode_3_q,…,decode_work)")
     parser.add_argument("--square-dk", action="store_true",
                         help="versions: d_k a perfect square, so the scale is a plain fraction")
     parser.add_argument("--allow-ties", action="store_true", help="versions: allow equal scores in a row")
@@ -91,11 +98,12 @@ def run(args: argparse.Namespace) -> Outcome:
     from symattn.commands.explain import load_problem
     from symattn.examples import DEFAULT_EXAMPLE, example_text
     from symattn.worksheet import (
-        QUESTIONS, WorksheetOptions, parse_questions, seeded_versions, single_version,
+        WorksheetOptions, parse_questions, seeded_versions, single_version,
         worksheet_files, write_worksheet,
     )
-    from symattn.worksheet_questions import asked_steps, parse_points
+    from symattn.worksheet_questions import askable_steps, asked_steps, default_questions, parse_points
     from symattn.worksheet_random import spec_from_problem
+    from symattn.worksheet_templates import load_template, template_text
 
     random = args.versions is not None
     if random and args.seed is None:
@@ -117,11 +125,16 @@ def run(args: argparse.Namespace) -> Outcome:
         find_engine()
     rounding = (Rounding(places=args.places) if args.places is not None
                 else Rounding(digits=args.digits or 3))
-    questions = parse_questions(args.questions) if args.questions else QUESTIONS
-    problem = load_problem(args)
+    if args.template and (args.problem or args.example):
+        raise SymattnError(f"--template {args.template} is a problem of its own: leave out "
+                           f"{args.problem or '--example ' + args.example}, or --template")
+    problem = load_template(args.template) if args.template else load_problem(args)
     from symattn.trace import Trace
 
-    asked = tuple(asked_steps(Trace(problem), questions))
+    template = Trace(problem)
+    questions = (parse_questions(args.questions, askable_steps(template)) if args.questions
+                 else default_questions(template))
+    asked = tuple(asked_steps(template, questions))
     points = parse_points(args.points, asked) if args.points is not None else None
     options = WorksheetOptions(questions=questions, rounding=rounding, derivation=not args.no_derivation,
                                points=points, format=args.format)
@@ -132,7 +145,9 @@ def run(args: argparse.Namespace) -> Outcome:
         separate = None if args.no_separate else (questions, rounding)
         versions = seeded_versions(spec, args.seed, args.versions, separate=separate)
     else:
-        if args.problem:
+        if args.template:
+            toml = template_text(args.template)
+        elif args.problem:
             toml = read_text(args.problem, what="a problem TOML file")
         else:
             toml = example_text(args.example or DEFAULT_EXAMPLE)

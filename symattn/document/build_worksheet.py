@@ -12,6 +12,7 @@ blocks printed by ``document.printers.worksheet`` (LaTeX and HTML).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -25,20 +26,29 @@ from symattn.document.blocks import (
 )
 from symattn.document.build import DocumentOptions, build_document
 from symattn.engine import NEG_INF
+from symattn.render.texutil import tex_escape
 from symattn.trace import Trace
 from symattn.worksheet_mistakes import WrongAnswer, wrong_answers
-from symattn.worksheet_questions import SheetQuestion, rounding_words
+from symattn.worksheet_questions import SheetQuestion, ask_text, decode_part, rounding_words
 
 __all__ = ["SheetHeader", "Instruction", "Question", "KeyValue", "KeyAnswer", "WrongAnswers",
            "Derivation", "build_sheet", "build_key", "VersionLike"]
 
 SHORT_FRACTION = 7          # a rational whose p/q has at most this many characters is written exactly
-_WORK_CM = {"Q": 3.0, "K": 3.0, "V": 3.0, "scores": 3.5, "scaled": 2.5, "weights": 6.0, "output": 3.5}
-_ASK = {"Q": "the queries", "K": "the keys", "V": "the values", "scores": "the scores",
-        "scaled": "the scaled scores", "weights": "the attention weights (the softmax of each row)",
-        "output": "the output"}
+_WORK_CM = {"Q": 3.0, "K": 3.0, "V": 3.0, "scores": 3.5, "scaled": 2.5, "weights": 6.0, "output": 3.5,
+            "Q_rot": 4.0, "K_rot": 4.0, "bias": 1.5, "biased": 2.0, "capped": 3.0, "running_max": 2.0,
+            "rescale": 2.5, "running_sum": 4.0, "decode_work": 2.5}
+_DECODE_WORK_CM = {"q": 2.0, "k": 2.0, "v": 2.0, "K_cache": 1.5, "V_cache": 1.5, "scores": 2.5,
+                   "weights": 4.0, "output": 2.5}
 _SYMBOL = {"Q": Sym("Q"), "K": Sym("K"), "V": Sym("V"), "scores": Sym("S"), "weights": Sym("A"),
-           "output": Sym("O")}
+           "output": Sym("O"), "Q_rot": Sym("Q", "rot"), "K_rot": Sym("K", "rot"), "bias": Sym("B"),
+           "biased": Sym("S", "bias"), "capped": Sym("S", "cap"), "running_max": Sym("m"),
+           "rescale": Sym("r"), "running_sum": Sym("l"), "decode_work": Sym("N")}
+_DECODE_SYMBOL = {"q": "q", "k": "k", "v": "v", "K_cache": "K", "V_cache": "V", "scores": "s",
+                  "weights": "a", "output": "o"}
+#: Questions whose columns are named (keys, blocks, counts), so the answer boxes are labelled
+_LABELLED_COLUMNS = frozenset(("scores", "scaled", "weights", "bias", "biased", "capped", "masked",
+                               "shifted", "exp", "running_max", "rescale", "running_sum", "decode_work"))
 
 
 class VersionLike(Protocol):
@@ -178,7 +188,11 @@ def instructions(trace: Trace, rounding: Rounding, steps: list[str]) -> list[Ins
         chain = Chain((*parts, Int(int(root))), ("=", "=")) if root.is_Integer else Chain(parts, ("=",))
         out.append(Instruction("Scaling", ("divide every score by ", chain, " (", Chain((Sym("d_k"), Int(p.d_k)),
                                            ("=",)), " is the length of each query and key row).")))
-    if p.mask is not None:
+    if p.prefill is not None:
+        out.append(_decode_instruction(trace))
+    elif p.window is not None:
+        out.append(_window_instruction(p.window))
+    if p.mask is not None and p.prefill is None and p.window is None:
         if p.mask_kind == "causal":
             out.append(Instruction("Causal", (
                 "each token may attend only to itself and the tokens before it: query ", Sym("i"),
@@ -197,6 +211,16 @@ def instructions(trace: Trace, rounding: Rounding, steps: list[str]) -> list[Ins
         from symattn.rope import rope_statement, rope_text
 
         out.append(Instruction("RoPE", (rope_text(p),), rope_statement(p).strip()))
+        hint = _angle_hint(p)
+        if hint is not None:
+            out.append(hint)
+    if p.alibi is not None:
+        out.append(_alibi_instruction(p))
+    if p.softcap is not None:
+        out.append(Instruction("Soft-cap", ("c = ", hf.exact(p.softcap), ": before the softmax each logit ",
+                                            Sym("x"), " becomes c·tanh(x / c), which keeps it inside (−c, c).")))
+    if p.tiles is not None:
+        out.append(_blocks_instruction(trace))
     if "weights" in steps:
         x_j, x_k = Sub(Sym("x"), (Sym("j"),)), Sub(Sym("x"), (Sym("k"),))
         top = Exp(Sum((x_j, Neg(Words("max")))))
@@ -204,13 +228,90 @@ def instructions(trace: Trace, rounding: Rounding, steps: list[str]) -> list[Ins
         if p.sink is not None:
             below = Sum((below, Exp(Sum((Sym("s"), Neg(Words("max")))))))
         rule = Chain((Sub(Sym("w"), (Sym("j"),)), Frac(top, below)), ("=",))
-        out.append(Instruction("Softmax", ("in each row of scaled scores ", Sym("x"), ", ", rule,
+        logits = {"biased": "biased scores", "capped": "capped logits"}.get(trace.logit_step, "scaled scores")
+        out.append(Instruction("Softmax", (f"in each row of {logits} ", Sym("x"), ", ", rule,
                                            " (max: the row's largest entry)"
                                            + ("; each row of weights sums to 1." if p.sink is None else "."))))
+    extra = ""
+    if p.rope is not None:
+        extra = " Entries with a root (such as √3/2) are given as decimals."
+    if p.tiles is not None:
+        extra = (" Keep the exponentials exact in the running sums until the end: rounding them "
+                 "first changes the sums.")
     out.append(Instruction("Rounding", (f"give every decimal answer correctly rounded to "
                                         f"{rounding_words(rounding)} (round only at the end); write whole "
-                                        "numbers and short fractions exactly.",)))
+                                        "numbers and short fractions exactly." + extra,)))
     return out
+
+
+def _window_instruction(window: tuple[int, bool]) -> Instruction:
+    width, causal = window
+    if causal:
+        band = (f"query i sees the keys j with i − {width} < j ≤ i: the {width} keys ending at itself "
+                "(the first queries see fewer)")
+    else:
+        band = f"query i sees the keys j with |i − j| < {width}, on both sides"
+    return Instruction("Window", (f"sliding window W = {width}: {band}. A key outside the window gets "
+                                  "weight exactly 0 and each row's softmax runs over its window only.",))
+
+
+def _alibi_instruction(p) -> Instruction:
+    if p.alibi.symmetric:
+        rule = "−m·|i − j| for every query i and key j (how far apart they are)"
+    else:
+        rule = ("−m·(i − j) for every query i and key j (i − j is how many positions back the key "
+                "is: 0 for itself; above the diagonal it is positive, where a causal mask blocks the key)")
+    return Instruction("ALiBi", ("slope ", Chain((Sym("m"), hf.exact(p.alibi.slope)), ("=",)),
+                                 f": the bias is {rule}; biased = scaled + bias is what the softmax takes.",))
+
+
+def _angle_hint(p) -> Instruction | None:
+    """RoPE with angles that are multiples of π/2 or π/3: the cosines and sines a student needs."""
+    rope = p.rope
+    angles = {q * t for q in (*rope.positions, *rope.key_positions) for t in rope.theta}
+    ratios = [a / sympy.pi for a in angles]
+    if not all(r.is_Rational and (2 * r).is_Integer or (3 * r).is_Integer for r in ratios):
+        return None
+    return Instruction("Angles", ("every angle p·θ here is a multiple of π/2 or π/3, so its cosine "
+                                  "and sine are exact: cos 0 = 1, cos(π/2) = 0, sin(π/2) = 1, "
+                                  "cos(π/3) = 1/2, sin(π/3) = √3/2, cos(2π/3) = −1/2, cos π = −1.",))
+
+
+def _blocks_instruction(trace: Trace) -> Instruction:
+    p = trace.problem
+    blocks = ", ".join("(" + ", ".join(p.key_tokens[a:b]) + ")" for a, b in p.tiles)
+    return Instruction("Blocks", (
+        f"the online softmax reads the keys in blocks {blocks}, numbered from 0. For each query, after "
+        "block b: the running maximum m_b is the largest logit so far; the rescale factor is "
+        "r_b = e^(m_(b−1) − m_b) (1 for block 0, and 1 whenever the maximum does not grow); the "
+        "running sum is l_b = r_b·l_(b−1) + Σ e^(x_j − m_b) over the keys j of block b. The weights "
+        "are e^(x_j − m_last) / l_last.",),
+        r"the online softmax reads the keys in blocks " + tex_escape(blocks) + r", numbered from 0. "
+        r"For each query, after block $b$: the running maximum $m_b$ is the largest logit so far; "
+        r"the rescale factor is $r_b = e^{m_{b-1} - m_b}$ ($1$ for block $0$, and $1$ whenever the "
+        r"maximum does not grow); the running sum is $l_b = r_b\,l_{b-1} + \sum_{j \in b} "
+        r"e^{x_j - m_b}$. The weights are $e^{x_j - m_{\text{last}}} / l_{\text{last}}$.")
+
+
+def _decode_instruction(trace: Trace) -> Instruction:
+    p = trace.problem
+    P = p.prefill
+    prompt = ", ".join(p.tokens[:P])
+    counts = ("Work counts for the decode steps: rows_cached and rows_recomputed are the rows projected "
+              "with the cache (q, k, v of the new token) and without it (every row again); dots_cached "
+              "and dots_recomputed are the score dot products with the cache (one row) and without it "
+              "(the whole score matrix again); cache_elements is how many numbers the caches hold at the "
+              "end, L·(d_k + d_v).")
+    text = (f"the first {P} tokens ({prompt}) are the prompt: their keys and values are already in the "
+            "caches. A decode step for token t projects only its own row x_t (q_t = x_t·W_q, k_t = x_t·W_k, "
+            "v_t = x_t·W_v), appends k_t and v_t to the caches, and lets q_t attend over every cached key "
+            "(no mask is needed: the cache holds only earlier tokens and t itself). ")
+    latex = (f"the first {P} tokens ({tex_escape(prompt)}) are the prompt: their keys and values are "
+             r"already in the caches. A decode step for token $t$ projects only its own row $x_t$ "
+             r"($q_t = x_t W_q$, $k_t = x_t W_k$, $v_t = x_t W_v$), appends $k_t$ and $v_t$ to the "
+             r"caches, and lets $q_t$ attend over every cached key (no mask is needed: the cache holds "
+             r"only earlier tokens and $t$ itself). " + tex_escape(counts))
+    return Instruction("KV cache", (text + counts,), latex)
 
 
 def _key_value(value: sympy.Expr, d: CertifiedDecimal | object) -> KeyValue:
@@ -258,7 +359,35 @@ def _scale_note(trace: Trace) -> tuple[str | Math, ...]:
 
 
 def _what(step: str) -> str:
-    return _ASK[step]
+    return ask_text(step)
+
+
+def _work_cm(step: str) -> float:
+    decode = decode_part(step)
+    return _DECODE_WORK_CM[decode[1]] if decode is not None else _WORK_CM.get(step, 3.0)
+
+
+def _symbol(trace: Trace, step: str) -> Math:
+    if step == "scaled":
+        return Frac(Sym("S"), Sqrt(Sym("d_k"))) if trace.problem.default_scale else Sym("scaled")
+    decode = decode_part(step)
+    if decode is not None:
+        t, part = decode
+        return Sym(_DECODE_SYMBOL[part], f"{t}, cache" if part.endswith("cache") else str(t))
+    found = re.fullmatch(r"running_output_(\d+)", step)
+    if found:
+        return Sym("O", f"({found.group(1)})")
+    return _SYMBOL.get(step, Sym(step))
+
+
+def _columns(q: SheetQuestion) -> tuple[str, ...] | None:
+    """The column labels of a question's answer boxes (keys, blocks or counts), where they help."""
+    decode = decode_part(q.step)
+    if q.step in _LABELLED_COLUMNS or (decode is not None and decode[1] in ("scores", "weights")):
+        if q.step in ("running_max", "rescale", "running_sum"):
+            return tuple(f"block {c}" for c in q.col_labels)
+        return q.col_labels
+    return None
 
 
 def _formula(trace: Trace, step: str) -> str:
@@ -277,10 +406,9 @@ def build_sheet(version: VersionLike, questions: list[SheetQuestion]) -> Documen
     asked = []
     for q in questions:
         cells = _key_cells(trace, q.step, rounding)
-        cols = q.col_labels if q.step in ("scores", "scaled", "weights") else None
         asked.append(Question(q.number, q.step, _what(q.step), _formula(trace, q.step), q.shape,
-                              q.row_labels, cols, _points_text(q), _box_chars(cells),
-                              _WORK_CM.get(q.step, 3.0)))
+                              q.row_labels, _columns(q), _points_text(q), _box_chars(cells),
+                              _work_cm(q.step)))
     return Document(_title(version), (header, _given(trace), rules,
                                       Section("questions", "Questions", tuple(asked), numbered=False)),
                     {"kind": "worksheet", "code": version.code})
@@ -303,12 +431,9 @@ def build_key(version: VersionLike, questions: list[SheetQuestion], *, derivatio
     for q in questions:
         cells = _key_cells(trace, q.step, rounding)
         approx = any(c.exact is None for row in cells for c in row)
-        cols = q.col_labels if q.step in ("scores", "scaled", "weights") else None
-        symbol: Math = (Frac(Sym("S"), Sqrt(Sym("d_k"))) if q.step == "scaled" and trace.problem.default_scale
-                        else Sym("scaled") if q.step == "scaled" else _SYMBOL[q.step])
         note = _scale_note(trace) if q.step == "scaled" else ()
         answers.append(KeyAnswer(q.number, q.step, _what(q.step), _formula(trace, q.step), _points_text(q),
-                                 symbol, approx, cells, q.row_labels, cols, note))
+                                 _symbol(trace, q.step), approx, cells, q.row_labels, _columns(q), note))
     children: list[Block] = [header, Section("answers", "Answers", tuple(answers), numbered=False)]
     if mistakes:
         from symattn.check.checker import Checker
