@@ -89,6 +89,8 @@ def read_alibi(value: object, symbols: bool | Sequence[str]) -> Alibi | None:
     """``{slope = "1/4"}`` or ``{slope = ..., symmetric = true}`` (a bare number is the slope)."""
     if value is None or value is False:
         return None
+    if isinstance(value, Alibi):   # built in Python (the alibi-sign mistake flips its slope)
+        return value
     if not isinstance(value, Mapping):
         value = {"slope": value}
     unknown = [k for k in value if k not in ALIBI_KEYS]

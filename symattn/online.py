@@ -5,7 +5,7 @@
 then reads its keys block by block, as FlashAttention does, keeping three running
 quantities per block b (the row's allowed keys seen so far, blocks 0..b):
 
-    running_max[i, b]      m_b = max of the scaled scores seen so far
+    running_max[i, b]      m_b = max of the logits (scaled scores) seen so far
     rescale[i, b]          α_b = e^(m_(b−1) − m_b)   (1 for the first block)
     running_sum[i, b]      ℓ_b = α_b·ℓ_(b−1) + Σ_(j in block b) e^(x_j − m_b)
     running_output_b[i, c] O_b = α_b·O_(b−1) + Σ_(j in block b) e^(x_j − m_b)·V[j, c]
@@ -26,6 +26,21 @@ whose first blocks hold no allowed key has m = −∞, ℓ = 0 and O = 0 there, 
 first rescale after that is e^(−∞) = 0 (FlashAttention starts from m = −∞, ℓ = 0;
 FlexAttention treats a −∞ maximum as 0 before exponentiating, so no −∞ − (−∞)
 arises).  Blocks are 0-based, as rows and columns are everywhere.
+
+The x_j are the *logits* the plain softmax takes (``Trace.logit_step``): the scaled
+scores, or with ALiBi the biased ones and with a soft-cap the capped ones, so the
+online steps run on exactly what the softmax runs on (the running maximum is
+decided on the logits before the cap: tanh is increasing).
+
+With a sink logit s (gpt-oss), the sink *initialises* the running state before
+block 0, as vLLM's Triton attention kernel does (``M = sink``, ``L = 1``, O = 0):
+m_(−1) = s, ℓ_(−1) = e^(s − s) = 1, O_(−1) = 0.  Every running maximum is then the
+larger of s and the logits seen, block 0 gets the rescale factor e^(s − m_0) (1 when
+the sink stays the maximum), and every running sum carries the sink's term
+e^(s − m_b); O never does (the sink has no value row).  So O_last/ℓ_last and
+e^(x_j − m_last)/ℓ_last are the sink softmax's output and weights.  Folding the sink
+in at the end instead (ℓ_last + e^(s − m_last), as OpenAI's gpt-oss Triton kernel
+does) gives the same ℓ_last: the fact ``online-softmax-equals-softmax`` proves both.
 """
 
 from __future__ import annotations
@@ -48,6 +63,9 @@ if TYPE_CHECKING:
 MAX_ONLINE_TERMS = 250_000
 
 NEG_INF = sympy.S.NegativeInfinity
+
+#: the "key" index of the sink logit in a BlockState's best (it has no key column)
+SINK = -1
 
 _TILES_HELP = ("give tiles = B (keys per block, B ≥ 1) or tiles = [split points] "
                "(increasing key indices between 1 and m − 1, e.g. [2])")
@@ -77,9 +95,6 @@ def parse_tiles(value: object, problem: "Problem") -> tuple[tuple[int, int], ...
         blocks = tuple(zip(edges[:-1], edges[1:]))
     else:
         raise ProblemError(f"tiles is {value!r}: {_TILES_HELP}")
-    if problem.sink is not None:
-        raise ProblemError("tiles with a sink logit is not supported yet: the running sums would need the "
-                           "sink's term at the end; remove tiles or sink")
     if problem.free_symbols:
         raise ProblemError("tiles needs numbers: the running maximum of each block must be decided, "
                            "and symbols leave it open; substitute values first (problem.subs)")
@@ -94,7 +109,8 @@ def parse_tiles(value: object, problem: "Problem") -> tuple[tuple[int, int], ...
 @dataclass(frozen=True)
 class BlockState:
     """Row i after block b: the allowed keys seen so far, those new in this block, and the
-    key of the running maximum (None while no allowed key has been seen)."""
+    key of the running maximum (None while no allowed key has been seen; :data:`SINK`
+    while the sink logit is the largest)."""
 
     seen: tuple[int, ...]
     new: tuple[int, ...]
@@ -115,23 +131,35 @@ class Online:
         p = trace.problem
         self.blocks: tuple[tuple[int, int], ...] = blocks if blocks is not None else p.tiles
         self.scale_sign = sign(p.scale)
+        self.sink = p.sink
+        #: the logits before any cap decide the order (tanh is increasing)
+        self._order_step = "biased" if p.alibi is not None else "scaled"
         self._states: dict[int, tuple[BlockState, ...]] = {}
         self._cache: dict[tuple, sympy.Expr] = {}
 
     # -- the algorithm's bookkeeping, decided exactly ------------------------------------
+    def _pre(self, i: int, j: int) -> sympy.Expr:
+        """Key j's logit before any cap, or the sink logit (j = SINK)."""
+        return self.sink if j == SINK else self.trace.step(self._order_step)[i, j]
+
     def _greater(self, i: int, j: int, k: int) -> bool:
-        """scaled[i, j] > scaled[i, k], exactly (the scale's sign flips the scores' order)."""
-        scores = self.trace.step("scores")
-        a, b = scores.fraction(i, j), scores.fraction(i, k)
-        diff = sign(scores[i, j] - scores[i, k]) if a is None else (a > b) - (a < b)
-        return diff * self.scale_sign > 0
+        """logit[i, j] > logit[i, k], exactly (either may be the sink)."""
+        if self._order_step == "scaled" and SINK not in (j, k):
+            scores = self.trace.step("scores")     # the scale's sign flips the scores' order
+            a, b = scores.fraction(i, j), scores.fraction(i, k)
+            diff = sign(scores[i, j] - scores[i, k]) if a is None else (a > b) - (a < b)
+            return diff * self.scale_sign > 0
+        x, y = self._pre(i, j), self._pre(i, k)
+        if x.is_Rational and y.is_Rational:
+            return bool(x > y)
+        return sign(x - y) > 0
 
     def states(self, i: int) -> tuple[BlockState, ...]:
         """Row i block by block: what has been seen and where the running maximum is."""
         if i not in self._states:
             allowed = set(self.trace.allowed(i))
             seen: list[int] = []
-            best: int | None = None
+            best: int | None = None if self.sink is None else SINK
             out = []
             for start, end in self.blocks:
                 new = tuple(j for j in range(start, end) if j in allowed)
@@ -148,10 +176,20 @@ class Online:
         return tuple(self.trace.problem.key_tokens[start:end])
 
     # -- exact pieces --------------------------------------------------------------------
+    def value(self, i: int, j: int) -> sympy.Expr:
+        """x_j: key j's logit (the entry of the softmax's logit step), or the sink logit."""
+        return self.sink if j == SINK else self.trace.logit(i, j)
+
     def exponent(self, i: int, j: int, k: int) -> sympy.Expr:
-        """scaled[i, j] − scaled[i, k] = scale·(scores[i, j] − scores[i, k]), exactly."""
-        scores = self.trace.step("scores")
-        return self.trace.problem.scale * (scores[i, j] - scores[i, k])
+        """x_j − x_k, exactly (scale·(scores[i, j] − scores[i, k]) for plain logits)."""
+        if self.trace.logit_step == "scaled" and SINK not in (j, k):
+            scores = self.trace.step("scores")
+            return self.trace.problem.scale * (scores[i, j] - scores[i, k])
+        if j == k:
+            return sympy.S.Zero
+        x, y = self.value(i, j), self.value(i, k)
+        difference = x - y
+        return sympy.expand(difference) if self.trace.problem.softcap is None else difference
 
     def term(self, i: int, j: int, k: int) -> sympy.Expr:
         """e^(x_j − x_k): key j's exponential against the running maximum at key k."""
@@ -162,21 +200,27 @@ class Online:
 
     def running_max(self, i: int, b: int) -> sympy.Expr:
         best = self.states(i)[b].best
-        return NEG_INF if best is None else self.trace.step("scaled")[i, best]
+        return NEG_INF if best is None else self.value(i, best)
 
     def rescale(self, i: int, b: int) -> sympy.Expr:
-        if b == 0:
-            return sympy.S.One
-        old, new = self.states(i)[b - 1].best, self.states(i)[b].best
+        new = self.states(i)[b].best
+        if b == 0:      # the sink's initial state m = s, ℓ = 1 meets block 0's maximum
+            return sympy.S.One if self.sink is None else self.term(i, SINK, new)
+        old = self.states(i)[b - 1].best
         if old is None:
             return sympy.S.Zero          # e^(−∞): nothing seen before, nothing to rescale
         return self.term(i, old, new)
+
+    def sink_term(self, i: int, b: int) -> sympy.Expr:
+        """The sink's term e^(s − m_b) of running_sum[i, b] (0 without a sink)."""
+        return sympy.S.Zero if self.sink is None else self.term(i, SINK, self.states(i)[b].best)
 
     def running_sum(self, i: int, b: int) -> sympy.Expr:
         key = ("l", i, b)
         if key not in self._cache:
             state = self.states(i)[b]
-            self._cache[key] = sympy.Add(*[self.term(i, j, state.best) for j in state.seen])
+            self._cache[key] = sympy.Add(*[self.term(i, j, state.best) for j in state.seen],
+                                         self.sink_term(i, b))
         return self._cache[key]
 
     def running_output(self, b: int) -> Callable[[int, int], sympy.Expr]:
@@ -203,7 +247,7 @@ class Online:
     def run(self, i: int, *, rescaled: bool = True, places: int | None = None
             ) -> tuple[list[sympy.Expr], list[list[sympy.Expr]], dict[int, sympy.Expr]]:
         """:meth:`recurrence`, and each key's coefficient in the last running sum (its
-        weight times ℓ_last: e^(x_j − m_last) when rescaled)."""
+        weight times ℓ_last: e^(x_j − m_last) when rescaled; the sink's under :data:`SINK`)."""
         key = ("run", i, rescaled, places)
         if key in self._cache:
             return self._cache[key]
@@ -221,7 +265,11 @@ class Online:
         sums: list[sympy.Expr] = []
         outs: list[list[sympy.Expr]] = []
         coeffs: dict[int, sympy.Expr] = {}
-        total, out = sympy.S.Zero, [sympy.S.Zero] * d_v
+        # the sink's initial state ℓ = e^(s − s) = 1 (its coefficient is under SINK)
+        total = sympy.S.Zero if self.sink is None else sympy.S.One
+        if self.sink is not None:
+            coeffs[SINK] = sympy.S.One
+        out = [sympy.S.Zero] * d_v
         for b, state in enumerate(self.states(i)):
             alpha = rounded(self.rescale(i, b)) if rescaled else sympy.S.One
             fresh = [rounded(self.term(i, j, state.best)) for j in state.new]

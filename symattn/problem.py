@@ -111,6 +111,14 @@ def window_allows(i: int, j: int, width: int, causal: bool) -> bool:
     return (i - width < j <= i) if causal else abs(i - j) < width
 
 
+def _is_causal_rows(value: object, n: int) -> bool:
+    """Whether a 0/1 matrix is the causal mask (a rebuilt problem passes its mask as rows)."""
+    from symattn.decode import causal_window_width
+
+    return not isinstance(value, (str, Mapping)) and value is not None and \
+        causal_window_width(value, n) == n
+
+
 def _mask(value: object, n: int, m: int) -> tuple[Matrix | None, str | None]:
     """The mask as a 0/1 matrix (1 = may attend, PyTorch SDPA's boolean convention)."""
     if value is None or value is False:
@@ -260,16 +268,12 @@ class Problem:
         if decode is not None and self.rope is not None:
             raise ProblemError("rope and decode together are not supported yet (the decode steps "
                                "would have to rotate each new query and cached key): drop one of them")
-        if (tiles is not None or decode is not None) and \
-                (self.alibi is not None or self.softcap is not None):
-            raise ProblemError("alibi or softcap with tiles or decode is not supported yet (the "
-                               "online-softmax and decode steps work on the scaled scores): "
-                               "drop one of them")
         if decode is not None:
             from symattn.decode import parse_decode
 
             self.prefill: int | None = parse_decode(decode, self, mask)
-            mask = "causal"
+            if mask is None or _is_causal_rows(mask, self.n):
+                mask = "causal"       # decoding is causal; a causal sliding window stays one
         else:
             self.prefill = None
         self.mask, self.mask_kind = _mask(mask, self.n, self.m)
@@ -312,7 +316,7 @@ class Problem:
             return flint.arb(0)
         slope = self.alibi.slope_rational
         ball = flint.arb(slope) if slope is not None else check_scale_ball(self.alibi.slope)
-        return flint.arb(0) if ball is None else ball * (max(self.n, self.m) - 1)
+        return flint.arb(0) if ball is None else abs(ball) * (max(self.n, self.m) - 1)
 
     # -- validation --------------------------------------------------------
     def _check_size_caps(self) -> None:

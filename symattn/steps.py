@@ -143,6 +143,10 @@ DECODE_STEPS: dict[str, StepSpec] = {
                         "the values of tokens 0..{t}: the cache after appending", "Value cache"),
     "scores": StepSpec("decode_{t}_scores = q_{t}·K_cacheᵀ", r"q_{{{t}}} (K^{{\text{{cache}}}}_{{{t}}})^\top",
                        "the new query against every cached key", "Scores"),
+    "logits": StepSpec("decode_{t}_logits = the logits of decode_{t}_scores (scale, ALiBi's bias by "
+                       "absolute positions, the soft-cap)",
+                       r"z_{{{t}}} = \text{{logits}}(q_{{{t}}} (K^{{\text{{cache}}}}_{{{t}}})^\top)",
+                       "what the new token's softmax takes: as row {t} of the full logits", "Logits"),
     "weights": StepSpec("decode_{t}_weights = softmax(scale·decode_{t}_scores)",
                         r"\operatorname{{softmax}}(\text{{scale}} \cdot q_{{{t}}} (K^{{\text{{cache}}}}_{{{t}}})^\top)",
                         "how much the new token takes from each cached token", "Weights"),
@@ -198,7 +202,7 @@ def spec(name: str, problem: Problem) -> StepSpec:
         return ROPE_STEPS[name]
     variant = None if name in STEPS else variant_spec(name)
     if variant is not None:
-        return variant
+        return _variant_on(variant, name, problem)
     given = name in ("Q", "K", "V") and not problem.projected
     entry = STEPS[f"{name} given" if given else name]
     cross = "X_kv" in problem.inputs
@@ -221,6 +225,67 @@ def spec(name: str, problem: Problem) -> StepSpec:
         src = "X_kv" if cross else "X"
         return StepSpec(entry.formula.format(src=src), entry.latex.format(src_tex=r"X_{kv}" if cross else "X"),
                         entry.meaning, entry.title, entry.meaning_parts)
+    return entry
+
+
+# With a sink logit s, online softmax starts from m = s, l = 1 (symattn.online)
+ONLINE_SINK_STEPS: dict[str, StepSpec] = {
+    "running_max": StepSpec("running_max = max of the sink and the scaled scores seen so far",
+                            r"m_{ib} = \max(s, \max_{j \le \text{block } b} \text{scaled}_{ij})",
+                            "the running maximum after each block of keys; the sink logit s starts it",
+                            "Running maximum"),
+    "rescale": StepSpec("rescale = e^(m_(b−1) − m_b), m_(−1) = sink",
+                        r"\text{rescale}_{ib} = e^{m_{i,b-1} - m_{ib}}, \; m_{i,-1} = s",
+                        "how much the earlier sums shrink when the maximum grows (block 0: from the "
+                        "sink's start m = s, l = 1)", "Rescale factors"),
+    "running_sum": StepSpec("running_sum = rescale·previous + Σ_(block) e^(scaled − running_max), "
+                            "starting from 1 (the sink)",
+                            r"l_{ib} = \text{rescale}_{ib}\, l_{i,b-1} + \sum_{j \in b} "
+                            r"e^{\text{scaled}_{ij} - m_{ib}}, \; l_{i,-1} = 1",
+                            "the softmax denominator of the keys seen so far and the sink, against the "
+                            "running maximum", "Running sums"),
+}
+
+
+def _variant_on(entry: StepSpec, name: str, problem: Problem) -> StepSpec:
+    """A variant step's entry on this problem's logits (biased, capped) and with its sink."""
+    if problem.sink is not None and name in ONLINE_SINK_STEPS:
+        entry = ONLINE_SINK_STEPS[name]
+    if name.startswith("decode_"):
+        return _decode_on(entry, name, problem)
+    logit = logit_step(problem)
+    if logit == "scaled" or not (name in ONLINE_SINK_STEPS or name.startswith("running_output_")):
+        return entry
+    return _on_logits(entry, logit)
+
+
+def _decode_on(entry: StepSpec, name: str, problem: Problem) -> StepSpec:
+    """A decode step's entry with a rolling-buffer window, its logits and its sink."""
+    import re
+
+    found = re.fullmatch(r"decode_(\d+)_(\w+)", name)
+    if found is None:          # decode_work: the counts, the same for every mask
+        return entry
+    t, part = int(found.group(1)), found.group(2)
+    if part in ("K_cache", "V_cache") and problem.window is not None:
+        first = max(0, t - problem.window[0] + 1)
+        what = "keys" if part == "K_cache" else "values"
+        return StepSpec(entry.formula, entry.latex,
+                        f"the {what} of tokens {first}..{t}: the rolling buffer after appending and "
+                        f"evicting (window W = {problem.window[0]})", entry.title)
+    if part == "output" and problem.window is not None:
+        return StepSpec(entry.formula, entry.latex, "the new token's output: row {t} of sliding-window "
+                        "attention".format(t=t), entry.title)
+    if part == "weights":
+        logits = "decode_{t}_logits".format(t=t) if (problem.alibi is not None or
+                                                      problem.softcap is not None) else None
+        formula = f"softmax({logits or entry.formula.split('softmax(')[1][:-1]}"
+        formula += ", sink)" if problem.sink is not None else ")"
+        meaning = entry.meaning + ("; with the sink's term in the denominator, so they sum to less "
+                                   "than 1" if problem.sink is not None else "")
+        return StepSpec(f"decode_{t}_weights = {formula}",
+                        entry.latex if logits is None else rf"\operatorname{{softmax}}(z_{{{t}}})",
+                        meaning, entry.title)
     return entry
 
 

@@ -105,8 +105,9 @@ def test_decode_step_shapes_and_names():
     ({"decode": {"prefill": True}}, "P ≥ 1"),
     ({"decode": {"prompt": 2}}, "unknown key 'prompt'"),
     ({"decode": 2}, "decode = { prefill = P }"),
-    ({"decode": {"prefill": 2}, "mask": {"window": 2}}, "remove the mask"),
+    ({"decode": {"prefill": 2}, "mask": {"window": 2, "causal": False}}, "remove causal = false"),
     ({"decode": {"prefill": 2}, "mask": [[1] * 6] * 6}, "remove the mask"),
+    ({"decode": {"prefill": 2}, "mask": "none"}, "remove the mask"),
 ])
 def test_bad_decode_keys_are_one_line_errors(keys, words):
     base = sa.load_example("kv-cache")

@@ -171,13 +171,11 @@ def test_bad_tiles_are_one_line_errors(tiles, words):
     assert words in str(err.value) and "\n" not in str(err.value)
 
 
-def test_tiles_and_decode_refuse_a_sink_and_the_online_fact_is_general_only_there():
-    with pytest.raises(ProblemError, match="tiles with a sink logit is not supported yet"):
-        sa.Problem(Q=[[1]], K=[[1], [2]], V=[[1], [2]], tiles=1, sink=0)
-    with pytest.raises(ProblemError, match="decode with a sink logit is not supported yet"):
-        sa.Problem(X=[[1], [2]], W_q=[[1]], W_k=[[1]], W_v=[[1]], decode={"prefill": 1}, sink=0)
+def test_the_online_fact_is_checked_on_a_sink_problem_too():
+    """tiles with a sink are supported (tests/test_combos.py): the fact checks the instance."""
     proof = sa.facts.prove("online-softmax-equals-softmax", sa.load_example("off-by-one-softmax"))
-    assert proof.holds and "has a sink logit" in proof.checks[-1].text
+    assert proof.holds and "(exactly)" in proof.checks[0].text
+    assert "sink logit σ" in proof.general[1].text and "SymPy: verified" in proof.general[1].text
 
 
 def test_tiles_need_numbers_and_are_capped():

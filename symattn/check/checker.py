@@ -41,6 +41,7 @@ class Checker:
         self._targets: dict[str, _Target | SymattnError] = {}
         self._mistake_cells: dict[tuple[str, int | None], list] = {}
         self._memo: dict[tuple, FigureVerdict] = {}
+        self._kept: Source | None = None       # the sink-as-a-key trace (sink-kept), built once
 
     def target(self, text: str) -> _Target:
         """The resolved target (cached; a bad target raises its error every time)."""
@@ -116,14 +117,63 @@ class Checker:
     def _judge(self, target: str, text: str, variant: str | None, *,
                quiet: bool = False) -> FigureVerdict:
         resolved = self.target(target)
-        written = read_figure(text, where=f"the figure for {target}",
-                              expect=(resolved.shape, target))
+        try:
+            written = read_figure(text, where=f"the figure for {target}",
+                                  expect=(resolved.shape, target))
+        except SymattnError:
+            if self.trace.problem.sink is None:
+                raise
+            kept = self._sink_kept(target, text, variant,
+                                   read_figure(text, where=f"the figure for {target}"), resolved)
+            if kept is None:
+                raise
+            return kept
         cells = _align(written, resolved, target)
         entries = []
         for k, (w, cell) in enumerate(cells):
             places = w.rounding.places if isinstance(w, WrittenNumber) else None
             entries.append(judge_entry(w, cell, self._mistakes(resolved, places)[k], quiet=quiet))
         return summarise(target, text, variant, resolved.shape, entries)
+
+
+    def _sink_kept(self, target: str, text: str, variant: str | None, written: Written,
+                   resolved: _Target) -> FigureVerdict | None:
+        """A weights figure with one entry too many per row on a sink problem: if it is the
+        softmax over the keys and the sink with the sink's weight left in the row, say so
+        (mistake ``sink-kept``); else None, and the shape error stands."""
+        rows, cols = resolved.shape
+        if self.trace.problem.sink is None or resolved.spec.steps() != {"weights"} or \
+                written.labels is not None or written.shape[1] != cols + 1 or \
+                written.shape[0] != rows or (resolved.spec.step_ref or ("", None))[0] != "weights":
+            return None
+        if self._kept is None:
+            from symattn.check.logit_mistakes import sink_kept_trace
+
+            try:
+                self._kept = Source(sink_kept_trace(self.trace))
+            except SymattnError:
+                return None      # the sink-as-a-key problem is over a cap: the shape error stands
+        try:
+            shape, cells = resolve(resolved.spec, self._kept)
+        except SymattnError:
+            return None          # a target naming single keys: the sink's column is not in it
+        if shape != written.shape:
+            return None
+        entries = []
+        for w, cell in zip(written.entries, cells):
+            entries.append(judge_entry(w, cell, MistakeSet([])))
+        if not all(e.right for e in entries):
+            return None
+        detail = "the sink's weight left in the row"
+        for e in entries:
+            e.mistake, e.mistake_detail = "sink-kept", detail
+        return FigureVerdict(
+            target=target, text=text, code="mistake", variant=variant, mistake="sink-kept",
+            mistake_detail=detail, entries=entries, shape=shape,
+            message=f"the figure has {cols + 1} weights per row where {target} has {cols}: the last "
+                    "is the sink's weight, left in the row (mistake sink-kept); the first "
+                    f"{cols} are right: drop the sink's column after the softmax (its weight is "
+                    "what the keys' weights lack of 1)")
 
 
 def _align(written: Written, target: _Target, name: str) -> list[tuple]:

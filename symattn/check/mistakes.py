@@ -43,6 +43,13 @@ code                      the change
                           e^(m_old − m_new); ``early-rounding`` also covers its
                           exponentials rounded before the running sums
                           (``symattn.check.online_mistakes``)
+``alibi-sign``            ALiBi's bias with the wrong sign, +slope·(i − j)
+``alibi-scaled``          ALiBi's bias added before the scaling (scaled too)
+``softcap-missing``       the soft-cap left out
+``sink-renormalized``     the sink dropped and the rest renormalised (plain softmax)
+``sink-kept``             the sink's weight left in the row (m + 1 weights; the
+                          checker reads such a figure against the sink-as-a-key
+                          trace; ``symattn.check.logit_mistakes``)
 ========================  =====================================================
 """
 
@@ -56,6 +63,7 @@ from typing import Callable
 import sympy
 
 from symattn.certify import CertifiedDecimal, Rounding, certify
+from symattn.check.logit_mistakes import logit_variants
 from symattn.check.rope_mistakes import rope_variants
 from symattn.check.online_mistakes import online_mistakes
 from symattn.check.targets import Cell, Source, TargetSpec, resolve
@@ -71,7 +79,8 @@ MISTAKE_CODES = ("unscaled", "scaled-by-d_k", "transposed-scores", "softmax-over
                  "scaled-after-softmax", "e-as-2.7", "values-from-keys", "transposed-output",
                  "wrong-step", "early-rounding", "mask-after-softmax", "masked-by-zero",
                  "window-off-by-one", "online-no-rescale", "rope-layout", "rope-degrees",
-                 "rope-on-values", "rope-query-only")
+                 "rope-on-values", "rope-query-only", "alibi-sign", "alibi-scaled",
+                 "softcap-missing", "sink-renormalized", "sink-kept")
 
 _AFTER_SCORES = frozenset(("scaled", "masked", "shifted", "exp", "row_sum", "weights", "output"))
 _SOFTMAX = frozenset(("exp", "row_sum", "weights", "output"))
@@ -341,6 +350,8 @@ class Mistakes:
         out += self._mask_mistakes()
         out += [Mistake(code, detail, steps, Source(trace))
                 for code, detail, steps, trace in rope_variants(self.trace, self._attempt)]
+        out += [Mistake(code, detail, steps, Source(trace))
+                for code, detail, steps, trace in logit_variants(self.trace, self._attempt)]
         out += [Mistake(*found) for found in online_mistakes(self.trace, [])]
         if p.n == p.d_v:
             out.append(Mistake("transposed-output", "the output matrix transposed",

@@ -57,7 +57,7 @@ FACTS: dict[str, Callable[[Trace | None, Claims | None], Proof]] = {
 
 #: facts about the plain softmax (weights summing to 1); a sink logit changes what they say
 PLAIN_SOFTMAX = frozenset(("rows-sum-to-one", "shift-invariance", "convex-hull",
-                           "temperature-limits", "softmax-jacobian", "online-softmax-equals-softmax"))
+                           "temperature-limits", "softmax-jacobian"))
 
 
 #: facts whose instance check rebuilds the problem on the scores: ALiBi ties the logits to

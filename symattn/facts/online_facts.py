@@ -90,7 +90,17 @@ def _general_online() -> tuple[bool, tuple[Line, ...]]:
     total = sympy.Add(*[sympy.exp(s) for s in x])
     ok_w = all(is_zero(sympy.exp(x[j] - m2) / l2 - sympy.exp(x[j]) / total) for j in range(4))
     ok_o = is_zero(o2 / l2 - sympy.Add(*[v[j] * sympy.exp(x[j]) for j in range(4)]) / total)
-    ok = ok_w and ok_o
+    # a sink σ: the state starts at m = σ, ℓ = 1, O = 0 (vLLM), or σ is folded in at the end
+    # (gpt-oss): both end in the sink softmax e^(x_j)/(Σ e^(x_k) + e^σ)
+    sigma = sympy.Symbol("sigma", real=True)
+    with_sink = total + sympy.exp(sigma)
+    l1s = sympy.exp(sigma - m1) + l1            # ℓ_(−1) = 1 rescaled by e^(σ − m1), then block 0
+    l2s = alpha * l1s + sympy.exp(x[2] - m2) + sympy.exp(x[3] - m2)
+    folded = l2 + sympy.exp(sigma - m2)
+    ok_s = all(is_zero(sympy.exp(x[j] - m2) / l2s - sympy.exp(x[j]) / with_sink) for j in range(4)) \
+        and is_zero(o2 / l2s - sympy.Add(*[v[j] * sympy.exp(x[j]) for j in range(4)]) / with_sink) \
+        and is_zero(l2s - folded)
+    ok = ok_w and ok_o and ok_s
     lines = (
         Line("two blocks {x0, x1} | {x2, x3} with running maxima m1, m2 (any reals): "
              "ℓ1 = e^(x0−m1) + e^(x1−m1), ℓ2 = e^(m1−m2)·ℓ1 + e^(x2−m2) + e^(x3−m2), "
@@ -98,6 +108,13 @@ def _general_online() -> tuple[bool, tuple[Line, ...]]:
              f"(SymPy: {'verified' if ok else 'FAILED'})",
              r"\frac{e^{x_j - m_2}}{e^{m_1 - m_2}\ell_1 + \sum_{j \in 2} e^{x_j - m_2}} = "
              r"\frac{e^{x_j}}{\sum_k e^{x_k}}"),
+        Line("with a sink logit σ: starting the state at m = σ, ℓ = 1, O = 0 (so block 0 rescales "
+             "by e^(σ − m1)) gives ℓ2 = e^(m1−m2)·(e^(σ−m1) + ℓ1) + … = ℓ2 + e^(σ − m2), the same "
+             "denominator as folding e^(σ − m_last) in at the end; then e^(x_j−m2)/ℓ2 = "
+             "e^(x_j)/(Σ_k e^(x_k) + e^σ), the sink softmax, and O2/ℓ2 its output "
+             f"(SymPy: {'verified' if ok_s else 'FAILED'})",
+             r"\frac{e^{x_j - m_2}}{e^{m_1 - m_2}(e^{\sigma - m_1} + \ell_1) + \sum_{j \in 2} e^{x_j - m_2}}"
+             r" = \frac{e^{x_j}}{\sum_k e^{x_k} + e^{\sigma}}"),
         Line("more blocks: block b + 1 is the same step with blocks 0..b as the first block, so by "
              "induction every split gives the softmax; masked keys are left out of every sum "
              "(e^(−∞) = 0) and a block with nothing seen yet contributes ℓ = 0, O = 0",
@@ -171,7 +188,9 @@ def online_softmax_equals_softmax(trace: Trace | None = None, claims: Claims | N
             ok &= sums_ok
             checks.append(Line(f"this problem's tiles ({_split_text(p.tiles, p.key_tokens)}): every "
                                "running_sum of the recurrence equals Σ over the keys seen of "
-                               f"e^(scaled − running_max) ({'exactly' if sums_ok else 'NOT equal'})",
+                               f"e^({trace.logit_step} − running_max)"
+                               f"{' plus the sink term e^(s − running_max)' if p.sink is not None else ''} "
+                               f"({'exactly' if sums_ok else 'NOT equal'})",
                                r"\ell_b = \sum_{j \le b} e^{x_j - m_b}"))
             if not sums_ok and counter is None:
                 counter = {"step": "running_sum"}
@@ -215,7 +234,13 @@ def _general_decode() -> tuple[bool, tuple[Line, ...]]:
                      r"\frac{e^{s_j}}{\sum_{k \le t} e^{s_k}}"),
                 Line("the cache rows are k_j = x_j W_k and v_j = x_j W_v, the rows of K and V: appending "
                      "row t computes nothing the full projection would not",
-                     r"K^{\text{cache}}_t = K_{0..t}, \; V^{\text{cache}}_t = V_{0..t}"))
+                     r"K^{\text{cache}}_t = K_{0..t}, \; V^{\text{cache}}_t = V_{0..t}"),
+                Line("with a sliding window of W keys (Mistral's rolling buffer) the same argument runs "
+                     "on the band: row t of windowed attention has e^(−∞) = 0 for every key outside "
+                     "t − W < j ≤ t, which are exactly the keys the buffer has evicted, so the buffer "
+                     "of the last min(t + 1, W) keys gives row t; ALiBi's bias, a soft-cap and a sink "
+                     "term depend only on (t, j) and the step's own logits, the same in both",
+                     r"K^{\text{cache}}_t = K_{\max(0, t-W+1)..t}"))
 
 
 def kv_cache_equals_causal_row(trace: Trace | None = None, claims: Claims | None = None) -> Proof:
@@ -228,17 +253,22 @@ def kv_cache_equals_causal_row(trace: Trace | None = None, claims: Claims | None
         checks.append(Line("this problem has no decode key: nothing to check on it",
                            r"\text{no decode}"))
     elif p is not None:
-        causal = trace     # decode implies the causal mask: the plain steps are the reference
+        reference = trace  # decode implies its mask (causal, or the window): the plain steps are the reference
+        kind = "causal" if p.window is None else f"sliding-window (W = {p.window[0]})"
         for t in range(p.prefill, p.n):
             w, o = trace.step(f"decode_{t}_weights"), trace.step(f"decode_{t}_output")
-            row_ok = all(same(w[0, j], causal.weights[t, j]) for j in range(t + 1)) and all(
-                causal.weights[t, j] == 0 for j in range(t + 1, p.n)) and all(
-                same(o[0, c], causal.output[t, c]) for c in range(p.d_v))
+            cache = trace.decode.cache(t)
+            row_ok = all(same(w[0, k], reference.weights[t, j]) for k, j in enumerate(cache)) and all(
+                reference.weights[t, j] == 0 for j in range(p.n) if j not in cache) and all(
+                same(o[0, c], reference.output[t, c]) for c in range(p.d_v))
             ok &= row_ok
-            checks.append(Line(f"decode step {t} ({p.tokens[t]!r}, cache of {t + 1}): its weights and "
-                               f"output equal row {p.tokens[t]!r} of causal attention "
+            held = (f"cache of {len(cache)}" if p.window is None else
+                    f"rolling cache of {len(cache)}: {', '.join(p.tokens[j] for j in cache)}")
+            checks.append(Line(f"decode step {t} ({p.tokens[t]!r}, {held}): its weights and "
+                               f"output equal row {p.tokens[t]!r} of {kind} attention "
                                f"({'exactly' if row_ok else 'NOT equal'})",
-                               rf"\operatorname{{softmax}}(q_{t} K_{{0..{t}}}^\top) = A^{{\text{{causal}}}}_{{{t}}}"))
+                               rf"\operatorname{{softmax}}(q_{t} K_{{{cache[0]}..{t}}}^\top) = "
+                               rf"A^{{\text{{{'causal' if p.window is None else 'window'}}}}}_{{{t}}}"))
             if not row_ok and counter is None:
                 counter = {"row": p.tokens[t], "step": t}
 
@@ -246,14 +276,16 @@ def kv_cache_equals_causal_row(trace: Trace | None = None, claims: Claims | None
             if i < p.prefill or i >= p.n:
                 return None
             if name == "weights":
-                return trace.step(f"decode_{i}_weights")[0, j] if j <= i else sympy.S.Zero
+                cache = trace.decode.cache(i)
+                return trace.step(f"decode_{i}_weights")[0, cache.index(j)] if j in cache else sympy.S.Zero
             return trace.step(f"decode_{i}_output")[0, j]
 
         claims_ok, counter = _judge_claims(trace, claims, values, "the decode step", checks, counter)
         ok &= claims_ok
     return Proof("kv-cache-equals-causal-row", ok,
                  Line("a KV-cache decode step (the new query against the cached keys and values) gives "
-                      "the last row of full causal attention",
+                      "the last row of full causal attention (with a sliding window: of windowed "
+                      "attention, the cache a rolling buffer of the last W keys)",
                       r"\operatorname{softmax}\!\left(\tfrac{q_t K_{0..t}^\top}{\sqrt{d_k}}\right) V_{0..t}"
                       r" = \left(\operatorname{softmax}\!\left(\tfrac{QK^\top}{\sqrt{d_k}} + M\right) V\right)_t"),
                  general, tuple(checks), counter)
