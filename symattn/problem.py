@@ -520,6 +520,16 @@ class Problem:
                        {**self.alibi.value, "slope": self.alibi.slope.subs(mapping)},
                        softcap=self.softcap)
 
+    def rebuilt(self, **changes: object) -> "Problem":
+        """The same problem with some keys changed: how a mistake or a fact builds the problem a
+        person worked by mistake (inputs as exact matrices; the mask, the softmax's variant keys and
+        RoPE kept unless changed; tiles and decode left out, since they do not change any value)."""
+        keys: dict[str, object] = {k: m.to_sympy() for k, m in self.inputs.items()}
+        keys.update(tokens=list(self.tokens), key_tokens=list(self.key_tokens), scale=self.scale,
+                    mask=self.mask_value, **self.variant_keys, rope=self.rope)
+        keys.update(changes)
+        return Problem(**keys)
+
     @property
     def variant_keys(self) -> dict:
         """The keys that change the softmax, as ``Problem(...)`` takes them (rebuilding a

@@ -38,14 +38,6 @@ _LOGITS = ("masked", "shifted", "exp", "row_sum", "weights", "output")
 Variant = tuple[str, str, frozenset[str], Trace]
 
 
-def _rebuild(p: Problem, **changes: object) -> Problem:
-    keys: dict[str, object] = {k: m.to_sympy() for k, m in p.inputs.items()}
-    keys.update(tokens=list(p.tokens), key_tokens=list(p.key_tokens), scale=p.scale,
-                mask=p.mask_value, **p.variant_keys, rope=p.rope)
-    keys.update(changes)
-    return Problem(**keys)
-
-
 def logit_variants(trace: Trace, attempt: Callable[[Callable[[], Problem]], Trace | None]
                    ) -> list[Variant]:
     """Each ALiBi, soft-cap and sink mistake that can be built for this problem."""
@@ -61,17 +53,17 @@ def logit_variants(trace: Trace, attempt: Callable[[Callable[[], Problem]], Trac
         alibi = p.alibi
         add("alibi-sign", "the bias added with the wrong sign, +slope·(i − j)",
             ("bias", "biased", "capped", *_LOGITS),
-            lambda: _rebuild(p, alibi=Alibi(-alibi.slope, alibi.symmetric)))
+            lambda: p.rebuilt(alibi=Alibi(-alibi.slope, alibi.symmetric)))
         if p.scale != 1 and p.scale.is_positive:
             add("alibi-scaled", "the bias added before the scaling, so it is scaled too",
                 ("bias", "biased", "capped", *_LOGITS),
-                lambda: _rebuild(p, alibi={**alibi.value, "slope": alibi.slope * p.scale}))
+                lambda: p.rebuilt(alibi={**alibi.value, "slope": alibi.slope * p.scale}))
     if p.softcap is not None:
         add("softcap-missing", "the soft-cap c·tanh(x/c) left out", _LOGITS,
-            lambda: _rebuild(p, softcap=None))
+            lambda: p.rebuilt(softcap=None))
     if p.sink is not None:
         add("sink-renormalized", "the sink's column dropped and the rest renormalised to sum 1",
-            ("row_sum", "weights", "output"), lambda: _rebuild(p, sink=None))
+            ("row_sum", "weights", "output"), lambda: p.rebuilt(sink=None))
     return out
 
 

@@ -22,14 +22,6 @@ ROTATED = frozenset(("Q_rot", "K_rot", *_AFTER_SCORES))
 Variant = tuple[str, str, frozenset[str], Trace]
 
 
-def _rebuild(p: Problem, **changes: object) -> Problem:
-    keys: dict[str, object] = {k: m.to_sympy() for k, m in p.inputs.items()}
-    keys.update(tokens=list(p.tokens), key_tokens=list(p.key_tokens), scale=p.scale,
-                mask=p.mask_value, **p.variant_keys, rope=p.rope)
-    keys.update(changes)
-    return Problem(**keys)
-
-
 def rope_variants(trace: Trace, attempt: Callable[[Callable[[], Problem]], Trace | None]) -> list[Variant]:
     """Each RoPE mistake that can be built for this problem, as (code, detail, steps, trace)."""
     p = trace.problem
@@ -46,11 +38,11 @@ def rope_variants(trace: Trace, attempt: Callable[[Callable[[], Problem]], Trace
     if rope.d >= 4:      # with one pair the two layouts are the same
         other = "half" if rope.layout == "interleaved" else "interleaved"
         add("rope-layout", f"the {other} pairing instead of {rope.layout}", ROTATED,
-            lambda: _rebuild(p, rope={**rope.as_value(), "layout": other}))
+            lambda: p.rebuilt(rope={**rope.as_value(), "layout": other}))
     degrees = {**rope.as_value(), "theta": [t * sympy.pi / 180 for t in rope.theta]}
     degrees.pop("base", None)
     add("rope-degrees", "the angles p·θ_i read as degrees (θ_i·π/180)", ROTATED,
-        lambda: _rebuild(p, rope=degrees))
+        lambda: p.rebuilt(rope=degrees))
     if p.d_v == p.d_k:
         add("rope-on-values", "V rotated by the key positions too", frozenset(("output",)),
             lambda: Problem(Q=trace.Q.matrix, K=trace.K.matrix, V=_rotated_values(trace),
@@ -60,7 +52,7 @@ def rope_variants(trace: Trace, attempt: Callable[[Callable[[], Problem]], Trace
     if any(rope.key_positions):
         add("rope-query-only", "only Q rotated (K left as it is)",
             frozenset(("K_rot", *_AFTER_SCORES)),
-            lambda: _rebuild(p, rope={**rope.as_value(), "key_positions": [0] * p.m}))
+            lambda: p.rebuilt(rope={**rope.as_value(), "key_positions": [0] * p.m}))
     return out
 
 
