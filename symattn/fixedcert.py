@@ -1,0 +1,148 @@
+"""Certified decimals of the weights and the output from fixed-point integers.
+
+The fast path of :mod:`symattn.stepcert` for problems whose scores are
+integers over one denominator and whose scale is rational (every problem
+typed in decimals).  The engine gives each row's exponentials as integers
+E_j with E_j ≤ e_j·2^F < E_j + 1, and the row sum's S and term count k with
+S ≤ s·2^F < S + k (:meth:`symattn.engine.Engine.fixed_exps`).  Everything
+after that is integer arithmetic with a proved error bound, so a whole
+512 × 512 step costs one multiplication and one division per entry instead
+of an arb division and a binary-to-decimal conversion (and the output is one
+fmpz matrix product).
+
+**Weights.**  w_j = e_j/s lies in [E_j/(S + k), (E_j + 1)/S], so
+|w_j − E_j/S| ≤ (E_j/S)·max(1/E_j, k/S) ≤ (E_j/S)·2^−B when E_j ≥ 2^B and
+S ≥ k·2^B.  Scaled by 10^K, with q = ⌊E_j·10^K/S⌋ < 2^(B−3): w_j·10^K lies
+within (q + 1)·2^−B < 1/8 of [q, q + 1), so in [q − 2, q + 2].  Entries that
+miss a condition (a weight too small for the fixed point) are left to the
+arb path.
+
+**Output.**  o_c = Σ_j e_j·N_jc / (s·den) with V = N/den.  With the exact
+integer T_c = Σ_j E_j·N_jc and A_c = Σ_j |N_jc| over the allowed keys,
+s·2^F·den·o_c lies within A_c of T_c.  So with D = S·den and
+q = ⌊|T_c|·10^K/D⌋: |o_c|·10^K lies within ⌈A_c·10^K/D⌉ + 2 of q (the
+denominator's error adds (q + 1)·k/S < 1 under the same conditions).
+
+Each enclosure is rounded by :func:`symattn.certify.judge_enclosure`, the
+same integer test the arb path uses; an enclosure that straddles a rounding
+boundary, or an output that may equal its own rounded decimal (an exact
+terminating value), is left to the arb path, which settles it exactly.
+"""
+
+from __future__ import annotations
+
+import math
+
+import flint
+
+from symattn.certify import CertifiedDecimal, Rounding, _new_decimal, judge_enclosure
+from symattn.engine import Engine, FixedRow
+
+#: the fast path serves roundings to at most this many significant digits (the
+#: arb path is as fast above: the integers grow as the balls do)
+MAX_FAST_DIGITS = 300
+_GUARD_DIGITS = 4          # q has about digits + 4 digits
+_LOG2_10 = math.log2(10)
+
+
+def fixed_point_decimals(engine: Engine, step: str, rounding: Rounding,
+                         pending: dict[int, list[int]]) -> dict[int, dict[int, CertifiedDecimal]]:
+    """The entries of ``pending`` ({row: [columns]}) of weights or output that the fixed
+    point decides; the caller takes the rest to the arb path."""
+    digits = rounding.digits
+    if step not in ("weights", "output") or digits is None or digits > MAX_FAST_DIGITS:
+        return {}
+    if step == "output" and not engine.V.is_rational:
+        return {}
+    # q < 2^(B-3) with q < 10^(digits + guard + 2); then F leaves 2^B per term of S
+    b = math.ceil((digits + _GUARD_DIGITS + 2) * _LOG2_10) + 4
+    f = b + max(1, engine.m).bit_length() + 128
+    rows = {i: engine.fixed_exps(i, f) for i in pending}
+    rows = {i: row for i, row in rows.items() if row is not None and row.total >= row.terms << b}
+    if not rows:
+        return {}
+    if step == "weights":
+        return {i: _weights(rows[i], pending[i], b, rounding) for i in rows}
+    return _outputs(engine, rows, pending, b, rounding)
+
+
+def _weights(row: FixedRow, cols: list[int], b: int, rounding: Rounding) -> dict[int, CertifiedDecimal]:
+    digits, total, exps = rounding.digits, row.total, row.exps
+    want = digits + _GUARD_DIGITS
+    total_bits, least, q_bits = total.bit_length(), 1 << b, b - 3
+    pow10 = _powers_of_ten(want + (total_bits * 1233 >> 12) + 2)
+    low, high = pow10[digits - 1], pow10[digits]
+    new, cls = _new_decimal, CertifiedDecimal
+    out = {}
+    for j in cols:
+        e = exps[j]
+        if e < least:
+            continue
+        # K so that q has about `want` digits (E ≤ S, so K ≥ want); 1233/4096 ≈ log10 2
+        k = want - (((e.bit_length() - total_bits) * 1233) >> 12)
+        q = e * pow10[k] // total
+        n = q.bit_length()
+        if n > q_bits:
+            continue
+        # the rounding of [q − 2, q + 2]·10^−K, inlined: q's digits (n or n + 1), the
+        # rounding unit, the nearest multiple m, and both ends inside m's cell
+        n = ((n - 1) * 1233 >> 12) + 1
+        if q >= pow10[n]:
+            n += 1
+        unit = pow10[n - digits]
+        m, r = divmod(q, unit)
+        if 2 * r >= unit:
+            m, r = m + 1, r - unit                        # q = m·unit + r, |r| ≤ unit/2
+        if low < m < high and 2 * r - 4 >= -unit and 2 * r + 4 < unit:
+            out[j] = new(cls, (m, n - digits - k, False, rounding))
+        else:                                             # a decade's edge: the general test
+            decided = judge_enclosure(q, 2, -k, rounding)
+            if decided is not None:
+                out[j] = decided
+    return out
+
+
+def _outputs(engine: Engine, rows: dict[int, FixedRow], pending: dict[int, list[int]], b: int,
+             rounding: Rounding) -> dict[int, dict[int, CertifiedDecimal]]:
+    numerators, den = engine.V.rational.numer_denom()
+    den = int(den)
+    order = list(rows)
+    products = (flint.fmpz_mat([rows[i].flint_exps for i in order]) * numerators).tolist()
+    # Σ_j |N_jc| over every key bounds the sum over a row's allowed keys
+    spreads = [sum(abs(int(x)) for x in column) for column in numerators.transpose().tolist()]
+    want, q_bits = rounding.digits + _GUARD_DIGITS, b - 3
+    pow10 = _powers_of_ten(2 * want + 64)
+    out: dict[int, dict[int, CertifiedDecimal]] = {}
+    for i, row in zip(order, products):
+        d = rows[i].total * den
+        d_bits = d.bit_length()
+        decided_row = out[i] = {}
+        for c in pending[i]:
+            t = int(row[c])
+            a = abs(t)
+            k = want - (((a.bit_length() - d_bits) * 1233) >> 12)
+            if t == 0 or not 0 <= k < len(pow10):    # |o| ≥ 10^want (huge V) or tiny: arb
+                continue
+            scale = pow10[k]
+            q = a * scale // d
+            if q.bit_length() > q_bits:
+                continue
+            rad = -(-spreads[c] * scale // d) + 2
+            decided = judge_enclosure(-q if t < 0 else q, rad, -k, rounding)
+            if decided is None:
+                continue
+            # an exact terminating output (a constant value column) may sit inside its own
+            # enclosure: the arb path settles those exactly
+            e = decided.exponent + k
+            if e < 0 or abs(abs(decided.mantissa) * pow10[e] - q) <= rad:
+                continue
+            decided_row[c] = decided
+    return out
+
+
+def _powers_of_ten(top: int) -> list[int]:
+    """10^0 … 10^top (a list index in the hot loop)."""
+    powers = [1]
+    for _ in range(top):
+        powers.append(powers[-1] * 10)
+    return powers
