@@ -141,7 +141,6 @@ class _NegInf:
 
 
 NEG_INF = _NegInf()
-_FMPZ_ZERO = flint.fmpz(0)
 
 
 @dataclass(frozen=True)
@@ -152,7 +151,6 @@ class FixedRow:
     the row sum times 2^bits lies in [total, total + terms): each of the ``terms``
     inexact terms (the allowed keys and the sink) was cut by less than one unit."""
     exps: list[int]
-    flint_exps: list[flint.fmpz]   # the same integers as fmpz (for one fmpz_mat product)
     total: int
     terms: int
 
@@ -237,7 +235,8 @@ class Engine:
         self._sink_groups: dict[int, Hashable] = {}
         self._key_balls: dict[sympy.Expr, flint.arb | None] = {}
         #: floor(e^t·2^bits) by bits and by integer score difference (Engine.fixed_exps)
-        self._fixed: dict[int, dict[int, tuple[int, flint.fmpz]]] = {}
+        self._fixed: dict[int, dict[int, int]] = {}
+        self._fixed_fmpz: dict[int, dict[int, flint.fmpz]] = {}
         self._fixed_rows: dict[tuple[int, int], FixedRow | None] = {}
         #: steps a variant adds (online softmax, decoding): name -> their numbers
         #: (``known_row(i)``, ``balls(i, prec)``, ``symbols()``; see symattn.stepnumbers)
@@ -259,6 +258,8 @@ class Engine:
             # rational scores over one common denominator: compare Python ints
             row = self._score_ints[i]
             pick = max if self.scale_sign > 0 else min
+            if len(allowed) == self.m:                   # no mask: the first extreme score
+                return RowPlan(allowed, row.index(pick(row)))
             best_value = pick(row[j] for j in allowed)
             return RowPlan(allowed, next(j for j in allowed if row[j] == best_value))
         best = allowed[0]
@@ -585,6 +586,10 @@ class Engine:
     def softmax_is_rational(self, i: int) -> bool:
         """True when every allowed key of row i ties (and the sink with them), so its
         weights are 1/count."""
+        if self.plain and self.sink is None and self._score_ints is not None and i not in self._groups:
+            row, allowed = self._score_ints[i], self.rows[i].allowed   # no groups needed:
+            values = row if len(allowed) == self.m else [row[j] for j in allowed]
+            return self.scale_sign == 0 or min(values) == max(values)  # one score, one group
         return len(self.groups(i)) == 1 and self.sink_group(i) != "alone"
 
     def _denominator_count(self, i: int) -> int:
@@ -899,16 +904,22 @@ class Engine:
         self._fixed_rows[i, bits] = None                 # until it is proved below
         cache = self._fixed.setdefault(bits, {})
         row, top = self._score_ints[i], self._score_ints[i][plan.argmax]
-        missing = sorted({row[j] - top for j in plan.allowed}.difference(cache))
+        every = len(plan.allowed) == self.m
+        gaps = [x - top for x in row] if every else [row[j] - top for j in plan.allowed]
+        missing = sorted(set(gaps).difference(cache))
         if missing:
             factor = self.scale_rational / self._score_den
             for gap, e in zip(missing, _fixed_exps([factor * g for g in missing], bits)):
                 if e is None:
                     return None
-                cache[gap] = (e, flint.fmpz(e))
-        exps, flints = [0] * self.m, [_FMPZ_ZERO] * self.m
-        for j in plan.allowed:
-            exps[j], flints[j] = cache[row[j] - top]
+                cache[gap] = e
+        values = [cache[g] for g in gaps]
+        if every:
+            exps = values
+        else:
+            exps = [0] * self.m
+            for j, e in zip(plan.allowed, values):
+                exps[j] = e
         terms = len(plan.allowed)
         total = sum(exps)
         if self.sink is not None:
@@ -916,8 +927,20 @@ class Engine:
             if e is None:
                 return None
             total, terms = total + e, terms + 1
-        fixed = self._fixed_rows[i, bits] = FixedRow(exps, flints, total, terms)
+        fixed = self._fixed_rows[i, bits] = FixedRow(exps, total, terms)
         return fixed
+
+    def fixed_exps_fmpz(self, i: int, bits: int) -> list[flint.fmpz]:
+        """:meth:`fixed_exps` of row i as fmpz (made once per distinct value: building an
+        fmpz_mat from fmpz is about three times faster than from Python ints)."""
+        cache = self._fixed_fmpz.setdefault(bits, {})
+        out = []
+        for e in self.fixed_exps(i, bits).exps:
+            z = cache.get(e)
+            if z is None:
+                z = cache[e] = flint.fmpz(e)
+            out.append(z)
+        return out
 
     def _V_balls(self, prec: int) -> flint.arb_mat:
         key = ("V", -1, prec)

@@ -63,7 +63,7 @@ def fixed_point_decimals(engine: Engine, step: str, rounding: Rounding,
         return {}
     if step == "weights":
         return {i: _weights(rows[i], pending[i], b, rounding) for i in rows}
-    return _outputs(engine, rows, pending, b, rounding)
+    return _outputs(engine, rows, pending, b, f, rounding)
 
 
 def _weights(row: FixedRow, cols: list[int], b: int, rounding: Rounding) -> dict[int, CertifiedDecimal]:
@@ -103,15 +103,18 @@ def _weights(row: FixedRow, cols: list[int], b: int, rounding: Rounding) -> dict
 
 
 def _outputs(engine: Engine, rows: dict[int, FixedRow], pending: dict[int, list[int]], b: int,
-             rounding: Rounding) -> dict[int, dict[int, CertifiedDecimal]]:
+             f: int, rounding: Rounding) -> dict[int, dict[int, CertifiedDecimal]]:
     numerators, den = engine.V.rational.numer_denom()
     den = int(den)
     order = list(rows)
-    products = (flint.fmpz_mat([rows[i].flint_exps for i in order]) * numerators).tolist()
+    products = (flint.fmpz_mat([engine.fixed_exps_fmpz(i, f) for i in order]) * numerators).tolist()
     # Σ_j |N_jc| over every key bounds the sum over a row's allowed keys
     spreads = [sum(abs(int(x)) for x in column) for column in numerators.transpose().tolist()]
-    want, q_bits = rounding.digits + _GUARD_DIGITS, b - 3
+    digits = rounding.digits
+    want, q_bits = digits + _GUARD_DIGITS, b - 3
     pow10 = _powers_of_ten(2 * want + 64)
+    low, high = pow10[digits - 1], pow10[digits]
+    new, cls = _new_decimal, CertifiedDecimal
     out: dict[int, dict[int, CertifiedDecimal]] = {}
     for i, row in zip(order, products):
         d = rows[i].total * den
@@ -128,15 +131,24 @@ def _outputs(engine: Engine, rows: dict[int, FixedRow], pending: dict[int, list[
             if q.bit_length() > q_bits:
                 continue
             rad = -(-spreads[c] * scale // d) + 2
-            decided = judge_enclosure(-q if t < 0 else q, rad, -k, rounding)
-            if decided is None:
+            # the rounding of [q − rad, q + rad]·10^−K as in _weights, and the gap r
+            # between q and its rounded decimal m·unit
+            n = ((q.bit_length() - 1) * 1233 >> 12) + 1
+            if q >= pow10[n]:
+                n += 1
+            if n <= digits:
                 continue
-            # an exact terminating output (a constant value column) may sit inside its own
-            # enclosure: the arb path settles those exactly
-            e = decided.exponent + k
-            if e < 0 or abs(abs(decided.mantissa) * pow10[e] - q) <= rad:
+            unit = pow10[n - digits]
+            m, r = divmod(q, unit)
+            if 2 * r >= unit:
+                m, r = m + 1, r - unit
+            if not (low < m < high and 2 * (r - rad) >= -unit and 2 * (r + rad) < unit):
+                continue                                  # a boundary or a decade's edge: arb
+            if -rad <= r <= rad:
+                # the enclosure holds its own decimal: an exact terminating output (a
+                # constant value column) may be it; the arb path settles those exactly
                 continue
-            decided_row[c] = decided
+            decided_row[c] = new(cls, (-m if t < 0 else m, n - digits - k, False, rounding))
     return out
 
 
