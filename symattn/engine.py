@@ -897,8 +897,9 @@ class Engine:
         computed once, in arb, and its floor is taken only when the ball proves it."""
         plan = self.rows[i]
         if not self.plain or self._score_ints is None or self.scale_rational is None \
-                or plan.argmax is None or "exp" in self.extra or "weights" in self.extra:
-            return None
+                or plan.argmax is None or "exp" in self.extra or "weights" in self.extra \
+                or not (self.sink is None or self.sink.is_Rational):
+            return None   # (a sink such as log 2 could make a softmax value rational)
         if (i, bits) in self._fixed_rows:
             return self._fixed_rows[i, bits]
         self._fixed_rows[i, bits] = None                 # until it is proved below

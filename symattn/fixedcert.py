@@ -1,4 +1,4 @@
-"""Certified decimals of the weights and the output from fixed-point integers.
+"""Certified decimals of exp, row_sum, weights and output from fixed-point integers.
 
 The fast path of :mod:`symattn.stepcert` for problems whose scores are
 integers over one denominator and whose scale is rational (every problem
@@ -10,12 +10,14 @@ after that is integer arithmetic with a proved error bound, so a whole
 of an arb division and a binary-to-decimal conversion (and the output is one
 fmpz matrix product).
 
-**Weights.**  w_j = e_j/s lies in [E_j/(S + k), (E_j + 1)/S], so
-|w_j − E_j/S| ≤ (E_j/S)·max(1/E_j, k/S) ≤ (E_j/S)·2^−B when E_j ≥ 2^B and
-S ≥ k·2^B.  Scaled by 10^K, with q = ⌊E_j·10^K/S⌋ < 2^(B−3): w_j·10^K lies
-within (q + 1)·2^−B < 1/8 of [q, q + 1), so in [q − 2, q + 2].  Entries that
-miss a condition (a weight too small for the fixed point) are left to the
-arb path.
+**Ratios: weights, exp, row_sum.**  Each is x = a/d with a known to lie in
+[A, A + α) and d in [D, D + δ) (integers): a weight is e_j/s (A = E_j, α = 1,
+D = S, δ = k), an exponential e_j·2^F/2^F (δ = 0), the row sum s·2^F/2^F
+(A = S, α = k, δ = 0).  x lies in [A/(D + δ), (A + α)/D], so
+|x − A/D| ≤ (A/D)·max(α/A, δ/D) ≤ (A/D)·2^−B when A ≥ α·2^B and D ≥ δ·2^B.
+Scaled by 10^K, with q = ⌊A·10^K/D⌋ < 2^(B−3): x·10^K lies within
+(q + 1)·2^−B < 1/8 of [q, q + 1), so in [q − 2, q + 2].  Entries that miss a
+condition (a weight too small for the fixed point) are left to the arb path.
 
 **Output.**  o_c = Σ_j e_j·N_jc / (s·den) with V = N/den.  With the exact
 integer T_c = Σ_j E_j·N_jc and A_c = Σ_j |N_jc| over the allowed keys,
@@ -47,29 +49,50 @@ _LOG2_10 = math.log2(10)
 
 def fixed_point_decimals(engine: Engine, step: str, rounding: Rounding,
                          pending: dict[int, list[int]]) -> dict[int, dict[int, CertifiedDecimal]]:
-    """The entries of ``pending`` ({row: [columns]}) of weights or output that the fixed
-    point decides; the caller takes the rest to the arb path."""
+    """The entries of ``pending`` ({row: [columns]}) of exp, row_sum, weights or output that
+    the fixed point decides; the caller takes the rest to the arb path."""
     digits = rounding.digits
-    if step not in ("weights", "output") or digits is None or digits > MAX_FAST_DIGITS:
+    if step not in _STEPS or digits is None or digits > MAX_FAST_DIGITS:
         return {}
     if step == "output" and not engine.V.is_rational:
         return {}
-    # q < 2^(B-3) with q < 10^(digits + guard + 2); then F leaves 2^B per term of S
-    b = math.ceil((digits + _GUARD_DIGITS + 2) * _LOG2_10) + 4
-    f = b + max(1, engine.m).bit_length() + 128
-    rows = {i: engine.fixed_exps(i, f) for i in pending}
+    b, f = working_bits(digits, engine.m)
+    # a fully tied row is rational (1/k, k): the exact path rounds it, never this one
+    rows = {i: engine.fixed_exps(i, f) for i in pending if not engine.softmax_is_rational(i)}
     rows = {i: row for i, row in rows.items() if row is not None and row.total >= row.terms << b}
     if not rows:
         return {}
+    if step == "output":
+        return _outputs(engine, rows, pending, b, f, rounding)
     if step == "weights":
-        return {i: _weights(rows[i], pending[i], b, rounding) for i in rows}
-    return _outputs(engine, rows, pending, b, f, rounding)
+        return {i: _ratios(row.exps, pending[i], 1, row.total, row.terms, b, rounding)
+                for i, row in rows.items()}
+    if step == "exp":                   # e^0 = 1 exactly (E = 2^F only there): not here
+        unit = 1 << f
+        return {i: _ratios(row.exps, [j for j in pending[i] if row.exps[j] != unit], 1, unit, 0, b,
+                           rounding) for i, row in rows.items()}
+    return {i: _ratios([row.total], pending[i], row.terms, 1 << f, 0, b, rounding)
+            for i, row in rows.items()}
 
 
-def _weights(row: FixedRow, cols: list[int], b: int, rounding: Rounding) -> dict[int, CertifiedDecimal]:
-    digits, total, exps = rounding.digits, row.total, row.exps
+_STEPS = frozenset(("exp", "row_sum", "weights", "output"))
+
+
+def working_bits(digits: int, keys: int) -> tuple[int, int]:
+    """(B, F) for a rounding to ``digits`` digits of rows of ``keys`` keys: q < 2^(B−3)
+    holds q's digits + guard + 2 digits, and F leaves 2^B and 128 bits more per term of S
+    (weights down to about 2^−128 stay on the fixed point)."""
+    b = math.ceil((digits + _GUARD_DIGITS + 2) * _LOG2_10) + 4
+    return b, b + max(1, keys).bit_length() + 128
+
+
+def _ratios(numerators: list[int], cols: list[int], spread: int, total: int, terms: int, b: int,
+            rounding: Rounding) -> dict[int, CertifiedDecimal]:
+    """numerators[j]/total for j in cols, each numerator within [A, A + spread) and the
+    denominator within [total, total + terms) (see the module docstring)."""
+    digits, exps = rounding.digits, numerators
     want = digits + _GUARD_DIGITS
-    total_bits, least, q_bits = total.bit_length(), 1 << b, b - 3
+    total_bits, least, q_bits = total.bit_length(), spread << b, b - 3
     pow10 = _powers_of_ten(want + (total_bits * 1233 >> 12) + 2)
     low, high = pow10[digits - 1], pow10[digits]
     new, cls = _new_decimal, CertifiedDecimal
@@ -78,8 +101,10 @@ def _weights(row: FixedRow, cols: list[int], b: int, rounding: Rounding) -> dict
         e = exps[j]
         if e < least:
             continue
-        # K so that q has about `want` digits (E ≤ S, so K ≥ want); 1233/4096 ≈ log10 2
+        # K so that q has about `want` digits (K ≥ want when A ≤ D); 1233/4096 ≈ log10 2
         k = want - (((e.bit_length() - total_bits) * 1233) >> 12)
+        if k < 0:                                         # a row sum over 10^want: arb
+            continue
         q = e * pow10[k] // total
         n = q.bit_length()
         if n > q_bits:

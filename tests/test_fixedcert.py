@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 import symattn as sa
 from symattn.certify import Rounding, round_ratio
 from symattn.engine import FixedRow
-from symattn.fixedcert import fixed_point_decimals
+from symattn.fixedcert import fixed_point_decimals, working_bits
 
 
 def _ratio_rounding(x: Fraction, rounding: Rounding):
@@ -44,6 +44,9 @@ class _Rows:
 
     def fixed_exps(self, i: int, bits: int) -> FixedRow:
         return self._rows[i]
+
+    def softmax_is_rational(self, i: int) -> bool:
+        return False
 
     def fixed_exps_fmpz(self, i: int, bits: int) -> list[flint.fmpz]:
         return [flint.fmpz(e) for e in self._rows[i].exps]
@@ -73,6 +76,51 @@ def _check_weights(row: FixedRow, rounding: Rounding) -> int:
         assert _ratio_rounding(high, rounding)[:2] == d[:2], (j, d)
         assert not d.exact
     return len(got)
+
+
+def _check_exp_and_row_sum(row: FixedRow, bits: int, rounding: Rounding) -> int:
+    """Every decided exponential is the rounding of both ends of [E, E + 1)/2^F, and the
+    row sum of both ends of [S, S + k)/2^F."""
+    engine, unit = _Rows([row]), 1 << bits
+    count = 0
+    for step, pairs in (("exp", [(e, 1) for e in row.exps]), ("row_sum", [(row.total, row.terms)])):
+        got = fixed_point_decimals(engine, step, rounding, {0: list(range(len(pairs)))}).get(0, {})
+        for j, d in got.items():
+            a, spread = pairs[j]
+            for end in (Fraction(a, unit), Fraction(a + spread, unit)):
+                assert _ratio_rounding(end, rounding)[:2] == d[:2], (step, j, d)
+        count += len(got)
+    return count
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(digits=st.integers(1, 60), seed=st.integers(0, 2**32), n=st.integers(1, 30),
+       spread=st.integers(0, 300), sink=st.booleans())
+def test_random_exps_and_row_sums_round_like_both_ends_of_their_interval(digits, seed, n, spread, sink):
+    rng = random.Random(seed)
+    _, bits = working_bits(digits, n)
+    unit = 1 << bits
+    exps = [unit] + [rng.randrange(unit >> rng.randint(1, spread + 1), unit) for _ in range(n - 1)]
+    row = _row(exps, extra=rng.randrange(0, 50 * unit) if sink else 0, extra_terms=int(sink))
+    decided = _check_exp_and_row_sum(row, bits, Rounding(digits=digits))
+    if spread <= 60:
+        assert decided >= n - 1
+
+
+@pytest.mark.parametrize("digits", [1, 3, 17, 30, 120])
+def test_exps_next_to_a_rounding_boundary_are_left_or_right(digits):
+    rng = random.Random(-digits)
+    rounding = Rounding(digits=digits)
+    _, bits = working_bits(digits, 2)
+    left = 0
+    for _ in range(100):
+        mantissa = rng.randrange(10 ** (digits - 1), 10 ** digits)
+        boundary = Fraction(2 * mantissa + 1, 2 * 10 ** (digits + rng.randint(0, 20)))
+        e = int(boundary * (1 << bits)) + rng.randint(-1, 0)     # [E, E + 1) holds the boundary
+        row = _row([1 << bits, e])
+        _check_exp_and_row_sum(row, bits, rounding)
+        left += 1 not in fixed_point_decimals(_Rows([row]), "exp", rounding, {0: [1]}).get(0, {})
+    assert left == 100
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -196,23 +244,27 @@ def _decimal_matrix(rng: random.Random, rows: int, cols: int, places: int = 1, t
 
 
 def _mp_reference(Q, K, V, scale: Fraction, mask, sink: Fraction | None):
-    """Weights and output by the definition, in mpmath at 90 digits (no shifting, no
-    fixed point: a different computation from symattn's)."""
+    """exp (shifted by the row's largest logit), the row sum, the weights and the output by
+    the definition, in mpmath at 90 digits (no fixed point: a different computation from
+    symattn's)."""
     with mpmath.workdps(90):
         def mp(x):
             q = Fraction(x)
             return mpmath.mpf(q.numerator) / q.denominator
         s = mpmath.mpf(scale.numerator) / scale.denominator
-        weights, output = [], []
+        exp_rows, sums, weights, output = [], [], [], []
         for i, q in enumerate(Q):
             logits = [s * mpmath.fsum(mp(a) * mp(b) for a, b in zip(q, k)) for k in K]
             allowed = [mask is None or mask[i][j] for j in range(len(K))]
-            exps = [mpmath.exp(x) if ok else mpmath.mpf(0) for x, ok in zip(logits, allowed)]
-            total = mpmath.fsum(exps) + (mpmath.exp(mp(sink)) if sink is not None else 0)
+            top = max(x for x, ok in zip(logits, allowed) if ok)
+            exps = [mpmath.exp(x - top) if ok else mpmath.mpf(0) for x, ok in zip(logits, allowed)]
+            total = mpmath.fsum(exps) + (mpmath.exp(mp(sink) - top) if sink is not None else 0)
             w = [e / total for e in exps]
+            exp_rows.append(exps)
+            sums.append(total)
             weights.append(w)
             output.append([mpmath.fsum(wj * mp(v[c]) for wj, v in zip(w, V)) for c in range(len(V[0]))])
-        return weights, output
+        return exp_rows, sums, weights, output
 
 
 def _mp_text(x, digits: int) -> str:
@@ -264,14 +316,26 @@ def test_problems_agree_with_mpmath_and_take_the_fast_path(name, digits):
     if name == "negative-scale":
         scale = Fraction(-2, 7)
     sink = Fraction(case["sink"]) if case["sink"] is not None else None
-    weights, output = _mp_reference(Q, K, V, scale, mask, sink)
+    exps, sums, weights, output = _mp_reference(Q, K, V, scale, mask, sink)
 
+    fast_e = fixed_point_decimals(trace.engine, "exp", rounding, {i: list(range(m)) for i in range(n)})
+    fast_s = fixed_point_decimals(trace.engine, "row_sum", rounding, {i: [0] for i in range(n)})
     fast_w = fixed_point_decimals(trace.engine, "weights", rounding, {i: list(range(m)) for i in range(n)})
     fast_o = fixed_point_decimals(trace.engine, "output", rounding, {i: list(range(3)) for i in range(n)})
     allowed = sum(mask[i][j] if mask else 1 for i in range(n) for j in range(m))
     assert sum(len(r) for r in fast_w.values()) >= 0.9 * allowed
     assert sum(len(r) for r in fast_o.values()) >= 0.9 * 3 * n
 
+    untied = [i for i in range(n) if not trace.engine.softmax_is_rational(i)]
+    assert sorted(i for i, r in fast_s.items() if r) == untied   # a tied row's sum is exact
+    got_e = trace.step("exp").decimals(rounding)
+    got_s = trace.step("row_sum").decimals(rounding)
+    for i in range(n):
+        assert _agree(got_s[i][0], sums[i], digits)
+        if i in untied:
+            assert fast_s[i][0][:2] == got_s[i][0][:2]
+        for j, d in fast_e.get(i, {}).items():
+            assert _agree(d, exps[i][j], digits) and d[:2] == got_e[i][j][:2], (i, j, d)
     got_w = trace.step("weights").decimals(rounding)
     got_o = trace.step("output").decimals(rounding)
     for i in range(n):
@@ -295,6 +359,13 @@ def test_the_fast_path_stays_out_where_it_does_not_apply():
     assert fixed_point_decimals(irrational.engine, "weights", rounding, {0: [0, 1]}) == {}
     simple = sa.Trace(sa.Problem(Q=[["1", "2", "0", "1"]], K=[["1", "0", "1", "1"], ["2", "1", "0", "0"]],
                                  V=[["1"], ["2"]]))               # scale 1/√4 = 1/2
-    assert fixed_point_decimals(simple.engine, "exp", rounding, {0: [0, 1]}) == {}
+    assert list(fixed_point_decimals(simple.engine, "exp", rounding, {0: [0, 1]})[0]) == [0]  # not e^0
+    tied = sa.Trace(sa.Problem(Q=[["1", "0", "0", "0"]], K=[["0", "1", "0", "0"], ["0", "0", "1", "0"]],
+                               V=[["1"], ["2"]]))                  # both scores 0: weights 1/2
+    assert fixed_point_decimals(tied.engine, "weights", rounding, {0: [0, 1]}) == {}
+    assert fixed_point_decimals(tied.engine, "row_sum", rounding, {0: [0]}) == {}
+    logsink = sa.Trace(sa.Problem(Q=[["1", "2", "0", "1"]], K=[["1", "0", "1", "1"], ["2", "1", "0", "0"]],
+                                  V=[["1"], ["2"]], sink="log(3)"))
+    assert fixed_point_decimals(logsink.engine, "weights", rounding, {0: [0, 1]}) == {}
     assert fixed_point_decimals(simple.engine, "weights", Rounding(places=30), {0: [0, 1]}) == {}
     assert fixed_point_decimals(simple.engine, "weights", rounding, {0: [0, 1]})
