@@ -34,6 +34,7 @@ terminating value), is left to the arb path, which settles it exactly.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import flint
 
@@ -93,7 +94,7 @@ def _ratios(numerators: list[int], cols: list[int], spread: int, total: int, ter
     digits, exps = rounding.digits, numerators
     want = digits + _GUARD_DIGITS
     total_bits, least, q_bits = total.bit_length(), spread << b, b - 3
-    pow10 = _powers_of_ten(want + (total_bits * 1233 >> 12) + 2)
+    pow10 = _powers_of_ten(want + (total_bits * 1233 >> 12) + 2)   # K ≤ want + log10 D + 1
     low, high = pow10[digits - 1], pow10[digits]
     new, cls = _new_decimal, CertifiedDecimal
     out = {}
@@ -177,9 +178,10 @@ def _outputs(engine: Engine, rows: dict[int, FixedRow], pending: dict[int, list[
     return out
 
 
-def _powers_of_ten(top: int) -> list[int]:
-    """10^0 … 10^top (a list index in the hot loop)."""
+@lru_cache(maxsize=16)
+def _powers_of_ten(top: int) -> tuple[int, ...]:
+    """10^0 … 10^top (an index in the hot loop; one table per size, shared by the rows)."""
     powers = [1]
     for _ in range(top):
         powers.append(powers[-1] * 10)
-    return powers
+    return tuple(powers)
