@@ -242,6 +242,7 @@ class Engine:
         self._fixed_fine: dict[tuple[int, int], dict[int, tuple[int, int]]] = {}
         self._fixed_fmpz: dict[int, dict[int, flint.fmpz]] = {}
         self._fixed_rows: dict[tuple[int, int, int], FixedRow | None] = {}
+        self._integer_rows: dict[tuple[str, str], tuple[list[list[int]], int]] = {}
         #: steps a variant adds (online softmax, decoding): name -> their numbers
         #: (``known_row(i)``, ``balls(i, prec)``, ``symbols()``; see symattn.stepnumbers)
         self.extra: dict[str, object] = {}
@@ -694,6 +695,40 @@ class Engine:
         return value
 
     # -- rationals known without any ball ----------------------------------------
+    def known_integers(self, step: str, i: int) -> tuple[list, int] | None:
+        """Row i of a rational step as integers over one denominator (numerators, den > 0;
+        NEG_INF where masked), for the hot loops over whole steps; None when the step is
+        not such a step here (then :meth:`known_row` says what is known).  The fractions
+        are not reduced: the denominator is the step's, shared by every row."""
+        if step in self.extra:
+            return None
+        matrix = self.matrix(step)
+        if matrix is not None:
+            if not matrix.is_rational:
+                return None
+            key = ("integers", step)
+            if key not in self._integer_rows:
+                numerators, den = matrix.rational.numer_denom()
+                flat, cols = [int(x) for x in numerators.entries()], matrix.cols
+                self._integer_rows[key] = ([flat[r * cols:(r + 1) * cols] for r in range(matrix.rows)],
+                                           int(den))
+            rows, den = self._integer_rows[key]
+            return rows[i], den
+        if not self.plain or step not in ("scaled", "masked", "shifted") or self._score_ints is None \
+                or self.scale_rational is None or (step == "shifted" and self.rows[i].argmax is None):
+            return None
+        s = self.scale_rational
+        p, den = int(s.p), int(s.q) * int(self._score_den)
+        row = self._score_ints[i]
+        top = row[self.rows[i].argmax] if step == "shifted" else 0
+        values: list = [(x - top) * p for x in row]
+        if step != "scaled" and self.mask is not None:
+            allowed = self.rows[i].allowed
+            values = [NEG_INF] * self.m
+            for j in allowed:
+                values[j] = (row[j] - top) * p
+        return values, den
+
     def known_row(self, step: str, i: int) -> list:
         """Row i of a step: an fmpq where the exact value is a known rational,
         NEG_INF where masked, None where a ball must decide."""
