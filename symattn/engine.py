@@ -943,6 +943,10 @@ class Engine:
         key = (i, bits, fine_bits)
         if key in self._fixed_rows:
             return self._fixed_rows[key]
+        if any(k[1:] != key[1:] for k in self._fixed_rows):   # one precision kept (memory:
+            self._fixed_rows.clear()                          # 20 MB of rows at n = 512)
+            for caches in (self._fixed, self._fixed_fine, self._fixed_fmpz):
+                caches.clear()
         self._fixed_rows[key] = None                     # until it is proved below
         cache = self._fixed.setdefault((bits, fine_bits), {})
         fine_cache = self._fixed_fine.setdefault((bits, fine_bits), {})

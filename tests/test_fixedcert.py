@@ -423,3 +423,16 @@ def test_the_fast_path_stays_out_where_it_does_not_apply():
     assert fixed_point_decimals(logsink.engine, "weights", rounding, {0: [0, 1]}) == {}
     assert fixed_point_decimals(simple.engine, "weights", Rounding(places=30), {0: [0, 1]}) == {}
     assert fixed_point_decimals(simple.engine, "weights", rounding, {0: [0, 1]})
+
+
+def test_one_precision_of_fixed_rows_is_kept():
+    """The engine keeps the fixed-point rows of the last precision only (a 512 × 512 problem
+    holds about 20 MB of them), as keep_only does for the balls."""
+    rng = random.Random("memory")
+    trace = sa.Trace(sa.Problem(Q=_decimal_matrix(rng, 5, 4), K=_decimal_matrix(rng, 6, 4),
+                                V=_decimal_matrix(rng, 6, 2)))
+    for digits in (5, 30, 12):
+        trace.step("weights").decimals(Rounding(digits=digits))
+        assert len({key[1:] for key in trace.engine._fixed_rows}) == 1
+        b, bits = working_bits(digits, 6)
+        assert next(iter(trace.engine._fixed_rows))[1:] == (bits, b + 8)
