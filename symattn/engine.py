@@ -144,6 +144,21 @@ NEG_INF = _NegInf()
 
 
 @dataclass(frozen=True)
+class FixedRow:
+    """One softmax row in fixed point with 2^bits as the unit (:meth:`Engine.fixed_exps`).
+
+    Every exps[j] is the floor of e^shifted[i, j]·2^bits (0 where masked, exact), and
+    the row sum times 2^bits lies in [total, total + terms): each of the ``terms``
+    inexact terms (the allowed keys and the sink) was cut by less than one unit.  For the
+    keys whose exps[j] is short (tiny weights), fine[j] = (M, s) is the floor of
+    e^shifted[i, j]·2^(bits+s): the same value with s more bits."""
+    exps: list[int]
+    total: int
+    terms: int
+    fine: dict[int, tuple[int, int]]
+
+
+@dataclass(frozen=True)
 class RowPlan:
     """What the softmax of one row needs: its allowed keys and its maximum."""
 
@@ -222,6 +237,11 @@ class Engine:
         self._top: dict[int, frozenset[int]] = {}
         self._sink_groups: dict[int, Hashable] = {}
         self._key_balls: dict[sympy.Expr, flint.arb | None] = {}
+        #: floor(e^t·2^bits) by bits and by integer score difference (Engine.fixed_exps)
+        self._fixed: dict[tuple[int, int], dict[int, int]] = {}
+        self._fixed_fine: dict[tuple[int, int], dict[int, tuple[int, int]]] = {}
+        self._fixed_fmpz: dict[int, dict[int, flint.fmpz]] = {}
+        self._fixed_rows: dict[tuple[int, int, int], FixedRow | None] = {}
         #: steps a variant adds (online softmax, decoding): name -> their numbers
         #: (``known_row(i)``, ``balls(i, prec)``, ``symbols()``; see symattn.stepnumbers)
         self.extra: dict[str, object] = {}
@@ -242,6 +262,8 @@ class Engine:
             # rational scores over one common denominator: compare Python ints
             row = self._score_ints[i]
             pick = max if self.scale_sign > 0 else min
+            if len(allowed) == self.m:                   # no mask: the first extreme score
+                return RowPlan(allowed, row.index(pick(row)))
             best_value = pick(row[j] for j in allowed)
             return RowPlan(allowed, next(j for j in allowed if row[j] == best_value))
         best = allowed[0]
@@ -568,6 +590,10 @@ class Engine:
     def softmax_is_rational(self, i: int) -> bool:
         """True when every allowed key of row i ties (and the sink with them), so its
         weights are 1/count."""
+        if self.plain and self.sink is None and self._score_ints is not None and i not in self._groups:
+            row, allowed = self._score_ints[i], self.rows[i].allowed   # no groups needed:
+            values = row if len(allowed) == self.m else [row[j] for j in allowed]
+            return self.scale_sign == 0 or min(values) == max(values)  # one score, one group
         return len(self.groups(i)) == 1 and self.sink_group(i) != "alone"
 
     def _denominator_count(self, i: int) -> int:
@@ -866,6 +892,69 @@ class Engine:
             out.append(e)
         return out
 
+    def fixed_exps(self, i: int, bits: int, fine_bits: int) -> FixedRow | None:
+        """Row i of exp in fixed point: integers E_j with E_j ≤ e^shifted[i, j]·2^bits < E_j + 1
+        (0 where masked), when the scores are integers over one denominator and the scale
+        is rational (every problem typed in decimals); None otherwise.  Keys whose E_j
+        has fewer than ``fine_bits`` bits also get a finer floor (see :class:`FixedRow`).
+
+        The exponents repeat across rows (see :meth:`_integer_score_exps`), so each e^t is
+        computed once, in arb, and its floor is taken only when the ball proves it."""
+        plan = self.rows[i]
+        if not self.plain or self._score_ints is None or self.scale_rational is None \
+                or plan.argmax is None or "exp" in self.extra or "weights" in self.extra \
+                or not (self.sink is None or self.sink.is_Rational):
+            return None   # (a sink such as log 2 could make a softmax value rational)
+        key = (i, bits, fine_bits)
+        if key in self._fixed_rows:
+            return self._fixed_rows[key]
+        self._fixed_rows[key] = None                     # until it is proved below
+        cache = self._fixed.setdefault((bits, fine_bits), {})
+        fine_cache = self._fixed_fine.setdefault((bits, fine_bits), {})
+        row, top = self._score_ints[i], self._score_ints[i][plan.argmax]
+        every = len(plan.allowed) == self.m
+        gaps = [x - top for x in row] if every else [row[j] - top for j in plan.allowed]
+        missing = sorted(set(gaps).difference(cache))
+        if missing:
+            factor = self.scale_rational / self._score_den
+            found = _fixed_exps([factor * g for g in missing], bits, fine_bits)
+            for gap, value in zip(missing, found):
+                if value is None:
+                    return None
+                cache[gap] = value[0]
+                if value[2]:
+                    fine_cache[gap] = value[1:]
+        values = [cache[g] for g in gaps]
+        if every:
+            exps = values
+        else:
+            exps = [0] * self.m
+            for j, e in zip(plan.allowed, values):
+                exps[j] = e
+        fine = {j: fine_cache[g] for j, g in zip(plan.allowed, gaps) if g in fine_cache} \
+            if fine_cache else {}
+        terms = len(plan.allowed)
+        total = sum(exps)
+        if self.sink is not None:
+            value = _fixed_exps([self.sink_exponent(i)], bits, 0)[0]
+            if value is None:
+                return None
+            total, terms = total + value[0], terms + 1
+        fixed = self._fixed_rows[key] = FixedRow(exps, total, terms, fine)
+        return fixed
+
+    def fixed_exps_fmpz(self, i: int, bits: int, fine_bits: int) -> list[flint.fmpz]:
+        """:meth:`fixed_exps` of row i as fmpz (made once per distinct value: building an
+        fmpz_mat from fmpz is about three times faster than from Python ints)."""
+        cache = self._fixed_fmpz.setdefault(bits, {})
+        out = []
+        for e in self.fixed_exps(i, bits, fine_bits).exps:
+            z = cache.get(e)
+            if z is None:
+                z = cache[e] = flint.fmpz(e)
+            out.append(z)
+        return out
+
     def _V_balls(self, prec: int) -> flint.arb_mat:
         key = ("V", -1, prec)
         if key not in self._balls:
@@ -884,6 +973,45 @@ class Engine:
         """Drop the cached balls of every other precision (bounded memory at n = 512)."""
         for key in [k for k in self._balls if k[2] != prec]:
             del self._balls[key]
+
+
+#: the finer floors of tiny e^t go at most this many times ``bits`` further down (smaller
+#: ones are left to the arb path)
+_FINE_REACH = 8
+
+
+def _fixed_exps(exponents: list[flint.fmpq | sympy.Expr], bits: int,
+                fine_bits: int) -> list[tuple[int, int, int] | None]:
+    """(E, M, s) for each exponent t: E = ⌊e^t·2^bits⌋ and the finer M = ⌊e^t·2^(bits+s)⌋,
+    with the shift s ≥ 0 that gives M about ``fine_bits`` bits (s = 0 and M = E when E
+    has them already; M = 0 for e^t below 2^−(bits·(1 + _FINE_REACH))).  Each floor is
+    proved by an arb ball (one precision context per batch); None where two precisions
+    do not decide it.  E = ⌊M/2^s⌋ exactly (floors of floors)."""
+    found: list[tuple[int, int, int] | None] = [None] * len(exponents)
+    todo = []
+    reach = bits * (1 + _FINE_REACH)
+    for k, t in enumerate(exponents):
+        if isinstance(t, flint.fmpq) and t == 0:
+            found[k] = (1 << bits, 1 << bits, 0)
+        elif isinstance(t, flint.fmpq) and t < -reach:   # e^t < e^-reach < 2^-reach
+            found[k] = (0, 0, 0)
+        else:
+            todo.append(k)
+    for prec in (bits + 64, 2 * bits + 128):
+        with precision(prec):
+            for k in todo:
+                t = exponents[k]
+                x = (flint.arb(t) if isinstance(t, flint.fmpq) else to_arb(t, prec)).exp()
+                man, exp = x.mid().man_exp()            # x ≈ 2^(exp + bits of man − 1)
+                shift = min(max(0, fine_bits - bits - int(exp) - int(man).bit_length()),
+                            reach - bits)
+                fine = (x * (flint.fmpz(1) << (bits + shift))).floor().unique_fmpz()
+                if fine is not None:
+                    found[k] = (int(fine) >> shift, int(fine), shift)
+        todo = [k for k in todo if found[k] is None]
+        if not todo:
+            break
+    return found
 
 
 ExactEntry = Callable[[int, int], sympy.Expr]
