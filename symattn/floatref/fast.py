@@ -171,7 +171,7 @@ def _block(Q, h: _Head, allowed, additive, s, ds):
         overflow |= ~np.isfinite(c)                           # these rows go to the arb path whole
         c = np.where(np.isfinite(c), c, 0.0)
         if additive is None:
-            Tmax = _up((Pmax + 0.0) * (1 + U))
+            Tmax = _up(Pmax * (1 + U))
             eT = _up(E0 + U * Tmax)
         else:
             # keys with t̃ below c − θ have t − c < −800 (docs/floatref.md, "Huge finite masks"):
