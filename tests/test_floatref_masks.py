@@ -3,6 +3,8 @@ against an independent mpmath computation at a precision wide enough for the mas
 mp_sdpa works at 60 digits, too few for s·d − 3.4·10^38), the enclosures of both fast paths
 checked to hold the exact values, and the arb path not taken where the bounds can decide."""
 
+import fractions
+
 import mpmath
 import pytest
 
@@ -191,3 +193,44 @@ def test_masks_that_overflow_when_shifted_go_to_arb_and_stay_right():
     ref = fr.correctly_rounded(Q, K, V, dtype="float64", attn_mask=mask)
     assert_every_entry(ref, Q, K, V, mask, "float64")
     assert 0 < ref.arb_entries <= 5                                   # row 0 only
+
+
+def test_ulp_report_of_weights_a_billion_bits_from_one():
+    """A −1e9 mask makes a weight 1 − e^(−1e9·…): a kernel's 1.0 is off by about e^(−10^9)
+    ulp, whose significant digits would take a billion bits and whose binade (just below 1,
+    or 1 itself) no ball decides.  The report shows that error as 0 at 12 places (proved
+    below half a unit there), and the other worst entries as usual."""
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    Q, K, V = (rng.standard_normal((2, 4), dtype=np.float32) for _ in range(3))
+    mask = np.array([[0, -1e9], [-1e9, 0]], dtype=np.float32)
+    ref = fr.correctly_rounded(Q, K, V, attn_mask=mask, dtype="float32")
+    assert ref.weights.tolist() == [[1.0, 0.0], [0.0, 1.0]]
+    report = fr.ulp_report(ref.weights, Q, K, V, attn_mask=mask, step="weights", worst=4)
+    assert report.max_ulps == 0.0 and report.correctly_rounded == report.entries == 4
+    ones = [w for w in report.worst if w.got == 1.0]
+    assert len(ones) == 2 and all(w.ulps == "0.000000000000" and w.exact == "1.00000000" for w in ones)
+    zeros = [w for w in report.worst if w.got == 0.0]
+    for w in zeros:          # e^(−1e9 + …) ≈ 10^(−434,294,48x): far below float32's subnormals
+        mantissa, exponent = w.exact.split("e")
+        assert -434_294_490 < int(exponent) < -434_294_470 and float(mantissa) > 1
+        assert float(w.ulps) <= 0 and abs(float(w.ulps)) < 1e-12 and w.relative == "-1.00"
+
+
+def test_an_error_whose_binade_is_open_is_enclosed_over_both_ulps():
+    """x a ball around 1 (1 − tiny or 1 + tiny): ulp(x) is 2^-24 or 2^-23 in float32; with
+    y = 1 + 2^-22 the error is 4 or 2 ulps, no rounding of which is proved; with y = 1
+    it is below 10^-12 either way."""
+    import flint
+
+    from symattn.certify import Rounding
+    from symattn.errors import CertificationError
+
+    def ball(prec):
+        return flint.arb(1) + flint.arb(0, flint.arb(2) ** -200)
+
+    ulps, rel = fr.errors_from_ball(ball, fractions.Fraction(1), "float32", Rounding(digits=3))
+    assert str(ulps) == str(rel) == "0.000000000000"
+    with pytest.raises(CertificationError):
+        fr.errors_from_ball(ball, 1 + fractions.Fraction(1, 2 ** 22), "float32", Rounding(digits=3))
