@@ -8,15 +8,16 @@ Not a test.  Run it from the repository root:
 
 Each (shape, method) runs in a fresh subprocess (imports excluded from the
 time, peak RSS per run from ru_maxrss).  Inputs: seeded standard normal
-float32 Q, K, V (L = S, Ev = E), default scale, no mask.  numpy: the
-max-subtraction softmax in float64, best of 3.  correctly_rounded: one run;
-its count of entries that needed the arb path is printed; floatref64: the same with
+float32 Q, K, V (L = S, Ev = E), default scale, no mask.  Every float method
+runs 3 times and reports its best wall clock and its least CPU (the first run
+of each pays for first touches of fresh arrays).  numpy: the max-subtraction
+softmax in float64.  correctly_rounded: its count of entries that needed the
+arb path is printed; floatref64: the same with
 dtype="float64" (double-double enclosures, fast64.py; its exp table, built once per
 process, is built before the clock starts).  enclose64: the
 fast path alone (float64 enclosures of every head and their rounding; the
 "arb entries" column then counts the undecided entries).  torch SDPA is
-timed too when torch is importable (float32, its default CPU backend, one thread,
-best of 3).  digits30: symattn's certified path
+timed too when torch is importable (float32, its default CPU backend, one thread).  digits30: symattn's certified path
 (Problem from decimal strings, as benchmarks/bench_attention.py makes them;
 weights and output to 30 significant digits, every digit proved) at
 n = 128 and 512, d = 64.  Each row gives wall seconds and the child's CPU
@@ -102,56 +103,46 @@ def one(method: str, shape, mask: str | None = None) -> dict:
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         return {"seconds": seconds, "cpu": cpu, "peak_rss_mib": rss}
     Q, K, V = _inputs(shape)
-    c0 = _cpu()
     if method == "numpy64":
-        best = float("inf")
-        for _ in range(3):
-            t = time.perf_counter()
-            _numpy_sdpa(Q, K, V)
-            best = min(best, time.perf_counter() - t)
-        seconds = best
+        run = lambda: _numpy_sdpa(Q, K, V)                         # noqa: E731
     elif method in ("floatref32", "floatref64"):
         from symattn import floatref
         from symattn.floatref import fast64
 
         if method == "floatref64":
             fast64.exp_table()                                      # built once per process
-        c0 = _cpu()
-        t = time.perf_counter()
-        ref = floatref.correctly_rounded(Q, K, V, dtype="float" + method[-2:], attn_mask=_mask(mask, shape[2]))
-        seconds = time.perf_counter() - t
-        extra = {"arb_entries": ref.arb_entries, "entries": ref.entries}
+        attn_mask = _mask(mask, shape[2])
+
+        def run():
+            ref = floatref.correctly_rounded(Q, K, V, dtype="float" + method[-2:], attn_mask=attn_mask)
+            extra.update(arb_entries=ref.arb_entries, entries=ref.entries)
     elif method == "enclose64":   # the fast path alone: float64 enclosures and their rounding
         from symattn.floatref.binary import BINARY_FORMATS
         from symattn.floatref.sdpa import _fast_slice, normalise
 
-        t = time.perf_counter()
-        pr = normalise(Q, K, V)
-        undecided = 0
-        for b in range(shape[0]):
-            for h in range(shape[1]):
-                _, w_ok, _, o_ok, _ = _fast_slice(pr, (b, h), None, None, BINARY_FORMATS["float32"])
-                undecided += int((~w_ok).sum() + (~o_ok).sum())
-        seconds = time.perf_counter() - t
-        extra = {"arb_entries": undecided, "entries": Q.size // shape[3] * (shape[2] + shape[3])}
+        def run():
+            pr = normalise(Q, K, V)
+            undecided = 0
+            for b in range(shape[0]):
+                for h in range(shape[1]):
+                    _, w_ok, _, o_ok, _ = _fast_slice(pr, (b, h), None, None, BINARY_FORMATS["float32"])
+                    undecided += int((~w_ok).sum() + (~o_ok).sum())
+            extra.update(arb_entries=undecided, entries=Q.size // shape[3] * (shape[2] + shape[3]))
     elif method == "torch32":
         import torch
 
         torch.set_num_threads(1)                                    # like BLAS: one thread
         q, k, v = (torch.from_numpy(x) for x in (Q, K, V))
-        torch.nn.functional.scaled_dot_product_attention(q[..., :8, :], k, v)   # warm up
-        c0 = _cpu()
-        best = float("inf")
-        for _ in range(3):
-            t = time.perf_counter()
-            torch.nn.functional.scaled_dot_product_attention(q, k, v)
-            best = min(best, time.perf_counter() - t)
-        seconds = best
+        run = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v)   # noqa: E731
     else:
         raise SystemExit(f"unknown method {method}")
-    cpu = _cpu() - c0
-    if method in ("numpy64", "torch32"):
-        cpu /= 3                                                    # best of 3: one run's share
+    # best of 3 for every method, by wall clock and by CPU (the first run of each also pays
+    # for first touches of fresh arrays: about 3x numpy's later runs)
+    seconds = cpu = float("inf")
+    for _ in range(3):
+        c0, t = _cpu(), time.perf_counter()
+        run()
+        seconds, cpu = min(seconds, time.perf_counter() - t), min(cpu, _cpu() - c0)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # MiB on Linux
     return {"seconds": seconds, "cpu": cpu, "peak_rss_mib": rss, **extra}
 
@@ -174,8 +165,9 @@ def main() -> None:
         pass
     print(f"load average {os.getloadavg()}, {os.cpu_count()} cores, python {sys.version.split()[0]}"
           + (f"; floatref32/64 with the causal mask {args.mask}" if args.mask else ""))
-    print("| (batch, heads, L, E) | method | wall s | CPU s | × numpy64 (wall) | peak RSS (MiB) | arb entries |")
-    print("|---|---|---|---|---|---|---|")
+    print("| (batch, heads, L, E) | method | wall s | CPU s | × numpy64 (wall) | × numpy64 (CPU) "
+          "| peak RSS (MiB) | arb entries |")
+    print("|---|---|---|---|---|---|---|---|")
     runs = [(tuple(s), m) for s in (args.shape or SHAPES) for m in methods]
     if not args.shape:
         runs += [((1, 1, n, 64), "digits30") for n in DIGIT_SIZES]
@@ -185,14 +177,15 @@ def main() -> None:
         run = subprocess.run([sys.executable, __file__, "--one", method, *map(str, shape), *mask],
                              capture_output=True, text=True)
         if run.returncode:
-            print(f"| {shape} | {method} | failed: {run.stderr.strip().splitlines()[-1][:200]} | | | | |")
+            print(f"| {shape} | {method} | failed: {run.stderr.strip().splitlines()[-1][:200]} | | | | | |")
             continue
         r = json.loads(run.stdout)
         arb = f"{r['arb_entries']} of {r['entries']}" if "arb_entries" in r else ""
         if method == "numpy64":
-            base[shape] = r["seconds"]
-        ratio = f"{r['seconds'] / base[shape]:.1f}" if shape in base and method != "numpy64" else ""
-        print(f"| {shape} | {method} | {r['seconds']:.3f} | {r['cpu']:.3f} | {ratio} | "
+            base[shape] = (r["seconds"], r["cpu"])
+        ratios = [f"{r[key] / base[shape][k]:.1f}" if shape in base and method != "numpy64" else ""
+                  for k, key in enumerate(("seconds", "cpu"))]
+        print(f"| {shape} | {method} | {r['seconds']:.3f} | {r['cpu']:.3f} | {ratios[0]} | {ratios[1]} | "
               f"{r['peak_rss_mib']:.0f} | {arb} |", flush=True)
     print(f"load average at the end {os.getloadavg()}")
 
