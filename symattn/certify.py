@@ -329,7 +329,7 @@ def _enclose(x: flint.arb, n: int, places: int | None) -> tuple[int, int, int]:
     return int(mid), int(rad), e
 
 
-def _judge(mid: int, rad: int, e: int, rounding: Rounding) -> CertifiedDecimal | None:
+def judge_enclosure(mid: int, rad: int, e: int, rounding: Rounding) -> CertifiedDecimal | None:
     """The rounding of all of [mid - rad, mid + rad] * 10**e if it is one
     decimal, else None.  Rounds |mid| once and checks that both ends stay in
     that decimal's rounding cell, in integers (the hot path).  The cost does
@@ -382,12 +382,12 @@ def _decide(x: flint.arb, rounding: Rounding):
     p = rounding.places
     n = rounding.digits + 3 if p is None else p + 5
     mid, rad, e = _enclose(x, n, p)
-    d = _judge(mid, rad, e, rounding)
+    d = judge_enclosure(mid, rad, e, rounding)
     if d is None and rad:
         full = int(x.rel_accuracy_bits() * 0.30103) + 5
         if full > n:
             mid, rad, e = _enclose(x, full, p)
-            d = _judge(mid, rad, e, rounding)
+            d = judge_enclosure(mid, rad, e, rounding)
     return d, mid, rad, e
 
 

@@ -144,6 +144,18 @@ NEG_INF = _NegInf()
 
 
 @dataclass(frozen=True)
+class FixedRow:
+    """One softmax row in fixed point with 2^bits as the unit (:meth:`Engine.fixed_exps`).
+
+    Every exps[j] is the floor of e^shifted[i, j]·2^bits (0 where masked, exact), and
+    the row sum times 2^bits lies in [total, total + terms): each of the ``terms``
+    inexact terms (the allowed keys and the sink) was cut by less than one unit."""
+    exps: list[int]
+    total: int
+    terms: int
+
+
+@dataclass(frozen=True)
 class RowPlan:
     """What the softmax of one row needs: its allowed keys and its maximum."""
 
@@ -222,6 +234,10 @@ class Engine:
         self._top: dict[int, frozenset[int]] = {}
         self._sink_groups: dict[int, Hashable] = {}
         self._key_balls: dict[sympy.Expr, flint.arb | None] = {}
+        #: floor(e^t·2^bits) by bits and by integer score difference (Engine.fixed_exps)
+        self._fixed: dict[int, dict[int, int]] = {}
+        self._fixed_fmpz: dict[int, dict[int, flint.fmpz]] = {}
+        self._fixed_rows: dict[tuple[int, int], FixedRow | None] = {}
         #: steps a variant adds (online softmax, decoding): name -> their numbers
         #: (``known_row(i)``, ``balls(i, prec)``, ``symbols()``; see symattn.stepnumbers)
         self.extra: dict[str, object] = {}
@@ -242,6 +258,8 @@ class Engine:
             # rational scores over one common denominator: compare Python ints
             row = self._score_ints[i]
             pick = max if self.scale_sign > 0 else min
+            if len(allowed) == self.m:                   # no mask: the first extreme score
+                return RowPlan(allowed, row.index(pick(row)))
             best_value = pick(row[j] for j in allowed)
             return RowPlan(allowed, next(j for j in allowed if row[j] == best_value))
         best = allowed[0]
@@ -568,6 +586,10 @@ class Engine:
     def softmax_is_rational(self, i: int) -> bool:
         """True when every allowed key of row i ties (and the sink with them), so its
         weights are 1/count."""
+        if self.plain and self.sink is None and self._score_ints is not None and i not in self._groups:
+            row, allowed = self._score_ints[i], self.rows[i].allowed   # no groups needed:
+            values = row if len(allowed) == self.m else [row[j] for j in allowed]
+            return self.scale_sign == 0 or min(values) == max(values)  # one score, one group
         return len(self.groups(i)) == 1 and self.sink_group(i) != "alone"
 
     def _denominator_count(self, i: int) -> int:
@@ -866,6 +888,61 @@ class Engine:
             out.append(e)
         return out
 
+    def fixed_exps(self, i: int, bits: int) -> FixedRow | None:
+        """Row i of exp in fixed point: integers E_j with E_j ≤ e^shifted[i, j]·2^bits < E_j + 1
+        (0 where masked), when the scores are integers over one denominator and the scale
+        is rational (every problem typed in decimals); None otherwise.
+
+        The exponents repeat across rows (see :meth:`_integer_score_exps`), so each e^t is
+        computed once, in arb, and its floor is taken only when the ball proves it."""
+        plan = self.rows[i]
+        if not self.plain or self._score_ints is None or self.scale_rational is None \
+                or plan.argmax is None or "exp" in self.extra or "weights" in self.extra \
+                or not (self.sink is None or self.sink.is_Rational):
+            return None   # (a sink such as log 2 could make a softmax value rational)
+        if (i, bits) in self._fixed_rows:
+            return self._fixed_rows[i, bits]
+        self._fixed_rows[i, bits] = None                 # until it is proved below
+        cache = self._fixed.setdefault(bits, {})
+        row, top = self._score_ints[i], self._score_ints[i][plan.argmax]
+        every = len(plan.allowed) == self.m
+        gaps = [x - top for x in row] if every else [row[j] - top for j in plan.allowed]
+        missing = sorted(set(gaps).difference(cache))
+        if missing:
+            factor = self.scale_rational / self._score_den
+            for gap, e in zip(missing, _fixed_exps([factor * g for g in missing], bits)):
+                if e is None:
+                    return None
+                cache[gap] = e
+        values = [cache[g] for g in gaps]
+        if every:
+            exps = values
+        else:
+            exps = [0] * self.m
+            for j, e in zip(plan.allowed, values):
+                exps[j] = e
+        terms = len(plan.allowed)
+        total = sum(exps)
+        if self.sink is not None:
+            e = _fixed_exps([self.sink_exponent(i)], bits)[0]
+            if e is None:
+                return None
+            total, terms = total + e, terms + 1
+        fixed = self._fixed_rows[i, bits] = FixedRow(exps, total, terms)
+        return fixed
+
+    def fixed_exps_fmpz(self, i: int, bits: int) -> list[flint.fmpz]:
+        """:meth:`fixed_exps` of row i as fmpz (made once per distinct value: building an
+        fmpz_mat from fmpz is about three times faster than from Python ints)."""
+        cache = self._fixed_fmpz.setdefault(bits, {})
+        out = []
+        for e in self.fixed_exps(i, bits).exps:
+            z = cache.get(e)
+            if z is None:
+                z = cache[e] = flint.fmpz(e)
+            out.append(z)
+        return out
+
     def _V_balls(self, prec: int) -> flint.arb_mat:
         key = ("V", -1, prec)
         if key not in self._balls:
@@ -884,6 +961,33 @@ class Engine:
         """Drop the cached balls of every other precision (bounded memory at n = 512)."""
         for key in [k for k in self._balls if k[2] != prec]:
             del self._balls[key]
+
+
+def _fixed_exps(exponents: list[flint.fmpq | sympy.Expr], bits: int) -> list[int | None]:
+    """floor(e^t · 2^bits) for each exponent t, proved by arb balls (one precision
+    context for the batch); None where two precisions do not decide it."""
+    found: list[int | None] = [None] * len(exponents)
+    todo = []
+    for k, t in enumerate(exponents):
+        if isinstance(t, flint.fmpq) and t == 0:
+            found[k] = 1 << bits
+        elif isinstance(t, flint.fmpq) and t < -bits:    # e^t < e^-bits < 2^-bits
+            found[k] = 0
+        else:
+            todo.append(k)
+    unit = flint.fmpz(1) << bits
+    for prec in (bits + 64, 2 * bits + 128):
+        with precision(prec):
+            for k in todo:
+                t = exponents[k]
+                x = flint.arb(t) if isinstance(t, flint.fmpq) else to_arb(t, prec)
+                floor = (x.exp() * unit).floor().unique_fmpz()
+                if floor is not None:
+                    found[k] = int(floor)
+        todo = [k for k in todo if found[k] is None]
+        if not todo:
+            break
+    return found
 
 
 ExactEntry = Callable[[int, int], sympy.Expr]

@@ -256,6 +256,29 @@ def _entry(value: object, where: str, symbols: bool | Collection[str],
     return exact
 
 
+def _decimal_numerals(rows: list[list[object]]) -> flint.fmpq_mat | None:
+    """The common case of :func:`exact_matrix`, in bulk: every entry a short decimal numeral
+    ("-1.25", "3") with at most 6 digits before the point (under every magnitude cap), read as
+    integers over one power of ten; None for anything else (the entry-by-entry path)."""
+    parts, places = [], 0
+    fullmatch = _NUMERAL.fullmatch
+    for row in rows:
+        for v in row:
+            match = fullmatch(str.__str__(v)) if isinstance(v, str) else None
+            if match is None:
+                return None
+            sign, whole, frac = part = match.groups("")
+            if len(whole) > 6:
+                return None
+            if len(frac) > places:
+                places = len(frac)
+            parts.append(part)
+    scaled = [int(whole + frac) * 10 ** (places - len(frac)) * (-1 if sign == "-" else 1)
+              for sign, whole, frac in parts]
+    r, c = len(rows), len(rows[0])
+    return flint.fmpq_mat(flint.fmpz_mat(r, c, scaled)) / 10 ** places
+
+
 def check_symbols(value: sympy.Expr, where: str, allowed: bool | Collection[str]) -> None:
     """Names in a string must be declared: a typo must not become a symbol."""
     if isinstance(allowed, bool) or not value.free_symbols:
@@ -285,9 +308,12 @@ def exact_matrix(name: str, value: object, *, symbols: bool | Collection[str] = 
     cap every entry's magnitude (MAX_ENTRY_MAGNITUDE), for the matrices that make
     the scores; values (V, W_v) only scale the outputs and meet the digit caps."""
     rows = _rows_of(name, value)
+    r, c = len(rows), len(rows[0])
+    decimals = _decimal_numerals(rows)
+    if decimals is not None:
+        return ExactMatrix(rational=decimals)
     entries = [_entry(v, f"{name}[{i}][{j}]", symbols, bounded)
                for i, row in enumerate(rows) for j, v in enumerate(row)]
-    r, c = len(rows), len(rows[0])
     if all(isinstance(e, flint.fmpq) for e in entries):
         return ExactMatrix(rational=flint.fmpq_mat(r, c, entries))
     values = [_fmpq_to_sympy(e) if isinstance(e, flint.fmpq) else e for e in entries]

@@ -22,6 +22,7 @@ from symattn.certify import (CertifiedDecimal, Rounding, certify, effective_digi
                              round_ratio)
 from symattn.engine import NEG_INF, Engine
 from symattn.errors import CertificationError
+from symattn.fixedcert import fixed_point_decimals
 from symattn.precision import cap_bits, precision, precisions, undecided
 
 _SOFTMAX_STEPS = frozenset(("exp", "row_sum", "weights", "output"))
@@ -97,6 +98,15 @@ def _certify(engine: Engine, step: str, exact: Callable[[int, int], sympy.Expr],
             value = engine.algebraic_value(step, i, j)
             return None if value is None else certify(value, rounding)
         return certify(exact(i, j), rounding)
+
+    # the fixed-point fast path first (decimal inputs); what it leaves goes on
+    for i, decided in fixed_point_decimals(engine, step, rounding, pending).items():
+        result[i].update(decided)
+        left = [j for j in pending[i] if j not in decided]
+        if left:
+            pending[i] = left
+        else:
+            del pending[i]
 
     while pending:
         prec = next(loop, None)
