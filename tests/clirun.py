@@ -1,7 +1,7 @@
 """The command line in-process, returning what a subprocess would have shown.
 
 Why: a fresh ``python3 -m symattn`` costs about a second on 2 shared cores (sympy's
-import), and the suite ran ~90 of them.  ``symattn.cli.main(argv)`` is what
+import), and the tests had ~90 such calls.  ``symattn.cli.main(argv)`` is what
 ``__main__`` calls, so exit status, stdout and stderr are the same; the few tests that
 are about the process itself (tests/test_cli.py, a missing TeX engine on PATH, signals,
 a killed run) keep a real subprocess.
@@ -24,10 +24,9 @@ def _stream(data: str = "") -> io.TextIOWrapper:
     return io.TextIOWrapper(io.BytesIO(data.encode("utf-8")), encoding="utf-8", write_through=True)
 
 
-def cli(*args: str, cwd=None, input: str | None = None,
-        timeout: float | None = None) -> subprocess.CompletedProcess:
-    """Run ``symattn ARGS`` in this process; ``timeout`` is accepted and ignored."""
-    out, err, stdin = _stream(), _stream(), _stream(input or "")
+def cli(*args: str, cwd=None, input: str = "") -> subprocess.CompletedProcess:
+    """Run ``symattn ARGS`` in this process (in ``cwd``, reading ``input`` as stdin)."""
+    out, err, stdin = _stream(), _stream(), _stream(input)
     saved = sys.stdin, sys.stdout, sys.stderr
     sys.stdin, sys.stdout, sys.stderr = stdin, out, err
     try:
