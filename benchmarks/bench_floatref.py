@@ -4,6 +4,7 @@ Not a test.  Run it from the repository root:
 
     python benchmarks/bench_floatref.py                 # (1, 8, 1024, 64) and (1, 1, 4096, 128)
     python benchmarks/bench_floatref.py --shape 1 8 256 64     # any (batch, heads, L, E)
+    python benchmarks/bench_floatref.py --shape 1 2 256 64 --mask -1e9   # causal additive mask
 
 Each (shape, method) runs in a fresh subprocess (imports excluded from the
 time, peak RSS per run from ru_maxrss).  Inputs: seeded standard normal
@@ -22,6 +23,10 @@ n = 128 and 512, d = 64.  Each row gives wall seconds and the child's CPU
 seconds (user + system: numpy's BLAS may use both cores, so CPU can exceed
 wall).  The load average is printed (2 cores shared with other work: times
 vary; compare methods within one run, not across runs).
+
+``--mask VALUE`` gives floatref32 and floatref64 a causal mask: ``bool`` (boolean), or an
+additive float mask of 0 and VALUE (``-1e9``, ``f32min`` = finfo(float32).min, ``-inf``),
+in the inputs' float32 (the other methods run unmasked).
 
 Run it with PYTHONPATH set to the checkout to measure (the script runs
 ``python benchmarks/...``, whose sys.path starts at benchmarks/).
@@ -64,7 +69,20 @@ def _cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def one(method: str, shape) -> dict:
+def _mask(spec: str | None, L: int):
+    """A causal mask of L × L: boolean, or additive 0 / VALUE in float32 (None: no mask)."""
+    import numpy as np
+
+    if spec is None:
+        return None
+    causal = np.tril(np.ones((L, L), dtype=bool))
+    if spec == "bool":
+        return causal
+    value = float(np.finfo(np.float32).min) if spec == "f32min" else float(spec)
+    return np.where(causal, 0.0, value).astype(np.float32)
+
+
+def one(method: str, shape, mask: str | None = None) -> dict:
     extra = {}
     if method == "digits30":
         import random
@@ -100,7 +118,7 @@ def one(method: str, shape) -> dict:
             fast64.exp_table()                                      # built once per process
         c0 = _cpu()
         t = time.perf_counter()
-        ref = floatref.correctly_rounded(Q, K, V, dtype="float" + method[-2:])
+        ref = floatref.correctly_rounded(Q, K, V, dtype="float" + method[-2:], attn_mask=_mask(mask, shape[2]))
         seconds = time.perf_counter() - t
         extra = {"arb_entries": ref.arb_entries, "entries": ref.entries}
     elif method == "enclose64":   # the fast path alone: float64 enclosures and their rounding
@@ -142,9 +160,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--shape", type=int, nargs=4, action="append")
     parser.add_argument("--one", nargs=5, metavar=("METHOD", "B", "H", "L", "E"))
+    parser.add_argument("--mask", help="causal mask for floatref32/64: bool, or an additive value "
+                                       "(-1e9, f32min, -inf)")
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(one(args.one[0], tuple(int(x) for x in args.one[1:]))))
+        print(json.dumps(one(args.one[0], tuple(int(x) for x in args.one[1:]), args.mask)))
         return
     methods = ["numpy64", "enclose64", "floatref32", "floatref64"]
     try:
@@ -152,7 +172,8 @@ def main() -> None:
         methods.append("torch32")
     except ImportError:
         pass
-    print(f"load average {os.getloadavg()}, {os.cpu_count()} cores, python {sys.version.split()[0]}")
+    print(f"load average {os.getloadavg()}, {os.cpu_count()} cores, python {sys.version.split()[0]}"
+          + (f"; floatref32/64 with the causal mask {args.mask}" if args.mask else ""))
     print("| (batch, heads, L, E) | method | wall s | CPU s | × numpy64 (wall) | peak RSS (MiB) | arb entries |")
     print("|---|---|---|---|---|---|---|")
     runs = [(tuple(s), m) for s in (args.shape or SHAPES) for m in methods]
@@ -160,7 +181,8 @@ def main() -> None:
         runs += [((1, 1, n, 64), "digits30") for n in DIGIT_SIZES]
     base = {}
     for shape, method in runs:
-        run = subprocess.run([sys.executable, __file__, "--one", method, *map(str, shape)],
+        mask = ["--mask=" + args.mask] if args.mask and method.startswith("floatref") else []
+        run = subprocess.run([sys.executable, __file__, "--one", method, *map(str, shape), *mask],
                              capture_output=True, text=True)
         if run.returncode:
             print(f"| {shape} | {method} | failed: {run.stderr.strip().splitlines()[-1][:200]} | | | | |")

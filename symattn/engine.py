@@ -149,10 +149,13 @@ class FixedRow:
 
     Every exps[j] is the floor of e^shifted[i, j]·2^bits (0 where masked, exact), and
     the row sum times 2^bits lies in [total, total + terms): each of the ``terms``
-    inexact terms (the allowed keys and the sink) was cut by less than one unit."""
+    inexact terms (the allowed keys and the sink) was cut by less than one unit.  For the
+    keys whose exps[j] is short (tiny weights), fine[j] = (M, s) is the floor of
+    e^shifted[i, j]·2^(bits+s): the same value with s more bits."""
     exps: list[int]
     total: int
     terms: int
+    fine: dict[int, tuple[int, int]]
 
 
 @dataclass(frozen=True)
@@ -235,9 +238,11 @@ class Engine:
         self._sink_groups: dict[int, Hashable] = {}
         self._key_balls: dict[sympy.Expr, flint.arb | None] = {}
         #: floor(e^t·2^bits) by bits and by integer score difference (Engine.fixed_exps)
-        self._fixed: dict[int, dict[int, int]] = {}
+        self._fixed: dict[tuple[int, int], dict[int, int]] = {}
+        self._fixed_fine: dict[tuple[int, int], dict[int, tuple[int, int]]] = {}
         self._fixed_fmpz: dict[int, dict[int, flint.fmpz]] = {}
-        self._fixed_rows: dict[tuple[int, int], FixedRow | None] = {}
+        self._fixed_rows: dict[tuple[int, int, int], FixedRow | None] = {}
+        self._integer_rows: dict[tuple[str, str], tuple[list[list[int]], int]] = {}
         #: steps a variant adds (online softmax, decoding): name -> their numbers
         #: (``known_row(i)``, ``balls(i, prec)``, ``symbols()``; see symattn.stepnumbers)
         self.extra: dict[str, object] = {}
@@ -690,6 +695,40 @@ class Engine:
         return value
 
     # -- rationals known without any ball ----------------------------------------
+    def known_integers(self, step: str, i: int) -> tuple[list, int] | None:
+        """Row i of a rational step as integers over one denominator (numerators, den > 0;
+        NEG_INF where masked), for the hot loops over whole steps; None when the step is
+        not such a step here (then :meth:`known_row` says what is known).  The fractions
+        are not reduced: the denominator is the step's, shared by every row."""
+        if step in self.extra:
+            return None
+        matrix = self.matrix(step)
+        if matrix is not None:
+            if not matrix.is_rational:
+                return None
+            key = ("integers", step)
+            if key not in self._integer_rows:
+                numerators, den = matrix.rational.numer_denom()
+                flat, cols = [int(x) for x in numerators.entries()], matrix.cols
+                self._integer_rows[key] = ([flat[r * cols:(r + 1) * cols] for r in range(matrix.rows)],
+                                           int(den))
+            rows, den = self._integer_rows[key]
+            return rows[i], den
+        if not self.plain or step not in ("scaled", "masked", "shifted") or self._score_ints is None \
+                or self.scale_rational is None or (step == "shifted" and self.rows[i].argmax is None):
+            return None
+        s = self.scale_rational
+        p, den = int(s.p), int(s.q) * int(self._score_den)
+        row = self._score_ints[i]
+        top = row[self.rows[i].argmax] if step == "shifted" else 0
+        values: list = [(x - top) * p for x in row]
+        if step != "scaled" and self.mask is not None:
+            allowed = self.rows[i].allowed
+            values = [NEG_INF] * self.m
+            for j in allowed:
+                values[j] = (row[j] - top) * p
+        return values, den
+
     def known_row(self, step: str, i: int) -> list:
         """Row i of a step: an fmpq where the exact value is a known rational,
         NEG_INF where masked, None where a ball must decide."""
@@ -888,10 +927,11 @@ class Engine:
             out.append(e)
         return out
 
-    def fixed_exps(self, i: int, bits: int) -> FixedRow | None:
+    def fixed_exps(self, i: int, bits: int, fine_bits: int) -> FixedRow | None:
         """Row i of exp in fixed point: integers E_j with E_j ≤ e^shifted[i, j]·2^bits < E_j + 1
         (0 where masked), when the scores are integers over one denominator and the scale
-        is rational (every problem typed in decimals); None otherwise.
+        is rational (every problem typed in decimals); None otherwise.  Keys whose E_j
+        has fewer than ``fine_bits`` bits also get a finer floor (see :class:`FixedRow`).
 
         The exponents repeat across rows (see :meth:`_integer_score_exps`), so each e^t is
         computed once, in arb, and its floor is taken only when the ball proves it."""
@@ -900,20 +940,29 @@ class Engine:
                 or plan.argmax is None or "exp" in self.extra or "weights" in self.extra \
                 or not (self.sink is None or self.sink.is_Rational):
             return None   # (a sink such as log 2 could make a softmax value rational)
-        if (i, bits) in self._fixed_rows:
-            return self._fixed_rows[i, bits]
-        self._fixed_rows[i, bits] = None                 # until it is proved below
-        cache = self._fixed.setdefault(bits, {})
+        key = (i, bits, fine_bits)
+        if key in self._fixed_rows:
+            return self._fixed_rows[key]
+        if any(k[1:] != key[1:] for k in self._fixed_rows):   # one precision kept (memory:
+            self._fixed_rows.clear()                          # 20 MB of rows at n = 512)
+            for caches in (self._fixed, self._fixed_fine, self._fixed_fmpz):
+                caches.clear()
+        self._fixed_rows[key] = None                     # until it is proved below
+        cache = self._fixed.setdefault((bits, fine_bits), {})
+        fine_cache = self._fixed_fine.setdefault((bits, fine_bits), {})
         row, top = self._score_ints[i], self._score_ints[i][plan.argmax]
         every = len(plan.allowed) == self.m
         gaps = [x - top for x in row] if every else [row[j] - top for j in plan.allowed]
         missing = sorted(set(gaps).difference(cache))
         if missing:
             factor = self.scale_rational / self._score_den
-            for gap, e in zip(missing, _fixed_exps([factor * g for g in missing], bits)):
-                if e is None:
+            found = _fixed_exps([factor * g for g in missing], bits, fine_bits)
+            for gap, value in zip(missing, found):
+                if value is None:
                     return None
-                cache[gap] = e
+                cache[gap] = value[0]
+                if value[2]:
+                    fine_cache[gap] = value[1:]
         values = [cache[g] for g in gaps]
         if every:
             exps = values
@@ -921,22 +970,24 @@ class Engine:
             exps = [0] * self.m
             for j, e in zip(plan.allowed, values):
                 exps[j] = e
+        fine = {j: fine_cache[g] for j, g in zip(plan.allowed, gaps) if g in fine_cache} \
+            if fine_cache else {}
         terms = len(plan.allowed)
         total = sum(exps)
         if self.sink is not None:
-            e = _fixed_exps([self.sink_exponent(i)], bits)[0]
-            if e is None:
+            value = _fixed_exps([self.sink_exponent(i)], bits, 0)[0]
+            if value is None:
                 return None
-            total, terms = total + e, terms + 1
-        fixed = self._fixed_rows[i, bits] = FixedRow(exps, total, terms)
+            total, terms = total + value[0], terms + 1
+        fixed = self._fixed_rows[key] = FixedRow(exps, total, terms, fine)
         return fixed
 
-    def fixed_exps_fmpz(self, i: int, bits: int) -> list[flint.fmpz]:
+    def fixed_exps_fmpz(self, i: int, bits: int, fine_bits: int) -> list[flint.fmpz]:
         """:meth:`fixed_exps` of row i as fmpz (made once per distinct value: building an
         fmpz_mat from fmpz is about three times faster than from Python ints)."""
         cache = self._fixed_fmpz.setdefault(bits, {})
         out = []
-        for e in self.fixed_exps(i, bits).exps:
+        for e in self.fixed_exps(i, bits, fine_bits).exps:
             z = cache.get(e)
             if z is None:
                 z = cache[e] = flint.fmpz(e)
@@ -963,27 +1014,39 @@ class Engine:
             del self._balls[key]
 
 
-def _fixed_exps(exponents: list[flint.fmpq | sympy.Expr], bits: int) -> list[int | None]:
-    """floor(e^t · 2^bits) for each exponent t, proved by arb balls (one precision
-    context for the batch); None where two precisions do not decide it."""
-    found: list[int | None] = [None] * len(exponents)
+#: the finer floors of tiny e^t go at most this many times ``bits`` further down (smaller
+#: ones are left to the arb path)
+_FINE_REACH = 8
+
+
+def _fixed_exps(exponents: list[flint.fmpq | sympy.Expr], bits: int,
+                fine_bits: int) -> list[tuple[int, int, int] | None]:
+    """(E, M, s) for each exponent t: E = ⌊e^t·2^bits⌋ and the finer M = ⌊e^t·2^(bits+s)⌋,
+    with the shift s ≥ 0 that gives M about ``fine_bits`` bits (s = 0 and M = E when E
+    has them already; M = 0 for e^t below 2^−(bits·(1 + _FINE_REACH))).  Each floor is
+    proved by an arb ball (one precision context per batch); None where two precisions
+    do not decide it.  E = ⌊M/2^s⌋ exactly (floors of floors)."""
+    found: list[tuple[int, int, int] | None] = [None] * len(exponents)
     todo = []
+    reach = bits * (1 + _FINE_REACH)
     for k, t in enumerate(exponents):
         if isinstance(t, flint.fmpq) and t == 0:
-            found[k] = 1 << bits
-        elif isinstance(t, flint.fmpq) and t < -bits:    # e^t < e^-bits < 2^-bits
-            found[k] = 0
+            found[k] = (1 << bits, 1 << bits, 0)
+        elif isinstance(t, flint.fmpq) and t < -reach:   # e^t < e^-reach < 2^-reach
+            found[k] = (0, 0, 0)
         else:
             todo.append(k)
-    unit = flint.fmpz(1) << bits
     for prec in (bits + 64, 2 * bits + 128):
         with precision(prec):
             for k in todo:
                 t = exponents[k]
-                x = flint.arb(t) if isinstance(t, flint.fmpq) else to_arb(t, prec)
-                floor = (x.exp() * unit).floor().unique_fmpz()
-                if floor is not None:
-                    found[k] = int(floor)
+                x = (flint.arb(t) if isinstance(t, flint.fmpq) else to_arb(t, prec)).exp()
+                man, exp = x.mid().man_exp()            # x ≈ 2^(exp + bits of man − 1)
+                shift = min(max(0, fine_bits - bits - int(exp) - int(man).bit_length()),
+                            reach - bits)
+                fine = (x * (flint.fmpz(1) << (bits + shift))).floor().unique_fmpz()
+                if fine is not None:
+                    found[k] = (int(fine) >> shift, int(fine), shift)
         todo = [k for k in todo if found[k] is None]
         if not todo:
             break

@@ -17,7 +17,9 @@ D = S, δ = k), an exponential e_j·2^F/2^F (δ = 0), the row sum s·2^F/2^F
 |x − A/D| ≤ (A/D)·max(α/A, δ/D) ≤ (A/D)·2^−B when A ≥ α·2^B and D ≥ δ·2^B.
 Scaled by 10^K, with q = ⌊A·10^K/D⌋ < 2^(B−3): x·10^K lies within
 (q + 1)·2^−B < 1/8 of [q, q + 1), so in [q − 2, q + 2].  Entries that miss a
-condition (a weight too small for the fixed point) are left to the arb path.
+condition are left to the arb path.  A tiny weight or exponential (E_j with
+few bits) is taken from its finer floor M_j = ⌊e_j·2^(F+s)⌋ instead: A = M_j,
+D = S·2^s, δ = k·2^s, the same conditions.
 
 **Output.**  o_c = Σ_j e_j·N_jc / (s·den) with V = N/den.  With the exact
 integer T_c = Σ_j E_j·N_jc and A_c = Σ_j |N_jc| over the allowed keys,
@@ -26,9 +28,10 @@ q = ⌊|T_c|·10^K/D⌋: |o_c|·10^K lies within ⌈A_c·10^K/D⌉ + 2 of q (the
 denominator's error adds (q + 1)·k/S < 1 under the same conditions).
 
 Each enclosure is rounded by :func:`symattn.certify.judge_enclosure`, the
-same integer test the arb path uses; an enclosure that straddles a rounding
-boundary, or an output that may equal its own rounded decimal (an exact
-terminating value), is left to the arb path, which settles it exactly.
+same integer test the arb path uses (its common case inlined); an enclosure
+that straddles a rounding boundary is left to the arb path, and so is an
+output whose enclosure holds its own rounded decimal unless the engine's
+Lindemann–Weierstrass test proves it transcendental.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from functools import lru_cache
 
 import flint
 
-from symattn.certify import CertifiedDecimal, Rounding, _new_decimal, judge_enclosure
+from symattn.certify import CertifiedDecimal, Rounding, _new_decimal, _p10, judge_enclosure
 from symattn.engine import Engine, FixedRow
 
 #: the fast path serves roundings to at most this many significant digits (the
@@ -59,20 +62,20 @@ def fixed_point_decimals(engine: Engine, step: str, rounding: Rounding,
         return {}
     b, f = working_bits(digits, engine.m)
     # a fully tied row is rational (1/k, k): the exact path rounds it, never this one
-    rows = {i: engine.fixed_exps(i, f) for i in pending if not engine.softmax_is_rational(i)}
+    rows = {i: engine.fixed_exps(i, f, b + 8) for i in pending if not engine.softmax_is_rational(i)}
     rows = {i: row for i, row in rows.items() if row is not None and row.total >= row.terms << b}
     if not rows:
         return {}
     if step == "output":
         return _outputs(engine, rows, pending, b, f, rounding)
     if step == "weights":
-        return {i: _ratios(row.exps, pending[i], 1, row.total, row.terms, b, rounding)
+        return {i: _ratios(row.exps, pending[i], 1, row.total, row.terms, b, rounding, row.fine)
                 for i, row in rows.items()}
     if step == "exp":                   # e^0 = 1 exactly (E = 2^F only there): not here
         unit = 1 << f
         return {i: _ratios(row.exps, [j for j in pending[i] if row.exps[j] != unit], 1, unit, 0, b,
-                           rounding) for i, row in rows.items()}
-    return {i: _ratios([row.total], pending[i], row.terms, 1 << f, 0, b, rounding)
+                           rounding, row.fine) for i, row in rows.items()}
+    return {i: _ratios([row.total], pending[i], row.terms, 1 << f, 0, b, rounding, {})
             for i, row in rows.items()}
 
 
@@ -88,9 +91,11 @@ def working_bits(digits: int, keys: int) -> tuple[int, int]:
 
 
 def _ratios(numerators: list[int], cols: list[int], spread: int, total: int, terms: int, b: int,
-            rounding: Rounding) -> dict[int, CertifiedDecimal]:
+            rounding: Rounding, fine: dict[int, tuple[int, int]]) -> dict[int, CertifiedDecimal]:
     """numerators[j]/total for j in cols, each numerator within [A, A + spread) and the
-    denominator within [total, total + terms) (see the module docstring)."""
+    denominator within [total, total + terms) (see the module docstring); a numerator too
+    short for that is taken from ``fine`` when it is there: (M, s), the same value in
+    units 2^s times smaller."""
     digits, exps = rounding.digits, numerators
     want = digits + _GUARD_DIGITS
     total_bits, least, q_bits = total.bit_length(), spread << b, b - 3
@@ -101,6 +106,10 @@ def _ratios(numerators: list[int], cols: list[int], spread: int, total: int, ter
     for j in cols:
         e = exps[j]
         if e < least:
+            if j in fine:
+                decided = _tiny_ratio(*fine[j], spread, total, b, rounding)
+                if decided is not None:
+                    out[j] = decided
             continue
         # K so that q has about `want` digits (K ≥ want when A ≤ D); 1233/4096 ≈ log10 2
         k = want - (((e.bit_length() - total_bits) * 1233) >> 12)
@@ -133,7 +142,7 @@ def _outputs(engine: Engine, rows: dict[int, FixedRow], pending: dict[int, list[
     numerators, den = engine.V.rational.numer_denom()
     den = int(den)
     order = list(rows)
-    products = (flint.fmpz_mat([engine.fixed_exps_fmpz(i, f) for i in order]) * numerators).tolist()
+    products = (flint.fmpz_mat([engine.fixed_exps_fmpz(i, f, b + 8) for i in order]) * numerators).tolist()
     # Σ_j |N_jc| over every key bounds the sum over a row's allowed keys
     spreads = [sum(abs(int(x)) for x in column) for column in numerators.transpose().tolist()]
     digits = rounding.digits
@@ -168,14 +177,36 @@ def _outputs(engine: Engine, rows: dict[int, FixedRow], pending: dict[int, list[
             m, r = divmod(q, unit)
             if 2 * r >= unit:
                 m, r = m + 1, r - unit
-            if not (low < m < high and 2 * (r - rad) >= -unit and 2 * (r + rad) < unit):
-                continue                                  # a boundary or a decade's edge: arb
-            if -rad <= r <= rad:
-                # the enclosure holds its own decimal: an exact terminating output (a
-                # constant value column) may be it; the arb path settles those exactly
+            if low < m < high and 2 * (r - rad) >= -unit and 2 * (r + rad) < unit:
+                decided = new(cls, (-m if t < 0 else m, n - digits - k, False, rounding))
+            else:                                         # a decade's edge: the general test
+                decided = judge_enclosure(-q if t < 0 else q, rad, -k, rounding)
+                if decided is None or decided.exponent + k < 0:
+                    continue
+                r = q - abs(decided.mantissa) * pow10[decided.exponent + k]
+            if -rad <= r <= rad and not (engine.algebraic and engine.algebraic_value("output", i, c) is None):
+                # the enclosure holds its own decimal, and the output may be exactly it (a
+                # constant value column): the arb path settles those.  When it is proved
+                # transcendental (Lindemann–Weierstrass), the rounding stands as inexact.
                 continue
-            decided_row[c] = new(cls, (-m if t < 0 else m, n - digits - k, False, rounding))
+            decided_row[c] = decided
     return out
+
+
+def _tiny_ratio(fine: int, shift: int, spread: int, total: int, b: int,
+                rounding: Rounding) -> CertifiedDecimal | None:
+    """One ratio whose numerator lies in [M, M + spread)/2^s (a tiny weight or exponential):
+    the same bound with A = M, D = total·2^s, δ = terms·2^s, so D ≥ δ·2^B holds as before,
+    and q = ⌊M·10^K/(total·2^s)⌋ = ⌊⌊M·10^K/2^s⌋/total⌋ (floors of floors)."""
+    if fine < spread << b:
+        return None
+    k = rounding.digits + _GUARD_DIGITS - (((fine.bit_length() - shift - total.bit_length()) * 1233) >> 12)
+    if k < 0:
+        return None
+    q = ((fine * _p10(k)) >> shift) // total
+    if q.bit_length() > b - 3:
+        return None
+    return judge_enclosure(q, 2, -k, rounding)
 
 
 @lru_cache(maxsize=16)

@@ -65,9 +65,21 @@ def _certify(engine: Engine, step: str, exact: Callable[[int, int], sympy.Expr],
     result: dict[int, dict[int, Entry]] = {}
     pending: dict[int, list[int]] = {}
     memo: dict[tuple[int, int], CertifiedDecimal] = {}  # inputs repeat few distinct values
+    by_denominator: dict[int, dict[int, CertifiedDecimal]] = {}   # the same as integers
     for i, cols in wanted.items():
-        known = engine.known_row(step, i)
         row = result[i] = {}
+        integers = engine.known_integers(step, i)
+        if integers is not None:          # a rational step: integers over one denominator
+            numerators, den = integers
+            by_numerator = by_denominator.setdefault(den, {})
+            for j in cols:
+                value = numerators[j]
+                decided = by_numerator.get(value) if value is not NEG_INF else NEG_INF
+                if decided is None:
+                    decided = by_numerator[value] = round_ratio(value, den, rounding)
+                row[j] = decided
+            continue
+        known = engine.known_row(step, i)
         for j in cols:
             value = known[j]
             if value is None:

@@ -40,15 +40,23 @@ class _Rows:
     def __init__(self, rows: list[FixedRow], V: list[list[int]] | None = None, den: int = 1):
         self._rows, self.m = rows, len(rows[0].exps)
         if V is not None:
-            self.V = _RationalMatrix(V, den)
+            self.V, self._V, self._den = _RationalMatrix(V, den), V, den
 
-    def fixed_exps(self, i: int, bits: int) -> FixedRow:
+    def fixed_exps(self, i: int, bits: int, fine_bits: int) -> FixedRow:
         return self._rows[i]
 
     def softmax_is_rational(self, i: int) -> bool:
         return False
 
-    def fixed_exps_fmpz(self, i: int, bits: int) -> list[flint.fmpz]:
+    algebraic = True
+
+    def algebraic_value(self, step: str, i: int, c: int) -> Fraction | None:
+        """A constant value column's output is that constant; any other is transcendental
+        in these rows (their exponentials are distinct)."""
+        column = {Fraction(row[c]) for row in self._V}
+        return column.pop() / self._den if len(column) == 1 else None
+
+    def fixed_exps_fmpz(self, i: int, bits: int, fine_bits: int) -> list[flint.fmpz]:
         return [flint.fmpz(e) for e in self._rows[i].exps]
 
 
@@ -59,7 +67,7 @@ class _RationalMatrix:
 
 
 def _row(exps: list[int], extra: int = 0, extra_terms: int = 0) -> FixedRow:
-    return FixedRow(exps, sum(exps) + extra, len(exps) + extra_terms)
+    return FixedRow(exps, sum(exps) + extra, len(exps) + extra_terms, {})
 
 
 # ---------------------------------------------------------------- weights: the analysis
@@ -69,9 +77,12 @@ def _check_weights(row: FixedRow, rounding: Rounding) -> int:
     decided = fixed_point_decimals(_Rows([row]), "weights", rounding, {0: list(range(len(row.exps)))})
     got = decided.get(0, {})
     for j, d in got.items():
-        e = row.exps[j]
-        low = Fraction(e, row.total + row.terms)
-        high = Fraction(e + 1, row.total)
+        e, unit = row.exps[j], 1
+        if j in row.fine:                       # a tiny one: M/2^s, s bits finer than E
+            e, shift = row.fine[j]
+            unit = 1 << shift
+        low = Fraction(e, unit * (row.total + row.terms))
+        high = Fraction(e + 1, unit * row.total)
         assert _ratio_rounding(low, rounding)[:2] == d[:2], (j, d)
         assert _ratio_rounding(high, rounding)[:2] == d[:2], (j, d)
         assert not d.exact
@@ -136,6 +147,25 @@ def test_random_rows_round_like_both_ends_of_their_interval(digits, seed, n, spr
         assert decided >= n - 2
 
 
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(digits=st.integers(1, 60), seed=st.integers(0, 2**32), n=st.integers(2, 20))
+def test_tiny_weights_from_their_finer_floors_round_like_both_ends(digits, seed, n):
+    """Weights far below the fixed point's unit (E_j = 0 or a few bits) come from (M, s):
+    M/2^s of the same unit, and still round like both ends of their interval."""
+    rng = random.Random(seed)
+    b, bits = working_bits(digits, n)
+    exps, fine = [1 << bits], {}
+    for j in range(1, n):
+        shift = rng.randint(1, 8 * bits)
+        m = rng.randrange(1 << (b + 8), 1 << (b + 40))
+        exps.append(m >> shift)
+        if exps[j] < 1 << b:
+            fine[j] = (m, shift)
+    row = FixedRow(exps, sum(exps), n, fine)
+    decided = _check_weights(row, Rounding(digits=digits))
+    assert decided >= n - 2
+
+
 @pytest.mark.parametrize("digits", [1, 3, 17, 30, 120])
 def test_weights_next_to_a_rounding_boundary_are_left_or_right(digits):
     """E/S placed within a few units of (M + 1/2)·10^t: the end check proves each decided
@@ -150,7 +180,7 @@ def test_weights_next_to_a_rounding_boundary_are_left_or_right(digits):
         boundary = Fraction(2 * mantissa + 1, 2 * 10 ** places)
         e = int(boundary * total) + rng.randint(-3, 3)
         exps = [e, total - e]
-        row = FixedRow(exps, total, 2)
+        row = FixedRow(exps, total, 2, {})
         _check_weights(row, rounding)                           # what is decided is right
         left += 0 not in fixed_point_decimals(_Rows([row]), "weights", rounding, {0: [0]}).get(0, {})
     assert left == 200       # each straddles its boundary: none may be decided
@@ -352,6 +382,30 @@ def test_problems_agree_with_mpmath_and_take_the_fast_path(name, digits):
                 assert fast_o[i][c][:2] == got_o[i][c][:2]
 
 
+def test_peaked_rows_take_the_finer_floors_and_agree_with_mpmath():
+    """Scale 4 on one-place decimals: logits hundreds apart, weights below 10^−90, far
+    under 2^−F; they come from the finer floors, and every entry matches mpmath."""
+    rng = random.Random("peaked")
+    n, m, d = 6, 12, 16
+    Q, K, V = _decimal_matrix(rng, n, d), _decimal_matrix(rng, m, d), _decimal_matrix(rng, m, 3)
+    trace = sa.Trace(sa.Problem(Q=Q, K=K, V=V, scale="4"))
+    rounding = Rounding(digits=25)
+    b, bits = working_bits(25, m)
+    assert any(trace.engine.fixed_exps(i, bits, b + 8).fine for i in range(n))
+    fast = fixed_point_decimals(trace.engine, "weights", rounding, {i: list(range(m)) for i in range(n)})
+    assert sum(len(r) for r in fast.values()) >= n * m - 2
+    exps, sums, weights, output = _mp_reference(Q, K, V, Fraction(4), None, None)
+    got = trace.step("weights").decimals(rounding)
+    assert min(weights[i][j] for i in range(n) for j in range(m)) < mpmath.mpf(10) ** -90
+    for i in range(n):
+        for j in range(m):
+            assert _agree(got[i][j], weights[i][j], 25), (i, j, got[i][j])
+            assert fast[i][j][:2] == got[i][j][:2]
+    for i, row in enumerate(trace.step("output").decimals(rounding)):
+        for c, decimal in enumerate(row):
+            assert _agree(decimal, output[i][c], 25), (i, c, decimal)
+
+
 def test_the_fast_path_stays_out_where_it_does_not_apply():
     rounding = Rounding(digits=30)
     irrational = sa.Trace(sa.Problem(Q=[["1", "2", "0"]], K=[["1", "0", "1"], ["2", "1", "0"]],
@@ -369,3 +423,16 @@ def test_the_fast_path_stays_out_where_it_does_not_apply():
     assert fixed_point_decimals(logsink.engine, "weights", rounding, {0: [0, 1]}) == {}
     assert fixed_point_decimals(simple.engine, "weights", Rounding(places=30), {0: [0, 1]}) == {}
     assert fixed_point_decimals(simple.engine, "weights", rounding, {0: [0, 1]})
+
+
+def test_one_precision_of_fixed_rows_is_kept():
+    """The engine keeps the fixed-point rows of the last precision only (a 512 × 512 problem
+    holds about 20 MB of them), as keep_only does for the balls."""
+    rng = random.Random("memory")
+    trace = sa.Trace(sa.Problem(Q=_decimal_matrix(rng, 5, 4), K=_decimal_matrix(rng, 6, 4),
+                                V=_decimal_matrix(rng, 6, 2)))
+    for digits in (5, 30, 12):
+        trace.step("weights").decimals(Rounding(digits=digits))
+        assert len({key[1:] for key in trace.engine._fixed_rows}) == 1
+        b, bits = working_bits(digits, 6)
+        assert next(iter(trace.engine._fixed_rows))[1:] == (bits, b + 8)

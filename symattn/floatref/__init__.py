@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import reduce
 from typing import Any
 
 import flint
@@ -293,26 +294,71 @@ def _errors_from_balls(trace: Trace, step: str, i: int, c: int, y: Fraction, fmt
     return errors_from_ball(lambda prec: trace.enclosure(step, i, prec)[c], y, fmt, rounding)
 
 
+#: an error proved smaller than half a unit of this many decimal places is shown as
+#: 0.000000000000 at those places: its digits may sit 10^9 bits deep (a weight
+#: 1 − e^(−10^9) under a −1e9 mask, written 1.0 by a kernel: its error is e^(−10^9))
+NEGLIGIBLE_PLACES = 12
+
+
 def errors_from_ball(x_ball, y: Fraction, fmt: str,
                      rounding: Rounding) -> tuple[CertifiedDecimal, CertifiedDecimal]:
-    """(y − x)/ulp(x) and (y − x)/|x| for a transcendental x given as ``x_ball(prec)``."""
+    """(y − x)/ulp(x) and (y − x)/|x| for a transcendental x given as ``x_ball(prec)``.
+
+    When x may lie on either side of a power of two, (y − x)/ulp(x) is enclosed over both
+    ulps; an error proved below half a unit of NEGLIGIBLE_PLACES places is that rounding
+    of 0 (its significant digits could cost a billion bits)."""
     p, e_min = FORMATS[fmt]
-    yq = flint.fmpq(y.numerator, y.denominator)
+    yq = flint.arb(flint.fmpq(y.numerator, y.denominator))
 
     def ulps(prec: int):
         x = x_ball(prec)
-        e = _binade(x)
-        if e is None:
+        binades = _binades(x)
+        if not binades:
             return None
-        unit = flint.arb(2) ** (max(e, e_min) - p + 1)
-        return (flint.arb(yq) - x) / unit
+        balls = [(yq - x) / flint.arb(2) ** (max(e, e_min) - p + 1) for e in binades]
+        return reduce(flint.arb.union, balls)
 
     def relative(prec: int):
         x = x_ball(prec)
-        return (flint.arb(yq) - x) / abs(x)
+        return (yq - x) / abs(x)
 
-    return (_certify_ball(ulps, rounding, "error in ulps"),
-            _certify_ball(relative, rounding, "relative error"))
+    return (_certify_error(ulps, rounding, "error in ulps"),
+            _certify_error(relative, rounding, "relative error"))
+
+
+def _binades(x: flint.arb) -> list[int]:
+    """Every e with 2^e ≤ |t| < 2^(e+1) for some t in the ball (none if it holds 0)."""
+    e = _binade(x)
+    if e is not None:
+        return [e]
+    if not (x > 0 or x < 0):
+        return []
+    a = abs(x)
+    man, exp = (int(v) for v in a.mid().man_exp())
+    guess = man.bit_length() - 1 + exp
+    two = flint.arb(2)
+    return [g for g in (guess - 1, guess, guess + 1)
+            if not (a < two ** g) and not (a >= two ** (g + 1))]
+
+
+def _certify_error(make, rounding: Rounding, what: str) -> CertifiedDecimal:
+    """:func:`_certify_ball` for an error, which may be too small to round to significant
+    digits at any sensible precision: proved below half a unit of NEGLIGIBLE_PLACES
+    places, it is that rounding of 0."""
+    wanted = effective_digits(rounding)
+    negligible = flint.arb(10) ** -NEGLIGIBLE_PLACES / 2
+    for prec in precisions(wanted):
+        with precision(prec):
+            ball = make(prec)
+            if ball is None:
+                continue
+            d = round_ball(ball, rounding)
+            if d is not None:
+                return d
+            if abs(ball) < negligible:
+                return round_rational(0, Rounding(places=NEGLIGIBLE_PLACES))
+    raise undecided(f"the {what}", f"the rounding to {rounding}", cap_bits(wanted),
+                    "it may sit exactly on a rounding boundary")
 
 
 def float_report(Q: Any, K: Any, V: Any, result: Any, *, step: str = "output", mask: Any = None,

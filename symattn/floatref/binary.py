@@ -90,6 +90,7 @@ def round_ball(x: flint.arb, fmt: BinaryFormat) -> float | None:
         return 0.0
     if x > flint.arb(2) ** (fmt.e_max + 1) or x < -flint.arb(2) ** (fmt.e_max + 1):
         return float("inf") if x > 0 else float("-inf")
-    mid, rad = _dyadic(x.mid()), _dyadic(x.rad())
-    lo, hi = round_fraction(mid - rad, fmt), round_fraction(mid + rad, fmt)
+    # the ends rounded outward at the working precision: a radius like 2^-(4.9·10^38) (a weight
+    # 1/(1 + e^-(3.4·10^38)) under a float32-min mask) would be a Fraction too big to build
+    lo, hi = round_fraction(_dyadic(x.lower()), fmt), round_fraction(_dyadic(x.upper()), fmt)
     return hi if lo == hi else None

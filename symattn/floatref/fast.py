@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from symattn.floatref import masks
+
 U = 2.0 ** -53
 EXP_REL = 8 * U          # assumed: |fl(exp(x)) − exp(x)| ≤ 8u·exp(x) + EXP_ABS (same for expm1)
 EXP_ABS = 2.0 ** -1070   # 16 float64 subnormal units
@@ -149,25 +151,42 @@ def _block(Q, h: _Head, allowed, additive, s, ds):
     S, rows = h.S, Q.shape[0]
     with np.errstate(over="ignore", invalid="ignore", under="ignore", divide="ignore"):
         D, eD, cs = _scores(Q, h)
-        # t = s·d + m: e_t = |s̃|e_D + |s̃ − s|(|d̃| + e_D) + u|P| + u|T|, per row
+        # t = s·d + m: |t̃ − t| ≤ |s̃|e_D + |s̃ − s|(|d̃| + e_D) + u|P| + u|t̃| per entry
         as_ = abs(s)
         Pmax = _up(as_ * (cs + eD) * (1 + U))
-        Mmax = 0.0 if additive is None else np.abs(additive).max(axis=1)
-        Tmax = _up((Pmax + Mmax) * (1 + U))
-        eT = _up(as_ * eD + ds * (cs + 2 * eD) + U * Pmax + U * Tmax)
+        E0 = _up(as_ * eD + ds * (cs + 2 * eD) + U * Pmax)
         T = D
         T *= s
+        keep = allowed
+        overflow = np.zeros(rows, dtype=bool)
         if additive is not None:
-            T += additive
+            # m − c_m = mh + ml exactly (masks.shift); t̃ = fl(fl(s̃·d̃) + mh), ml only in the bound
+            mh, ml, ok = masks.shift(additive, allowed)
+            T += mh
+            overflow |= ~ok | ~(Pmax < 2.0 ** 900)               # then fl(s̃·d̃ + mh) cannot overflow
         if allowed is not None:
             np.putmask(T, ~allowed, -np.inf)
         empty = np.zeros(rows, dtype=bool) if allowed is None else ~allowed.any(axis=1)
         c = T.max(axis=1)
-        overflow = ~np.isfinite(c) | ~np.isfinite(Tmax)       # these rows go to the arb path whole
+        overflow |= ~np.isfinite(c)                           # these rows go to the arb path whole
         c = np.where(np.isfinite(c), c, 0.0)
+        if additive is None:
+            Tmax = _up(Pmax * (1 + U))
+            eT = _up(E0 + U * Tmax)
+        else:
+            # keys with t̃ below c − θ have t − c < −800 (docs/floatref.md, "Huge finite masks"):
+            # set aside like blocked keys (w̃ = 0, w < e^-800 < EXP_ABS); the bound uses the rest
+            far = T < masks.far_below(c, E0, Pmax)[:, None]
+            keep = ~far if allowed is None else allowed & ~far
+            np.putmask(T, far, -np.inf)
+            tmin = np.min(T, axis=1, where=keep, initial=0.0)
+            Tmax = np.maximum(np.abs(c), np.abs(tmin))        # every kept t̃ lies in [tmin, c]
+            mlmax = 0.0 if ml is None else np.max(np.abs(ml), axis=1, where=keep, initial=0.0)
+            eT = _up(E0 + U * Tmax + mlmax)
+        overflow |= ~np.isfinite(eT)
         X = T
         X -= c[:, None]
-        xmin = X.min(axis=1) if allowed is None else np.min(X, axis=1, where=allowed, initial=0.0)
+        xmin = X.min(axis=1) if keep is None else np.min(X, axis=1, where=keep, initial=0.0)
         xm = np.minimum(-xmin, 800.0)                         # x̃ < −800: w̃ = 0 and w < 2^-1070
         eX = _up(eT + U * xm)
         # w = e^x; |w − w̃| ≤ w̃·G + a(1 + G), G = (expm1(e_x) + ε)/(1 − ε)² per row

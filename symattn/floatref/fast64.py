@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
-from symattn.floatref import dd
+from symattn.floatref import dd, masks
 from symattn.floatref.fast import SUM_BLOCK
 
 U = dd.U
@@ -252,17 +252,34 @@ def _block(Q, scores: _Product, values: _Product, allowed, additive, scale, Ev: 
         Th, Tl = dd.mul(Dh, Dl, np.full_like(Dh, sh), np.full_like(Dh, sl))
         as_ = _up(abs(sh) + abs(sl))
         P = _up(as_ * (cs + eD))
-        Mmax = np.zeros(rows) if additive is None else np.abs(additive).max(axis=1)
-        Tmax = _up(P + Mmax)
+        E0 = _up(as_ * eD + s_err * cs + 2 * dd.OP_REL * P)
+        bad |= ~(P < 2.0 ** 900)
+        keep = allowed
         if additive is not None:
-            Th, Tl = dd.add_fp(Th, Tl, additive)
-        eT = _up(as_ * eD + s_err * cs + dd.OP_REL * P + dd.OP_REL * Tmax)
-        bad |= ~(Tmax < 2.0 ** 900)
+            # m − c_m = mh + ml exactly (masks.shift), added by one or two DWPlusFP
+            mh, ml, ok = masks.shift(additive, allowed)
+            bad |= ~ok
+            Th, Tl = dd.add_fp(Th, Tl, mh)
+            if ml is not None:
+                Th, Tl = dd.add_fp(Th, Tl, ml)
         # 3. x = t − c, c the row's largest hi over allowed keys (an exact float)
         if allowed is not None:
             np.putmask(Th, ~allowed, -np.inf)
         c = Th.max(axis=1)
         c = np.where(np.isfinite(c), c, 0.0)
+        if additive is None:
+            Tmax, eT = P, E0                                # E0 holds the product's ε₂·P
+        else:
+            # keys with t_hi below c − θ have t − c < −800 (docs/floatref.md, "Huge finite
+            # masks"): set aside like blocked keys, proved zeros; the bounds use the rest
+            far = Th < masks.far_below(c, E0, P)[:, None]
+            keep = ~far if allowed is None else allowed & ~far
+            np.putmask(Th, far, -np.inf)
+            tmin = np.min(Th, axis=1, where=keep, initial=0.0)
+            Tmax = _up(np.maximum(np.abs(c), np.abs(tmin)) * (1 + 2 * U))   # ≥ |t̃| of kept keys
+            # the additions' errors ≤ 2.2·8u²·|t̃| per entry (two DWPlusFP); the product's in E0
+            eT = _up(E0 + 3 * dd.OP_REL * Tmax)
+        bad |= ~(Tmax < 2.0 ** 900)
         Xh, Xl = dd.add_fp(Th, Tl, np.broadcast_to(-c[:, None], Th.shape).copy())
         eX = _up(eT + dd.OP_REL * (Tmax + np.abs(c)))
         bad |= ~(eX < 2.0 ** -40)
@@ -277,7 +294,8 @@ def _block(Q, scores: _Product, values: _Product, allowed, additive, scale, Ev: 
         ew = _up(np.expm1(eX) * 1.001 + EXP_SERIES * 1.01 + TABLE_REL + dd.OP_REL)
         ntiny = tiny.sum(axis=1)
         aw = math.exp(X_TABLE + 1)                          # a tiny key's w < e^(−649)
-        Aw = _up(ntiny * aw)                                # Σ over a row of the absolute parts
+        # Σ over a row of the absolute parts; a zero key (x̃ < X_ZERO, or set aside) has w < e^(−799)
+        Aw = _up(ntiny * aw + zero.sum(axis=1) * math.exp(X_ZERO + 1))
         # 5. [N | Z] = W·[V | 1] in double-double (exact slice products + a remainder)
         ew_row = _exponent(Wh.max(axis=1), values.low)
         if not values.ok(ew_row):
