@@ -1036,11 +1036,19 @@ def _fixed_exps(exponents: list[flint.fmpq | sympy.Expr], bits: int,
             found[k] = (0, 0, 0)
         else:
             todo.append(k)
+    unit = flint.fmpz(1) << bits
     for prec in (bits + 64, 2 * bits + 128):
         with precision(prec):
             for k in todo:
                 t = exponents[k]
                 x = (flint.arb(t) if isinstance(t, flint.fmpq) else to_arb(t, prec)).exp()
+                floor = (x * unit).floor().unique_fmpz()
+                if floor is None:
+                    continue
+                e = int(floor)
+                if e.bit_length() >= fine_bits:         # the common case: E is fine already
+                    found[k] = (e, e, 0)
+                    continue
                 man, exp = x.mid().man_exp()            # x ≈ 2^(exp + bits of man − 1)
                 shift = min(max(0, fine_bits - bits - int(exp) - int(man).bit_length()),
                             reach - bits)
