@@ -112,3 +112,25 @@ class Browser:
             self.browser.close()
         finally:
             self._manager.__exit__(None, None, None)
+
+
+_shared: Browser | None = None
+
+
+def shared_browser() -> Browser:
+    """The session's one Chromium: a launch costs ~1.3 s and a dozen modules open pages.
+    Each :meth:`Browser.open` still gets a fresh context, so pages share nothing;
+    tests/conftest.py closes it when the session ends."""
+    global _shared
+    if _shared is None:
+        _shared = Browser(need_browser())
+    return _shared
+
+
+def close_shared_browser() -> None:
+    global _shared
+    if _shared is not None:
+        try:
+            _shared.close()
+        finally:
+            _shared = None

@@ -6,11 +6,12 @@ import sys
 from importlib import resources
 
 import pytest
+from clirun import cli
 
 
 def run(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "symattn", *args], capture_output=True,
-                          text=True, cwd=cwd, timeout=300)
+    """The command line in-process (tests/clirun.py): no new interpreter to start."""
+    return cli(*args, cwd=cwd)
 
 
 def lesson_figures() -> str:

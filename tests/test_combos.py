@@ -547,18 +547,15 @@ def test_no_variant_no_variant_mistakes():
 
 
 def test_html_page_of_the_rolling_buffer_in_chromium(tmp_path):
-    from tests.browser import Browser, need_browser
+    from browser import shared_browser
 
     path = tmp_path / "rolling.html"
     assert main(["explain", _write(tmp_path, ROLLING), "--format", "html", "-o", str(path)]) == 0
-    browser = Browser(need_browser())
-    try:
-        page = browser.open(path)
-        text = " ".join(page.page.inner_text("body").split())
-        page.page.screenshot(path=str(tmp_path / "rolling.png"), full_page=True)
-        page.assert_clean()
-        page.close()
-    finally:
-        browser.close()
+    browser = shared_browser()
+    page = browser.open(path)
+    text = " ".join(page.page.inner_text("body").split())
+    page.page.screenshot(path=str(tmp_path / "rolling.png"), full_page=True)
+    page.assert_clean()
+    page.close()
     assert "the cache is a rolling buffer (Mistral)" in text
     assert "the cache now holds 2 keys (cats, and); I, love evicted" in text

@@ -201,18 +201,15 @@ def test_latex_compiles_and_reads_back(tmp_path):
 
 
 def test_html_page_in_chromium(tmp_path):
-    from tests.browser import Browser, need_browser
+    from browser import shared_browser
 
     path = tmp_path / "kv.html"
     assert main(["explain", "--example", "kv-cache", "--format", "html", "-o", str(path)]) == 0
-    browser = Browser(need_browser())
-    try:
-        page = browser.open(path)
-        text = page.page.inner_text("body")
-        page.assert_clean()
-        page.close()
-    finally:
-        browser.close()
+    browser = shared_browser()
+    page = browser.open(path)
+    text = page.page.inner_text("body")
+    page.assert_clean()
+    page.close()
     assert "KV-cache decoding" in text
     assert "the cache ends with 24 numbers per layer and head" in " ".join(text.split())
 

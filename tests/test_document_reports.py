@@ -26,7 +26,7 @@ from symattn.document.formats import print_document
 from symattn.document.printers.json import document_json
 from symattn.render.texutil import tex_escape
 
-from browser import Browser, need_browser
+from browser import shared_browser
 from test_pdf import need_tex
 
 np = pytest.importorskip("numpy")
@@ -76,9 +76,7 @@ def compile_and_read(tex: str, folder: Path) -> tuple[str, list[float]]:
 
 @pytest.fixture(scope="module")
 def browser():
-    b = Browser(need_browser())
-    yield b
-    b.close()
+    yield shared_browser()
 
 
 # -- floatref ------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from symattn.document.printers.json import document_json
 from symattn.render.texutil import tex_escape
 from symattn.multihead import DEMO_TOML, MultiHeadProblem, attend_heads
 
-from browser import Browser, need_browser
+from browser import shared_browser
 from test_pdf import need_tex
 
 CLAIMS = "weights = [[0.14, 0.43, 0.48], [0.00089, 0.909, 0.0903], [0.00744, 0.755, 0.238]]\n"
@@ -264,9 +264,7 @@ def test_latex_of_each_result_compiles_and_reads_back(docs, tmp_path):
 
 @pytest.fixture(scope="module")
 def browser():
-    b = Browser(need_browser())
-    yield b
-    b.close()
+    yield shared_browser()
 
 
 @pytest.mark.parametrize("name", ["heads", "facts", "check"])

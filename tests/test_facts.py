@@ -10,6 +10,7 @@ import sympy
 import symattn as sa
 from symattn import facts
 from symattn.facts import Claims
+from clirun import cli
 
 LESSON = sa.load_example("i-love-cats")
 
@@ -135,7 +136,8 @@ def test_latex_escapes_plain_notes():
 
 
 def _run(*args):
-    return subprocess.run([sys.executable, "-m", "symattn", *args], capture_output=True, text=True)
+    """The command line in-process (tests/clirun.py): no new interpreter to start."""
+    return cli(*args)
 
 
 def test_cli_json_lists_every_fact():

@@ -11,6 +11,7 @@ import pytest
 
 import symattn as sa
 from symattn.check.grade import GradeError, Versions, grade
+from clirun import cli
 
 LESSON = Path(str(resources.files("symattn.examples").joinpath("i-love-cats.toml")))
 
@@ -23,8 +24,8 @@ dee,"0.136 0.432",0.0903
 
 
 def run(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "symattn", *args], capture_output=True,
-                          text=True, cwd=cwd, timeout=300)
+    """The command line in-process (tests/clirun.py): no new interpreter to start."""
+    return cli(*args, cwd=cwd)
 
 
 def rows_of(text: str) -> list[dict]:

@@ -18,14 +18,15 @@ from pathlib import Path
 
 import mpmath
 import pytest
+from clirun import cli
 
 RIGHT = {"exact", "rounded"}
 TOKENS = ["I", "love", "cats"]
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "symattn", *args], capture_output=True,
-                          text=True, timeout=300)
+    """The command line in-process (tests/clirun.py): no new interpreter to start."""
+    return cli(*args)
 
 
 def matmul(a: list[list[int]], b: list[list[int]]) -> list[list[int]]:

@@ -16,6 +16,7 @@ import pytest
 import symattn as sa
 from symattn.check import grade as grading
 from symattn.check.grade import GradeError, Versions, grade, read_submissions, spreadsheet_safe
+from clirun import cli
 
 LESSON = Path(str(resources.files("symattn.examples").joinpath("i-love-cats.toml")))
 
@@ -27,8 +28,8 @@ HOSTILE = [NESTED, ZEROS, TOWER, PRIMES]
 
 
 def run(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "symattn", *args], capture_output=True,
-                          text=True, cwd=cwd, timeout=300)
+    """The command line in-process (tests/clirun.py): no new interpreter to start."""
+    return cli(*args, cwd=cwd)
 
 
 def rows_of(text: str) -> list[dict]:
@@ -254,7 +255,9 @@ def test_cli_reads_only_regular_files_and_at_most_the_byte_limit(tmp_path):
     assert result.returncode == 2 and "not a regular file" in result.stderr
     fifo = tmp_path / "fifo.csv"
     os.mkfifo(fifo)
-    result = run("grade", str(LESSON), str(fifo))     # would block forever if opened for reading
+    # a real process with a timeout: in-process, a regression would block the suite forever
+    result = subprocess.run([sys.executable, "-m", "symattn", "grade", str(LESSON), str(fifo)],
+                            capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "not a regular file" in result.stderr
     big = tmp_path / "big.csv"
     with big.open("wb") as handle:                    # sparse: no disk used

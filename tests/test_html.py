@@ -13,7 +13,7 @@ import pytest
 import sympy
 
 import symattn as sa
-from browser import Browser, need_browser
+from browser import shared_browser
 from symattn.certify import Rounding, certify
 from symattn.html import mathml as m
 from symattn.html import page as pg
@@ -272,9 +272,7 @@ def build(problem: sa.Problem):
 @pytest.fixture(scope="module")
 def browser():
     """One headless Chromium for the module (skip or, with CI=true, fail without one)."""
-    b = Browser(need_browser())
-    yield b
-    b.close()
+    yield shared_browser()
 
 
 @pytest.fixture(scope="module")

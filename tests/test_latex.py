@@ -1,13 +1,13 @@
 """The LaTeX view: the lesson's derivation, its hand-written forms and its rules."""
 
 import subprocess
-import sys
 
 import pytest
 
 import symattn as sa
 from symattn.render import forms
 from symattn.render.latex import LatexOptions, render_latex, step_repr_latex, trace_repr_latex
+from clirun import cli
 
 
 @pytest.fixture(scope="module")
@@ -126,15 +126,12 @@ def test_jupyter_display(lesson):
 
 def test_cli_latex_to_file_and_bad_rows(tmp_path):
     out = tmp_path / "lesson.tex"
-    done = subprocess.run([sys.executable, "-m", "symattn", "explain", "--format", "latex", "-o", str(out)],
-                          capture_output=True, text=True, timeout=120)
+    done = cli("explain", "--format", "latex", "-o", str(out))
     assert done.returncode == 0, done.stderr
     assert "\\begin{document}" in out.read_text()
-    bad = subprocess.run([sys.executable, "-m", "symattn", "explain", "--format", "latex", "--rows", "dogs"],
-                         capture_output=True, text=True, timeout=120)
+    bad = cli("explain", "--format", "latex", "--rows", "dogs")
     assert bad.returncode == 2 and "--rows dogs" in bad.stderr and "its rows are I, love, cats" in bad.stderr
-    wrong = subprocess.run([sys.executable, "-m", "symattn", "explain", "--places", "2"],
-                           capture_output=True, text=True, timeout=120)
+    wrong = cli("explain", "--places", "2")
     assert wrong.returncode == 2 and "--places applies to --format latex" in wrong.stderr
 
 
@@ -184,12 +181,10 @@ def test_long_rows_stay_short():
 
 
 def test_cli_fragment_implies_latex_and_json_refuses_pdf(tmp_path):
-    frag = subprocess.run([sys.executable, "-m", "symattn", "explain", "--fragment"],
-                          capture_output=True, text=True, timeout=120)
+    frag = cli("explain", "--fragment")
     assert frag.returncode == 0 and frag.stdout.startswith("\\section*{I love cats}")
     assert "\\documentclass" not in frag.stdout
-    bad = subprocess.run([sys.executable, "-m", "symattn", "explain", "--format", "json", "--pdf",
-                          "-o", str(tmp_path / "x.pdf")], capture_output=True, text=True, timeout=120)
+    bad = cli("explain", "--format", "json", "--pdf", "-o", str(tmp_path / "x.pdf"))
     assert bad.returncode == 2 and "--pdf applies to --format latex" in bad.stderr
     assert not (tmp_path / "x.pdf").exists()
 

@@ -11,6 +11,7 @@ import sympy
 
 import symattn as sa
 from symattn.multihead import DEMO_TOML, MultiHeadProblem, attend_heads
+from clirun import cli
 
 np = pytest.importorskip("numpy")
 
@@ -101,7 +102,8 @@ def test_loader_errors_are_one_line(data, words):
 
 
 def _run(*args):
-    return subprocess.run([sys.executable, "-m", "symattn", *args], capture_output=True, text=True)
+    """The command line in-process (tests/clirun.py): no new interpreter to start."""
+    return cli(*args)
 
 
 def test_cli_heads_text_and_json():

@@ -309,19 +309,16 @@ def test_latex_compiles_and_reads_back(tmp_path):
 
 
 def test_html_page_in_chromium(tmp_path):
-    from tests.browser import Browser, need_browser
+    from browser import shared_browser
 
     path = tmp_path / "online.html"
     assert main(["explain", "--example", "online-softmax", "--format", "html", "-o", str(path)]) == 0
-    browser = Browser(need_browser())
-    try:
-        page = browser.open(path)
-        text = page.page.inner_text("body")
-        page.assert_clean()
-        page.page.screenshot(path=str(tmp_path / "online.png"), full_page=True)
-        page.close()
-    finally:
-        browser.close()
+    browser = shared_browser()
+    page = browser.open(path)
+    text = page.page.inner_text("body")
+    page.assert_clean()
+    page.page.screenshot(path=str(tmp_path / "online.png"), full_page=True)
+    page.close()
     assert "Online softmax, block by block" in text
     assert "Row 'q2', block by block:" in text
     assert re.search(r"0\.368", text)

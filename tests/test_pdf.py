@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from clirun import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,7 +40,10 @@ def need_tex() -> None:
 
 
 def run(*args: str, cwd=None, env=None) -> subprocess.CompletedProcess:
-    environment = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    """In-process (tests/clirun.py); a changed environment needs a real process."""
+    if env is None:
+        return cli(*args, cwd=cwd)
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), **env}
     return subprocess.run([sys.executable, "-m", "symattn", *args], capture_output=True, text=True,
                           cwd=cwd, env=environment, timeout=300)
 

@@ -330,21 +330,19 @@ def test_latex_compiles_and_reads_back(tmp_path) -> None:
 
 
 def test_html_page_shows_the_rotated_steps(tmp_path) -> None:
-    from browser import Browser, need_browser
+    from browser import shared_browser
 
     path = tmp_path / "rope.html"
     assert main(["explain", "--example", "rope", "--format", "html", "-o", str(path)]) == 0
-    browser = Browser(need_browser())
-    try:
-        shown = browser.open(path)
-        shown.assert_clean()
-        headings = shown.page.locator("h2").all_inner_texts()
-        assert any("Rotated queries (RoPE)" in h for h in headings)
-        assert any("Rotated keys (RoPE)" in h for h in headings)
-        assert "Q_rot" in shown.page.inner_text("body") or "rot" in shown.page.inner_text("body")
-        shown.page.screenshot(path=str(tmp_path / "rope.png"), full_page=True)
-    finally:
-        browser.close()
+    browser = shared_browser()
+    shown = browser.open(path)
+    shown.assert_clean()
+    headings = shown.page.locator("h2").all_inner_texts()
+    assert any("Rotated queries (RoPE)" in h for h in headings)
+    assert any("Rotated keys (RoPE)" in h for h in headings)
+    assert "Q_rot" in shown.page.inner_text("body") or "rot" in shown.page.inner_text("body")
+    shown.page.screenshot(path=str(tmp_path / "rope.png"), full_page=True)
+    shown.close()
 
 
 # -- check: targets and the named mistakes ----------------------------------------------------------------

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from browser import Browser, need_browser
+from browser import shared_browser
 from symattn.certify import Rounding
 from symattn.classroom.answers import load_versions
 from symattn.cli import main
@@ -100,9 +100,7 @@ def test_same_version_same_page():
 
 @pytest.fixture(scope="module")
 def browser():
-    b = Browser(need_browser())
-    yield b
-    b.close()
+    yield shared_browser()
 
 
 def _type(page, target: str, text: str, *, enter: bool = True) -> tuple[str | None, str]:

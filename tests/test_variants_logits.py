@@ -245,11 +245,9 @@ def test_latex_compiles_with_the_steps(tmp_path):
 
 @pytest.fixture(scope="module")
 def browser():
-    from browser import Browser, need_browser
+    from browser import shared_browser
 
-    b = Browser(need_browser())
-    yield b
-    b.close()
+    yield shared_browser()
 
 
 def test_html_page_shows_the_steps(tmp_path, browser):

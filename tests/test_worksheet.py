@@ -14,6 +14,7 @@ from symattn.worksheet import (
 )
 from symattn.worksheet_random import RandomSpec, WorksheetError, problem_toml, random_versions
 from test_pdf import need_tex, pdf_text
+from clirun import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -25,7 +26,10 @@ def sa_sqrt(x):
 
 
 def run(*args: str, cwd=None, env=None) -> subprocess.CompletedProcess:
-    environment = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    """In-process (tests/clirun.py); a changed environment needs a real process."""
+    if env is None:
+        return cli(*args, cwd=cwd)
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), **env}
     return subprocess.run([sys.executable, "-m", "symattn", *args], capture_output=True, text=True,
                           cwd=cwd, env=environment, timeout=300)
 

@@ -255,28 +255,25 @@ def test_bad_points_are_one_line(tmp_path, capsys):
 
 
 def test_html_sheet_and_key_open_offline_in_chromium(tmp_path, capsys):
-    from browser import Browser, need_browser
+    from browser import shared_browser
 
     out = tmp_path / "html"
     assert cli("worksheet", "--versions", "1", "--seed", SEED, "--points", "2", "--format", "html",
                "-o", str(out), capsys=capsys)[0] == 0
     trace = sa.attend(sa.Problem.from_toml(out / "version-A.toml"))
-    browser = Browser(need_browser())
-    try:
-        sheet = browser.open(out / "version-A-sheet.html")
-        sheet.assert_clean()
-        text = sheet.page.inner_text("body")
-        assert "Version code" in text and SEED not in text and "seed" not in text.lower()
-        assert sheet.page.locator("table.boxes").count() == 7
-        sheet.close()
-        key = browser.open(out / "version-A-key.html")
-        key.assert_clean()
-        text = key.page.inner_text("body")
-        assert trace.weights.decimal(0, 0, 3).text in text and "Common wrong answers" in text
-        assert SEED in text and "version-A.toml" in text
-        box = key.page.locator("math").first.bounding_box()
-        assert box and box["width"] > 0 and box["height"] > 0
-        key.page.screenshot(path=str(tmp_path / "key.png"))
-        key.close()
-    finally:
-        browser.close()
+    browser = shared_browser()
+    sheet = browser.open(out / "version-A-sheet.html")
+    sheet.assert_clean()
+    text = sheet.page.inner_text("body")
+    assert "Version code" in text and SEED not in text and "seed" not in text.lower()
+    assert sheet.page.locator("table.boxes").count() == 7
+    sheet.close()
+    key = browser.open(out / "version-A-key.html")
+    key.assert_clean()
+    text = key.page.inner_text("body")
+    assert trace.weights.decimal(0, 0, 3).text in text and "Common wrong answers" in text
+    assert SEED in text and "version-A.toml" in text
+    box = key.page.locator("math").first.bounding_box()
+    assert box and box["width"] > 0 and box["height"] > 0
+    key.page.screenshot(path=str(tmp_path / "key.png"))
+    key.close()

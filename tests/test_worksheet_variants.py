@@ -448,32 +448,29 @@ def test_selfcheck_page_for_a_variant_template(tmp_path):
 
 
 def test_selfcheck_in_chromium_judges_a_variant_step(tmp_path):
-    from browser import Browser, need_browser
+    from browser import shared_browser
 
     out = tmp_path / "students"
     assert main(["worksheet", "--template", "rope", "--selfcheck", "-o", str(out)]) == 0
     [page] = list(out.glob("selfcheck-*.html"))
     ref = reference(tomllib.loads(template_text("rope")))
-    b = Browser(need_browser())
+    b = shared_browser()
+    shown = b.open(page)
     try:
-        shown = b.open(page)
-        try:
-            shown.page.wait_for_selector("body[data-ready=true]", timeout=5000)
-            for target, value, verdict in (("K_rot[love, 3]", f"{ref['K_rot'][1, 3]:.3f}", "right"),
-                                           ("Q_rot[cats, 2]", f"{ref['Q_rot'][2, 2]:.3f}", "right"),
-                                           ("Q_rot[cats, 2]", "0.5", "not-right")):
-                box = shown.page.locator(f'input[data-target="{target}"]')
-                box.evaluate("e => { delete e.dataset.verdict; }")
-                box.fill(value)
-                box.press("Enter")
-                shown.page.wait_for_function("e => e.dataset.verdict !== undefined",
-                                             arg=box.element_handle(), timeout=5000)
-                assert box.get_attribute("data-verdict") == verdict, (target, value)
-            shown.assert_clean()
-        finally:
-            shown.close()
+        shown.page.wait_for_selector("body[data-ready=true]", timeout=5000)
+        for target, value, verdict in (("K_rot[love, 3]", f"{ref['K_rot'][1, 3]:.3f}", "right"),
+                                       ("Q_rot[cats, 2]", f"{ref['Q_rot'][2, 2]:.3f}", "right"),
+                                       ("Q_rot[cats, 2]", "0.5", "not-right")):
+            box = shown.page.locator(f'input[data-target="{target}"]')
+            box.evaluate("e => { delete e.dataset.verdict; }")
+            box.fill(value)
+            box.press("Enter")
+            shown.page.wait_for_function("e => e.dataset.verdict !== undefined",
+                                         arg=box.element_handle(), timeout=5000)
+            assert box.get_attribute("data-verdict") == verdict, (target, value)
+        shown.assert_clean()
     finally:
-        b.close()
+        shown.close()
 
 
 def test_a_shape_with_no_hand_friendly_version_is_one_error():

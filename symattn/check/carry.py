@@ -12,6 +12,7 @@ is the mistake ``carried-forward``, with the earlier answer named.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Sequence
 
 import sympy
@@ -31,6 +32,7 @@ CHAIN = ("scores", "scaled", "shifted", "exp", "row_sum", "weights", "output")
 _AS_INPUT = ("scores", "scaled", "shifted")      # rows that can stand in for Q·Kᵀ
 
 
+@lru_cache(maxsize=256)     # a class's columns, parsed once (not once per student row)
 def _ref(text: str) -> tuple[TargetSpec, str, tuple] | None:
     try:
         spec = parse_target(text)

@@ -14,7 +14,7 @@ from symattn.check.diagnosis import settled_by_entries, summarise
 from symattn.check.figures import Written, WrittenNumber, read_figure
 from symattn.check.mistakes import Mistakes
 from symattn.check.targets import Cell, Source, TargetSpec, parse_target, resolve
-from symattn.check.verdict import FigureVerdict, MistakeSet, invalid, judge_entry
+from symattn.check.verdict import FigureVerdict, MistakeCell, MistakeSet, invalid, judge_entry
 from symattn.errors import SymattnError
 from symattn.problem import Problem
 from symattn.trace import Trace, attend
@@ -64,6 +64,11 @@ class Checker:
             self._mistake_cells[key] = [MistakeSet(cells) for cells in
                                         self.mistakes.cells(target.spec, target.shape, places)]
         return self._mistake_cells[key]
+
+    def mistake_cells(self, target: str, places: int | None) -> list[list[MistakeCell]]:
+        """For each cell of ``target``, the named mistakes' cells there (built once per
+        target and places: an export asks for each of a question's entries in turn)."""
+        return [s.cells for s in self._mistakes(self.target(target), places)]
 
     def check(self, target: str, text: str, variant: str | None = None) -> FigureVerdict:
         """Judge the written ``text`` as the value of ``target`` (the same answer twice,

@@ -129,8 +129,7 @@ class Entry:
     def mistake_cells(self, places: int | None) -> list[MistakeCell]:
         """Every named mistake's cell here (early rounding at ``places`` besides 2 and 3)."""
         target = self.checker.target(self.step)
-        per_cell = self.checker.mistakes.cells(target.spec, target.shape, places)
-        return per_cell[self.row * target.shape[1] + self.col]
+        return self.checker.mistake_cells(self.step, places)[self.row * target.shape[1] + self.col]
 
     def answers(self, rounding: Rounding) -> list[Answer]:
         """The right value first, then each distinct wrong value a named mistake gives
@@ -195,14 +194,20 @@ class VersionAnswers:
     questions: list[Question]
     code: str | None = None     # the opaque code a sheet prints, where the worksheet has one
     points: dict[str, Fraction] | None = None   # per question (or per entry target), as grade reads them
+    # (targets, points) → each target's share, computed once: an export asks per question and
+    # column_points parses every target of the version (was ~20% of a 30-version export)
+    _shares: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     def entry_points(self, question: Question) -> list[Fraction]:
         """Each entry's points, as ``grade`` gives them to a cell-wise class CSV (one point an
         entry without points; a question's points shared equally among its entries)."""
         from symattn.check.credit import column_points
 
-        targets = [e.target for q in self.questions for e in q.entries]
-        shares = dict(zip(targets, column_points(targets, self.points)))
+        targets = tuple(e.target for q in self.questions for e in q.entries)
+        key = (targets, None if self.points is None else tuple(self.points.items()))
+        if self._shares is None or self._shares[0] != key:    # points may be set after building
+            self._shares = (key, dict(zip(targets, column_points(targets, self.points))))
+        shares = self._shares[1]
         return [shares[e.target] for e in question.entries]
 
     @property
