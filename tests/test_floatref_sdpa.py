@@ -460,3 +460,20 @@ def test_inputs_of_wide_exponent_range_split_or_not(spread):
     for fmt in ("float32", "float16"):
         ref = fr.correctly_rounded(Q, K, V, dtype=fmt)
         assert_matches(ref, Q, K, V, fmt)
+
+
+def test_a_constant_value_column_at_a_midpoint_with_distinct_scores():
+    """Every score distinct (no ties), each value column constant at a float32 midpoint:
+    the outputs are exactly those midpoints (the weights sum to 1) and round to even,
+    through rows.py's no-tie shortcut; a column that is not constant stays transcendental."""
+    rng = np.random.default_rng(23)
+    Q, K = rng.standard_normal((3, 4)), rng.standard_normal((5, 4))
+    V = np.empty((5, 3))
+    V[:, 0] = 1.0 + 2.0 ** -24                          # between 1 and 1 + 2^-23: even is 1
+    V[:, 1] = 1.0 + 3 * 2.0 ** -24                      # between 1 + 2^-23 and 1 + 2^-22
+    V[:, 2] = rng.standard_normal(5)
+    ref = fr.correctly_rounded(Q, K, V, dtype="float32")
+    assert ref.output[:, 0].tolist() == [1.0] * 3
+    assert ref.output[:, 1].tolist() == [1.0 + 2.0 ** -22] * 3
+    assert ref.arb_entries >= 6
+    assert_matches(ref, Q, K, V, "float32")

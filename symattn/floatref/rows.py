@@ -215,8 +215,8 @@ class _Head:
             self._columns: dict[int, flint.arb_mat] = {}
         if k not in self._columns:
             one = 1 << -self.gv
-            self._columns[k] = flint.arb_mat([[one] for _ in self.vn] if k == len(self.cols) else
-                                             [[row[k]] for row in self.vn])
+            self._columns[k] = flint.arb_mat(len(self.vn), 1, [one] * len(self.vn) if k == len(self.cols)
+                                             else [row[k] for row in self.vn])
         return self._columns[k]
 
     def scores(self, pairs) -> tuple:
@@ -288,6 +288,18 @@ class _Head:
         else:
             s2 = self.s_rational * Fraction(2) ** g
             key = lambda j: s2 * int(drow[j]) + Fraction(float(add[j]))  # noqa: E731
+        if add is None or self.s_rational is None:
+            # the common case first: every allowed key's exponent distinct (no ties), seen
+            # with one set; then no weight is rational (unless one key) and an output is
+            # rational only when its value column is constant over the keys
+            if add is not None or self.s_rational == 0:
+                tags = [key(j) for j in keys.tolist()]
+            else:                                        # the exponent's tag is the score
+                tags = drow if allowed is None else [drow[j] for j in keys.tolist()]
+            if len(set(tags)) == len(tags):
+                output = {k: None if (self.vf[keys, k] != self.vf[keys[0], k]).any() else
+                          Fraction(self.vn[int(keys[0])][k]) * Fraction(2) ** self.gv for k in ks}
+                return {"weights": Fraction(1) if len(tags) == 1 else None, "output": output}
         label: dict = {}
         labels = np.array([label.setdefault(key(j), len(label)) for j in keys.tolist()])
         ngroups = len(label)
