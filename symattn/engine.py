@@ -240,8 +240,10 @@ class Engine:
         #: floor(e^t·2^bits) by bits and by integer score difference (Engine.fixed_exps)
         self._fixed: dict[tuple[int, int], dict[int, int]] = {}
         self._fixed_fine: dict[tuple[int, int], dict[int, tuple[int, int]]] = {}
-        self._fixed_fmpz: dict[int, dict[int, flint.fmpz]] = {}
+        self._fixed_fmpz: dict[int, flint.fmpz] = {}        # by score gap, this precision
+        self._fixed_gaps: dict[int, list[int]] = {}
         self._fixed_rows: dict[tuple[int, int, int], FixedRow | None] = {}
+        self._fixed_precision: tuple[int, int] | None = None
         self._integer_rows: dict[tuple[str, str], tuple[list[list[int]], int]] = {}
         #: steps a variant adds (online softmax, decoding): name -> their numbers
         #: (``known_row(i)``, ``balls(i, prec)``, ``symbols()``; see symattn.stepnumbers)
@@ -943,9 +945,10 @@ class Engine:
         key = (i, bits, fine_bits)
         if key in self._fixed_rows:
             return self._fixed_rows[key]
-        if any(k[1:] != key[1:] for k in self._fixed_rows):   # one precision kept (memory:
-            self._fixed_rows.clear()                          # 20 MB of rows at n = 512)
-            for caches in (self._fixed, self._fixed_fine, self._fixed_fmpz):
+        if self._fixed_precision != key[1:]:          # one precision kept (memory: 20 MB
+            self._fixed_precision = key[1:]            # of rows at n = 512)
+            for caches in (self._fixed_rows, self._fixed, self._fixed_fine, self._fixed_fmpz,
+                           self._fixed_gaps):
                 caches.clear()
         self._fixed_rows[key] = None                     # until it is proved below
         cache = self._fixed.setdefault((bits, fine_bits), {})
@@ -980,18 +983,22 @@ class Engine:
                 return None
             total, terms = total + value[0], terms + 1
         fixed = self._fixed_rows[key] = FixedRow(exps, total, terms, fine)
+        self._fixed_gaps[i] = gaps
         return fixed
 
     def fixed_exps_fmpz(self, i: int, bits: int, fine_bits: int) -> list[flint.fmpz]:
-        """:meth:`fixed_exps` of row i as fmpz (made once per distinct value: building an
+        """:meth:`fixed_exps` of row i as fmpz (made once per distinct exponent: building an
         fmpz_mat from fmpz is about three times faster than from Python ints)."""
-        cache = self._fixed_fmpz.setdefault(bits, {})
-        out = []
-        for e in self.fixed_exps(i, bits, fine_bits).exps:
-            z = cache.get(e)
-            if z is None:
-                z = cache[e] = flint.fmpz(e)
-            out.append(z)
+        self.fixed_exps(i, bits, fine_bits)                 # the row and its score gaps
+        exps, cache = self._fixed[bits, fine_bits], self._fixed_fmpz
+        for gap in set(self._fixed_gaps[i]).difference(cache):
+            cache[gap] = flint.fmpz(exps[gap])
+        values = [cache[g] for g in self._fixed_gaps[i]]
+        if len(values) == self.m:
+            return values
+        out = [flint.fmpz(0)] * self.m
+        for j, z in zip(self.rows[i].allowed, values):
+            out[j] = z
         return out
 
     def _V_balls(self, prec: int) -> flint.arb_mat:
