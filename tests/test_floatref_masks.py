@@ -165,6 +165,7 @@ def test_the_arb_path_with_huge_masks(monkeypatch):
         return (np.full((L, S), np.nan), np.zeros((L, S), dtype=bool),
                 np.full((L, Ev), np.nan), np.zeros((L, Ev), dtype=bool), empty)
     monkeypatch.setattr(sdpa, "_fast_slice", nothing_decided)
+    monkeypatch.setattr(sdpa, "_refine64", lambda *args: None)      # no double-double either
     rng = np.random.default_rng(3)
     Q, K, V = (rng.standard_normal((7, 3)).astype(np.float32) for _ in range(3))
     mask = hard_rows(7, 7, rng, F32_MIN).astype(np.float32)

@@ -477,3 +477,48 @@ def test_a_constant_value_column_at_a_midpoint_with_distinct_scores():
     assert ref.output[:, 1].tolist() == [1.0 + 2.0 ** -22] * 3
     assert ref.arb_entries >= 6
     assert_matches(ref, Q, K, V, "float32")
+
+
+def test_rounding_boundaries_of_each_format():
+    """binary.is_boundary: the midpoints between neighbours (subnormals too) and the overflow
+    threshold are boundaries; format values and other points are not."""
+    from symattn.floatref.binary import BINARY_FORMATS, is_boundary
+
+    f32, f16, bf16 = (BINARY_FORMATS[n] for n in ("float32", "float16", "bfloat16"))
+    cases = [(f32, 1 + 2.0 ** -24, True), (f32, 1 + 3 * 2.0 ** -24, True), (f32, -(1 + 2.0 ** -24), True),
+             (f32, 1 + 2.0 ** -23, False), (f32, 1 + 2.0 ** -25, False), (f32, 1.0, False),
+             (f32, 2.0 ** -150, True), (f32, 3 * 2.0 ** -150, True), (f32, 2.0 ** -149, False),
+             (f32, (2 - 2.0 ** -24) * 2.0 ** 127, True), (f32, 0.0, False), (f32, np.inf, False),
+             (f16, 1 + 2.0 ** -11, True), (f16, 2.0 ** -25, True), (f16, 65520.0, True),
+             (f16, 65504.0, False), (bf16, 1 + 2.0 ** -8, True), (bf16, 1 + 2.0 ** -7, False)]
+    got = [bool(is_boundary(np.array([x]), fmt)[0]) for fmt, x, _ in cases]
+    assert got == [want for _, _, want in cases]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_double_double_decides_what_the_float64_bounds_leave(dtype, monkeypatch):
+    """Outputs a hair (w_0·2^-48) above a midpoint of the target format: the float64
+    enclosures cannot tell the side, the double-double ones can (no arb); the values match
+    mpmath, and with the double-double step switched off the same entries go to arb.  At
+    w_0·2^-52 the output's float64 rounding is the midpoint itself: that proves nothing
+    about the side, and those entries go to arb too (and come out right)."""
+    from symattn.floatref import sdpa
+
+    p = {"float32": 24, "bfloat16": 8, "float16": 11}[dtype]
+    mid = 1 + 2.0 ** -p                                   # halfway between 1 and 1 + 2^(1-p)
+    rng = np.random.default_rng(31)
+    Q, K = rng.standard_normal((4, 3)), rng.standard_normal((6, 3))
+    V = np.full((6, 2), mid)
+    V[:, 1] = rng.standard_normal(6)
+    V[0, 0] = mid + 2.0 ** -48                            # output = mid + w_0·2^-48
+    ref = fr.correctly_rounded(Q, K, V, dtype=dtype)
+    assert ref.arb_entries == 0
+    assert ref.output[:, 0].tolist() == [1 + 2.0 ** (1 - p)] * 4     # above the midpoint: up
+    assert_matches(ref, Q, K, V, dtype)
+    V[0, 0] = mid + 2.0 ** -52
+    ref = fr.correctly_rounded(Q, K, V, dtype=dtype)
+    assert ref.arb_entries >= 1
+    assert_matches(ref, Q, K, V, dtype)
+    V[0, 0] = mid + 2.0 ** -48
+    monkeypatch.setattr(sdpa, "_refine64", lambda *args: None)
+    assert fr.correctly_rounded(Q, K, V, dtype=dtype).arb_entries >= 4

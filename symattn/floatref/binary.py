@@ -57,6 +57,20 @@ def round_array(x, fmt: BinaryFormat):
     return y
 
 
+def is_boundary(x, fmt: BinaryFormat):
+    """Where a float64 array's entries are rounding boundaries of ``fmt``: odd multiples of
+    half the format's quantum at that magnitude (the midpoints between neighbours, and the
+    overflow threshold past the largest finite value).  Every such boundary is a float64."""
+    import numpy as np
+
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        _, e = np.frexp(x)
+        half = np.maximum(e - 1, fmt.e_min) - fmt.p          # half the quantum: 2^half
+        t = np.ldexp(np.abs(x), -half)                       # exact: a power-of-two scaling
+        return np.isfinite(x) & (x != 0) & (t == np.floor(t)) & (np.fmod(t, 2) == 1)
+
+
 def round_fraction(value: Fraction, fmt: BinaryFormat) -> float:
     """RNE of an exact rational into ``fmt``, with integers (a float holding the value)."""
     if value == 0:

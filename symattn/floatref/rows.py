@@ -333,6 +333,10 @@ class _Head:
         pr = self.pr
         T = flint.arb_mat(D) * (_scale_ball(self.s_exact) * flint.arb(2) ** g)
         trows = T.tolist()
+        # without an additive mask the row's largest t_j is at its largest (or, for a negative
+        # scale, smallest) integer score: found among integers, not among balls
+        drows = D.tolist() if pr.additive is None else None
+        pick = min if isinstance(self.s_exact, Fraction) and self.s_exact < 0 else max
         W = []
         for r in rows:
             idx, i = pairs[r]
@@ -342,7 +346,11 @@ class _Head:
             if add is not None:
                 t = [x + flint.arb(float(m)) if m else x for x, m in zip(t, add.tolist())]
             live = range(len(t)) if allowed is None else [j for j in range(len(t)) if allowed[j]]
-            c = max(t[j].mid() for j in live)
+            if drows is None:
+                c = max(t[j].mid() for j in live)
+            else:                                        # any c gives the same weights
+                d = drows[r]
+                c = t[pick(live, key=d.__getitem__)].mid()
             e = [flint.arb(0)] * len(t)
             for j in live:
                 e[j] = (t[j] - c).exp()

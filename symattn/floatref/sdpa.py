@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from symattn.floatref.binary import BINARY_FORMATS, BinaryFormat, round_array
+from symattn.floatref.binary import BINARY_FORMATS, BinaryFormat, is_boundary, round_array
 from symattn.floatref.errors import FloatRefError
 
 #: float32/16/bf16 are decided from float64 enclosures (fast.py), float64 from double-double ones (fast64.py)
@@ -185,6 +185,8 @@ def correctly_rounded(Q: Any, K: Any, V: Any, *, dtype: str = "float32", attn_ma
             w, w_ok, o, o_ok, empty = _fast64_slice(pr, idx, allowed, additive)
         w_ok[empty], o_ok[empty] = True, True
         w[empty], o[empty] = np.nan, np.nan
+        if dtype in FAST_FORMATS:
+            _refine64(pr, idx, allowed, additive, fmt, w, w_ok, o, o_ok)
         weights[idx], out[idx], empty_all[idx] = w, o, empty
         w_ok_all[idx], o_ok_all[idx] = w_ok, o_ok
     arb_count = decide_all(pr, weights, w_ok_all, out, o_ok_all, fmt)
@@ -238,6 +240,49 @@ def _fast64_slice(pr, idx: tuple, allowed, additive):
         w[a:b][zeros], w_ok[a:b][zeros] = 0.0, True
         empty[a:b] = enc.empty
     return w, w_ok, o, o_ok, empty
+
+
+def _refine64(pr, idx: tuple, allowed, additive, fmt: BinaryFormat, w, w_ok, o, o_ok) -> None:
+    """The rows the float64 enclosures left undecided, again through the double-double ones
+    (``fast64``, about 2^-100 where float64 gives 2^-50), in place; the rest go to arb.
+
+    Why a float64 rounding decides a narrower format: where the double-double enclosure
+    proves RN64(x) = y for every x in it, and y is not a rounding boundary of ``fmt``, no
+    boundary lies between x and y (every boundary is a float64, and x is nearer to y than to
+    any other float64), so RN_fmt(x) = RN_fmt(y)."""
+    from symattn.floatref import fast64
+
+    np = _numpy()
+    rows = np.nonzero(~w_ok.all(axis=1) | ~o_ok.all(axis=1))[0]
+    if rows.size == 0:
+        return
+    Q, K, V = pr.Q[idx], pr.K[idx], pr.V[idx]
+    ieee_conversions_hold()
+    scale = fast64.scale_dd(pr.scale)
+    step = max(1, fast64.BLOCK_ENTRIES // max(K.shape[0], V.shape[1], 1))
+    for a in range(0, rows.size, step):
+        block = rows[a:a + step]
+        mask = None if allowed is None else allowed[block]
+        enc = fast64.enclose64(Q[block], K, V, mask, None if additive is None else additive[block], scale)
+        for (hi, lo), rad, values, ok in ((enc.weights, enc.weights_rad, w, w_ok),
+                                         (enc.output, enc.output_rad, o, o_ok)):
+            y, decided = fast64.decide64(hi, lo, rad)
+            if values is w:                      # proved to round to +0 in float64: +0 here too
+                zeros = enc.weights_zero if mask is None else enc.weights_zero | ~mask
+                y, decided = np.where(zeros, 0.0, y), decided | zeros
+            take = decided & ~ok[block] & ~is_boundary(y, fmt)
+            rounded = _to_format(np.where(take, y, 0.0), fmt)
+            values[block] = np.where(take, rounded + 0.0, values[block])
+            ok[block] = ok[block] | take
+
+
+def _to_format(x, fmt: BinaryFormat):
+    """RNE of a float64 array into ``fmt``: float32 by the IEEE conversion (checked by
+    :func:`ieee_conversions_hold`), the other formats by round_array."""
+    np = _numpy()
+    if fmt.name == "float32" and ieee_conversions_hold():
+        return x.astype(np.float32).astype(np.float64)
+    return round_array(x, fmt)
 
 
 def _decide(mid, rad, fmt: BinaryFormat):
