@@ -19,8 +19,8 @@ fast path alone (float64 enclosures of every head and their rounding; the
 "arb entries" column then counts the undecided entries).  torch SDPA is
 timed too when torch is importable (float32, its default CPU backend, one thread).  digits30: symattn's certified path
 (Problem from decimal strings, as benchmarks/bench_attention.py makes them;
-weights and output to 30 significant digits, every digit proved) at
-n = 128 and 512, d = 64.  Each row gives wall seconds and the child's CPU
+weights and output to 30 significant digits, every digit proved; best of 3,
+each from the strings) at n = 128 and 512, d = 64.  Each row gives wall seconds and the child's CPU
 seconds (user + system: numpy's BLAS may use both cores, so CPU can exceed
 wall).  The load average is printed (2 cores shared with other work: times
 vary; compare methods within one run, not across runs).
@@ -95,13 +95,12 @@ def one(method: str, shape, mask: str | None = None) -> dict:
         def matrix():
             return [[f"{k / 10:.1f}" for k in (rng.randint(-30, 30) for _ in range(d))] for _ in range(n)]
         m = {"Q": matrix(), "K": matrix(), "V": matrix()}
-        c0, t = _cpu(), time.perf_counter()
-        trace = sa.Trace(sa.Problem(**m))
-        trace.step("weights").decimals(sa.Rounding(digits=30))
-        trace.step("output").decimals(sa.Rounding(digits=30))
-        seconds, cpu = time.perf_counter() - t, _cpu() - c0
-        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        return {"seconds": seconds, "cpu": cpu, "peak_rss_mib": rss}
+
+        def run():                                   # from the strings: a new Problem each run
+            trace = sa.Trace(sa.Problem(**m))
+            trace.step("weights").decimals(sa.Rounding(digits=30))
+            trace.step("output").decimals(sa.Rounding(digits=30))
+        return _best_of_3(run, extra)
     Q, K, V = _inputs(shape)
     if method == "numpy64":
         run = lambda: _numpy_sdpa(Q, K, V)                         # noqa: E731
@@ -136,8 +135,13 @@ def one(method: str, shape, mask: str | None = None) -> dict:
         run = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v)   # noqa: E731
     else:
         raise SystemExit(f"unknown method {method}")
-    # best of 3 for every method, by wall clock and by CPU (the first run of each also pays
-    # for first touches of fresh arrays: about 3x numpy's later runs)
+    return _best_of_3(run, extra)
+
+
+def _best_of_3(run, extra: dict) -> dict:
+    """Best of 3 runs, by wall clock and by CPU (the first run of each method also pays for
+    first touches of fresh arrays: about 3x numpy's later runs; and one run on 2 shared
+    cores can be 30 % off)."""
     seconds = cpu = float("inf")
     for _ in range(3):
         c0, t = _cpu(), time.perf_counter()
