@@ -24,8 +24,9 @@ D = S·2^s, δ = k·2^s, the same conditions.
 **Output.**  o_c = Σ_j e_j·N_jc / (s·den) with V = N/den.  With the exact
 integer T_c = Σ_j E_j·N_jc and A_c = Σ_j |N_jc| over the allowed keys,
 s·2^F·den·o_c lies within A_c of T_c.  So with D = S·den and
-q = ⌊|T_c|·10^K/D⌋: |o_c|·10^K lies within ⌈A_c·10^K/D⌉ + 2 of q (the
-denominator's error adds (q + 1)·k/S < 1 under the same conditions).
+q = ⌊|T_c|·10^K/D⌋: |o_c|·10^K lies within ⌈A_c·10^K/D⌉ + 2 of q (taken as
+the power of two its bit lengths bound, no division; the denominator's error
+adds (q + 1)·k/S < 1 under the same conditions).
 
 Each enclosure is rounded by :func:`symattn.certify.judge_enclosure`, the
 same integer test the arb path uses (its common case inlined); an enclosure
@@ -144,7 +145,8 @@ def _outputs(engine: Engine, rows: dict[int, FixedRow], pending: dict[int, list[
     order = list(rows)
     products = (flint.fmpz_mat([engine.fixed_exps_fmpz(i, f, b + 8) for i in order]) * numerators).tolist()
     # Σ_j |N_jc| over every key bounds the sum over a row's allowed keys
-    spreads = [sum(abs(int(x)) for x in column) for column in numerators.transpose().tolist()]
+    spread_bits = [sum(abs(int(x)) for x in column).bit_length()
+                   for column in numerators.transpose().tolist()]
     digits = rounding.digits
     want, q_bits = digits + _GUARD_DIGITS, b - 3
     pow10 = _powers_of_ten(2 * want + 64)
@@ -165,7 +167,9 @@ def _outputs(engine: Engine, rows: dict[int, FixedRow], pending: dict[int, list[
             q = a * scale // d
             if q.bit_length() > q_bits:
                 continue
-            rad = -(-spreads[c] * scale // d) + 2
+            # ⌈A_c·10^K/D⌉ + 2, bounded by bit lengths (no division): A_c·10^K < 2^(a + k),
+            # D ≥ 2^(d − 1)
+            rad = (1 << max(0, spread_bits[c] + scale.bit_length() - d_bits + 1)) + 2
             # the rounding of [q − rad, q + rad]·10^−K as in _weights, and the gap r
             # between q and its rounded decimal m·unit
             n = ((q.bit_length() - 1) * 1233 >> 12) + 1
