@@ -80,10 +80,15 @@ def _certify(engine: Engine, step: str, exact: Callable[[int, int], sympy.Expr],
                 row[j] = decided
             continue
         known = engine.known_row(step, i)
+        unknown = [j for j in cols if known[j] is None]
+        if unknown:
+            pending[i] = unknown
+            if len(unknown) == len(cols):       # the common case of the softmax steps
+                continue
         for j in cols:
             value = known[j]
             if value is None:
-                pending.setdefault(i, []).append(j)
+                continue
             elif value is NEG_INF:
                 row[j] = NEG_INF
             else:
