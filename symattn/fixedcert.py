@@ -62,9 +62,12 @@ def fixed_point_decimals(engine: Engine, step: str, rounding: Rounding,
     if step == "output" and not engine.V.is_rational:
         return {}
     b, f = working_bits(digits, engine.m)
-    # a fully tied row is rational (1/k, k): the exact path rounds it, never this one
-    rows = {i: engine.fixed_exps(i, f, b + 8) for i in pending if not engine.softmax_is_rational(i)}
-    rows = {i: row for i, row in rows.items() if row is not None and row.total >= row.terms << b}
+    rows = {}
+    for i in pending:
+        row = engine.fixed_exps(i, f, b + 8)
+        # a fully tied row is rational (1/k, k): the exact path rounds it, never this one
+        if row is not None and row.total >= row.terms << b and not engine.softmax_is_rational(i):
+            rows[i] = row
     if not rows:
         return {}
     if step == "output":
