@@ -281,7 +281,8 @@ def _to_format(x, fmt: BinaryFormat):
     :func:`ieee_conversions_hold`), the other formats by round_array."""
     np = _numpy()
     if fmt.name == "float32" and ieee_conversions_hold():
-        return x.astype(np.float32).astype(np.float64)
+        with np.errstate(over="ignore"):                 # past the largest float32: ±inf, as RNE
+            return x.astype(np.float32).astype(np.float64)
     return round_array(x, fmt)
 
 
