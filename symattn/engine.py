@@ -936,38 +936,22 @@ class Engine:
         has fewer than ``fine_bits`` bits also get a finer floor (see :class:`FixedRow`).
 
         The exponents repeat across rows (see :meth:`_integer_score_exps`), so each e^t is
-        computed once, in arb, and its floor is taken only when the ball proves it."""
-        plan = self.rows[i]
-        if not self.plain or self._score_ints is None or self.scale_rational is None \
-                or plan.argmax is None or "exp" in self.extra or "weights" in self.extra \
-                or not (self.sink is None or self.sink.is_Rational):
-            return None   # (a sink such as log 2 could make a softmax value rational)
+        computed once, in arb, and its floor is taken only when the ball proves it
+        (:meth:`prepare_fixed` computes those of many rows in one batch)."""
+        if not self._fixed_applies(i):
+            return None
         key = (i, bits, fine_bits)
+        cache, fine_cache = self._fixed_caches(bits, fine_bits)
         if key in self._fixed_rows:
             return self._fixed_rows[key]
-        if self._fixed_precision != key[1:]:          # one precision kept (memory: 20 MB
-            self._fixed_precision = key[1:]            # of rows at n = 512)
-            for caches in (self._fixed_rows, self._fixed, self._fixed_fine, self._fixed_fmpz,
-                           self._fixed_gaps):
-                caches.clear()
         self._fixed_rows[key] = None                     # until it is proved below
-        cache = self._fixed.setdefault((bits, fine_bits), {})
-        fine_cache = self._fixed_fine.setdefault((bits, fine_bits), {})
-        row, top = self._score_ints[i], self._score_ints[i][plan.argmax]
-        every = len(plan.allowed) == self.m
-        gaps = [x - top for x in row] if every else [row[j] - top for j in plan.allowed]
-        missing = sorted(set(gaps).difference(cache))
-        if missing:
-            factor = self.scale_rational / self._score_den
-            found = _fixed_exps([factor * g for g in missing], bits, fine_bits)
-            for gap, value in zip(missing, found):
-                if value is None:
-                    return None
-                cache[gap] = value[0]
-                if value[2]:
-                    fine_cache[gap] = value[1:]
+        gaps = self._row_gaps(i)
+        self._fill_fixed(gaps, bits, fine_bits)
         values = [cache[g] for g in gaps]
-        if every:
+        if None in values:                               # a floor no ball decided
+            return None
+        plan = self.rows[i]
+        if len(gaps) == self.m:
             exps = values
         else:
             exps = [0] * self.m
@@ -985,6 +969,53 @@ class Engine:
         fixed = self._fixed_rows[key] = FixedRow(exps, total, terms, fine)
         self._fixed_gaps[i] = gaps
         return fixed
+
+    def prepare_fixed(self, rows, bits: int, fine_bits: int) -> None:
+        """Every distinct e^t the given rows need, floored in one batch (one precision switch
+        instead of one per row: setting flint's precision is not free)."""
+        gaps: set[int] = set()
+        for i in rows:
+            if self._fixed_applies(i):
+                gaps.update(self._row_gaps(i))
+        self._fixed_caches(bits, fine_bits)
+        self._fill_fixed(gaps, bits, fine_bits)
+
+    def _fixed_applies(self, i: int) -> bool:
+        return (self.plain and self._score_ints is not None and self.scale_rational is not None
+                and self.rows[i].argmax is not None and "exp" not in self.extra
+                and "weights" not in self.extra
+                and (self.sink is None or self.sink.is_Rational))   # log 2 could make a value rational
+
+    def _fixed_caches(self, bits: int, fine_bits: int) -> tuple[dict, dict]:
+        """The floors by score gap at this precision; one precision is kept (memory: 20 MB of
+        rows at n = 512), as keep_only does for the balls."""
+        if self._fixed_precision != (bits, fine_bits):
+            self._fixed_precision = (bits, fine_bits)
+            for caches in (self._fixed_rows, self._fixed, self._fixed_fine, self._fixed_fmpz,
+                           self._fixed_gaps):
+                caches.clear()
+        return (self._fixed.setdefault((bits, fine_bits), {}),
+                self._fixed_fine.setdefault((bits, fine_bits), {}))
+
+    def _row_gaps(self, i: int) -> list[int]:
+        """N_j − N_top over row i's allowed keys (the integer score differences)."""
+        plan, row = self.rows[i], self._score_ints[i]
+        top = row[plan.argmax]
+        if len(plan.allowed) == self.m:
+            return [x - top for x in row]
+        return [row[j] - top for j in plan.allowed]
+
+    def _fill_fixed(self, gaps, bits: int, fine_bits: int) -> None:
+        """Floor the e^(scale·gap/den) not yet cached (None where no ball decides it)."""
+        cache, fine_cache = self._fixed_caches(bits, fine_bits)
+        missing = sorted(set(gaps).difference(cache))
+        if not missing:
+            return
+        factor = self.scale_rational / self._score_den
+        for gap, value in zip(missing, _fixed_exps([factor * g for g in missing], bits, fine_bits)):
+            cache[gap] = None if value is None else value[0]
+            if value is not None and value[2]:
+                fine_cache[gap] = value[1:]
 
     def fixed_exps_fmpz(self, i: int, bits: int, fine_bits: int) -> list[flint.fmpz]:
         """:meth:`fixed_exps` of row i as fmpz (made once per distinct exponent: building an

@@ -62,6 +62,7 @@ def fixed_point_decimals(engine: Engine, step: str, rounding: Rounding,
     if step == "output" and not engine.V.is_rational:
         return {}
     b, f = working_bits(digits, engine.m)
+    engine.prepare_fixed(pending, f, b + 8)
     rows = {}
     for i in pending:
         row = engine.fixed_exps(i, f, b + 8)

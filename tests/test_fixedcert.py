@@ -45,6 +45,9 @@ class _Rows:
     def fixed_exps(self, i: int, bits: int, fine_bits: int) -> FixedRow:
         return self._rows[i]
 
+    def prepare_fixed(self, rows, bits: int, fine_bits: int) -> None:
+        pass
+
     def softmax_is_rational(self, i: int) -> bool:
         return False
 
