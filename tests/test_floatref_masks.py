@@ -12,7 +12,7 @@ from symattn import floatref as fr
 
 np = pytest.importorskip("numpy")
 
-from test_floatref_sdpa import rne  # noqa: E402  (round to nearest even with integers)
+from test_floatref_sdpa import assert_matches, mp_sdpa  # noqa: E402  (the mpmath reference)
 from symattn.floatref import binary, fast, fast64, sdpa  # noqa: E402
 
 F32_MIN = float(np.finfo(np.float32).min)
@@ -22,26 +22,7 @@ F64_MIN = float(np.finfo(np.float64).min)
 def wide_sdpa(q, k, v, allowed, additive, scale=None):
     """One head in mpmath at 1,400 bits: every t_j = s·d_j + m_j and every t_j − max t is then
     exact to far below an ulp even for |m| = 1.8·10^308 (2^1024 needs 1,024 bits)."""
-    with mpmath.workprec(1400):
-        L, E = q.shape
-        S = k.shape[0]
-        s = 1 / mpmath.sqrt(E) if scale is None else mpmath.mpf(float(scale))
-        W, O = [], []
-        for i in range(L):
-            keys = [j for j in range(S) if allowed is None or allowed[i, j]]
-            if not keys:
-                W.append(None)
-                O.append(None)
-                continue
-            t = {j: s * mpmath.fsum(mpmath.mpf(float(q[i, a])) * mpmath.mpf(float(k[j, a])) for a in range(E))
-                 + mpmath.mpf(float(additive[i, j])) for j in keys}
-            top = max(t.values())
-            e = {j: mpmath.exp(t[j] - top) for j in keys}
-            z = mpmath.fsum(e.values())
-            W.append([e[j] / z if j in e else mpmath.mpf(0) for j in range(S)])
-            O.append([mpmath.fsum(e[j] * mpmath.mpf(float(v[j, c])) for j in keys) / z
-                      for c in range(v.shape[1])])
-        return W, O
+    return mp_sdpa(q, k, v, allowed, additive, scale, bits=1400)
 
 
 def _split(mask):
@@ -51,15 +32,7 @@ def _split(mask):
 
 def assert_every_entry(ref, q, k, v, mask, fmt, scale=None):
     allowed, additive = _split(mask)
-    W, O = wide_sdpa(q, k, v, allowed, additive, scale)
-    for i in range(q.shape[0]):
-        if W[i] is None:
-            assert np.isnan(ref.weights[i]).all() and np.isnan(ref.output[i]).all()
-            continue
-        for j, x in enumerate(W[i]):
-            assert float(ref.weights[i, j]) == rne(x, fmt), (fmt, "weights", i, j)
-        for c, x in enumerate(O[i]):
-            assert float(ref.output[i, c]) == rne(x, fmt), (fmt, "output", i, c)
+    assert_matches(ref, q, k, v, fmt, allowed, additive, scale, bits=1400)
 
 
 def hard_rows(L, S, rng, huge):

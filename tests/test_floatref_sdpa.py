@@ -40,9 +40,10 @@ def rne(x: mpmath.mpf, fmt: str) -> float:
     return -value if sign else value
 
 
-def mp_sdpa(q, k, v, allowed=None, additive=None, scale=None):
-    """One (L, E) head: weights and output in mpmath at 60 digits (None for a fully masked row)."""
-    with mpmath.workdps(60):
+def mp_sdpa(q, k, v, allowed=None, additive=None, scale=None, *, bits=None):
+    """One (L, E) head: weights and output in mpmath at 60 digits, or ``bits`` bits (None for
+    a fully masked row)."""
+    with mpmath.workprec(bits) if bits else mpmath.workdps(60):
         L, E = q.shape
         S = k.shape[0]
         s = 1 / mpmath.sqrt(E) if scale is None else mpmath.mpf(float(scale))
@@ -64,8 +65,9 @@ def mp_sdpa(q, k, v, allowed=None, additive=None, scale=None):
         return W, O
 
 
-def assert_matches(ref, q, k, v, fmt, allowed=None, additive=None, scale=None):
-    W, O = mp_sdpa(q, k, v, allowed, additive, scale)
+def assert_matches(ref, q, k, v, fmt, allowed=None, additive=None, scale=None, *, bits=None):
+    """Every entry of ``ref`` is the format's rounding of the mpmath reference."""
+    W, O = mp_sdpa(q, k, v, allowed, additive, scale, bits=bits)
     for i in range(q.shape[0]):
         if W[i] is None:
             assert np.isnan(ref.weights[i]).all() and np.isnan(ref.output[i]).all()
