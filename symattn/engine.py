@@ -704,6 +704,8 @@ class Engine:
         are not reduced: the denominator is the step's, shared by every row."""
         if step in self.extra:
             return None
+        if step == "scores" and self._score_ints is not None:     # held already
+            return self._score_ints[i], int(self._score_den)
         matrix = self.matrix(step)
         if matrix is not None:
             if not matrix.is_rational:
@@ -723,12 +725,11 @@ class Engine:
         p, den = int(s.p), int(s.q) * int(self._score_den)
         row = self._score_ints[i]
         top = row[self.rows[i].argmax] if step == "shifted" else 0
-        values: list = [(x - top) * p for x in row]
-        if step != "scaled" and self.mask is not None:
-            allowed = self.rows[i].allowed
-            values = [NEG_INF] * self.m
-            for j in allowed:
-                values[j] = (row[j] - top) * p
+        if step == "scaled" or self.mask is None:
+            return [(x - top) * p for x in row], den
+        values: list = [NEG_INF] * self.m
+        for j in self.rows[i].allowed:
+            values[j] = (row[j] - top) * p
         return values, den
 
     def known_row(self, step: str, i: int) -> list:

@@ -246,13 +246,21 @@ class FloatReport:
                             for e in self.entries]}
 
 
-def _certify_ball(make, rounding: Rounding, what: str) -> CertifiedDecimal:
-    """The rounding of the ball ``make(prec)`` builds, by the one precision loop."""
+def _certify_ball(make, rounding: Rounding, what: str, *, negligible: bool = False) -> CertifiedDecimal:
+    """The rounding of the ball ``make(prec)`` builds, by the one precision loop.
+
+    ``negligible`` (for errors, whose significant digits may sit a billion bits deep): a
+    ball proved below half a unit of NEGLIGIBLE_PLACES places is that rounding of 0."""
     wanted = effective_digits(rounding)
+    below = flint.arb(10) ** -NEGLIGIBLE_PLACES / 2 if negligible else None
     for prec in precisions(wanted):
         with precision(prec):
             ball = make(prec)
-            d = None if ball is None else round_ball(ball, rounding)
+            if ball is None:
+                continue
+            d = round_ball(ball, rounding)
+            if d is None and below is not None and abs(ball) < below:
+                d = round_rational(0, Rounding(places=NEGLIGIBLE_PLACES))
         if d is not None:
             return d
     raise undecided(f"the {what}", f"the rounding to {rounding}", cap_bits(wanted),
@@ -322,8 +330,8 @@ def errors_from_ball(x_ball, y: Fraction, fmt: str,
         x = x_ball(prec)
         return (yq - x) / abs(x)
 
-    return (_certify_error(ulps, rounding, "error in ulps"),
-            _certify_error(relative, rounding, "relative error"))
+    return (_certify_ball(ulps, rounding, "error in ulps", negligible=True),
+            _certify_ball(relative, rounding, "relative error", negligible=True))
 
 
 def _binades(x: flint.arb) -> list[int]:
@@ -339,26 +347,6 @@ def _binades(x: flint.arb) -> list[int]:
     two = flint.arb(2)
     return [g for g in (guess - 1, guess, guess + 1)
             if not (a < two ** g) and not (a >= two ** (g + 1))]
-
-
-def _certify_error(make, rounding: Rounding, what: str) -> CertifiedDecimal:
-    """:func:`_certify_ball` for an error, which may be too small to round to significant
-    digits at any sensible precision: proved below half a unit of NEGLIGIBLE_PLACES
-    places, it is that rounding of 0."""
-    wanted = effective_digits(rounding)
-    negligible = flint.arb(10) ** -NEGLIGIBLE_PLACES / 2
-    for prec in precisions(wanted):
-        with precision(prec):
-            ball = make(prec)
-            if ball is None:
-                continue
-            d = round_ball(ball, rounding)
-            if d is not None:
-                return d
-            if abs(ball) < negligible:
-                return round_rational(0, Rounding(places=NEGLIGIBLE_PLACES))
-    raise undecided(f"the {what}", f"the rounding to {rounding}", cap_bits(wanted),
-                    "it may sit exactly on a rounding boundary")
 
 
 def float_report(Q: Any, K: Any, V: Any, result: Any, *, step: str = "output", mask: Any = None,
