@@ -55,6 +55,17 @@ def write_atomically(text: str, output: str) -> None:
     files.write_atomically(text, output, error=UsageError)
 
 
+def _refuse_text_named_pdf(args: argparse.Namespace, output: str) -> None:
+    """``-o FILE.pdf`` without ``--pdf`` would write text into a file named like a PDF (the
+    mirror of explain's refusal of ``--pdf -o FILE.tex``)."""
+    if not str(output).lower().endswith(".pdf") or getattr(args, "pdf", False) \
+            or args.command == "worksheet":                       # its -o is a folder
+        return
+    fix = ("add --pdf to compile one (needs TeX)" if hasattr(args, "pdf") else
+           "name the file for its format (.txt, .tex, .json, .html, .csv)")
+    raise UsageError(f"-o {output}: symattn {args.command} writes text here, not a PDF: {fix}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     parser = build_parser()
@@ -69,6 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         output = getattr(args, "output", None)
         if output is not None:
             files.resolve_output(output, UsageError)  # a bad -o is refused before any work
+            _refuse_text_named_pdf(args, output)
         outcome = args.run(args)
         if output is not None and outcome.text:
             write_atomically(outcome.text, output)

@@ -183,6 +183,17 @@ def test_pdf_named_tex_is_refused(tmp_path, capsys):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_text_named_pdf_is_refused(tmp_path, capsys):
+    """The mirror case: -o FILE.pdf without --pdf would write text into a .pdf file."""
+    assert main(["explain", "-o", str(tmp_path / "lesson.pdf")]) == 2
+    assert "add --pdf" in one_error_line(capsys.readouterr().err)
+    assert main(["heads", "--example", "alibi-heads", "-o", str(tmp_path / "heads.PDF")]) == 2
+    assert ".txt, .tex" in one_error_line(capsys.readouterr().err)
+    assert list(tmp_path.iterdir()) == []
+    assert main(["explain", "-o", str(tmp_path / "lesson.txt")]) == 0
+    assert (tmp_path / "lesson.txt").read_text().startswith("I love cats")
+
+
 def test_tex_runs_without_shell_escape(monkeypatch):
     from symattn import pdf
 
