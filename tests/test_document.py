@@ -33,6 +33,8 @@ from symattn.document.printers.text import print_text
 from symattn.render.latex import render_latex
 from symattn.render.text import render_text
 
+from outlines import html_outline, latex_outline, text_outline
+
 ROOT = Path(__file__).resolve().parent.parent
 
 LESSON_OUTLINE = [(None, "Inputs"), ("1", "Queries"), ("2", "Keys"), ("3", "Values"), ("4", "Scores"),
@@ -58,34 +60,6 @@ PROBLEMS = {
 
 
 # -- the outline is the same in every format -------------------------------------------
-
-def text_outline(text: str) -> list[tuple[str | None, str]]:
-    out = []
-    for line in text.splitlines():
-        if line == "Inputs":
-            out.append((None, "Inputs"))
-        m = re.match(r"^(\d+[a-z]?)\. (.+?)(?::|$)", line)
-        if m:
-            out.append((m.group(1), m.group(2)))
-    return out
-
-
-def latex_outline(tex: str) -> list[tuple[str | None, str]]:
-    out = []
-    for title in re.findall(r"\\subsection\*\{([^}]*)\}", tex):
-        m = re.match(r"^(\d+[a-z]?)\. (.+)$", title)
-        out.append((m.group(1), m.group(2)) if m else (None, title))
-    return out
-
-
-def html_outline(page: str) -> list[tuple[str | None, str]]:
-    out = []
-    for raw in re.findall(r"<h2[^>]*>(.*?)</h2>", page, flags=re.S):
-        title = html.unescape(re.sub(r"<[^>]+>", "", raw)).strip()
-        m = re.match(r"^(\d+[a-z]?)\. (.+)$", title)
-        out.append((m.group(1), m.group(2)) if m else (None, title))
-    return out
-
 
 @pytest.mark.parametrize("name", PROBLEMS)
 def test_every_format_lists_the_same_sections(name):

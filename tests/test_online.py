@@ -338,7 +338,7 @@ def test_every_format_lists_the_same_sections(example, section):
     from symattn.document.printers.json import document_json_text
     from symattn.render.latex import render_latex
     from symattn.render.text import render_text
-    from tests.test_document import html_outline, latex_outline, text_outline
+    from outlines import html_outline, latex_outline, text_outline
 
     trace = sa.attend(sa.load_example(example))
     data = json.loads(document_json_text(build_document(trace)))
