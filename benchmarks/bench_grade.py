@@ -18,7 +18,7 @@ import random
 import time
 
 import symattn as sa
-from symattn.check.grade import Versions, grade
+from symattn.check.grading.grade import Versions, grade
 
 TARGETS = {
     "weights[I]": ["0.136, 0.432, 0.432", "0.14, 0.43, 0.43", "0.137, 0.432, 0.432", "[0.14 0.43 0.43]"],

@@ -34,8 +34,8 @@ CHILD = r"""
 import json, resource, sys, time
 import sympy
 import symattn as sa
-from symattn.certify import Rounding
-from symattn.matrix import ExactMatrix
+from symattn.numbers.certify import Rounding
+from symattn.problem.matrix import ExactMatrix
 k = int(sys.argv[1]); kind = sys.argv[2]
 big = sympy.Integer(10) ** k
 t0 = time.perf_counter()

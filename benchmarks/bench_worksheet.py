@@ -19,7 +19,7 @@ time side by side (on a shared machine the CPU time is the better estimate of an
 (a') generate: 30 versions without and with the separating-mistakes rule
     (the lesson at 3 digits, the causal lesson at 2 places), one run each.
 (b) compile: the same folder with --pdf (2 × N + 2 documents compiled in
-    parallel over the cores by symattn.pdf.compile_many), for N = 3 and
+    parallel over the cores by symattn.document.pdf.compile_many), for N = 3 and
     N = 30, one run each; and a single lesson derivation to PDF.
 """
 
@@ -36,15 +36,15 @@ from pathlib import Path
 if not os.environ.get("PYTHONPATH"):     # the tree on PYTHONPATH when given (to compare trees)
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from symattn.certify import Rounding  # noqa: E402
+from symattn.numbers.certify import Rounding  # noqa: E402
 from symattn.examples import load_example  # noqa: E402
-from symattn.pdf import compile_tex  # noqa: E402
-from symattn.render.latex import render_latex  # noqa: E402
-from symattn.trace import Trace  # noqa: E402
-from symattn.worksheet import (  # noqa: E402
+from symattn.document.pdf import compile_tex  # noqa: E402
+from symattn.document.trace_latex import render_latex  # noqa: E402
+from symattn.trace.trace import Trace  # noqa: E402
+from symattn.classroom.worksheets.sheets import (  # noqa: E402
     QUESTIONS, WorksheetOptions, seeded_versions, worksheet_files, write_worksheet,
 )
-from symattn.worksheet_random import spec_from_problem  # noqa: E402
+from symattn.classroom.worksheets.versions import spec_from_problem  # noqa: E402
 
 
 def render(count: int, seed: int = 2026, separate: bool = True, example: str = "i-love-cats",

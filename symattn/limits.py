@@ -21,7 +21,7 @@ __all__ = [
     "MAX_TEXT_LENGTH", "MAX_VALUE_DIGITS",
 ]
 
-# -- one expression string (symattn.parser) ---------------------------------
+# -- one expression string (symattn.exact.parser) ---------------------------------
 MAX_TEXT_LENGTH = 10_000        # characters in one expression string
 MAX_DEPTH = 100                 # nesting: parentheses, calls, signs, √ and powers
 MAX_NUMERAL_DIGITS = 1_000      # digits written in one numeral (2.000…0e0 counts every 0)
@@ -39,7 +39,7 @@ MAX_ALGEBRAIC_DEGREE = 8        # product of the root indices of the distinct ro
                                 # (√2·∛3 is 6) and in a whole problem (√2, √3, √5 is 8)
 MAX_ALGEBRAIC_DIGITS = 30       # digits of every rational in a value that has a root
 
-# -- one problem (symattn.problem, symattn.matrix) --------------------------
+# -- one problem (symattn.problem.problem, symattn.problem.matrix) --------------------------
 MAX_ENTRY_MAGNITUDE = 10**6     # |x| of the entries that make the scores (X, W_q, W_k, X_kv, Q, K), |scale|
 MAX_SCORE_MAGNITUDE = 10**12    # |scaled score| bound: d_k·max|q|·max|k|·|scale|
 MAX_EXACT_DIGITS = 1_000        # digits of an exact scaled score (bound): what a view can show
@@ -49,6 +49,6 @@ MAX_SYMBOLIC_SIDE = 16          # n, m, d_model, d_k, d_v when an input entry is
                                 # (surds, e^x, π, symbols: worked by SymPy, ~n·m² cost)
 MAX_HEADS = 256                 # query heads of one multi-head problem (each is a whole problem)
 
-# -- input files (symattn.tomlfile.read_text) -------------------------------
+# -- input files (symattn.problem.tomlfile.read_text) -------------------------------
 MAX_FILE_BYTES = 8 * 1024 * 1024   # one TOML file: a 512×512 Q, K and V of 3-digit decimals fit
-# The CSV caps of grading live in symattn.check.grade (MAX_ROWS, MAX_BYTES, ...).
+# The CSV caps of grading live in symattn.check.grading.grade (MAX_ROWS, MAX_BYTES, ...).

@@ -21,7 +21,7 @@ sys.path.insert(0, str(HERE))
 
 import symattn as sa  # noqa: E402
 from browser import Browser, chromium_path  # noqa: E402
-from symattn.document.build import build_document  # noqa: E402
+from symattn.document.build.trace import build_document  # noqa: E402
 from symattn.document.formats import print_document  # noqa: E402
 from symattn.document.printers.html import print_html  # noqa: E402
 
@@ -58,13 +58,13 @@ def result_documents(folder: Path) -> dict:
 
     from symattn import floatref
     from symattn.check.figfile import load_figures
-    from symattn.check.grade import Versions, grade
-    from symattn.document.build_check import build_check_document
-    from symattn.document.build_facts import build_facts_document
-    from symattn.document.build_floatref import build_floatref_document
-    from symattn.document.build_grade import build_grade_document
-    from symattn.document.build_heads import build_heads_document
-    from symattn.multihead import DEMO_TOML, MultiHeadProblem, attend_heads
+    from symattn.check.grading.grade import Versions, grade
+    from symattn.document.build.check import build_check_document
+    from symattn.document.build.facts import build_facts_document
+    from symattn.document.build.floatref import build_floatref_document
+    from symattn.document.build.grade import build_grade_document
+    from symattn.document.build.heads import build_heads_document
+    from symattn.heads.heads import DEMO_TOML, MultiHeadProblem, attend_heads
 
     claims = folder / "claims.toml"
     claims.write_text(CLAIMS, encoding="utf-8")
@@ -87,7 +87,7 @@ def result_documents(folder: Path) -> dict:
 
 def pdf_pages(tex: str, pages: dict[int, Path], folder: Path, resolution: int = 60) -> None:
     """Pages of a LaTeX document, compiled and rendered with pdftoppm (``{page: png}``)."""
-    from symattn.pdf import compile_tex
+    from symattn.document.pdf import compile_tex
 
     out = next(iter(pages.values()))
     pdf = folder / f"{out.stem}.pdf"
@@ -156,7 +156,7 @@ def main(outdir: Path) -> None:
                     _section(shown, section, outdir / f"{name}-html.png")
                 shown.close()
             if shutil.which("pdflatex") and shutil.which("pdftoppm"):
-                from symattn.render.latex import render_latex
+                from symattn.document.trace_latex import render_latex
                 pdf_pages(render_latex(sa.attend(sa.load_example("i-love-cats"))),
                           {1: outdir / "lesson-derivation.png", 3: outdir / "lesson-softmax-heatmap.png"},
                           folder, resolution=80)

@@ -18,7 +18,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from browser import Browser, chromium_path  # noqa: E402
 from symattn.classroom.answers import load_versions  # noqa: E402
-from symattn.html.selfcheck import selfcheck_page  # noqa: E402
+from symattn.classroom.selfcheck import selfcheck_page  # noqa: E402
 
 
 def main(outdir: Path) -> None:

@@ -1,4 +1,4 @@
-"""Tests of symattn.certify against independent computations.
+"""Tests of symattn.numbers.certify against independent computations.
 
 References: Python's ``decimal`` (ROUND_HALF_UP, truncating division at a
 precision far beyond the digits asked for) for rationals, and mpmath at
@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from sympy import E, Rational, Symbol, exp, log, oo, pi, sqrt
 
 import symattn as sa
-from symattn.certify import (
+from symattn.numbers.certify import (
     CertifiedDecimal, Rounding, RoundingSpecError, certified_mpf, certify, guard_prec,
     round_ball, round_rational, to_arb,
 )
@@ -488,7 +488,7 @@ def test_certify_bad_input_is_one_symattn_error(value, words):
 # ---------------------------------------------------------------- the precision policy (issue 8)
 
 def test_precision_context_restores_and_refuses_absurd_requests():
-    from symattn.precision import MAX_BITS, precision
+    from symattn.numbers.precision import MAX_BITS, precision
     before = flint.ctx.prec
     with pytest.raises(ZeroDivisionError):
         with precision(777):
@@ -502,7 +502,7 @@ def test_precision_context_restores_and_refuses_absurd_requests():
 
 
 def test_one_start_and_one_cap():
-    from symattn.precision import cap_bits, precisions, start_bits
+    from symattn.numbers.precision import cap_bits, precisions, start_bits
     assert start_bits(3) == guard_prec(D(3)) == 40                  # ceil(3·log2 10) + 30
     assert guard_prec(P(3), magnitude_hint=2) == start_bits(6)      # places count the front digits
     assert [cap_bits(d) for d in (1, 3, 100_000)] == [8 * start_bits(d) + 2**16 for d in (1, 3, 100_000)]
@@ -514,8 +514,8 @@ def test_one_start_and_one_cap():
 
 def test_undecided_step_names_the_entry_the_cap_and_the_fix(monkeypatch):
     """A tie no ball can decide, with the exact recognition switched off: the loop stops at the cap."""
-    from symattn.engine import Engine
-    from symattn.precision import cap_bits
+    from symattn.engine.engine import Engine
+    from symattn.numbers.precision import cap_bits
     monkeypatch.setattr(Engine, "known_row", lambda self, step, i: [None] * self.m)
     monkeypatch.setattr(Engine, "algebraic_value", lambda self, step, i, j: None)
     trace = sa.attend(Q=[[1]], K=[[0], [0], [1], [2]], V=[[1], [2], [3], [4]], scale="log(2)")
@@ -527,7 +527,7 @@ def test_undecided_step_names_the_entry_the_cap_and_the_fix(monkeypatch):
 
 
 def test_sign_refusal_says_what_to_do(monkeypatch):
-    from symattn import compare
+    from symattn.numbers import compare
     monkeypatch.setattr(compare, "_is_exactly_zero", lambda expr: None)
     with pytest.raises(CertificationError) as info:
         compare.sign(E * log(4) - 2 * E * log(2))       # exactly 0, not algebraic

@@ -5,7 +5,7 @@ from fractions import Fraction
 import pytest
 import sympy
 
-from symattn.certify import Rounding
+from symattn.numbers.certify import Rounding
 from symattn.check.figures import WrittenExact, WrittenNumber, read_figure
 from symattn.errors import ParseError
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 import symattn as sa
 from symattn.check import Checker, read_figure
-from symattn.check.grade import Versions, grade
+from symattn.check.grading.grade import Versions, grade
 from symattn.errors import SymattnError
 
 CORPUS = [

@@ -13,8 +13,8 @@ import pytest
 
 import symattn as sa
 from symattn.check import Checker, read_figures
-from symattn.check.carry import carry_forward
-from symattn.check.grade import Versions, grade
+from symattn.check.grading.carry import carry_forward
+from symattn.check.grading.grade import Versions, grade
 from symattn.cli import main
 
 X = [[1, 0, 1, 0], [0, 2, 0, 2], [1, 1, 1, 1]]

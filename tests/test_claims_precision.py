@@ -99,7 +99,7 @@ def test_to_three_places_as_the_issue_wrote_them(lesson):
 
 
 def _toml(source: str) -> dict:
-    from symattn.exact import DecimalText
+    from symattn.exact.coerce import DecimalText
     return tomllib.loads(source, parse_float=DecimalText)
 
 

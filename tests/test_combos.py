@@ -22,7 +22,7 @@ import sympy
 import symattn as sa
 from symattn.check import Checker
 from symattn.cli import main
-from symattn.decode import work_counts
+from symattn.trace.decode import work_counts
 from symattn.errors import ProblemError
 from symattn.facts.claims import Claims
 from symattn.facts.softmax_facts import same
@@ -32,7 +32,7 @@ E = math.exp
 
 
 def floats(step) -> np.ndarray:
-    return np.array([[-math.inf if d is sa.engine.NEG_INF else float(d.as_fraction()) for d in row]
+    return np.array([[-math.inf if d is sa.NEG_INF else float(d.as_fraction()) for d in row]
                      for row in step.decimals(DIGITS)])
 
 
@@ -465,8 +465,8 @@ def test_alibi_mistakes_are_named(code, logits):
     verdict = checker.check("weights[s]", _row(wrong))
     assert verdict.code == "mistake" and verdict.mistake == code, verdict.message
     # the mistake's own trace, through the same engine, against the float64 values
-    from symattn.check.logit_mistakes import logit_variants
-    from symattn.trace import attend
+    from symattn.check.mistakes.logits import logit_variants
+    from symattn.trace.trace import attend
 
     variants = {c: tr for c, _, _, tr in logit_variants(sa.attend(_alibi_problem()), lambda b: attend(b()))}
     assert floats(variants[code].weights) == pytest.approx(_causal_softmax(logits), rel=1e-9, abs=1e-12)
@@ -540,8 +540,8 @@ def test_sink_kept_through_the_check_cli(tmp_path, capsys):
 
 
 def test_no_variant_no_variant_mistakes():
-    from symattn.check.logit_mistakes import logit_variants
-    from symattn.trace import attend
+    from symattn.check.mistakes.logits import logit_variants
+    from symattn.trace.trace import attend
 
     assert logit_variants(sa.attend(sa.load_example("i-love-cats")), lambda b: attend(b())) == []
 

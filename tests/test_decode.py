@@ -19,7 +19,7 @@ import sympy
 import symattn as sa
 from symattn.check import Checker
 from symattn.cli import main
-from symattn.decode import work_counts
+from symattn.trace.decode import work_counts
 from symattn.errors import ProblemError
 from symattn.facts.claims import Claims
 from symattn.facts.softmax_facts import same

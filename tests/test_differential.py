@@ -30,7 +30,7 @@ import sympy
 
 import symattn as sa
 from symattn import cli
-from symattn.render.json import trace_to_json
+from symattn.document.trace_json import trace_to_json
 
 from reference import (NEG_INF, RefProblem, Transcendental, decimal_table, format_rounded,
                        round_fraction, solve)

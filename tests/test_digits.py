@@ -20,7 +20,7 @@ import pytest
 import sympy
 
 import symattn as sa
-from symattn.certify import CertifiedDecimal, Rounding, certify
+from symattn.numbers.certify import CertifiedDecimal, Rounding, certify
 
 DIGITS = [401, 1000, 10_000, 100_000]
 

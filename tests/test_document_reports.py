@@ -24,7 +24,7 @@ from symattn.cli import main
 from symattn.document.blocks import Report, Table
 from symattn.document.formats import print_document
 from symattn.document.printers.json import document_json
-from symattn.render.texutil import tex_escape
+from symattn.document.support.texutil import tex_escape
 
 from browser import shared_browser
 from test_pdf import need_tex
@@ -115,7 +115,7 @@ def _mp_entry(Q, K, V, out, b, i, c):
 
 
 def test_floatref_document_values_are_the_reports_and_agree_with_mpmath(kernel):
-    from symattn.document.build_floatref import build_floatref_document
+    from symattn.document.build.floatref import build_floatref_document
 
     _, (Q, K, V, out), report = kernel
     doc = build_floatref_document(report, max_ulp=1.0)
@@ -167,7 +167,7 @@ def test_floatref_takes_format_and_o_and_keeps_the_gate(kernel, fmt, tmp_path, c
 
 
 def test_floatref_formats_list_the_same_sections(kernel):
-    from symattn.document.build_floatref import build_floatref_document
+    from symattn.document.build.floatref import build_floatref_document
 
     doc = build_floatref_document(kernel[2], max_ulp=3)
     outline = json_outline(doc)
@@ -193,7 +193,7 @@ def test_floatref_write_reference_in_every_format(kernel, tmp_path, capsys):
 
 
 def test_floatref_latex_compiles_and_reads_back(kernel, tmp_path):
-    from symattn.document.build_floatref import build_floatref_document
+    from symattn.document.build.floatref import build_floatref_document
 
     report = kernel[2]
     text, overfull = compile_and_read(print_document(build_floatref_document(report, max_ulp=1), "latex"), tmp_path)
@@ -203,7 +203,7 @@ def test_floatref_latex_compiles_and_reads_back(kernel, tmp_path):
 
 
 def test_floatref_html_renders_offline_with_the_worst_value_visible(browser, kernel, tmp_path):
-    from symattn.document.build_floatref import build_floatref_document
+    from symattn.document.build.floatref import build_floatref_document
 
     report = kernel[2]
     doc = build_floatref_document(report, max_ulp=1)
@@ -247,8 +247,8 @@ def subs(tmp_path):
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    from symattn.check.grade import Versions, grade
-    from symattn.document.build_grade import build_grade_document
+    from symattn.check.grading.grade import Versions, grade
+    from symattn.document.build.grade import build_grade_document
 
     report = grade(Versions.from_path(str(LESSON)), SUBMISSIONS.encode(), source="class.csv")
     return report, build_grade_document(report, "class.csv")
@@ -287,8 +287,8 @@ def test_grade_formats_list_the_same_sections(graded):
 
 
 def test_grade_format_and_o(subs, tmp_path, capsys):
-    from symattn.check.class_summary import summary_text
-    from symattn.check.grade import Versions, grade
+    from symattn.check.grading.class_summary import summary_text
+    from symattn.check.grading.grade import Versions, grade
 
     report = grade(Versions.from_path(str(LESSON)), subs.read_bytes(), source=str(subs))
     argv = ["grade", str(LESSON), str(subs)]
@@ -323,8 +323,8 @@ def test_grade_format_and_o(subs, tmp_path, capsys):
 
 
 def test_grade_latex_compiles_and_a_long_class_breaks_across_pages(tmp_path):
-    from symattn.check.grade import Versions, grade
-    from symattn.document.build_grade import build_grade_document
+    from symattn.check.grading.grade import Versions, grade
+    from symattn.document.build.grade import build_grade_document
 
     rows = [SUBMISSIONS.splitlines()[0]] + [
         f"student-{k:03d},\"0.136, 0.432, 0.432\",\"1.86, 6.32, 1.{70 + k % 3}\",{'9.24' if k % 2 else '5.33'}"

@@ -21,13 +21,13 @@ import pytest
 import symattn as sa
 from symattn import cli
 from symattn.document.blocks import Document, LabelledMatrix, ProofLines, Report, Verdicts
-from symattn.document.build_check import build_check_document
-from symattn.document.build_facts import build_facts_document
-from symattn.document.build_heads import build_heads_document
+from symattn.document.build.check import build_check_document
+from symattn.document.build.facts import build_facts_document
+from symattn.document.build.heads import build_heads_document
 from symattn.document.formats import WRAPPER, print_document, scoped_css
 from symattn.document.printers.json import document_json
-from symattn.render.texutil import tex_escape
-from symattn.multihead import DEMO_TOML, MultiHeadProblem, attend_heads
+from symattn.document.support.texutil import tex_escape
+from symattn.heads.heads import DEMO_TOML, MultiHeadProblem, attend_heads
 
 from browser import shared_browser
 from test_pdf import need_tex
@@ -149,7 +149,7 @@ def test_heads_document_values_agree_with_float64_and_the_json(heads):
     for row_got, row_want in zip(_floats(avg), avg_want):
         assert row_got == pytest.approx(row_want, rel=6e-3)
     # the document's decimals are the JSON contract's, entry for entry
-    from symattn.document.build_heads import heads_json
+    from symattn.document.build.heads import heads_json
     data = heads_json(result)
     assert [[str(c.value) for c in r] for r in out.decimals] == data["output"]["decimal"]
     assert [[str(c.value) for c in r] for r in avg.decimals] == data["average_weights"]["decimal"]
@@ -248,7 +248,7 @@ def test_latex_alias_and_conflicting_flags(capsys):
 
 def test_latex_of_each_result_compiles_and_reads_back(docs, tmp_path):
     need_tex()
-    from symattn.pdf import compile_tex
+    from symattn.document.pdf import compile_tex
     expected = {"heads": ["0.136", "0.432", "1.92", "6.97", "Averaged weights"],
                 "facts": ["rows-sum-to-one", "FAILS", "Counterexample"],
                 "check": ["48 figures: 48 right", "weights[I]", "rounded"]}

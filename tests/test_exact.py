@@ -1,4 +1,4 @@
-"""Tests of symattn.exact: exact coercion and the one safe expression parser."""
+"""Tests of symattn.exact.coerce: exact coercion and the one safe expression parser."""
 
 from __future__ import annotations
 
@@ -19,10 +19,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sympy import E, Integer, Rational, Symbol, exp, log, pi, sqrt
 
-from symattn import exact, parser
+from symattn.exact import coerce as exact
+
+from symattn.exact import parser
 from symattn.errors import ParseError, SymattnError
-from symattn.exact import DecimalText, to_exact
-from symattn.parser import (
+from symattn.exact.coerce import DecimalText, to_exact
+from symattn.exact.parser import (
     Call,
     Evaluator,
     Name,

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 from symattn.cli import main
-from symattn.certify import Rounding
+from symattn.numbers.certify import Rounding
 from symattn.classroom.answers import load_versions
 from symattn.classroom.numbers import plain
 
@@ -574,7 +574,7 @@ def test_every_variant_exports(tmp_path, example):
 
 def test_cloze_feedback_survives_moodles_parser():
     """Feedback with Cloze's syntax characters reads back whole through Moodle's own regexes."""
-    from symattn.certify import Rounding
+    from symattn.numbers.certify import Rounding
     from symattn.check.verdict import MistakeCell
     from symattn.classroom.answers import Answer
     from symattn.classroom.moodle import cloze_field

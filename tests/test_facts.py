@@ -176,7 +176,7 @@ def test_cli_claims_of_the_wrong_shape(tmp_path):
 
 
 def test_gqa_fact_on_a_grouped_problem():
-    from symattn.multihead import MultiHeadProblem
+    from symattn.heads.heads import MultiHeadProblem
 
     problem = MultiHeadProblem.from_dict({
         "X": [[1, 0, 2], [0, 1, 1], [2, 1, 0]], "heads": 4, "kv_heads": 2,
@@ -243,8 +243,8 @@ def _need_tex():
 def test_facts_latex_compiles_with_tex_special_characters_in_names(tmp_path):
     """issue 8, item 5: \\texttt{variance-d_k} did not compile (an unescaped _)."""
     _need_tex()
-    from symattn.pdf import compile_tex
-    from symattn.render.latex import document
+    from symattn.document.pdf import compile_tex
+    from symattn.document.trace_latex import document
 
     (tmp_path / "odd.toml").write_text(ODD_TOML, encoding="utf-8")
     (tmp_path / "claims.toml").write_text(ODD_CLAIMS, encoding="utf-8")

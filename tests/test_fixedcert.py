@@ -1,4 +1,4 @@
-"""The fixed-point fast path of the weights and the output (symattn.fixedcert).
+"""The fixed-point fast path of the weights and the output (symattn.engine.fixed).
 
 Two kinds of checks:
 
@@ -24,9 +24,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import symattn as sa
-from symattn.certify import Rounding, round_ratio
-from symattn.engine import FixedRow
-from symattn.fixedcert import fixed_point_decimals, working_bits
+from symattn.numbers.certify import Rounding, round_ratio
+from symattn.engine.engine import FixedRow
+from symattn.engine.fixed import fixed_point_decimals, working_bits
 
 
 def _ratio_rounding(x: Fraction, rounding: Rounding):

@@ -198,7 +198,7 @@ def test_an_error_whose_binade_is_open_is_enclosed_over_both_ulps():
     it is below 10^-12 either way."""
     import flint
 
-    from symattn.certify import Rounding
+    from symattn.numbers.certify import Rounding
     from symattn.errors import CertificationError
 
     def ball(prec):

@@ -244,10 +244,10 @@ def _base(slot: str, value: object) -> dict:
 
 def run_problem(case: tuple[str, str, int]) -> None:
     """A hostile entry in Problem(...), then every view: JSON (every decimal), text, LaTeX."""
-    from symattn.certify import Rounding
-    from symattn.render.json import render_json
-    from symattn.render.latex import LatexOptions, render_latex
-    from symattn.render.text import TextOptions, render_text
+    from symattn.numbers.certify import Rounding
+    from symattn.document.trace_json import render_json
+    from symattn.document.trace_latex import LatexOptions, render_latex
+    from symattn.document.trace_text import TextOptions, render_text
 
     slot, text, digits = case
     try:

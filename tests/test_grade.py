@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import symattn as sa
-from symattn.check.grade import GradeError, Versions, grade
+from symattn.check.grading.grade import GradeError, Versions, grade
 from clirun import cli
 
 LESSON = Path(str(resources.files("symattn.examples").joinpath("i-love-cats.toml")))

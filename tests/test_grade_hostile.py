@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 import symattn as sa
-from symattn.check import grade as grading
-from symattn.check.grade import GradeError, Versions, grade, read_submissions, spreadsheet_safe
+from symattn.check.grading import grade as grading
+from symattn.check.grading.grade import GradeError, Versions, grade, read_submissions, spreadsheet_safe
 from clirun import cli
 
 LESSON = Path(str(resources.files("symattn.examples").joinpath("i-love-cats.toml")))

@@ -18,10 +18,10 @@ import pytest
 
 import symattn as sa
 from symattn.check import spreadsheet
-from symattn.check.class_summary import summarise
-from symattn.check.credit import show_points
-from symattn.check.folder import parse_points
-from symattn.check.grade import GradeError, Versions, grade
+from symattn.check.grading.class_summary import summarise
+from symattn.check.grading.credit import show_points
+from symattn.check.grading.folder import parse_points
+from symattn.check.grading.grade import GradeError, Versions, grade
 from symattn.cli import main
 
 LESSON = Path(str(resources.files("symattn.examples").joinpath("i-love-cats.toml")))

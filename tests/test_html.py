@@ -14,9 +14,9 @@ import sympy
 
 import symattn as sa
 from browser import shared_browser
-from symattn.certify import Rounding, certify
-from symattn.html import mathml as m
-from symattn.html import page as pg
+from symattn.numbers.certify import Rounding, certify
+from symattn.document.support import mathml as m
+from symattn.document.support import page as pg
 
 # MathML Core's elements (https://w3c.github.io/mathml-core/#mathml-elements-and-attributes)
 CORE = {"math", "mrow", "mi", "mn", "mo", "mtext", "mspace", "ms", "mfrac", "msqrt", "mroot", "msup",
@@ -263,7 +263,7 @@ def problems() -> dict[str, sa.Problem]:
 
 def build(problem: sa.Problem):
     """The document of a problem and its HTML page, as `explain --format html` writes them."""
-    from symattn.document.build import build_document
+    from symattn.document.build.trace import build_document
     from symattn.document.printers.html import print_html
     doc = build_document(sa.attend(problem))
     return doc, print_html(doc)

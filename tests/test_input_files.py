@@ -13,7 +13,7 @@ import pytest
 import symattn as sa
 from symattn import limits
 from symattn.errors import ProblemError, SymattnError
-from symattn.tomlfile import load_toml, parse_toml, read_text
+from symattn.problem.tomlfile import load_toml, parse_toml, read_text
 
 PROBLEM = 'Q = [[1, 0]]\nK = [[1, 0], [0, 1]]\nV = [[1, 2], [3, 4]]\n'
 

@@ -6,7 +6,7 @@ import pytest
 import sympy
 
 import symattn as sa
-from symattn.render.json import exact_strings, render_json
+from symattn.document.trace_json import exact_strings, render_json
 
 CASES = {
     "lesson": lambda: sa.load_example("i-love-cats"),

@@ -5,8 +5,8 @@ import subprocess
 import pytest
 
 import symattn as sa
-from symattn.render import forms
-from symattn.render.latex import LatexOptions, render_latex, step_repr_latex, trace_repr_latex
+from symattn.document import step_text as forms
+from symattn.document.trace_latex import LatexOptions, render_latex, step_repr_latex, trace_repr_latex
 from clirun import cli
 
 
@@ -193,7 +193,7 @@ def test_odd_inputs_compile(tmp_path):
     from test_pdf import need_tex, pdf_text
 
     need_tex()
-    from symattn.pdf import compile_tex
+    from symattn.document.pdf import compile_tex
 
     problem = sa.Problem(Q=[["1/2", -1], [1, "sqrt(2)"]], K=[[1, 0], [-2, 1], ["1/4", 3]],
                          V=[["pi", 1], [0, -1], [2, "e"]], tokens=["a_b", "50%"],

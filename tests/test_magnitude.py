@@ -24,12 +24,12 @@ import pytest
 import sympy
 
 import symattn as sa
-from symattn.certify import Rounding, certified_mpf, certify
+from symattn.numbers.certify import Rounding, certified_mpf, certify
 from symattn.errors import CertificationError, SymattnError
-from symattn.matrix import ExactMatrix
+from symattn.problem.matrix import ExactMatrix
 
-# the module (the package's attribute ``symattn.certify`` is the function)
-certify_module = importlib.import_module("symattn.certify")
+# the module (the package's attribute ``symattn.numbers.certify`` is the function)
+certify_module = importlib.import_module("symattn.numbers.certify")
 
 
 @pytest.fixture(autouse=True)

@@ -10,7 +10,7 @@ import pytest
 import sympy
 
 import symattn as sa
-from symattn.multihead import DEMO_TOML, MultiHeadProblem, attend_heads
+from symattn.heads.heads import DEMO_TOML, MultiHeadProblem, attend_heads
 from clirun import cli
 
 np = pytest.importorskip("numpy")
@@ -138,7 +138,7 @@ def test_latex_view_shows_the_certified_decimals(capsys):
     """The LaTeX is the heads document printed (issue 10: one document, every format);
     --format latex is a complete document, --latex (as before) its body, which the notebook shows."""
     from symattn import cli
-    from symattn.document.build_heads import build_heads_document
+    from symattn.document.build.heads import build_heads_document
     from symattn.document.formats import print_document
 
     result = attend_heads(MultiHeadProblem.from_toml_text(DEMO_TOML))
@@ -156,7 +156,7 @@ def test_latex_view_shows_the_certified_decimals(capsys):
 
 
 def test_tex_numbers_use_powers_of_ten():
-    from symattn.certify import certify
+    from symattn.numbers.certify import certify
     from symattn.document.blocks import Decimal
     from symattn.document.printers.latex import LatexPrinter
 

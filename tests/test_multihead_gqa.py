@@ -10,8 +10,8 @@ import pytest
 import symattn as sa
 from symattn.cli import main
 from symattn.errors import ProblemError
-from symattn.multihead import MultiHeadProblem, attend_heads, heads_example_text, load_heads_example
-from symattn.multihead_check import GQA_TILED, HeadsChecker
+from symattn.heads.heads import MultiHeadProblem, attend_heads, heads_example_text, load_heads_example
+from symattn.heads.check import GQA_TILED, HeadsChecker
 
 np = pytest.importorskip("numpy")
 

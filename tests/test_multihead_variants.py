@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 import sympy
 
-from symattn.certify import Rounding
+from symattn.numbers.certify import Rounding
 from symattn.cli import main
 from symattn.limits import MAX_ALGEBRAIC_DEGREE, MAX_HEADS
-from symattn.multihead import MultiHeadProblem, attend_heads, heads_example_names, load_heads_example
-from symattn.multihead_check import HeadsChecker
-from symattn.multihead_variants import alibi_default_slopes, alibi_slope_exponents
+from symattn.heads.heads import MultiHeadProblem, attend_heads, heads_example_names, load_heads_example
+from symattn.heads.check import HeadsChecker
+from symattn.heads.keys import alibi_default_slopes, alibi_slope_exponents
 
 FINE = Rounding(digits=15)
 

@@ -59,7 +59,7 @@ def blocks_of(tiles, m: int) -> list[tuple[int, int]]:
 
 
 def as_float(d) -> float:
-    return -math.inf if d is sa.engine.NEG_INF else float(d.as_fraction())
+    return -math.inf if d is sa.NEG_INF else float(d.as_fraction())
 
 
 MASKS = {
@@ -96,7 +96,7 @@ def test_online_steps_match_an_independent_float64_loop(seed, mask, tiles):
             for b in range(len(blocks)):
                 want = ref[name][b]
                 if want == -math.inf:
-                    assert got[i][b] is sa.engine.NEG_INF
+                    assert got[i][b] is sa.NEG_INF
                 else:
                     assert as_float(got[i][b]) == pytest.approx(want, rel=1e-9, abs=1e-12), (name, i, b)
         for b in range(len(blocks)):
@@ -154,7 +154,7 @@ def test_a_row_whose_first_block_is_masked():
     t = sa.attend(p)
     assert t.running_max[2, 0] == sympy.S.NegativeInfinity and t.running_sum[2, 0] == 0
     assert t.rescale[2, 1] == 0 and t.running_max[2, 1] == 3 and t.running_sum[2, 1] == 1
-    assert t.running_max.decimals(3)[2][0] is sa.engine.NEG_INF
+    assert t.running_max.decimals(3)[2][0] is sa.NEG_INF
     assert t.step("running_output_0")[2, 0] == 0 and t.step("running_output_1")[2, 0] == 3
     text = sa.render_text(t) if hasattr(sa, "render_text") else str(t)
     assert "Block 0 (t0, t1): every key is masked for 't2'" in text
@@ -252,7 +252,7 @@ def test_early_rounding_of_the_running_sum_1_51():
     assert "early-rounding (exponentials of the running sums rounded to 2 places first)" in verdict.message
     assert checker.check("running_sum[q2, 1]", "1.50").code == "rounded"
     # the rounded recurrence itself: (1 + 0.37)·0.37 + 1 = 1.5069 and 0.37 + 0.14 + 1 = 1.51
-    from symattn.check.online_mistakes import OnlineMistakeSource
+    from symattn.check.mistakes.online import OnlineMistakeSource
 
     source = OnlineMistakeSource(sa.attend(sa.load_example("online-softmax")), places=2)
     assert source.exact("running_sum", 1, 1) == sympy.Rational(15069, 10000)
@@ -333,11 +333,11 @@ def test_examples_list_online_softmax(capsys):
                                               ("kv-cache", "KV-cache decoding")])
 def test_every_format_lists_the_same_sections(example, section):
     """Text, LaTeX, JSON and HTML print the same outline, the variant's section before the checks."""
-    from symattn.document.build import build_document
+    from symattn.document.build.trace import build_document
     from symattn.document.printers.html import print_html
     from symattn.document.printers.json import document_json_text
-    from symattn.render.latex import render_latex
-    from symattn.render.text import render_text
+    from symattn.document.trace_latex import render_latex
+    from symattn.document.trace_text import render_text
     from outlines import html_outline, latex_outline, text_outline
 
     trace = sa.attend(sa.load_example(example))

@@ -195,7 +195,7 @@ def test_text_named_pdf_is_refused(tmp_path, capsys):
 
 
 def test_tex_runs_without_shell_escape(monkeypatch):
-    from symattn import pdf
+    from symattn.document import pdf
 
     monkeypatch.setattr(pdf.shutil, "which", lambda name: f"/usr/bin/{name}")
     assert "-no-shell-escape" in pdf.find_engine()
@@ -205,8 +205,8 @@ def test_tex_runs_without_shell_escape(monkeypatch):
 
 def test_shell_escape_in_a_name_runs_nothing(tmp_path):
     need_tex()
-    from symattn.pdf import compile_tex, find_engine
-    from symattn.render.latex import render_latex
+    from symattn.document.pdf import compile_tex, find_engine
+    from symattn.document.trace_latex import render_latex
 
     marker = tmp_path / "ran"
     problem = sa.Problem(Q=[[1]], K=[[1]], V=[[1]], tokens=[f"\\immediate\\write18{{touch {marker}}}"])
@@ -314,7 +314,7 @@ def test_json_of_a_symbolic_problem(tmp_path, capsys):
 def test_json_symbolic_numbers_match_the_numeric_problem(capsys):
     problem = sa.Problem.from_toml_text('symbols = ["a"]\nQ = [["a", 1], [1, 0]]\nK = [[1, 0], [0, 1]]\n'
                                         'V = [[1], [2]]\nmask = "causal"\n')
-    from symattn.render.json import trace_to_json
+    from symattn.document.trace_json import trace_to_json
 
     data = trace_to_json(sa.attend(problem), 6)
     # row 1: e^(1/√2) / (e^(1/√2) + 1), checked with mpmath at 30 digits
@@ -328,7 +328,7 @@ def test_json_symbolic_numbers_match_the_numeric_problem(capsys):
 # -- issue 8 item 5: every LaTeX output compiles, whatever the names --------------------
 
 def _pdf_of(tex: str, tmp_path: Path, name: str) -> str:
-    from symattn.pdf import compile_tex
+    from symattn.document.pdf import compile_tex
 
     pdf = tmp_path / f"{name}.pdf"
     pdf.write_bytes(compile_tex(tex, name))
@@ -367,8 +367,8 @@ def test_worksheet_with_special_names_compiles(tmp_path, capsys):
 
 def test_heads_latex_with_special_names_compiles(tmp_path, capsys):
     need_tex()
-    from symattn.multihead import DEMO_TOML
-    from symattn.render.latex import document
+    from symattn.heads.heads import DEMO_TOML
+    from symattn.document.trace_latex import document
 
     toml = DEMO_TOML.replace('tokens = ["I", "love", "cats"]', 'tokens = ["a_b", "c&d", "é√%"]')
     toml = re.sub(r'^title = .*$', 'title = "Heads: $#{}~^\\\\\\\\ é"', toml, flags=re.M)
@@ -381,8 +381,8 @@ def test_heads_latex_with_special_names_compiles(tmp_path, capsys):
 
 def test_names_latex_has_no_glyph_for_still_compile(tmp_path):
     need_tex()
-    from symattn.render.latex import document
-    from symattn.render.texutil import tex_escape
+    from symattn.document.trace_latex import document
+    from symattn.document.support.texutil import tex_escape
 
     names = ["esc\x1b[31mred", "中文", "α-β Ω", "tab\there", "€5 ½ ±"]
     text = _pdf_of(document(" \\par ".join(tex_escape(n) for n in names)), tmp_path, "glyphs")
@@ -472,7 +472,7 @@ def test_an_empty_folder_and_a_link_to_a_folder(tmp_path, capsys):
 
 
 def test_legacy_manifest_names_its_files(tmp_path):
-    from symattn.worksheet import read_manifest
+    from symattn.classroom.worksheets.sheets import read_manifest
 
     (tmp_path / "worksheet.txt").write_text(
         "symattn worksheet: 1 version(s), seed 4\nquestions: Q; rounding: 3 significant digits\n"
@@ -556,7 +556,7 @@ def test_kill_during_a_pdf_build_leaves_nothing_the_next_run_keeps(tmp_path):
 
 
 def test_stale_tex_folders_are_removed_live_ones_kept(tmp_path, monkeypatch):
-    from symattn import pdf
+    from symattn.document import pdf
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                           text=True, check=True)

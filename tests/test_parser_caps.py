@@ -18,9 +18,9 @@ import sympy
 
 import symattn as sa
 from symattn import limits
-from symattn.certify import Rounding
+from symattn.numbers.certify import Rounding
 from symattn.errors import ParseError, ProblemError, SymattnError
-from symattn.parser import algebraic_degree, parse_expression
+from symattn.exact.parser import algebraic_degree, parse_expression
 
 ROOT = Path(__file__).resolve().parent.parent
 K2, V2 = [[1, 0], [0, 1]], [[1, 2], [3, 4]]

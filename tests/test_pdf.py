@@ -114,7 +114,7 @@ def test_pdf_without_output_file_is_refused(tmp_path):
 
 def test_compile_error_names_the_document_and_the_tex_error():
     need_tex()
-    from symattn.pdf import PdfError, compile_tex
+    from symattn.document.pdf import PdfError, compile_tex
 
     with pytest.raises(PdfError, match=r"broken.tex did not compile .*Undefined control sequence"):
         compile_tex("\\documentclass{article}\\begin{document}\\nosuchmacro\\end{document}", "broken")
@@ -122,7 +122,7 @@ def test_compile_error_names_the_document_and_the_tex_error():
 
 def test_compile_many_is_all_or_nothing(tmp_path):
     need_tex()
-    from symattn.pdf import Job, PdfError, compile_many
+    from symattn.document.pdf import Job, PdfError, compile_many
 
     good = "\\documentclass{article}\\begin{document}Version A\\end{document}"
     compile_many([Job(good, tmp_path / "a.pdf"), Job(good.replace("A", "B"), tmp_path / "b.pdf")], workers=2)

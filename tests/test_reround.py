@@ -17,7 +17,7 @@ import sympy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from symattn.certify import Rounding, certify, reround
+from symattn.numbers.certify import Rounding, certify, reround
 
 FINE = Rounding(digits=20)
 COARSE = [Rounding(digits=d) for d in (1, 2, 3, 6, 19)] + [Rounding(places=p) for p in (0, 1, 2, 3, 5)]

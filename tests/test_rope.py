@@ -18,7 +18,7 @@ import sympy
 import symattn as sa
 from symattn.cli import main
 from symattn.errors import ProblemError
-from symattn.rope import MAX_ROPE_ANGLE, trig_is_zero
+from symattn.problem.keys.rope import MAX_ROPE_ANGLE, trig_is_zero
 
 
 # -- the reference codebases' formulas, in float64 ----------------------------------------
@@ -319,8 +319,8 @@ def test_latex_compiles_and_reads_back(tmp_path) -> None:
     from test_pdf import need_tex
 
     need_tex()
-    from symattn.pdf import compile_tex
-    from symattn.render.latex import render_latex
+    from symattn.document.pdf import compile_tex
+    from symattn.document.trace_latex import render_latex
 
     pdf = tmp_path / "rope.pdf"
     pdf.write_bytes(compile_tex(render_latex(sa.attend(sa.load_example("rope"))), "rope"))
@@ -402,7 +402,7 @@ def test_rope_mistakes_are_named(code) -> None:
 
 def test_a_wrong_pairing_on_one_pair_is_not_a_mistake() -> None:
     """d_k = 2: interleaved and half are the same pairing, so rope-layout is never offered."""
-    from symattn.check.mistakes import Mistakes
+    from symattn.check.mistakes.catalog import Mistakes
 
     codes = {m.code for m in Mistakes(sa.attend(sa.Problem(**HAND))).fixed}
     assert "rope-layout" not in codes and "rope-degrees" in codes

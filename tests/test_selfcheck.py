@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 
 from browser import shared_browser
-from symattn.certify import Rounding
+from symattn.numbers.certify import Rounding
 from symattn.classroom.answers import load_versions
 from symattn.cli import main
-from symattn.html.page import CSS as PAGE_CSS
-from symattn.html.selfcheck import CSS, SCRIPT, selfcheck_page
-from symattn.html.selfcheck_data import MAX_PLACES, canonical, canonical_decimal
+from symattn.document.support.page import CSS as PAGE_CSS
+from symattn.classroom.selfcheck import CSS, SCRIPT, selfcheck_page
+from symattn.classroom.selfcheck_data import MAX_PLACES, canonical, canonical_decimal
 
 # The lesson, typed by hand, in float64 (independent of symattn)
 X = np.array([[1, 0, 1, 0], [0, 2, 0, 2], [1, 1, 1, 1]], float)
@@ -252,7 +252,7 @@ def test_script_has_no_network_and_no_answers():
 def test_salt_does_not_depend_on_the_seed_line():
     """The salt is printed in the page: it comes from the problem's lines, not the comment
     naming the seed (two files that differ only there give the same salt)."""
-    from symattn.html.selfcheck_data import salt_for
+    from symattn.classroom.selfcheck_data import salt_for
 
     [v] = load_versions(None, "i-love-cats", None, ("weights",))
     marked = type(v)(v.vid, "# symattn worksheet: version A of seed 1234\n" + v.toml, v.trace,
@@ -269,7 +269,7 @@ def test_small_weights_widen_the_page_to_their_places(browser, tmp_path):
     """3 significant digits of e^-12/(1 + e^-12) ≈ 6.14e-6 need 8 places: the page judges up
     to 8 (float64 gives the number typed); past MAX_PAGE_PLACES it is refused."""
     from symattn.classroom.answers import ClassroomError
-    from symattn.html.selfcheck_data import MAX_PAGE_PLACES, page_data
+    from symattn.classroom.selfcheck_data import MAX_PAGE_PLACES, page_data
 
     path = tmp_path / "tiny.toml"
     path.write_text(TINY.format(q=12), encoding="utf-8")

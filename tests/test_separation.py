@@ -15,11 +15,11 @@ import hashlib
 import pytest
 
 import symattn as sa
-from symattn.certify import Rounding
+from symattn.numbers.certify import Rounding
 from symattn.check.checker import Checker
-from symattn.worksheet import QUESTIONS, seeded_versions
-from symattn.worksheet_mistakes import answer_texts, figure, wrong_answers
-from symattn.worksheet_random import spec_from_problem
+from symattn.classroom.worksheets.sheets import QUESTIONS, seeded_versions
+from symattn.classroom.worksheets.wrong_answers import answer_texts, figure, wrong_answers
+from symattn.classroom.worksheets.versions import spec_from_problem
 
 
 def _slip(values):

@@ -4,7 +4,7 @@ import pytest
 import sympy
 
 import symattn as sa
-from symattn.matrix import symbol_matrix
+from symattn.problem.matrix import symbol_matrix
 
 
 def test_weights_are_formulas_of_the_symbols():
@@ -53,7 +53,7 @@ def test_no_decimals_for_symbols_but_subs_gives_numbers():
 
 
 def test_text_view_shows_symbolic_steps_exactly():
-    from symattn.render.text import render_text
+    from symattn.document.trace_text import render_text
 
     q, k = symbol_matrix("q", 1, 2), symbol_matrix("k", 2, 2)
     text = render_text(sa.attend(sa.Problem(Q=q, K=k, V=[[1], [2]])))

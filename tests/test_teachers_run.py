@@ -29,7 +29,7 @@ import pytest
 
 from symattn.cli import main
 from test_export import cloze_weights, load_server, pl_data, qti_points
-from symattn.pdf import Job, compile_many
+from symattn.document.pdf import Job, compile_many
 from test_pdf import need_tex, pdf_text
 
 SEED = "864213"        # digits that appear nowhere else on a sheet

@@ -14,7 +14,7 @@ import sympy
 
 import symattn as sa
 from symattn.check import Checker
-from symattn.check.mistakes import Mistakes
+from symattn.check.mistakes.catalog import Mistakes
 from symattn.cli import main
 from symattn.errors import ProblemError
 
@@ -193,7 +193,7 @@ def test_no_mask_no_mask_mistakes():
     ("-sin(-7/3)", lambda: mpmath.sin(mpmath.mpf(7) / 3)),
 ])
 def test_tanh_cos_sin_are_read_and_certified(text, reference):
-    from symattn.parser import parse_expression
+    from symattn.exact.parser import parse_expression
 
     value = parse_expression(text)
     with mpmath.workdps(60):
@@ -202,7 +202,7 @@ def test_tanh_cos_sin_are_read_and_certified(text, reference):
 
 
 def test_cos_of_a_rational_multiple_of_pi_is_exact():
-    from symattn.parser import parse_expression
+    from symattn.exact.parser import parse_expression
 
     assert parse_expression("cos(pi/3)") == sympy.Rational(1, 2)
     assert str(sa.certify(parse_expression("sin(pi/6)"), sa.Rounding(places=2))) == "0.50"
@@ -212,7 +212,7 @@ def test_cos_of_a_rational_multiple_of_pi_is_exact():
     ("cos(20000)", "over 10,000"), ("tanh", "needs an argument"), ("sin(1, 2)", "takes 1 argument"),
 ])
 def test_trig_caps_are_one_line_errors(text, words):
-    from symattn.parser import parse_expression
+    from symattn.exact.parser import parse_expression
 
     with pytest.raises(sa.SymattnError) as err:
         parse_expression(text)
@@ -327,7 +327,7 @@ def test_sink_document_says_weights_sum_below_one(capsys):
 
 
 def test_sink_json_exact_strings_read_back():
-    from symattn.render.json import trace_to_json
+    from symattn.document.trace_json import trace_to_json
 
     t = sa.attend(sa.load_example("off-by-one-softmax"))
     data = trace_to_json(t, 3)

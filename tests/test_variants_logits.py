@@ -41,7 +41,7 @@ def reference(Q, K, V, scale, allowed, slope=None, symmetric=False, cap=None):
 
 
 def decimals(step, places=12):
-    return np.array([[float("-inf") if d is sa.engine.NEG_INF else float(str(d)) for d in row]
+    return np.array([[float("-inf") if d is sa.NEG_INF else float(str(d)) for d in row]
                      for row in step.decimals(sa.Rounding(places=places))])
 
 
@@ -213,7 +213,7 @@ def test_text_and_json_views(capsys):
 
 
 def test_document_json_has_the_sections():
-    from symattn.document.build import build_document
+    from symattn.document.build.trace import build_document
     from symattn.document.printers.json import JsonPrinter
 
     doc = JsonPrinter().print(build_document(sa.attend(sa.Problem(
@@ -228,8 +228,8 @@ def test_latex_compiles_with_the_steps(tmp_path):
     from test_pdf import need_tex, pdf_text
 
     need_tex()
-    from symattn.pdf import compile_tex
-    from symattn.render.latex import render_latex
+    from symattn.document.pdf import compile_tex
+    from symattn.document.trace_latex import render_latex
 
     problem = sa.Problem(Q=[[1, 0], [0, 1], [1, 1]], K=[[1, 0], [0, 1], [1, 1]], V=[[1], [2], [3]],
                          alibi={"slope": "1/4", "symmetric": True}, softcap=3, mask="causal",

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 import symattn as sa
-from symattn.worksheet import (
+from symattn.classroom.worksheets.sheets import (
     WorksheetOptions, key_body, parse_questions, seeded_versions, sheet_body, version_id,
 )
-from symattn.worksheet_random import RandomSpec, WorksheetError, problem_toml, random_versions
+from symattn.classroom.worksheets.versions import RandomSpec, WorksheetError, problem_toml, random_versions
 from test_pdf import need_tex, pdf_text
 from clirun import cli
 
@@ -192,7 +192,7 @@ def test_cross_attention_worksheet(tmp_path):
 def test_soft_dictionary_versions_keep_shape_and_scale():
     # (at sharpness 5 no integer problem of this shape is hand-friendly: three different
     # integer scores differ by 2 or more, and 2·5/√2 puts a weight below 0.01)
-    from symattn.worksheet_random import spec_from_problem
+    from symattn.classroom.worksheets.versions import spec_from_problem
 
     spec = spec_from_problem(sa.load_example("soft-dictionary"))
     for data in random_versions(spec, 2, 3):

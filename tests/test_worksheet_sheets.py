@@ -10,18 +10,18 @@ from pathlib import Path
 import pytest
 
 import symattn as sa
-from symattn.certify import Rounding
+from symattn.numbers.certify import Rounding
 from symattn.check.checker import Checker
-from symattn.check.grade import Versions, grade
+from symattn.check.grading.grade import Versions, grade
 from symattn.cli import main
-from symattn.worksheet import (
+from symattn.classroom.worksheets.sheets import (
     QUESTIONS, WorksheetOptions, find_version, key_body, questions_of, seeded_versions, sheet_body,
     single_version, version_code,
 )
-from symattn.worksheet_mistakes import PRECISION, SEPARATED, answer_texts, separates, wrong_answers
-from symattn.worksheet_questions import parse_points
-from symattn.worksheet_random import RandomSpec, WorksheetError, spec_from_problem
-from symattn.render.texutil import tex_escape
+from symattn.classroom.worksheets.wrong_answers import PRECISION, SEPARATED, answer_texts, separates, wrong_answers
+from symattn.classroom.worksheets.questions import parse_points
+from symattn.classroom.worksheets.versions import RandomSpec, WorksheetError, spec_from_problem
+from symattn.document.support.texutil import tex_escape
 from test_pdf import need_tex, pdf_text
 
 SEED = "987654"       # digits that appear nowhere else on a sheet

@@ -23,19 +23,19 @@ import numpy as np
 import pytest
 import sympy
 
-from symattn.certify import CertifiedDecimal, Rounding
+from symattn.numbers.certify import CertifiedDecimal, Rounding
 from symattn.cli import main
 from symattn.document.blocks import Exact, Int
-from symattn.document.build_worksheet import KeyAnswer
-from symattn.problem import Problem
-from symattn.trace import Trace
-from symattn.worksheet import (
+from symattn.document.build.worksheet import KeyAnswer
+from symattn.problem.problem import Problem
+from symattn.trace.trace import Trace
+from symattn.classroom.worksheets.sheets import (
     WorksheetOptions, key_document, seeded_versions, single_version, worksheet_files,
 )
-from symattn.worksheet_mistakes import VARIANT_MISTAKES, separates, separated_codes, wrong_answers
-from symattn.worksheet_questions import askable_steps, default_questions
-from symattn.worksheet_random import WorksheetError, spec_from_problem
-from symattn.worksheet_templates import TEMPLATES, load_template, template_text
+from symattn.classroom.worksheets.wrong_answers import VARIANT_MISTAKES, separates, separated_codes, wrong_answers
+from symattn.classroom.worksheets.questions import askable_steps, default_questions
+from symattn.classroom.worksheets.versions import WorksheetError, spec_from_problem
+from symattn.classroom.worksheets.templates import TEMPLATES, load_template, template_text
 
 VARIANTS = ("rope", "alibi", "window", "sink", "kv-cache", "online-softmax")
 
@@ -400,7 +400,7 @@ def test_grade_a_class_against_a_variant_worksheet(tmp_path):
     """A CSV of answers to a RoPE worksheet folder: right values (float64, computed here), the
     half layout's values (named rope-layout), and a wrong value; each row graded against its
     own version."""
-    from symattn.check.grade import Versions, grade
+    from symattn.check.grading.grade import Versions, grade
 
     folder = tmp_path / "ws"
     assert main(["worksheet", "--template", "rope", "--versions", "2", "--seed", "6", "-o", str(folder)]) == 0

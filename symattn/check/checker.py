@@ -12,12 +12,12 @@ from dataclasses import dataclass
 
 from symattn.check.diagnosis import settled_by_entries, summarise
 from symattn.check.figures import Written, WrittenNumber, read_figure
-from symattn.check.mistakes import Mistakes
+from symattn.check.mistakes.catalog import Mistakes
 from symattn.check.targets import Cell, Source, TargetSpec, parse_target, resolve
 from symattn.check.verdict import FigureVerdict, MistakeCell, MistakeSet, invalid, judge_entry
 from symattn.errors import SymattnError
-from symattn.problem import Problem
-from symattn.trace import Trace, attend
+from symattn.problem.problem import Problem
+from symattn.trace.trace import Trace, attend
 
 __all__ = ["Checker", "FigureVerdict", "invalid"]
 
@@ -152,7 +152,7 @@ class Checker:
                 written.shape[0] != rows or (resolved.spec.step_ref or ("", None))[0] != "weights":
             return None
         if self._kept is None:
-            from symattn.check.logit_mistakes import sink_kept_trace
+            from symattn.check.mistakes.logits import sink_kept_trace
 
             try:
                 self._kept = Source(sink_kept_trace(self.trace))

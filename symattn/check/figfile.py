@@ -23,10 +23,10 @@ from typing import Any, Mapping
 from symattn.check.checker import Checker, FigureVerdict, invalid
 from symattn.check.spreadsheet import figure_commas
 from symattn.errors import ProblemError, SymattnError
-from symattn.exact import DecimalText
+from symattn.exact.coerce import DecimalText
 from symattn.examples import example_names, example_text
-from symattn.problem import PROBLEM_KEYS, Problem
-from symattn.tomlfile import load_toml, parse_toml, read_text
+from symattn.problem.problem import PROBLEM_KEYS, Problem
+from symattn.problem.tomlfile import load_toml, parse_toml, read_text
 
 __all__ = ["FigureSpec", "FiguresFile", "FiguresError", "example_figures", "figure_example_names",
            "load_figures", "read_figures"]

@@ -21,9 +21,9 @@ from fractions import Fraction
 
 import sympy
 
-from symattn.certify import Rounding
+from symattn.numbers.certify import Rounding
 from symattn.errors import ParseError
-from symattn.parser import parse_expression
+from symattn.exact.parser import parse_expression
 
 __all__ = ["MAX_FIGURE_LENGTH", "MAX_ENTRIES", "Written", "WrittenExact", "WrittenInfinity",
            "WrittenNumber", "read_figure"]

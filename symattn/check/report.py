@@ -35,7 +35,7 @@ def summary_line(verdicts: Sequence[FigureVerdict]) -> str:
 
 def render_text(verdicts: Sequence[FigureVerdict], title: str | None = None) -> str:
     """The report as terminal text: the check document (``document.build_check``) printed."""
-    from symattn.document.build_check import build_check_document
+    from symattn.document.build.check import build_check_document
     from symattn.document.formats import print_document
 
     return print_document(build_check_document(verdicts, title), "text")

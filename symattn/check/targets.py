@@ -40,12 +40,12 @@ from typing import Callable, Iterator
 import flint
 import sympy
 
-from symattn.certify import CertifiedDecimal, Rounding, certify, reround, to_arb
-from symattn.engine import NEG_INF
-from symattn.compare import compare
+from symattn.numbers.certify import CertifiedDecimal, Rounding, certify, reround, to_arb
+from symattn.numbers.masked import NEG_INF
+from symattn.numbers.compare import compare
 from symattn.errors import ParseError, SymattnError
-from symattn.parser import Call, Evaluator, Name, Node, Num, Parser, Power, Product, Sum, Unary
-from symattn.trace import Step, Trace
+from symattn.exact.parser import Call, Evaluator, Name, Node, Num, Parser, Power, Product, Sum, Unary
+from symattn.trace.trace import Step, Trace
 
 __all__ = ["Cell", "Index", "Source", "TargetError", "TargetSpec", "parse_target", "resolve"]
 

@@ -21,11 +21,11 @@ from typing import Sequence
 
 import sympy
 
-from symattn.certify import CertifiedDecimal, Rounding, certify
+from symattn.numbers.certify import CertifiedDecimal, Rounding, certify
 from symattn.check.figures import Entry, WrittenExact, WrittenInfinity, WrittenNumber
 from symattn.check.targets import Cell
-from symattn.compare import equal
-from symattn.engine import NEG_INF
+from symattn.numbers.compare import equal
+from symattn.numbers.masked import NEG_INF
 
 __all__ = ["CODES", "RIGHT", "EntryVerdict", "FigureVerdict", "MistakeCell", "MistakeSet",
            "invalid", "judge_entry", "name_mistake", "worst"]

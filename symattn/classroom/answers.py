@@ -4,7 +4,7 @@ For one problem (or each version of a worksheet folder) this lists the
 questions a sheet asks (one per step, in computation order), each entry's
 ``check`` target (``weights[I, love]``), its certified right value at the
 requested rounding, and what each named mistake gives there.  Mistakes are
-:mod:`symattn.check.mistakes`: the same engine on a changed problem; only
+:mod:`symattn.check.mistakes.catalog`: the same engine on a changed problem; only
 values that differ from the right one at that rounding are kept, and
 mistakes that give the same value are reported together.
 
@@ -21,14 +21,14 @@ from pathlib import Path
 
 import sympy
 
-from symattn.certify import CertifiedDecimal, Rounding
+from symattn.numbers.certify import CertifiedDecimal, Rounding
 from symattn.check.checker import Checker
 from symattn.check.targets import Cell
 from symattn.check.verdict import MistakeCell
-from symattn.engine import NEG_INF
+from symattn.numbers.masked import NEG_INF
 from symattn.errors import SymattnError
-from symattn.problem import Problem
-from symattn.trace import Trace, attend
+from symattn.problem.problem import Problem
+from symattn.trace.trace import Trace, attend
 
 __all__ = ["ASK", "QUESTIONS", "Answer", "ClassroomError", "Entry", "MAX_BOXES", "MAX_TOTAL_BOXES", "check_total", "Question", "VersionAnswers",
            "describe", "feedback", "load_versions", "plausible", "version_answers"]
@@ -201,7 +201,7 @@ class VersionAnswers:
     def entry_points(self, question: Question) -> list[Fraction]:
         """Each entry's points, as ``grade`` gives them to a cell-wise class CSV (one point an
         entry without points; a question's points shared equally among its entries)."""
-        from symattn.check.credit import column_points
+        from symattn.check.grading.credit import column_points
 
         targets = tuple(e.target for q in self.questions for e in q.entries)
         key = (targets, None if self.points is None else tuple(self.points.items()))
@@ -236,7 +236,7 @@ def version_answers(problem: Problem | Trace, rounding: Rounding, questions: tup
                     vid: str = "A", toml: str = "") -> VersionAnswers:
     """The questions of one version and their entries (values are certified on demand);
     ``questions`` None: the problem's own (a variant's steps, as ``symattn worksheet`` asks)."""
-    from symattn.worksheet_questions import ask_text, asked_steps, default_questions
+    from symattn.classroom.worksheets.questions import ask_text, asked_steps, default_questions
 
     trace = problem if isinstance(problem, Trace) else attend(problem)
     checker = Checker(trace)
@@ -304,7 +304,7 @@ def folder_codes(folder: Path) -> dict[str, str]:
     (written by worksheets that print opaque codes); {} otherwise."""
     import json
 
-    from symattn.tomlfile import read_text
+    from symattn.problem.tomlfile import read_text
 
     path = folder / "worksheet.json"
     if not path.is_file():
@@ -342,9 +342,9 @@ def load_versions(source: str | Path | None, example: str | None, rounding: Roun
     points as ``grade`` reads them); the default is 3 significant digits, every question
     and a point an entry.
     """
-    from symattn.check.folder import Versions
+    from symattn.check.grading.folder import Versions
     from symattn.examples import DEFAULT_EXAMPLE, example_text
-    from symattn.tomlfile import read_text
+    from symattn.problem.tomlfile import read_text
 
     if source is not None and Path(source).is_dir():
         folder = Path(source)
@@ -380,7 +380,7 @@ def load_versions(source: str | Path | None, example: str | None, rounding: Roun
 
 def _points(text: str, v: VersionAnswers) -> dict[str, Fraction]:
     """``--points`` for one version's questions (``2``, ``1,1,2`` in order, or ``weights=3``)."""
-    from symattn.worksheet_questions import parse_points
+    from symattn.classroom.worksheets.questions import parse_points
 
     return parse_points(text, tuple(q.step for q in v.questions))
 

@@ -12,7 +12,7 @@ from html import escape
 from typing import Callable
 
 from symattn.classroom.answers import Question, VersionAnswers, given_inputs
-from symattn.document.sympytext import unicode_text
+from symattn.exact.sympytext import unicode_text
 
 __all__ = ["given_html", "grid_html", "intro_html", "key_html", "rounding_words"]
 
@@ -50,7 +50,7 @@ def intro_html(v: VersionAnswers) -> str:
         parts.append(f" Sink logit s = {escape(unicode_text(p.sink))}: each row's softmax "
                      "denominator also adds e^(s − max), so the weights sum to less than 1.")
     if p.rope is not None:
-        from symattn.rope import rope_text
+        from symattn.problem.keys.rope import rope_text
 
         parts.append(" " + escape(rope_text(p)))
     parts.append(f" Give every decimal answer correctly rounded to {escape(str(v.rounding))}.</p>")

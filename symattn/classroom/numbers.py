@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from symattn.certify import CertifiedDecimal, Rounding, round_rational
+from symattn.numbers.certify import CertifiedDecimal, Rounding, round_rational
 
 __all__ = ["plain", "plain_points", "tolerance", "value"]
 

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 from html import escape
 
-from symattn.certify import Rounding
+from symattn.numbers.certify import Rounding
 from symattn.classroom.answers import VersionAnswers, describe, plausible, version_answers
 from symattn.classroom.fragments import given_html, intro_html
 from symattn.classroom.numbers import plain
-from symattn.problem import Problem
+from symattn.problem.problem import Problem
 
 __all__ = ["generate", "grade", "pick"]
 
@@ -43,7 +43,7 @@ def pick(data: dict, versions: dict[str, str], settings: dict) -> VersionAnswers
     seed = int(data["variant_seed"])
     rounding, questions = _rounding(settings), tuple(settings["questions"])
     if settings.get("random"):
-        from symattn.worksheet_random import problem_toml, random_versions, spec_from_problem
+        from symattn.classroom.worksheets.versions import problem_toml, random_versions, spec_from_problem
 
         base = Problem.from_toml_text(versions[_ids(versions)[0]], source="the base problem")
         drawn = random_versions(spec_from_problem(base), seed, 1)[0]

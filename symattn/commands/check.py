@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> Outcome:
     status = 0 if all(v.right for v in verdicts) else 1
     if fmt == "json":
         return Outcome(render_json(verdicts, figures.source), status)
-    from symattn.document.build_check import build_check_document
+    from symattn.document.build.check import build_check_document
     from symattn.document.formats import print_document
 
     return Outcome(print_document(build_check_document(verdicts, figures.title), fmt,

@@ -17,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> Outcome:
-    from symattn.multihead import heads_example_names, heads_example_text
+    from symattn.heads.heads import heads_example_names, heads_example_text
 
     heads = heads_example_names()
     if args.show:

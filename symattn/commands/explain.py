@@ -7,7 +7,7 @@ import argparse
 from symattn.commands import MAX_DIGITS, Outcome, digits_argument
 from symattn.errors import SymattnError
 from symattn.examples import DEFAULT_EXAMPLE, load_example
-from symattn.problem import Problem
+from symattn.problem.problem import Problem
 
 ORDER = 10
 
@@ -85,31 +85,31 @@ def _check_options(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> Outcome:
-    from symattn.trace import Trace
+    from symattn.trace.trace import Trace
 
     fmt = _check_options(args)
     if args.pdf:
-        from symattn.pdf import find_engine
+        from symattn.document.pdf import find_engine
 
         find_engine()  # a missing TeX is reported before any work
     trace = Trace(load_problem(args))
     digits = args.digits if args.digits is not None else 3
     if fmt == "json":
-        from symattn.render.json import render_json
+        from symattn.document.trace_json import render_json
 
         return Outcome(render_json(trace, digits, decimal_only=args.decimal_only))
     if fmt == "latex":
         return _latex(trace, args, digits)
     if fmt == "html":
         return _html(trace, args, digits)
-    from symattn.render.text import TextOptions, render_text
+    from symattn.document.trace_text import TextOptions, render_text
 
     return Outcome(render_text(trace, TextOptions(digits=digits, dot_row=args.row,
                                                   softmax_row=args.row)))
 
 
 def _rounding_and_rows(args: argparse.Namespace, digits: int):
-    from symattn.certify import Rounding
+    from symattn.numbers.certify import Rounding
 
     rounding = Rounding(places=args.places) if args.places is not None else Rounding(digits=digits)
     rows = tuple(r.strip() for r in args.rows.split(",") if r.strip()) if args.rows else (
@@ -119,10 +119,10 @@ def _rounding_and_rows(args: argparse.Namespace, digits: int):
 
 def _html(trace, args: argparse.Namespace, digits: int) -> Outcome:
     """One self-contained HTML page of the derivation (the LaTeX document's sections)."""
-    from symattn.document.build import build_document
+    from symattn.document.build.trace import build_document
     from symattn.document.printers.html import print_html
-    from symattn.render.latex import LatexOptions
-    from symattn.trace import IndexError_
+    from symattn.document.trace_latex import LatexOptions
+    from symattn.trace.trace import IndexError_
 
     rounding, rows = _rounding_and_rows(args, digits)
     try:
@@ -135,8 +135,8 @@ def _html(trace, args: argparse.Namespace, digits: int) -> Outcome:
 def _latex(trace, args: argparse.Namespace, digits: int) -> Outcome:
     from pathlib import Path
 
-    from symattn.render.latex import LatexOptions, render_latex
-    from symattn.trace import IndexError_
+    from symattn.document.trace_latex import LatexOptions, render_latex
+    from symattn.trace.trace import IndexError_
 
     rounding, rows = _rounding_and_rows(args, digits)
     try:
@@ -146,7 +146,7 @@ def _latex(trace, args: argparse.Namespace, digits: int) -> Outcome:
     if not args.pdf:
         return Outcome(tex)
     from symattn.files import write_atomically
-    from symattn.pdf import PdfError, compile_tex
+    from symattn.document.pdf import PdfError, compile_tex
 
     target = Path(args.output)
     write_atomically(compile_tex(tex, target.stem or "derivation"), target, error=PdfError)

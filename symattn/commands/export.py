@@ -57,7 +57,7 @@ def _questions(text: str) -> tuple[str, ...]:
 
 
 def run(args: argparse.Namespace) -> Outcome:
-    from symattn.certify import Rounding
+    from symattn.numbers.certify import Rounding
     from symattn.classroom.answers import load_versions
     from symattn.classroom.output import write_file, write_folder
 

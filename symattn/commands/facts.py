@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> Outcome:
     status = 0 if all(p.holds for p in proofs) else 1
     if fmt == "json":
         return Outcome(json.dumps([p.to_json() for p in proofs], indent=2, ensure_ascii=False) + "\n", status)
-    from symattn.document.build_facts import build_facts_document
+    from symattn.document.build.facts import build_facts_document
     from symattn.document.formats import print_document
 
     title = "Facts about attention" + (f": {problem.title}" if getattr(problem, "title", None) else "")
@@ -57,8 +57,8 @@ def _load(args: argparse.Namespace):
     """A problem file (single- or multi-head: it has heads or [[head]]), or an example."""
     if args.problem:
         from symattn.errors import SymattnError
-        from symattn.multihead import MultiHeadProblem
-        from symattn.tomlfile import load_toml
+        from symattn.heads.heads import MultiHeadProblem
+        from symattn.problem.tomlfile import load_toml
 
         try:   # the one capped reader: regular files only, at most MAX_FILE_BYTES
             keys = load_toml(args.problem, what="a problem TOML file")

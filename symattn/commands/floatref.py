@@ -66,7 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _load(path: str, what: str):
     from symattn.floatref import FloatRefError
     from symattn.floatref.sdpa import _numpy
-    from symattn.tomlfile import read_bytes
+    from symattn.problem.tomlfile import read_bytes
 
     np = _numpy()
     data = read_bytes(path, what=what, error=FloatRefError, limit=NPY_MAX_BYTES)
@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> Outcome:
             return Outcome(_reference_text(ref, dtype, args.write_reference, fmt, args.fragment))
     if fmt == "json":
         return Outcome(json.dumps(report.to_json(), indent=2) + "\n", status)
-    from symattn.document.build_floatref import build_floatref_document
+    from symattn.document.build.floatref import build_floatref_document
     from symattn.document.formats import print_document
 
     doc = build_floatref_document(report, max_ulp=args.max_ulp)
@@ -126,7 +126,7 @@ def _reference_text(ref, dtype: str, written: str, fmt: str, fragment: bool) -> 
                    "arb_entries": ref.arb_entries, "fully_masked_rows": int(ref.fully_masked.sum()),
                    "written": written}
         return json.dumps(summary, indent=2) + "\n"
-    from symattn.document.build_floatref import build_reference_document
+    from symattn.document.build.floatref import build_reference_document
     from symattn.document.formats import print_document
 
     return print_document(build_reference_document(ref, dtype, written), fmt, fragment=fragment)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from symattn.commands import Outcome
 from symattn.commands.heads import FORMATS, add_format_arguments, chosen_format
-from symattn.tomlfile import read_bytes
+from symattn.problem.tomlfile import read_bytes
 
 ORDER = 35
 MAX_WARNINGS = 5   # lines of warnings on stderr; the report's note column has them all
@@ -47,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def read_submissions_file(path: Path, limit: int) -> bytes:
     """The submissions CSV's raw bytes (a bad byte spoils only its own cell)."""
-    from symattn.check.grade import GradeError
+    from symattn.check.grading.grade import GradeError
 
     return read_bytes(path, what="the submissions CSV", error=GradeError, limit=limit)
 
@@ -55,7 +55,7 @@ def read_submissions_file(path: Path, limit: int) -> bytes:
 def warnings(report, points=None) -> list[str]:
     """What the teacher should know although every answer was graded: unusable columns,
     points given for no column, and student ids on more than one line."""
-    from symattn.check.credit import unused_keys
+    from symattn.check.grading.credit import unused_keys
 
     lines = [f"column {target[:60]!r} cannot be graded: {why}"
              for target, why in report.column_errors.items()]
@@ -71,9 +71,9 @@ def warnings(report, points=None) -> list[str]:
 
 def run(args: argparse.Namespace) -> Outcome:
     from symattn import files
-    from symattn.check.class_summary import summary_text
-    from symattn.check.folder import parse_points
-    from symattn.check.grade import MAX_BYTES, GradeError, Versions, grade
+    from symattn.check.grading.class_summary import summary_text
+    from symattn.check.grading.folder import parse_points
+    from symattn.check.grading.grade import MAX_BYTES, GradeError, Versions, grade
 
     fmt = chosen_format(args, default="csv")
     if args.summary is not None:
@@ -107,7 +107,7 @@ def _report_text(report, source: str, fmt: str, fragment: bool) -> str:
         return report.to_csv()
     if fmt == "json":
         return report.to_json(source)
-    from symattn.document.build_grade import build_grade_document
+    from symattn.document.build.grade import build_grade_document
     from symattn.document.formats import print_document
 
     return print_document(build_grade_document(report, source), fmt, fragment=fragment)

@@ -71,10 +71,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> Outcome:
-    from symattn.multihead import DEMO_TOML, MultiHeadProblem, attend_heads
+    from symattn.heads.heads import DEMO_TOML, MultiHeadProblem, attend_heads
 
     from symattn.errors import SymattnError
-    from symattn.multihead import heads_example_text
+    from symattn.heads.heads import heads_example_text
 
     fmt = chosen_format(args)
     if args.problem and args.example:
@@ -91,10 +91,10 @@ def run(args: argparse.Namespace) -> Outcome:
         return _check_figures(problem, args.figure, fmt, args.fragment)
     result = attend_heads(problem)
     if fmt == "json":
-        from symattn.document.build_heads import heads_json
+        from symattn.document.build.heads import heads_json
 
         return Outcome(json.dumps(heads_json(result, args.digits), ensure_ascii=False) + "\n")
-    from symattn.document.build_heads import build_heads_document
+    from symattn.document.build.heads import build_heads_document
     from symattn.document.formats import print_document
 
     return Outcome(print_document(build_heads_document(result, args.digits), fmt, fragment=args.fragment))
@@ -102,13 +102,13 @@ def run(args: argparse.Namespace) -> Outcome:
 
 def _check_figures(problem, figures: list[list[str]], fmt: str, fragment: bool) -> Outcome:
     """Verdicts on figures about single heads, printed as ``symattn check`` prints its own."""
-    from symattn.multihead_check import HeadsChecker
+    from symattn.heads.check import HeadsChecker
 
     verdicts = HeadsChecker(problem).check_all([(t, x) for t, x in figures])
     status = 0 if all(v.right for v in verdicts) else 1
     if fmt == "json":
         return Outcome(json.dumps([v.to_json() for v in verdicts], indent=2, ensure_ascii=False) + "\n", status)
-    from symattn.document.build_check import build_check_document
+    from symattn.document.build.check import build_check_document
     from symattn.document.formats import print_document
 
     return Outcome(print_document(build_check_document(verdicts, problem.title), fmt, fragment=fragment), status)

@@ -9,7 +9,7 @@ from fractions import Fraction
 from symattn.commands import Outcome, digits_argument
 from symattn.commands.explain import add_problem_arguments, places_argument
 from symattn.errors import SymattnError
-from symattn.tomlfile import read_text
+from symattn.problem.tomlfile import read_text
 
 ORDER = 30
 LONG_RUN = 10       # from this many versions, progress is reported on stderr
@@ -49,7 +49,7 @@ def _fraction(text: str) -> Fraction:
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("worksheet", help="problem sheets and answer keys (seeded versions for a class)")
     add_problem_arguments(parser)
-    from symattn.worksheet_templates import template_names
+    from symattn.classroom.worksheets.templates import template_names
 
     parser.add_argument("--template", metavar="NAME", choices=template_names(),
                         help="a worksheet template with hand-friendly numbers: "
@@ -94,16 +94,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> Outcome:
-    from symattn.certify import Rounding
+    from symattn.numbers.certify import Rounding
     from symattn.commands.explain import load_problem
     from symattn.examples import DEFAULT_EXAMPLE, example_text
-    from symattn.worksheet import (
+    from symattn.classroom.worksheets.sheets import (
         WorksheetOptions, parse_questions, seeded_versions, single_version,
         worksheet_files, write_worksheet,
     )
-    from symattn.worksheet_questions import askable_steps, asked_steps, default_questions, parse_points
-    from symattn.worksheet_random import spec_from_problem
-    from symattn.worksheet_templates import load_template, template_text
+    from symattn.classroom.worksheets.questions import askable_steps, asked_steps, default_questions, parse_points
+    from symattn.classroom.worksheets.versions import spec_from_problem
+    from symattn.classroom.worksheets.templates import load_template, template_text
 
     random = args.versions is not None
     if random and args.seed is None:
@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> Outcome:
     if args.selfcheck and args.pdf:
         raise SymattnError("--selfcheck writes HTML pages: leave out --pdf")
     if args.pdf:
-        from symattn.pdf import find_engine
+        from symattn.document.pdf import find_engine
 
         find_engine()
     rounding = (Rounding(places=args.places) if args.places is not None
@@ -129,7 +129,7 @@ def run(args: argparse.Namespace) -> Outcome:
         raise SymattnError(f"--template {args.template} is a problem of its own: leave out "
                            f"{args.problem or '--example ' + args.example}, or --template")
     problem = load_template(args.template) if args.template else load_problem(args)
-    from symattn.trace import Trace
+    from symattn.trace.trace import Trace
 
     template = Trace(problem)
     questions = (parse_questions(args.questions, askable_steps(template)) if args.questions
@@ -153,7 +153,7 @@ def run(args: argparse.Namespace) -> Outcome:
             toml = example_text(args.example or DEFAULT_EXAMPLE)
         versions = single_version(problem, toml)
     if args.selfcheck:
-        from symattn.html.selfcheck import write_selfcheck
+        from symattn.classroom.selfcheck import write_selfcheck
 
         return Outcome(write_selfcheck(versions, rounding, questions, args.out_dir))
     files = worksheet_files(versions, options, progress=progress)

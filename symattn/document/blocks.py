@@ -36,7 +36,7 @@ from typing import Union
 
 import sympy
 
-from symattn.certify import CertifiedDecimal, Rounding
+from symattn.numbers.certify import CertifiedDecimal, Rounding
 
 __all__ = [
     # math nodes
@@ -75,7 +75,7 @@ class Exact(Math):
 
 @dataclass(frozen=True)
 class Decimal(Math):
-    """A certified decimal (``symattn.engine.NEG_INF`` where a mask blocks).
+    """A certified decimal (``symattn.engine.engine.NEG_INF`` where a mask blocks).
 
     ``scientific``: written as 8.90 × 10⁻⁴ (a value that rounds to 0 at the
     chosen places, shown to more digits instead of a false ``0.00``)."""

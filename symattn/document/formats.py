@@ -32,11 +32,11 @@ def print_document(doc: Document, fmt: str, *, fragment: bool = False) -> str:
         return f"{doc.title}\n{'═' * len(doc.title)}\n" + text
     if fmt == "latex":
         from symattn.document.printers.latex import print_latex
-        from symattn.render.latex import document
+        from symattn.document.trace_latex import document
         body = print_latex(doc)
         if fragment:
             return body
-        from symattn.render.texutil import tex_escape
+        from symattn.document.support.texutil import tex_escape
         return document(f"\\section*{{{tex_escape(doc.title)}}}\n" + body)
     if fmt == "html":
         from symattn.document.printers.html import print_html
@@ -72,8 +72,8 @@ def _without_media(css: str) -> str:
 def html_fragment(doc: Document) -> str:
     """The document as an HTML fragment for Jupyter: a wrapper ``div`` with its own scoped style."""
     from symattn.document.printers.html import HtmlPrinter
-    from symattn.html import mathml as m
-    from symattn.html.page import CSS
+    from symattn.document.support import mathml as m
+    from symattn.document.support.page import CSS
 
     printer = HtmlPrinter()
     printer.numbers = section_numbers(doc)

@@ -18,10 +18,10 @@ import sympy
 from symattn.document.blocks import (
     Exact, Exp, Factor, Frac, Func, Int, Math, Mul, Neg, Product, SigmaSum, Sqrt, Sub, Sum, Sym, Words,
 )
-from symattn.steps import scale_form
+from symattn.trace.steps import scale_form
 
 if TYPE_CHECKING:
-    from symattn.trace import Trace
+    from symattn.trace.trace import Trace
 
 SMALL_EXACT = 16      # a softmax row with more allowed keys writes its sum as Σ, not term by term
 
@@ -69,7 +69,7 @@ def number(value: sympy.Basic) -> Math:
     return surd(r, None) if r is not None else exact(value)
 
 
-# -- ALiBi and soft-capping: the logits (symattn.logits) ---------------------------------
+# -- ALiBi and soft-capping: the logits (symattn.problem.keys.logits) ---------------------------------
 
 def bias_worked(trace: Trace, i: int, j: int) -> Math:
     """ALiBi's bias before it is worked out: −1/4·(1 − 0), or −1/4·|0 − 2| when symmetric."""

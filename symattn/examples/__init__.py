@@ -10,8 +10,8 @@ import tomllib
 from importlib import resources
 
 from symattn.errors import ProblemError
-from symattn.exact import DecimalText
-from symattn.problem import Problem
+from symattn.exact.coerce import DecimalText
+from symattn.problem.problem import Problem
 
 #: The example ``symattn explain`` works when given nothing.
 DEFAULT_EXAMPLE = "i-love-cats"
@@ -28,7 +28,7 @@ def example_names() -> list[str]:
 def example_text(name: str) -> str:
     """The TOML text of one example."""
     if name not in example_names():
-        from symattn.multihead import heads_example_names
+        from symattn.heads.heads import heads_example_names
 
         if name in heads_example_names():
             raise ProblemError(f"{name!r} is a multi-head example: run symattn heads --example {name}")

@@ -28,9 +28,9 @@ from symattn.facts.symbolic import softmax, symbol_matrix, symbol_vector
 from symattn.facts.rope_facts import rope_relative_position
 from symattn.facts.variant_facts import sink_forms_agree, window_is_a_mask
 from symattn.facts.online_facts import kv_cache_equals_causal_row, online_softmax_equals_softmax
-from symattn.multihead import MultiHeadProblem
-from symattn.problem import Problem
-from symattn.trace import Trace
+from symattn.heads.heads import MultiHeadProblem
+from symattn.problem.problem import Problem
+from symattn.trace.trace import Trace
 
 __all__ = ["FACTS", "Claims", "Line", "Proof", "check_facts", "prove", "softmax", "symbol_matrix",
            "symbol_vector"]
@@ -99,7 +99,7 @@ Subject = Problem | Trace | MultiHeadProblem | None
 def prove(name: str, subject: Subject = None, claims: Claims | None = None) -> Proof:
     """Prove one fact in general and, when given, check it exactly on a problem and/or claims.
 
-    A :class:`~symattn.multihead.MultiHeadProblem` is checked head by head for
+    A :class:`~symattn.heads.heads.MultiHeadProblem` is checked head by head for
     gqa-equals-repeated-heads; the other facts are checked on its head 0."""
     if name not in FACTS:
         raise SymattnError(f"no fact named {name!r}; the facts are {', '.join(FACTS)}")

@@ -25,8 +25,8 @@ from typing import Any
 import sympy
 
 from symattn.errors import ParseError, ProblemError
-from symattn.matrix import exact_matrix
-from symattn.tomlfile import load_toml
+from symattn.problem.matrix import exact_matrix
+from symattn.problem.tomlfile import load_toml
 
 __all__ = ["CLAIM_KEYS", "Claimed", "Claims", "decimal_text", "written_sum"]
 

@@ -1,7 +1,7 @@
 """gqa-equals-repeated-heads: grouped-/multi-query attention is multi-head
 attention whose key/value heads are repeated for the query heads they serve.
 
-Both sides are built by :mod:`symattn.multihead`, every head a Trace of the
+Both sides are built by :mod:`symattn.heads.heads`, every head a Trace of the
 one engine, and compared exactly.
 """
 
@@ -13,9 +13,9 @@ from symattn.facts.proof import Line, Proof
 from symattn.facts.softmax_facts import same
 from symattn.facts.structure_facts import _symbolic_outputs
 from symattn.facts.symbolic import symbol_vector
-from symattn.multihead import MultiHeadProblem, MultiHeadResult
-from symattn.problem import Problem
-from symattn.trace import Trace
+from symattn.heads.heads import MultiHeadProblem, MultiHeadResult
+from symattn.problem.problem import Problem
+from symattn.trace.trace import Trace
 
 
 def _as_projection(p: Problem) -> dict:

@@ -25,14 +25,14 @@ from itertools import combinations
 
 import sympy
 
-from symattn.certify import certify
-from symattn.compare import compare, equal
+from symattn.numbers.certify import certify
+from symattn.numbers.compare import compare, equal
 from symattn.facts.claims import Claims
 from symattn.facts.proof import Line, Proof
 from symattn.facts.softmax_facts import same
 from symattn.facts.symbolic import is_zero
-from symattn.online import Online
-from symattn.trace import Trace
+from symattn.trace.online import Online
+from symattn.trace.trace import Trace
 
 #: rows checked exactly on an instance, and the key count up to which every split is tried
 MAX_CHECKED_ROWS = 8

@@ -14,7 +14,7 @@ from typing import Any
 
 import sympy
 
-from symattn.certify import certify
+from symattn.numbers.certify import certify
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class Proof:
 
     def text(self) -> str:
         """Plain text: the fact's section of the facts document (``document.build_facts``)."""
-        from symattn.document.build_facts import proof_section
+        from symattn.document.build.facts import proof_section
         from symattn.document.printers.text import TextPrinter
 
         lines = TextPrinter().print(proof_section(self))
@@ -73,13 +73,13 @@ class Proof:
 
     def latex(self) -> str:
         """A LaTeX fragment: the fact's section of the facts document."""
-        from symattn.document.build_facts import proof_section
+        from symattn.document.build.facts import proof_section
         from symattn.document.printers.latex import LatexPrinter
 
         return "\n".join(LatexPrinter().print(proof_section(self))) + "\n"
 
     def _repr_html_(self) -> str:  # Jupyter: a fragment whose CSS is scoped to its wrapper
-        from symattn.document.build_facts import build_facts_document
+        from symattn.document.build.facts import build_facts_document
         from symattn.document.formats import html_fragment
 
         return html_fragment(build_facts_document([self], title=self.fact))

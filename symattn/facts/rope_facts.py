@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import sympy
 
-from symattn.compare import compare, equal
+from symattn.numbers.compare import compare, equal
 from symattn.facts.claims import Claims
 from symattn.facts.proof import Line, Proof
-from symattn.problem import Problem
-from symattn.trace import Trace
+from symattn.problem.problem import Problem
+from symattn.trace.trace import Trace
 
 #: the constant every position is shifted by in the instance check
 SHIFT = 7
@@ -117,6 +117,6 @@ def _within(claimed: sympy.Expr, exact: sympy.Expr, half: sympy.Expr) -> bool:
 
 
 def _decimal(value: sympy.Expr) -> str:
-    from symattn.certify import Rounding, certify
+    from symattn.numbers.certify import Rounding, certify
 
     return str(certify(value, Rounding(digits=6)))

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import sympy
 
-from symattn.certify import certify
-from symattn.compare import compare, equal, sign
+from symattn.numbers.certify import certify
+from symattn.numbers.compare import compare, equal, sign
 from symattn.facts.claims import Claims, decimal_text, written_sum
 from symattn.facts.proof import Line, Proof
 from symattn.facts.symbolic import (has_symbols, indexed_softmax, is_zero, rename_dummies, softmax,
                                     symbol_vector, symbolic_trace)
-from symattn.problem import Problem
-from symattn.trace import Trace
+from symattn.problem.problem import Problem
+from symattn.trace.trace import Trace
 
 SMALL_N = (2, 3, 4)
 

@@ -13,13 +13,13 @@ from functools import cmp_to_key, lru_cache
 import sympy
 from sympy import stats
 
-from symattn.compare import compare
+from symattn.numbers.compare import compare
 from symattn.facts.claims import Claims, decimal_text
 from symattn.facts.proof import Line, Proof
 from symattn.facts.softmax_facts import allowed, dec, same
 from symattn.facts.symbolic import has_symbols, is_zero, softmax, symbol_vector, symbolic_trace
-from symattn.problem import Problem
-from symattn.trace import Trace
+from symattn.problem.problem import Problem
+from symattn.trace.trace import Trace
 
 
 def rebuild(problem: Problem, rows: list[int] | None = None, key_rows: list[int] | None = None,

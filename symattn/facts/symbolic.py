@@ -16,9 +16,9 @@ from functools import lru_cache
 
 import sympy
 
-from symattn.matrix import symbol_matrix
-from symattn.problem import Problem
-from symattn.trace import Trace
+from symattn.problem.matrix import symbol_matrix
+from symattn.problem.problem import Problem
+from symattn.trace.trace import Trace
 
 __all__ = ["has_symbols", "indexed_softmax", "is_zero", "rename_dummies", "softmax",
            "symbol_matrix", "symbol_vector", "symbolic_trace"]

@@ -13,8 +13,8 @@ import sympy
 from symattn.facts.proof import Line, Proof
 from symattn.facts.softmax_facts import same
 from symattn.facts.symbolic import is_zero
-from symattn.problem import Problem, window_allows
-from symattn.trace import Trace
+from symattn.problem.problem import Problem, window_allows
+from symattn.trace.trace import Trace
 
 #: rows checked exactly on an instance (each row is a handful of SymPy identities)
 MAX_CHECKED_ROWS = 8

@@ -36,12 +36,12 @@ from typing import Any
 
 import flint
 
-from symattn.certify import CertifiedDecimal, Rounding, effective_digits, round_ball, round_rational
+from symattn.numbers.certify import CertifiedDecimal, Rounding, effective_digits, round_ball, round_rational
 from symattn.errors import SymattnError
-from symattn.exact import DecimalText, to_exact
-from symattn.precision import cap_bits, precision, precisions, undecided
-from symattn.problem import Problem
-from symattn.trace import Trace
+from symattn.exact.coerce import DecimalText, to_exact
+from symattn.numbers.precision import cap_bits, precision, precisions, undecided
+from symattn.problem.problem import Problem
+from symattn.trace.trace import Trace
 from symattn.floatref.errors import FloatRefError
 
 #: precision p (bits, with the hidden bit) and minimum normal exponent of each format

@@ -83,7 +83,7 @@ def exp_table():
     import flint
     import numpy as np
 
-    from symattn.precision import precision
+    from symattn.numbers.precision import precision
 
     top = int(-X_TABLE)
     with precision(160):
@@ -102,7 +102,7 @@ def exp_table():
 def scale_dd(exact) -> tuple[float, float, float]:
     """hi, lo and an error bound of the exact scale (a Fraction or SymPy's 1/√E)."""
     from symattn.floatref.rows import _scale_ball
-    from symattn.precision import precision
+    from symattn.numbers.precision import precision
 
     if isinstance(exact, Fraction):
         return _dd_of(exact)

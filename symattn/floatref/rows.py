@@ -3,7 +3,7 @@
 Every float is m·2^e, so a matrix of floats is an integer matrix times one
 power of two (:func:`dyadic_matrix`), and the scores q·k of the undecided
 rows are exact integers from one ``fmpz_mat`` product.  Per row, at a
-precision of the one loop (:func:`symattn.precision.precisions`):
+precision of the one loop (:func:`symattn.numbers.precision.precisions`):
 t_j = s·d_j·2^g + m_j as balls (one ``arb_mat`` scaling), w_j = e^(t_j − c)
 (c: any exact number; the row's largest midpoint), and Σ w_j·[v_j | 1] in
 one ``arb_mat`` product, which gives the row sum Z and the output numerators
@@ -33,7 +33,7 @@ import flint
 
 from symattn.floatref.binary import BinaryFormat, round_ball, round_fraction
 from symattn.floatref.errors import FloatRefError
-from symattn.precision import precision, precisions, undecided
+from symattn.numbers.precision import precision, precisions, undecided
 
 #: the arb path holds K and V of one head as integers: at most this many entries (S·(E + Ev))
 MAX_KEY_ENTRIES = 1 << 25

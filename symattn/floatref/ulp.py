@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from symattn.certify import Rounding, round_rational
+from symattn.numbers.certify import Rounding, round_rational
 from symattn.floatref.binary import BINARY_FORMATS
 from symattn.floatref.errors import FloatRefError
 
@@ -86,13 +86,13 @@ class ULPReport:
 
     def __str__(self) -> str:
         """The report as the terminal shows it (the document ``symattn floatref`` prints)."""
-        from symattn.document.build_floatref import build_floatref_document
+        from symattn.document.build.floatref import build_floatref_document
         from symattn.document.formats import print_document
 
         return print_document(build_floatref_document(self), "text")
 
     def _repr_html_(self) -> str:
-        from symattn.document.build_floatref import build_floatref_document
+        from symattn.document.build.floatref import build_floatref_document
         from symattn.document.formats import html_fragment
 
         return html_fragment(build_floatref_document(self))
@@ -181,7 +181,7 @@ def _ulp(x, fmt):
 
 def _certify_worst(pr, step: str, fmt_name: str, y, chosen: list) -> list[WorstEntry]:
     """The chosen entries' exact values and errors as certified decimals (arb path of rows.py)."""
-    from symattn.certify import Rounding, round_rational
+    from symattn.numbers.certify import Rounding, round_rational
     from symattn.floatref import _certify_ball, errors_from_ball, ulp_of
     from symattn.floatref.rows import enclosures, rational_entry
 

@@ -2,8 +2,8 @@
 
 One ``_print_<ClassName>`` method per block and hand-form node of
 :mod:`symattn.document.blocks`.  Math nodes print to MathML fragments
-(:mod:`symattn.html.mathml`); blocks print to HTML and wrap their math in
-``<math>``; the document is wrapped in the page shell (:mod:`symattn.html.page`),
+(:mod:`symattn.document.support.mathml`); blocks print to HTML and wrap their math in
+``<math>``; the document is wrapped in the page shell (:mod:`symattn.document.support.page`),
 which needs no network and no JavaScript.  Every string from the problem
 (titles, token names) is escaped on its way out.
 """
@@ -13,11 +13,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from symattn.certify import CertifiedDecimal
+from symattn.numbers.certify import CertifiedDecimal
 from symattn.document import blocks as b
 from symattn.document.printers.base import Printer
-from symattn.html import mathml as m
-from symattn.html import page as pg
+from symattn.document.support import mathml as m
+from symattn.document.support import page as pg
 
 __all__ = ["HtmlPrinter", "print_html"]
 

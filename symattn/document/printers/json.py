@@ -16,10 +16,10 @@ from typing import Any
 
 import sympy
 
-from symattn.certify import CertifiedDecimal, Rounding
+from symattn.numbers.certify import CertifiedDecimal, Rounding
 from symattn.document.blocks import Block, Document, Math, Section, Summary
 from symattn.document.printers.base import Printer
-from symattn.engine import NEG_INF
+from symattn.numbers.masked import NEG_INF
 
 
 class JsonPrinter(Printer):

@@ -14,9 +14,9 @@ from symattn.document.blocks import (
     ProofLines, Table, Verdicts,
 )
 from symattn.document.printers.base import Printer, section_numbers
-from symattn.document.sympytext import latex_text
-from symattn.render.heatmap import heatmap
-from symattn.render.texutil import decimal_latex, matrix_latex, tex_escape
+from symattn.exact.sympytext import latex_text
+from symattn.document.support.heatmap import heatmap
+from symattn.document.support.texutil import decimal_latex, matrix_latex, tex_escape
 
 _RELATIONS = {"=": "=", "≈": r"\approx", "≤": r"\le", "≥": r"\ge", "→": r"\to"}
 

@@ -15,9 +15,9 @@ from symattn.document.blocks import (
     ProofLines, Report, Table, Verdicts,
 )
 from symattn.document.printers.base import Printer
-from symattn.document.sympytext import unicode_text
-from symattn.engine import NEG_INF
-from symattn.render.layout import grid, indent, side_by_side
+from symattn.exact.sympytext import unicode_text
+from symattn.numbers.masked import NEG_INF
+from symattn.document.support.layout import grid, indent, side_by_side
 
 WIDTH = 100   # prose wraps here; matrices and formulas are never broken
 

@@ -2,7 +2,7 @@
 
 Subclasses of the derivation's printers (so every math node and the embedded
 derivation print exactly as ``explain`` prints them), with one ``_print_<Block>``
-method per block of :mod:`symattn.document.build_worksheet`.
+method per block of :mod:`symattn.document.build.worksheet`.
 """
 
 from __future__ import annotations
@@ -10,15 +10,15 @@ from __future__ import annotations
 import re
 
 from symattn.document import blocks as b
-from symattn.document.build_worksheet import (
+from symattn.document.build.worksheet import (
     Derivation, Instruction, KeyAnswer, KeyValue, Question, SheetHeader, WrongAnswers,
 )
 from symattn.document.printers.base import section_numbers
 from symattn.document.printers.html import HtmlPrinter
 from symattn.document.printers.latex import LatexPrinter, display
-from symattn.html import mathml as m
-from symattn.html import page as pg
-from symattn.render.texutil import matrix_latex, tex_escape
+from symattn.document.support import mathml as m
+from symattn.document.support import page as pg
+from symattn.document.support.texutil import matrix_latex, tex_escape
 
 __all__ = ["WorksheetLatexPrinter", "WorksheetHtmlPrinter", "sheet_latex", "sheet_html",
            "ODD_PAGE", "combined_latex"]

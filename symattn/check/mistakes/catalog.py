@@ -1,0 +1,494 @@
+"""Named mistakes: each is the same engine run on a Problem with one named change.
+
+Why: a mistake is diagnosed by *reproducing* it exactly, never by a second
+implementation of attention.  Every variant here is a :class:`Problem` built
+from the base problem with one change and run through ``attend`` (or a
+documented view of such a trace), computed once per problem and reused for
+every figure and every student.
+
+========================  =====================================================
+code                      the change
+========================  =====================================================
+``unscaled``              scale c·(1/√d_k) becomes c: the √d_k is forgotten
+``scaled-by-d_k``         scale c/√d_k becomes c/d_k
+``transposed-scores``     K·Qᵀ instead of Q·Kᵀ: W_q and W_k swapped (or Q and K)
+``softmax-over-columns``  the weights of the transposed-scores trace, read
+                          transposed: a softmax down each column of the scores
+``scaled-after-softmax``  softmax(Q·Kᵀ)/√d_k: the unscaled trace's weights and
+                          output times the scale (a documented transformation)
+``e-as-2.7``              2.7^x for e^x: the scale times ln 2.7 (same engine)
+``values-from-keys``      K used where V belongs (W_v = W_k, or V = K)
+``transposed-output``     the output matrix read transposed (square outputs only)
+``wrong-step``            the answer is another step's value at the same place
+``early-rounding``        ``scaled`` or ``shifted`` rounded to k places before
+                          the softmax (a Problem whose Q is the rounded matrix,
+                          K the identity and scale 1); the exponentials rounded
+                          before the sum (round(exp)/Σ round(exp), rationals
+                          from the trace's exp values); or the weights rounded
+                          before the output: Σ_j round(w_ij)·V_jc, a product of
+                          trace values (the student's own arithmetic)
+``mask-after-softmax``    softmax over every key, then the blocked weights set
+                          to 0 without renormalising (the unmasked trace's
+                          weights, zeroed: a documented view of that trace)
+``masked-by-zero``        blocked scores set to 0 instead of −∞ (a Problem whose
+                          Q is the scores with 0 where blocked, K the identity,
+                          no mask)
+``window-off-by-one``     a sliding window of W + 1 keys (``q − kv ≤ W``, as
+                          attention-gym counts) or W − 1 keys
+``rope-layout``           RoPE with the other pairing (interleaved ↔ half)
+``rope-degrees``          RoPE angles read as degrees: every θ_i times π/180
+``rope-on-values``        V rotated too (by the key positions; d_v = d_k)
+``rope-query-only``       only Q rotated: the scores are Q_rot·Kᵀ
+``online-no-rescale``     online softmax (tiles) without the rescale factors
+                          e^(m_old − m_new); ``early-rounding`` also covers its
+                          exponentials rounded before the running sums
+                          (``symattn.check.mistakes.online``)
+``alibi-sign``            ALiBi's bias with the wrong sign, +slope·(i − j)
+``alibi-scaled``          ALiBi's bias added before the scaling (scaled too)
+``softcap-missing``       the soft-cap left out
+``sink-renormalized``     the sink dropped and the rest renormalised (plain softmax)
+``sink-kept``             the sink's weight left in the row (m + 1 weights; the
+                          checker reads such a figure against the sink-as-a-key
+                          trace; ``symattn.check.mistakes.logits``)
+========================  =====================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from fractions import Fraction
+from functools import cached_property
+from typing import Callable
+
+import sympy
+
+from symattn.numbers.certify import CertifiedDecimal, Rounding, certify
+from symattn.check.mistakes.logits import logit_variants
+from symattn.check.mistakes.rope import rope_variants
+from symattn.check.mistakes.online import online_mistakes
+from symattn.check.targets import Cell, Source, TargetSpec, resolve
+from symattn.exact.parser import Node
+from symattn.check.verdict import MistakeCell
+from symattn.errors import SymattnError
+from symattn.problem.problem import Problem
+from symattn.trace.trace import Trace, attend
+
+__all__ = ["Mistake", "Mistakes", "MISTAKE_CODES"]
+
+MISTAKE_CODES = ("unscaled", "scaled-by-d_k", "transposed-scores", "softmax-over-columns",
+                 "scaled-after-softmax", "e-as-2.7", "values-from-keys", "transposed-output",
+                 "wrong-step", "early-rounding", "mask-after-softmax", "masked-by-zero",
+                 "window-off-by-one", "online-no-rescale", "rope-layout", "rope-degrees",
+                 "rope-on-values", "rope-query-only", "alibi-sign", "alibi-scaled",
+                 "softcap-missing", "sink-renormalized", "sink-kept")
+
+_AFTER_SCORES = frozenset(("scaled", "masked", "shifted", "exp", "row_sum", "weights", "output"))
+_SOFTMAX = frozenset(("exp", "row_sum", "weights", "output"))
+_AFTER_MASK = frozenset(("masked", "shifted", "exp", "row_sum", "weights", "output"))
+_EARLY_PLACES = (2, 3)       # always tried, besides the places the figure is written at
+_MAX_EARLY_PLACES = 6
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """One named mistake: which steps it changes and the source to read them from."""
+
+    code: str
+    detail: str
+    steps: frozenset[str]
+    source: Source
+
+
+def _rebuild(p: Problem, **changes: object) -> Problem:
+    """The base problem with some keys changed (inputs as exact matrices)."""
+    keys: dict[str, object] = {k: m.to_sympy() for k, m in p.inputs.items()}
+    keys.update(tokens=list(p.tokens), key_tokens=list(p.key_tokens), scale=p.scale,
+                mask=_mask_rows(p), **p.variant_keys, rope=p.rope)
+    keys.update(changes)
+    return Problem(**keys)
+
+
+def _qk(trace: Trace) -> tuple[sympy.ImmutableMatrix, sympy.ImmutableMatrix]:
+    """The queries and keys whose dot products are the scores (the rotated ones with RoPE)."""
+    if trace.problem.rope is not None:
+        return trace.Q_rot.matrix, trace.K_rot.matrix
+    return trace.Q.matrix, trace.K.matrix
+
+
+def _mask_rows(p: Problem, transpose: bool = False) -> list[list[int]] | None:
+    if p.mask is None:
+        return None
+    m = p.mask.T if transpose else p.mask
+    return [[int(m[i, j]) for j in range(m.cols)] for i in range(m.rows)]
+
+
+def _direct(trace: Trace, Q: object, K: object, **changes: object) -> Problem:
+    """A Q, K, V problem from a trace's values (for changes below the projections)."""
+    p = trace.problem
+    keys: dict[str, object] = dict(Q=Q, K=K, V=trace.V.matrix, tokens=list(p.tokens),
+                                   key_tokens=list(p.key_tokens), scale=p.scale,
+                                   mask=_mask_rows(p), **p.variant_keys)
+    keys.update(changes)
+    return Problem(**keys)
+
+
+class _ScaledSource(Source):
+    """Some steps of a trace multiplied by a constant: softmax first, then the scale.
+
+    A documented transformation of trace values: softmax(Q·Kᵀ)·s is the unscaled
+    trace's weights times s, and its output is the unscaled output times s.
+    """
+
+    def __init__(self, trace: Trace, factor: sympy.Expr, steps: frozenset[str]) -> None:
+        super().__init__(trace)
+        self.factor, self.steps = factor, steps
+
+    def exact(self, name: str, i: int, j: int) -> sympy.Expr:
+        value = super().exact(name, i, j)
+        return self.factor * value if name in self.steps else value
+
+    def decimal(self, name: str, i: int, j: int, rounding: Rounding) -> CertifiedDecimal:
+        if name not in self.steps:
+            return super().decimal(name, i, j, rounding)
+        return certify(self.exact(name, i, j), rounding)
+
+
+class _RoundedExpSource(Source):
+    """The softmax finished by hand from exponentials rounded to k places.
+
+    row_sum = Σ_j round(exp_ij), weights = round(exp_ij) / row_sum, output =
+    weights·V: exact rationals from the trace's own ``exp`` values (the
+    student's arithmetic on rounded numbers), not a second softmax.
+    """
+
+    STEPS = frozenset(("row_sum", "weights", "output"))
+
+    def __init__(self, trace: Trace, places: int) -> None:
+        super().__init__(trace)
+        self.places = places
+        self._exp: list[list[Fraction]] | None = None
+
+    def _rounded(self, i: int) -> list[Fraction]:
+        if self._exp is None:
+            rows = self.trace.exp.decimals(Rounding(places=self.places))
+            self._exp = [[d.as_fraction() for d in row] for row in rows]
+        return self._exp[i]
+
+    def _value(self, name: str, i: int, j: int) -> Fraction | None:
+        row = self._rounded(i)
+        total = sum(row, Fraction(0))
+        if total == 0:
+            return None          # every exponential rounded to 0: no such student answer
+        if name == "row_sum":
+            return total
+        if name == "weights":
+            return row[j] / total
+        V = self.trace.V
+        if not V.is_rational:
+            return None          # surds in V: the hand product is not a rational; not modelled
+        return sum((w * V.fraction(k, j) for k, w in enumerate(row)), Fraction(0)) / total
+
+    def exact(self, name: str, i: int, j: int) -> sympy.Expr:
+        if name not in self.STEPS:
+            return super().exact(name, i, j)
+        value = self._value(name, i, j)
+        if value is None:
+            raise SymattnError(f"row {i}: rounded exponentials give no rational value here")
+        return sympy.Rational(value.numerator, value.denominator)
+
+    def decimal(self, name: str, i: int, j: int, rounding: Rounding) -> CertifiedDecimal:
+        if name not in self.STEPS:
+            return super().decimal(name, i, j, rounding)
+        value = self._value(name, i, j)
+        if value is None:
+            raise SymattnError(f"row {i}: rounded exponentials give no rational value here")
+        return certify(value, rounding)
+
+
+class _RoundedWeightsSource(Source):
+    """The output computed from weights rounded to k places: Σ_j round(w_ij)·V_jc.
+
+    A documented transformation of trace values (the student's own product of
+    rounded weights and V), not a second softmax: the weights come from the trace.
+    """
+
+    def __init__(self, trace: Trace, places: int) -> None:
+        super().__init__(trace)
+        self.places = places
+        self._rows: dict[int, list[sympy.Rational]] = {}
+
+    def _weights(self, i: int) -> list[sympy.Rational]:
+        if not self._rows:
+            for r, row in enumerate(self.trace.weights.decimals(Rounding(places=self.places))):
+                self._rows[r] = [sympy.Rational(d.mantissa, 10**-d.exponent) for d in row]
+        return self._rows[i]
+
+    def exact(self, name: str, i: int, j: int) -> sympy.Expr:
+        if name != "output":
+            return super().exact(name, i, j)
+        V = self.trace.V
+        return sympy.Add(*[w * V[k, j] for k, w in enumerate(self._weights(i))])
+
+    def decimal(self, name: str, i: int, j: int, rounding: Rounding) -> CertifiedDecimal:
+        if name != "output":
+            return super().decimal(name, i, j, rounding)
+        return certify(self.exact(name, i, j), rounding)
+
+
+class _ZeroedAfterSoftmaxSource(Source):
+    """Softmax over every key, then the blocked weights set to 0, not renormalised.
+
+    A documented view of the unmasked trace: weights[i, j] is its weight where the
+    base problem allows key j and 0 where it blocks it; output = Σ_j weights·V
+    (the rows now sum to less than 1).
+    """
+
+    STEPS = frozenset(("weights", "output"))
+
+    def __init__(self, unmasked: Trace, base: Trace) -> None:
+        super().__init__(unmasked)
+        self.base = base
+
+    def exact(self, name: str, i: int, j: int) -> sympy.Expr:
+        if name == "weights":
+            return self.trace.weights[i, j] if self.base.is_allowed(i, j) else sympy.S.Zero
+        if name == "output":
+            V, W = self.trace.V, self.trace.weights
+            return sympy.Add(*[W[i, k] * V[k, j] for k in range(self.trace.problem.m)
+                               if self.base.is_allowed(i, k)])
+        return super().exact(name, i, j)
+
+    def decimal(self, name: str, i: int, j: int, rounding: Rounding) -> CertifiedDecimal:
+        if name == "weights" and self.base.is_allowed(i, j):
+            return super().decimal(name, i, j, rounding)
+        if name in self.STEPS:
+            return certify(self.exact(name, i, j), rounding)
+        return super().decimal(name, i, j, rounding)
+
+
+class Mistakes:
+    """Every named mistake of one problem, built lazily and once."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        self.problem = trace.problem
+        self._early: dict[tuple[str, int], Mistake | None] = {}
+        self._cells: dict[tuple[str, str, str], list[Cell] | None] = {}
+        self._base = Source(trace)   # one for every target's wrong-step cells: its rows are
+        #                              certified once (a Source keeps the rows it certified)
+
+    # -- the fixed variants ------------------------------------------------------
+    def _attempt(self, build: Callable[[], Problem]) -> Trace | None:
+        try:
+            return attend(build())
+        except SymattnError:
+            return None    # the change is impossible for this problem (shapes, mask)
+        except (ArithmeticError, ValueError, RecursionError):
+            return None    # a variant that cannot be built explains nothing (never the figure's
+            #                fault: the figure is judged without it)
+
+    @cached_property
+    def _swapped(self) -> Trace | None:
+        p = self.problem
+        if p.projected and "X_kv" not in p.inputs:
+            return self._attempt(lambda: _rebuild(p, W_q=p.W_k, W_k=p.W_q))
+        if p.n != p.m:
+            return None
+        t = self.trace
+        Q, K = _qk(t)
+        return self._attempt(lambda: _direct(t, K, Q,
+                                             tokens=list(p.key_tokens), key_tokens=list(p.tokens)))
+
+    @cached_property
+    def _column_softmax(self) -> Trace | None:
+        p = self.problem
+        t = self.trace
+        Q, K = _qk(t)
+        return self._attempt(lambda: _direct(t, K, Q, tokens=list(p.key_tokens),
+                                             key_tokens=list(p.tokens),
+                                             mask=_mask_rows(p, transpose=True)))
+
+    @cached_property
+    def fixed(self) -> list[Mistake]:
+        """The mistakes that do not depend on the figure's precision (where possible)."""
+        p = self.problem
+        root = sympy.sqrt(p.d_k)
+        c = p.scale * root          # the scale is c/√d_k: c is the sharpness (1 by default)
+        out: list[Mistake] = []
+        unscaled = None
+        # c = scale·√d_k and c/d_k = scale/√d_k equal the scale only when d_k = 1 or the scale
+        # is 0: decided here, not by sympy.simplify (60 ms a problem, most of a Checker's cost)
+        same_scale = p.d_k == 1 or p.scale.is_zero is True
+        for code, detail, scale in (("unscaled", "no division by √d_k", c),
+                                    ("scaled-by-d_k", f"divided by d_k = {p.d_k}, not √d_k",
+                                     c / p.d_k)):
+            if same_scale:
+                continue
+            trace = self._attempt(lambda s=scale: _rebuild(p, scale=s))
+            if trace is not None:
+                out.append(Mistake(code, detail, _AFTER_SCORES, Source(trace)))
+                unscaled = trace if code == "unscaled" else unscaled
+        if self._swapped is not None:
+            out.append(Mistake("transposed-scores", "K·Qᵀ instead of Q·Kᵀ, or W_q and W_k swapped",
+                               frozenset(("scores", *_AFTER_SCORES)), Source(self._swapped)))
+        if self._column_softmax is not None:
+            out.append(Mistake("softmax-over-columns", "each column sums to 1, not each row",
+                               frozenset(("weights",)),
+                               Source(self._column_softmax, frozenset(("weights",)))))
+        if unscaled is not None:
+            out.append(Mistake("scaled-after-softmax", "softmax(Q·Kᵀ) divided by √d_k",
+                               frozenset(("weights", "output")),
+                               _ScaledSource(unscaled, p.scale / c, frozenset(("weights", "output")))))
+        e_trace = self._attempt(lambda: _rebuild(p, scale=p.scale * sympy.log(sympy.Rational(27, 10))))
+        if e_trace is not None:
+            out.append(Mistake("e-as-2.7", "powers of 2.7 instead of e", _SOFTMAX,
+                               Source(e_trace)))
+        values = self._values_from_keys()
+        if values is not None:
+            out.append(Mistake("values-from-keys", "K used where V belongs", frozenset(("output",)),
+                               Source(values)))
+        out += self._mask_mistakes()
+        out += [Mistake(code, detail, steps, Source(trace))
+                for code, detail, steps, trace in rope_variants(self.trace, self._attempt)]
+        out += [Mistake(code, detail, steps, Source(trace))
+                for code, detail, steps, trace in logit_variants(self.trace, self._attempt)]
+        out += [Mistake(*found) for found in online_mistakes(self.trace, [])]
+        if p.n == p.d_v:
+            out.append(Mistake("transposed-output", "the output matrix transposed",
+                               frozenset(("output",)), Source(self.trace, frozenset(("output",)))))
+        return out
+
+    def _mask_mistakes(self) -> list[Mistake]:
+        """The mask applied wrongly: after the softmax, by a 0 score, or a window off by one."""
+        p, t = self.problem, self.trace
+        if p.mask is None:
+            return []
+        out: list[Mistake] = []
+        unmasked = self._attempt(lambda: _rebuild(p, mask=None))
+        if unmasked is not None:
+            out.append(Mistake("mask-after-softmax",
+                               "softmax over every key, then blocked weights set to 0 "
+                               "without renormalising", _ZeroedAfterSoftmaxSource.STEPS,
+                               _ZeroedAfterSoftmaxSource(unmasked, t)))
+        scores = t.scores.matrix
+        zeroed = sympy.Matrix([[scores[i, j] if t.is_allowed(i, j) else 0 for j in range(p.m)]
+                               for i in range(p.n)])
+        by_zero = self._attempt(lambda: _direct(t, zeroed, sympy.eye(p.m), mask=None))
+        if by_zero is not None:
+            out.append(Mistake("masked-by-zero", "blocked scores set to 0 instead of −∞",
+                               frozenset(("shifted", *_SOFTMAX)), Source(by_zero)))
+        if p.window is not None:
+            width, causal = p.window
+            for other in (width + 1, width - 1):
+                if other < 1:
+                    continue
+                trace = self._attempt(lambda w=other: _rebuild(p, mask={"window": w, "causal": causal}))
+                if trace is not None:
+                    out.append(Mistake("window-off-by-one",
+                                       f"a window of {other} key{'s' if other != 1 else ''} instead of {width}",
+                                       _AFTER_MASK, Source(trace)))
+        return out
+
+    def _values_from_keys(self) -> Trace | None:
+        p, t = self.problem, self.trace
+        if p.d_k != p.d_v:
+            return None
+        if p.projected:
+            return self._attempt(lambda: _rebuild(p, W_v=p.W_k))
+        return self._attempt(lambda: _direct(t, *_qk(t), V=t.K.matrix))
+
+    # -- early rounding ---------------------------------------------------------------
+    def early(self, step: str, places: int) -> Mistake | None:
+        key = (step, places)
+        if key not in self._early:
+            self._early[key] = self._build_early(step, places)
+        return self._early[key]
+
+    def _build_early(self, step: str, places: int) -> Mistake | None:
+        t, p = self.trace, self.problem
+        detail = f"{step} rounded to {places} place{'s' if places != 1 else ''} first"
+        if step == "weights":
+            return Mistake("early-rounding", detail, frozenset(("output",)),
+                           _RoundedWeightsSource(t, places))
+        if step == "exp":
+            return Mistake("early-rounding", detail, _RoundedExpSource.STEPS,
+                           _RoundedExpSource(t, places))
+        rounding = Rounding(places=places)
+        rows = []
+        for i, row in enumerate(t.step(step).decimals(rounding)):
+            rows.append([sympy.Rational(d.mantissa, 10**-d.exponent)
+                         if t.is_allowed(i, j) else 0 for j, d in enumerate(row)])
+        identity = sympy.eye(p.m)
+        trace = self._attempt(lambda: _direct(t, sympy.Matrix(rows), identity, scale=1))
+        if trace is None:
+            return None
+        later = {"scaled": frozenset(("shifted", *_SOFTMAX)), "shifted": _SOFTMAX}[step]
+        return Mistake("early-rounding", detail, later, Source(trace))
+
+    def early_for(self, places: int | None) -> list[Mistake]:
+        ks = set(_EARLY_PLACES)
+        if places is not None and 1 <= places <= _MAX_EARLY_PLACES:
+            ks.add(places)
+        out = []
+        for k in sorted(ks):
+            for step in ("scaled", "shifted", "exp", "weights"):
+                m = self.early(step, k)
+                if m is not None:
+                    out.append(m)
+            if ("online", k) not in self._early:     # the running sums' exponentials rounded
+                found = online_mistakes(self.trace, [k])[1:]
+                self._early[("online", k)] = Mistake(*found[0]) if found else None
+            if self._early[("online", k)] is not None:
+                out.append(self._early[("online", k)])
+        return out
+
+    # -- cells of a target ----------------------------------------------------------
+    def _resolve(self, key: str, mistake: Mistake, spec: TargetSpec,
+                 shape: tuple[int, int]) -> list[Cell] | None:
+        cache_key = (key, mistake.detail, spec.text)
+        if cache_key not in self._cells:
+            try:
+                got_shape, cells = resolve(spec, mistake.source)
+                self._cells[cache_key] = cells if got_shape == shape else None
+            except (SymattnError, ArithmeticError, ValueError, RecursionError):
+                self._cells[cache_key] = None    # the target means nothing in this variant
+        return self._cells[cache_key]
+
+    def cells(self, spec: TargetSpec, shape: tuple[int, int],
+              places: int | None, codes: frozenset[str] | None = None) -> list[list[MistakeCell]]:
+        """For each cell of the target, the mistakes' values there (in report order).
+        ``codes``: only these mistakes (the others' variants are not even built)."""
+        per_cell: list[list[MistakeCell]] = [[] for _ in range(shape[0] * shape[1])]
+        names = spec.steps()
+        only_early = codes is not None and codes <= {"early-rounding"}
+        candidates = [*([] if only_early else self.fixed), *self.early_for(places)]
+        for mistake in candidates:
+            if not names & mistake.steps or codes is not None and mistake.code not in codes:
+                continue
+            cells = self._resolve(mistake.code, mistake, spec, shape)
+            if cells is not None:
+                for k, cell in enumerate(cells):
+                    per_cell[k].append(MistakeCell(mistake.code, mistake.detail, cell))
+        ref = spec.step_ref
+        if ref is not None and (codes is None or "wrong-step" in codes):
+            self._wrong_steps(spec, ref[0], shape, per_cell)
+        return per_cell
+
+    def _wrong_steps(self, spec: TargetSpec, name: str, shape: tuple[int, int],
+                     per_cell: list[list[MistakeCell]]) -> None:
+        base = self._base
+        target_shape = base.shape(name) if base.has(name) else None
+        for other in self.trace.step_names:
+            if other == name or base.shape(other) != target_shape:
+                continue
+            other_spec = TargetSpec(spec.text, _renamed(spec, other))
+            cells = self._resolve("wrong-step", Mistake("wrong-step", f"the {other} step",
+                                                        frozenset(), base), other_spec, shape)
+            if cells is not None:
+                for k, cell in enumerate(cells):
+                    per_cell[k].append(MistakeCell("wrong-step", f"{other} given for {name}", cell))
+
+
+def _renamed(spec: TargetSpec, other: str) -> Node:
+    """The same (indexed) step reference, naming another step."""
+    return replace(spec.node, name=other)

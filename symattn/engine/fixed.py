@@ -1,0 +1,226 @@
+"""Certified decimals of exp, row_sum, weights and output from fixed-point integers.
+
+The fast path of :mod:`symattn.trace.stepcert` for problems whose scores are
+integers over one denominator and whose scale is rational (every problem
+typed in decimals).  The engine gives each row's exponentials as integers
+E_j with E_j ≤ e_j·2^F < E_j + 1, and the row sum's S and term count k with
+S ≤ s·2^F < S + k (:meth:`symattn.engine.engine.Engine.fixed_exps`).  Everything
+after that is integer arithmetic with a proved error bound, so a whole
+512 × 512 step costs one multiplication and one division per entry instead
+of an arb division and a binary-to-decimal conversion (and the output is one
+fmpz matrix product).
+
+**Ratios: weights, exp, row_sum.**  Each is x = a/d with a known to lie in
+[A, A + α) and d in [D, D + δ) (integers): a weight is e_j/s (A = E_j, α = 1,
+D = S, δ = k), an exponential e_j·2^F/2^F (δ = 0), the row sum s·2^F/2^F
+(A = S, α = k, δ = 0).  x lies in [A/(D + δ), (A + α)/D], so
+|x − A/D| ≤ (A/D)·max(α/A, δ/D) ≤ (A/D)·2^−B when A ≥ α·2^B and D ≥ δ·2^B.
+Scaled by 10^K, with q = ⌊A·10^K/D⌋ < 2^(B−3): x·10^K lies within
+(q + 1)·2^−B < 1/8 of [q, q + 1), so in [q − 2, q + 2].  Entries that miss a
+condition are left to the arb path.  A tiny weight or exponential (E_j with
+few bits) is taken from its finer floor M_j = ⌊e_j·2^(F+s)⌋ instead: A = M_j,
+D = S·2^s, δ = k·2^s, the same conditions.
+
+**Output.**  o_c = Σ_j e_j·N_jc / (s·den) with V = N/den.  With the exact
+integer T_c = Σ_j E_j·N_jc and A_c = Σ_j |N_jc| over the allowed keys,
+s·2^F·den·o_c lies within A_c of T_c.  So with D = S·den and
+q = ⌊|T_c|·10^K/D⌋: |o_c|·10^K lies within ⌈A_c·10^K/D⌉ + 2 of q (taken as
+the power of two its bit lengths bound, no division; the denominator's error
+adds (q + 1)·k/S < 1 under the same conditions).
+
+Each enclosure is rounded by :func:`symattn.numbers.certify.judge_enclosure`, the
+same integer test the arb path uses (its common case inlined); an enclosure
+that straddles a rounding boundary is left to the arb path, and so is an
+output whose enclosure holds its own rounded decimal unless the engine's
+Lindemann–Weierstrass test proves it transcendental.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import flint
+
+from symattn.numbers.certify import CertifiedDecimal, Rounding, _new_decimal, _p10, judge_enclosure
+from symattn.engine.engine import Engine, FixedRow
+
+#: the fast path serves roundings to at most this many significant digits (the
+#: arb path is as fast above: the integers grow as the balls do)
+MAX_FAST_DIGITS = 300
+_GUARD_DIGITS = 4          # q has about digits + 4 digits
+_LOG2_10 = math.log2(10)
+
+
+def fixed_point_decimals(engine: Engine, step: str, rounding: Rounding,
+                         pending: dict[int, list[int]]) -> dict[int, dict[int, CertifiedDecimal]]:
+    """The entries of ``pending`` ({row: [columns]}) of exp, row_sum, weights or output that
+    the fixed point decides; the caller takes the rest to the arb path."""
+    digits = rounding.digits
+    if step not in _STEPS or digits is None or digits > MAX_FAST_DIGITS:
+        return {}
+    if step == "output" and not engine.V.is_rational:
+        return {}
+    b, f = working_bits(digits, engine.m)
+    engine.prepare_fixed(pending, f, b + 8)
+    rows = {}
+    for i in pending:
+        row = engine.fixed_exps(i, f, b + 8)
+        # a fully tied row is rational (1/k, k): the exact path rounds it, never this one
+        if row is not None and row.total >= row.terms << b and not engine.softmax_is_rational(i):
+            rows[i] = row
+    if not rows:
+        return {}
+    if step == "output":
+        return _outputs(engine, rows, pending, b, f, rounding)
+    if step == "weights":
+        return {i: _ratios(row.exps, pending[i], 1, row.total, row.terms, b, rounding, row.fine)
+                for i, row in rows.items()}
+    if step == "exp":                   # e^0 = 1 exactly (E = 2^F only there): not here
+        unit = 1 << f
+        return {i: _ratios(row.exps, [j for j in pending[i] if row.exps[j] != unit], 1, unit, 0, b,
+                           rounding, row.fine) for i, row in rows.items()}
+    return {i: _ratios([row.total], pending[i], row.terms, 1 << f, 0, b, rounding, {})
+            for i, row in rows.items()}
+
+
+_STEPS = frozenset(("exp", "row_sum", "weights", "output"))
+
+
+def working_bits(digits: int, keys: int) -> tuple[int, int]:
+    """(B, F) for a rounding to ``digits`` digits of rows of ``keys`` keys: q < 2^(B−3)
+    holds q's digits + guard + 2 digits, and F leaves 2^B and 128 bits more per term of S
+    (weights down to about 2^−128 stay on the fixed point)."""
+    b = math.ceil((digits + _GUARD_DIGITS + 2) * _LOG2_10) + 4
+    return b, b + max(1, keys).bit_length() + 128
+
+
+def _ratios(numerators: list[int], cols: list[int], spread: int, total: int, terms: int, b: int,
+            rounding: Rounding, fine: dict[int, tuple[int, int]]) -> dict[int, CertifiedDecimal]:
+    """numerators[j]/total for j in cols, each numerator within [A, A + spread) and the
+    denominator within [total, total + terms) (see the module docstring); a numerator too
+    short for that is taken from ``fine`` when it is there: (M, s), the same value in
+    units 2^s times smaller."""
+    digits, exps = rounding.digits, numerators
+    want = digits + _GUARD_DIGITS
+    total_bits, least, q_bits = total.bit_length(), spread << b, b - 3
+    pow10 = _powers_of_ten(want + (total_bits * 1233 >> 12) + 2)   # K ≤ want + log10 D + 1
+    low, high = pow10[digits - 1], pow10[digits]
+    new, cls = _new_decimal, CertifiedDecimal
+    out = {}
+    for j in cols:
+        e = exps[j]
+        if e < least:
+            if j in fine:
+                decided = _tiny_ratio(*fine[j], spread, total, b, rounding)
+                if decided is not None:
+                    out[j] = decided
+            continue
+        # K so that q has about `want` digits (K ≥ want when A ≤ D); 1233/4096 ≈ log10 2
+        k = want - (((e.bit_length() - total_bits) * 1233) >> 12)
+        if k < 0:                                         # a row sum over 10^want: arb
+            continue
+        q = e * pow10[k] // total
+        n = q.bit_length()
+        if n > q_bits:
+            continue
+        # the rounding of [q − 2, q + 2]·10^−K, inlined: q's digits (n or n + 1), the
+        # rounding unit, the nearest multiple m, and both ends inside m's cell
+        n = ((n - 1) * 1233 >> 12) + 1
+        if q >= pow10[n]:
+            n += 1
+        unit = pow10[n - digits]
+        m, r = divmod(q, unit)
+        if 2 * r >= unit:
+            m, r = m + 1, r - unit                        # q = m·unit + r, |r| ≤ unit/2
+        if low < m < high and 2 * r - 4 >= -unit and 2 * r + 4 < unit:
+            out[j] = new(cls, (m, n - digits - k, False, rounding))
+        else:                                             # a decade's edge: the general test
+            decided = judge_enclosure(q, 2, -k, rounding)
+            if decided is not None:
+                out[j] = decided
+    return out
+
+
+def _outputs(engine: Engine, rows: dict[int, FixedRow], pending: dict[int, list[int]], b: int,
+             f: int, rounding: Rounding) -> dict[int, dict[int, CertifiedDecimal]]:
+    numerators, den = engine.V.rational.numer_denom()
+    den = int(den)
+    order = list(rows)
+    products = (flint.fmpz_mat([engine.fixed_exps_fmpz(i, f, b + 8) for i in order]) * numerators).tolist()
+    # Σ_j |N_jc| over every key bounds the sum over a row's allowed keys
+    spread_bits = [sum(abs(int(x)) for x in column).bit_length()
+                   for column in numerators.transpose().tolist()]
+    digits = rounding.digits
+    want, q_bits = digits + _GUARD_DIGITS, b - 3
+    pow10 = _powers_of_ten(2 * want + 64)
+    low, high = pow10[digits - 1], pow10[digits]
+    new, cls = _new_decimal, CertifiedDecimal
+    out: dict[int, dict[int, CertifiedDecimal]] = {}
+    for i, row in zip(order, products):
+        d = rows[i].total * den
+        d_bits = d.bit_length()
+        decided_row = out[i] = {}
+        for c in pending[i]:
+            t = int(row[c])
+            a = abs(t)
+            k = want - (((a.bit_length() - d_bits) * 1233) >> 12)
+            if t == 0 or not 0 <= k < len(pow10):    # |o| ≥ 10^want (huge V) or tiny: arb
+                continue
+            scale = pow10[k]
+            q = a * scale // d
+            if q.bit_length() > q_bits:
+                continue
+            # ⌈A_c·10^K/D⌉ + 2, bounded by bit lengths (no division): A_c·10^K < 2^(a + k),
+            # D ≥ 2^(d − 1)
+            rad = (1 << max(0, spread_bits[c] + scale.bit_length() - d_bits + 1)) + 2
+            # the rounding of [q − rad, q + rad]·10^−K as in _weights, and the gap r
+            # between q and its rounded decimal m·unit
+            n = ((q.bit_length() - 1) * 1233 >> 12) + 1
+            if q >= pow10[n]:
+                n += 1
+            if n <= digits:
+                continue
+            unit = pow10[n - digits]
+            m, r = divmod(q, unit)
+            if 2 * r >= unit:
+                m, r = m + 1, r - unit
+            if low < m < high and 2 * (r - rad) >= -unit and 2 * (r + rad) < unit:
+                decided = new(cls, (-m if t < 0 else m, n - digits - k, False, rounding))
+            else:                                         # a decade's edge: the general test
+                decided = judge_enclosure(-q if t < 0 else q, rad, -k, rounding)
+                if decided is None or decided.exponent + k < 0:
+                    continue
+                r = q - abs(decided.mantissa) * pow10[decided.exponent + k]
+            if -rad <= r <= rad and not (engine.algebraic and engine.algebraic_value("output", i, c) is None):
+                # the enclosure holds its own decimal, and the output may be exactly it (a
+                # constant value column): the arb path settles those.  When it is proved
+                # transcendental (Lindemann–Weierstrass), the rounding stands as inexact.
+                continue
+            decided_row[c] = decided
+    return out
+
+
+def _tiny_ratio(fine: int, shift: int, spread: int, total: int, b: int,
+                rounding: Rounding) -> CertifiedDecimal | None:
+    """One ratio whose numerator lies in [M, M + spread)/2^s (a tiny weight or exponential):
+    the same bound with A = M, D = total·2^s, δ = terms·2^s, so D ≥ δ·2^B holds as before,
+    and q = ⌊M·10^K/(total·2^s)⌋ = ⌊⌊M·10^K/2^s⌋/total⌋ (floors of floors)."""
+    if fine < spread << b:
+        return None
+    k = rounding.digits + _GUARD_DIGITS - (((fine.bit_length() - shift - total.bit_length()) * 1233) >> 12)
+    if k < 0:
+        return None
+    q = ((fine * _p10(k)) >> shift) // total
+    if q.bit_length() > b - 3:
+        return None
+    return judge_enclosure(q, 2, -k, rounding)
+
+
+@lru_cache(maxsize=16)
+def _powers_of_ten(top: int) -> tuple[int, ...]:
+    """10^0 … 10^top (an index in the hot loop; one table per size, shared by the rows)."""
+    powers = [1]
+    for _ in range(top):
+        powers.append(powers[-1] * 10)
+    return tuple(powers)

@@ -1,1 +1,0 @@
-"""HTML output: MathML Core for the math, one self-contained page for the document."""

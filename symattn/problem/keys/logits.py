@@ -1,0 +1,126 @@
+"""ALiBi and soft-capping: the problem keys that change the softmax's logits.
+
+Plain attention takes the softmax of ``scaled = scale · scores``.  Two keys
+add steps between the scaled scores and the softmax (the *logits* are the
+last of them):
+
+* ``alibi = { slope = "1/4" }`` (Press et al., *Train Short, Test Long*,
+  2022): ``bias[i, j] = −slope · (i − j)`` and ``biased = scaled + bias``.
+  Query i sits at position i and key j at position j (also in
+  cross-attention, m ≠ n: both sequences count from 0, as the top-left
+  causal mask does).  The paper uses it with a causal mask; without one the
+  same formula holds for every key, so a future key gets
+  ``+slope · (j − i)``: exactly the weights of the reference code's and
+  BLOOM's ``slope · j`` (they differ by −slope·i per row, which the softmax
+  cancels).  ``symmetric = true`` gives ``−slope · |i − j|`` (encoders).
+* ``softcap = c`` (Gemma 2): ``capped = c · tanh(logit / c)``, after the bias
+  when both are present.  tanh is increasing, so the row maximum and the tied
+  keys are those of the logits before the cap (decided exactly there).
+
+This module validates the two keys and says what each entry is exactly;
+the engine (``symattn.engine.engine``) computes with them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import flint
+import sympy
+
+from symattn.errors import ProblemError
+from symattn.exact.coerce import to_exact
+from symattn.problem.matrix import _plain_scalar, check_magnitude, check_symbols
+
+ALIBI_KEYS = ("slope", "symmetric")
+
+
+@dataclass(frozen=True)
+class Alibi:
+    """ALiBi's linear bias: ``−slope·(i − j)``, or ``−slope·|i − j|`` when symmetric."""
+
+    slope: sympy.Expr
+    symmetric: bool = False
+
+    def distance(self, i: int, j: int) -> int:
+        """The factor the slope multiplies: i − j, or |i − j| when symmetric."""
+        return abs(i - j) if self.symmetric else i - j
+
+    def bias(self, i: int, j: int) -> sympy.Expr:
+        return -self.slope * self.distance(i, j)
+
+    @property
+    def value(self) -> dict:
+        """As ``Problem(alibi=...)`` takes it."""
+        return {"slope": self.slope, "symmetric": self.symmetric}
+
+    @property
+    def slope_rational(self) -> flint.fmpq | None:
+        return flint.fmpq(int(self.slope.p), int(self.slope.q)) if self.slope.is_Rational else None
+
+
+def _number(value: object, where: str, symbols: bool | Sequence[str], example: str) -> sympy.Expr:
+    """One exact real number (through the safe parser for text), bounded in size."""
+    value = _plain_scalar(value)
+    if isinstance(value, (Mapping, list, tuple)) or value is None:
+        raise ProblemError(f"{where} is {value!r}: give one number such as {example}")
+    exact = to_exact(value, where=where, symbols=bool(symbols) or isinstance(value, sympy.Basic))
+    if not isinstance(value, sympy.Basic):
+        check_symbols(exact, where, symbols)
+    if exact.is_real is False or exact.has(sympy.zoo, sympy.oo, sympy.nan):
+        raise ProblemError(f"{where} is {exact}, which is not a real number: give a number such "
+                           f"as {example}")
+    check_magnitude(flint.fmpq(int(exact.p), int(exact.q)) if exact.is_Rational else exact, where)
+    return exact
+
+
+def _positive(exact: sympy.Expr, where: str, why: str) -> None:
+    """Refuse a number that is not > 0 (decided exactly; symbols are not decided here)."""
+    if exact.free_symbols:
+        return
+    from symattn.numbers.compare import sign
+
+    if sign(exact) <= 0:
+        raise ProblemError(f"{where} is {exact}: {why}")
+
+
+def read_alibi(value: object, symbols: bool | Sequence[str]) -> Alibi | None:
+    """``{slope = "1/4"}`` or ``{slope = ..., symmetric = true}`` (a bare number is the slope)."""
+    if value is None or value is False:
+        return None
+    if isinstance(value, Alibi):   # built in Python (the alibi-sign mistake flips its slope)
+        return value
+    if not isinstance(value, Mapping):
+        value = {"slope": value}
+    unknown = [k for k in value if k not in ALIBI_KEYS]
+    if unknown:
+        raise ProblemError(f"alibi has the unknown key {str(unknown[0])!r}: ALiBi is "
+                           "alibi = { slope = \"1/4\" } or { slope = \"1/4\", symmetric = true }")
+    if "slope" not in value:
+        raise ProblemError("alibi has no slope: give alibi = { slope = \"1/4\" } (the paper's "
+                           "slopes are 2^(-8h/H) for head h of H)")
+    slope = _number(value["slope"], "alibi slope", symbols, "\"1/4\" or \"2^(-1)\"")
+    _positive(slope, "alibi slope", "give a slope > 0 (the bias is −slope·(i − j), so a "
+                                    "farther key gets less; the paper's slopes are 2^(-8h/H))")
+    symmetric = value.get("symmetric", False)
+    if not isinstance(symmetric, bool):
+        raise ProblemError(f"alibi symmetric is {symmetric!r}: use true or false")
+    return Alibi(slope, symmetric)
+
+
+def read_softcap(value: object) -> sympy.Expr | None:
+    """The cap c > 0 of ``capped = c·tanh(logit / c)`` (a number: its sign must be known)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise ProblemError(f"softcap is {value!r}: give the cap as a number c > 0 such as 50")
+    cap = _number(value, "softcap", (), "50 or \"30\"")
+    _positive(cap, "softcap", "give a cap c > 0 (capped = c·tanh(logit / c) lies in (−c, c); "
+                              "Gemma 2 uses 50)")
+    return cap
+
+
+def capped(cap: sympy.Expr, logit: sympy.Expr) -> sympy.Expr:
+    """c·tanh(logit / c), exactly (0 stays 0)."""
+    return cap * sympy.tanh(logit / cap)

@@ -1,1 +1,0 @@
-"""Views of a Trace: terminal text, JSON (and LaTeX later).  Views never recompute."""

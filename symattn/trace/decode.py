@@ -1,0 +1,299 @@
+"""KV-cache decoding as steps of the one Trace.
+
+``decode = { prefill = P }``: the first P tokens are the prompt (prefilled, their
+keys and values cached); every later token t (P ≤ t < n) is one decode step that
+projects only its own row x_t into q_t, k_t, v_t, appends k_t and v_t to the
+caches and attends from q_t over the cache:
+
+    decode_t_q, decode_t_k, decode_t_v       1 × d      the new token's projections
+    decode_t_K_cache, decode_t_V_cache       L_t × d    the caches after appending
+    decode_t_scores                          1 × L_t    q_t · K_cacheᵀ
+    decode_t_logits                          1 × L_t    with ALiBi or a soft-cap only
+    decode_t_weights                         1 × L_t    softmax of the logits
+    decode_t_output                          1 × d_v    weights · V_cache
+    decode_work                              1 × 5      the work counts (below), one step
+
+Step names are plain identifiers so ``check`` targets address them
+(``decode_4_weights[0, cats]``).  Decoding is causal by construction (a token
+attends to itself and the tokens before it), so the key implies
+``mask = "causal"``: L_t = t + 1.  With a causal sliding window
+``mask = { window = W }`` the cache is Mistral's rolling buffer: it keeps only the
+last W keys and values, so L_t = min(t + 1, W) and the cache shown is the one after
+eviction (keys t − W + 1..t).  The plain steps beside the decode steps are the
+no-cache reference: full attention with the same mask.  Fact
+``kv-cache-equals-causal-row``: each decode step's weights and output equal row t
+of it.  It needs self-attention from X (the cache holds the projected keys and
+values of the same sequence).
+
+The other variant keys act on each step as on row t of full attention: ALiBi's
+bias −slope·(t − j) uses the absolute positions of the query (t) and of each cached
+key (j), not the key's slot in the buffer; a soft-cap caps those logits; a sink
+logit s adds e^(s − max) to the step's denominator.
+
+The work counts (:func:`work_counts`) are exact integers from the sizes; they
+count the decode steps only (the prompt is projected and scored the same way
+with or without the cache).  The step ``decode_work`` holds them as one row
+(columns :data:`WORK_COLUMNS`), so a worksheet can ask for them and ``check``
+can check them (``decode_work[work, dots_cached]``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+import sympy
+
+from symattn.numbers.compare import sign
+from symattn.errors import ProblemError
+from symattn.problem.keys.logits import capped
+from symattn.trace.stepnumbers import ExactNumbers
+
+if TYPE_CHECKING:
+    from symattn.problem.problem import Problem
+    from symattn.trace.trace import Trace
+
+_PARTS = ("q", "k", "v", "K_cache", "V_cache", "scores", "logits", "weights", "output")
+WORK_STEP = "decode_work"
+#: The columns of ``decode_work``: projected rows and score dot products with and without the
+#: cache, and the numbers the cache holds at the end (per layer and head)
+WORK_COLUMNS = ("rows_cached", "rows_recomputed", "dots_cached", "dots_recomputed", "cache_elements")
+
+
+def parse_decode(value: object, problem: "Problem", mask: object) -> int:
+    """The prompt length P of ``decode = { prefill = P }`` (checked against the problem)."""
+    if not isinstance(value, Mapping):
+        raise ProblemError(f"decode is {value!r}: write decode = {{ prefill = P }} (the first P "
+                           "tokens are the prompt)")
+    unknown = [k for k in value if k != "prefill"]
+    if unknown:
+        raise ProblemError(f"decode has the unknown key {str(unknown[0])!r}: write "
+                           "decode = { prefill = P }")
+    P = value.get("prefill")
+    if isinstance(P, bool) or not isinstance(P, int) or P < 1:
+        raise ProblemError(f"decode prefill is {P!r}: give the prompt length as a whole number "
+                           "P ≥ 1 (the first P tokens are prefilled)")
+    if "X" not in problem.inputs:
+        raise ProblemError("decode needs self-attention from X (with W_q, W_k, W_v): the cache holds "
+                           "the keys and values projected from the tokens decoded so far")
+    if "X_kv" in problem.inputs:
+        raise ProblemError("decode works on self-attention: remove X_kv (a KV cache appends the "
+                           "new token's own key and value)")
+    if P >= problem.n:
+        raise ProblemError(f"decode prefill is {P} but there are {problem.n} tokens: nothing is left "
+                           f"to decode; use a prefill below {problem.n}")
+    if isinstance(mask, Mapping):
+        if mask.get("causal", True) is False:
+            raise ProblemError("decode with a sliding window needs the causal one (a new token sees "
+                               "only the cache and itself): remove causal = false")
+    elif not (mask is None or (isinstance(mask, str) and mask.strip().lower() == "causal")
+              or causal_window_width(mask, problem.n) is not None):
+        raise ProblemError("decode is causal attention (each new token sees the cache and itself): "
+                           "remove the mask, or write mask = \"causal\" or a sliding window "
+                           "mask = { window = W }")
+    if problem.free_symbols:
+        raise ProblemError("decode needs numbers: each step's maximum must be decided, and symbols "
+                           "leave it open; substitute values first (problem.subs)")
+    return P
+
+
+def causal_window_width(mask: object, n: int) -> int | None:
+    """W when a 0/1 matrix (as a rebuilt problem passes it) is the causal band i − W < j ≤ i
+    (W = n: the causal mask), else None."""
+    try:
+        rows = [[int(x) for x in r] for r in mask]   # type: ignore[union-attr]
+    except (TypeError, ValueError):
+        return None
+    if len(rows) != n or any(len(r) != n for r in rows):
+        return None
+    width = sum(rows[-1])
+    if width < 1 or any(r[j] != (1 if i - width < j <= i else 0)
+                        for i, r in enumerate(rows) for j in range(n)):
+        return None
+    return width
+
+
+def cache_keys(problem: "Problem", t: int) -> tuple[int, ...]:
+    """The keys in the cache at decode step t, after eviction: 0..t, or the last W of them."""
+    return tuple(j for j in range(problem.n) if problem.mask[t, j])
+
+
+@dataclass(frozen=True)
+class WorkCounts:
+    """What a course counts for the decode steps t = P..n−1, with and without the cache."""
+
+    prefill: int
+    tokens: int                                    # n
+    projection_rows_with_cache: int                # 3 per step: q, k, v of the new token
+    projection_rows_without_cache: int             # Σ 3(t + 1): every row projected again
+    score_interactions_with_cache: int             # Σ L_t: the new query against the cache
+    score_interactions_without_cache: int          # Σ (t + 1)²: the whole score matrix again
+    cache_elements: int                            # min(n, W)·(d_k + d_v) per layer and head
+    cache_elements_per_step: tuple[int, ...]       # L_t·(d_k + d_v) after each step
+    window: int | None = None                      # W of a rolling buffer (None: causal)
+
+    @property
+    def steps(self) -> int:
+        return self.tokens - self.prefill
+
+    @property
+    def row(self) -> tuple[int, ...]:
+        """The counts in the order of :data:`WORK_COLUMNS` (the step ``decode_work``)."""
+        return (self.projection_rows_with_cache, self.projection_rows_without_cache,
+                self.score_interactions_with_cache, self.score_interactions_without_cache,
+                self.cache_elements)
+
+
+def work_counts(problem: "Problem") -> WorkCounts:
+    """Exact work counts of KV-cache decoding against recomputing full attention every step.
+
+    Without the cache, step t recomputes the (t + 1) × (t + 1) score matrix (the issue's
+    4² + 5² + 6² for three steps after a 3-token prompt; the causal half would need
+    (t + 1)(t + 2)/2 of them); with it, one query meets the L_t cached keys (4 + 5 + 6;
+    with a sliding window of W, L_t = min(t + 1, W) and the cache never holds more)."""
+    if problem.prefill is None:
+        raise ProblemError("work counts need decode = { prefill = P }")
+    P, n, width = problem.prefill, problem.n, problem.d_k + problem.d_v
+    steps = range(P, n)
+    cached = [len(cache_keys(problem, t)) for t in steps]      # L_t after eviction
+    window = causal_window_width(problem.mask.tolist(), n)
+    return WorkCounts(P, n, 3 * (n - P), sum(3 * (t + 1) for t in steps), sum(cached),
+                      sum((t + 1) ** 2 for t in steps), cached[-1] * width,
+                      tuple(size * width for size in cached), None if window == n else window)
+
+
+class Decode:
+    """The decode steps of one trace, built from its exact Q, K, V rows."""
+
+    def __init__(self, trace: "Trace") -> None:
+        self.trace = trace
+        p = trace.problem
+        self.prefill = p.prefill
+        self.positions = tuple(range(p.prefill, p.n))
+        self.scale_sign = sign(p.scale)
+        #: ALiBi or a soft-cap: the softmax takes logits other than scale·scores (a step)
+        self.has_logits = p.alibi is not None or p.softcap is not None
+        self._cache: dict[tuple, sympy.Expr] = {}
+
+    def name(self, t: int, part: str) -> str:
+        return f"decode_{t}_{part}"
+
+    def cache(self, t: int) -> tuple[int, ...]:
+        """The cached keys (absolute positions) step t attends over, after eviction."""
+        return cache_keys(self.trace.problem, t)
+
+    # -- exact entries ------------------------------------------------------------------
+    def score(self, t: int, j: int) -> sympy.Expr:
+        """q_t · k_j, written out from the rows of Q and K."""
+        key = ("s", t, j)
+        if key not in self._cache:
+            Q, K = self.trace.step("Q"), self.trace.step("K")
+            self._cache[key] = sympy.Add(*[Q[t, c] * K[j, c] for c in range(self.trace.problem.d_k)])
+        return self._cache[key]
+
+    def pre_logit(self, t: int, j: int) -> sympy.Expr:
+        """scale·score, plus ALiBi's −slope·(t − j) by absolute positions: the logit before a cap."""
+        p = self.trace.problem
+        x = p.scale * self.score(t, j)
+        return x if p.alibi is None else x + p.alibi.bias(t, j)
+
+    def logit(self, t: int, j: int) -> sympy.Expr:
+        """What the step's softmax takes for cached key j: the pre-logit, soft-capped if asked."""
+        p = self.trace.problem
+        x = self.pre_logit(t, j)
+        return x if p.softcap is None else capped(p.softcap, x)
+
+    def best(self, t: int) -> int:
+        """The cached key with the largest logit for query t (the first of a tie; decided
+        before the cap, as tanh is increasing)."""
+        key = ("best", t)
+        if key not in self._cache:
+            cache = self.cache(t)
+            best = cache[0]
+            for j in cache[1:]:
+                if self.trace.problem.alibi is None:
+                    bigger = sign(self.score(t, j) - self.score(t, best)) * self.scale_sign > 0
+                else:
+                    bigger = sign(self.pre_logit(t, j) - self.pre_logit(t, best)) > 0
+                if bigger:
+                    best = j
+            self._cache[key] = best
+        return self._cache[key]
+
+    def _exponent(self, t: int, x: sympy.Expr) -> sympy.Expr:
+        top = self.logit(t, self.best(t))
+        if self.trace.problem.softcap is None:
+            return sympy.expand(x - top)
+        return x - top
+
+    def exp(self, t: int, j: int) -> sympy.Expr:
+        if j == self.best(t):
+            return sympy.S.One
+        return sympy.exp(self._exponent(t, self.logit(t, j)))
+
+    def sink_exp(self, t: int) -> sympy.Expr:
+        """The sink's term e^(s − max) of step t's denominator (0 without a sink)."""
+        sink = self.trace.problem.sink
+        return sympy.S.Zero if sink is None else sympy.exp(self._exponent(t, sink))
+
+    def total(self, t: int) -> sympy.Expr:
+        key = ("sum", t)
+        if key not in self._cache:
+            self._cache[key] = sympy.Add(*[self.exp(t, j) for j in self.cache(t)], self.sink_exp(t))
+        return self._cache[key]
+
+    def weight(self, t: int, j: int) -> sympy.Expr:
+        return self.exp(t, j) / self.total(t)
+
+    def output(self, t: int, c: int) -> sympy.Expr:
+        V = self.trace.step("V")
+        return sympy.Add(*[V[j, c] * self.exp(t, j) for j in self.cache(t)]) / self.total(t)
+
+    # -- the steps ------------------------------------------------------------------------
+    def parts(self) -> tuple[str, ...]:
+        return tuple(part for part in _PARTS if part != "logits" or self.has_logits)
+
+    def add_steps(self, add: Callable) -> None:
+        p = self.trace.problem
+        tok = p.tokens
+        dk = tuple(str(c) for c in range(p.d_k))
+        dv = tuple(str(c) for c in range(p.d_v))
+
+        def row_of(step: str, t: int) -> Callable[[object, object], sympy.Expr]:
+            return lambda i, c: self.trace.step(step)[t, int(c)]
+
+        def rows_of(step: str, cache: tuple[int, ...]) -> Callable[[object, object], sympy.Expr]:
+            return lambda k, c: self.trace.step(step)[cache[int(k)], int(c)]
+
+        for t in self.positions:
+            cache = self.cache(t)
+            me, cached, size = (tok[t],), tuple(tok[j] for j in cache), len(cache)
+
+            def key_entry(f: Callable[[int, int], sympy.Expr], t: int = t, cache=cache):
+                return lambda i, k: f(t, cache[int(k)])
+
+            parts: dict[str, tuple[tuple[int, int], tuple, tuple, Callable]] = {
+                "q": ((1, p.d_k), me, dk, row_of("Q", t)),
+                "k": ((1, p.d_k), me, dk, row_of("K", t)),
+                "v": ((1, p.d_v), me, dv, row_of("V", t)),
+                "K_cache": ((size, p.d_k), cached, dk, rows_of("K", cache)),
+                "V_cache": ((size, p.d_v), cached, dv, rows_of("V", cache)),
+                "scores": ((1, size), me, cached, key_entry(self.score)),
+                "logits": ((1, size), me, cached, key_entry(self.logit)),
+                "weights": ((1, size), me, cached, key_entry(self.weight)),
+                "output": ((1, p.d_v), me, dv, lambda i, c, t=t: self.output(t, int(c))),
+            }
+            for part in self.parts():
+                shape, rows, cols, entry = parts[part]
+                add(self.name(t, part), shape, rows, cols, entry, ExactNumbers(entry, shape[1]))
+        counts = work_counts(p).row
+
+        def count(i: object, j: object) -> sympy.Expr:
+            return sympy.Integer(counts[int(j)])
+
+        add(WORK_STEP, (1, len(WORK_COLUMNS)), ("work",), WORK_COLUMNS, count, ExactNumbers(count, len(WORK_COLUMNS)))
+
+    @property
+    def step_names(self) -> tuple[str, ...]:
+        return tuple(self.name(t, part) for t in self.positions for part in self.parts()) + (WORK_STEP,)
