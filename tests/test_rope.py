@@ -18,7 +18,8 @@ import sympy
 import symattn as sa
 from symattn.cli import main
 from symattn.errors import ProblemError
-from symattn.problem.keys.rope import MAX_ROPE_ANGLE, trig_is_zero
+from symattn.numbers.compare import trig_is_zero
+from symattn.problem.keys.rope import MAX_ROPE_ANGLE
 
 
 # -- the reference codebases' formulas, in float64 ----------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sympy
 from sympy.polys.numberfields import minimal_polynomial
+from sympy.simplify.fu import TR8
 
 from symattn.numbers.certify import _short, to_arb
 from symattn.numbers.precision import SIGN_DIGITS, cap_bits, precisions, undecided
@@ -27,8 +28,6 @@ def _is_exactly_zero(expr: sympy.Expr) -> bool | None:
     ``equals`` is never asked: on a transcendental near-tie it runs its
     solver without bound, so such a number is refused instead."""
     if not expr.is_algebraic:   # cosines and sines of algebraic angles (RoPE scores)
-        from symattn.problem.keys.rope import trig_is_zero
-
         return trig_is_zero(expr) if expr.has(sympy.cos, sympy.sin) else None
     x = sympy.Dummy("x")
     try:
@@ -69,3 +68,59 @@ def compare(a: sympy.Expr, b: sympy.Expr) -> int:
 def equal(a: sympy.Expr, b: sympy.Expr) -> bool:
     """Exact equality of two real numbers, whatever their written form."""
     return a == b or compare(a, b) == 0
+
+
+# -- exact zero test for sums of cosines and sines ----------------------------------------
+
+def _has_trig_products(expr: sympy.Expr) -> bool:
+    return any(len(term.atoms(sympy.cos, sympy.sin)) > 1 or term.has(sympy.Pow)
+               and any(isinstance(f, sympy.Pow) and f.base.func in (sympy.cos, sympy.sin)
+                       for f in sympy.Mul.make_args(term))
+               for term in sympy.Add.make_args(sympy.expand(expr)))
+
+
+def trig_is_zero(expr: sympy.Expr) -> bool | None:
+    """Whether Σ c·cos(α) + Σ c·sin(α) + c₀ is exactly 0, with algebraic c and α; None
+    when ``expr`` is not of that form.
+
+    Why this decides: writing cos α = (e^{iα} + e^{−iα})/2 and sin α = (e^{iα} − e^{−iα})/(2i),
+    the sum is a combination of e^β over distinct algebraic β (iα, −iα for each distinct
+    α > 0, and 0), whose coefficients are algebraic; by Lindemann–Weierstrass it is 0
+    exactly when every coefficient is, i.e. when c₀ = 0 and, for each α, the cosine and the
+    sine coefficients are both 0.  Angles are grouped by exact equality."""
+    constant: list[sympy.Expr] = []
+    groups: list[tuple[sympy.Expr, list[sympy.Expr], list[sympy.Expr]]] = []
+    # products of cosines and sines become sums first: cos a·cos b = (cos(a − b) + cos(a + b))/2
+    expr = sympy.expand(TR8(sympy.expand(expr))) if _has_trig_products(expr) else sympy.expand(expr)
+    for term in sympy.Add.make_args(expr):
+        atoms = term.atoms(sympy.cos, sympy.sin)
+        if not atoms:
+            if not term.is_algebraic:
+                return None
+            constant.append(term)
+            continue
+        if len(atoms) != 1:
+            return None
+        atom = atoms.pop()
+        coeff = sympy.cancel(term / atom)
+        if coeff.has(sympy.cos, sympy.sin) or not coeff.is_algebraic:
+            return None
+        alpha = atom.args[0]
+        if alpha.free_symbols or not alpha.is_algebraic:
+            return None
+        if sign(alpha) < 0:        # cos(−α) = cos α, sin(−α) = −sin α
+            alpha = -alpha
+            coeff = -coeff if isinstance(atom, sympy.sin) else coeff
+        if sign(alpha) == 0:
+            if isinstance(atom, sympy.cos):
+                constant.append(coeff)
+            continue
+        for angle, cosines, sines in groups:
+            if angle == alpha or equal(angle, alpha):
+                (cosines if isinstance(atom, sympy.cos) else sines).append(coeff)
+                break
+        else:
+            groups.append((alpha, [coeff] if isinstance(atom, sympy.cos) else [],
+                           [coeff] if isinstance(atom, sympy.sin) else []))
+    parts = [constant] + [part for _, cosines, sines in groups for part in (cosines, sines)]
+    return all(sign(sympy.Add(*part)) == 0 for part in parts if part)

@@ -22,7 +22,7 @@ Q_rot·K_rotᵀ for pair i is (x·a + y·b)·cos((p − r)·θ_i) + (x·b − y�
 as the dot product of the rotated rows, but written so that two equal scores
 (a query against itself at equal positions, or equal offsets) are equal as
 expressions: the row maximum and exact ties are then decided exactly instead
-of by cos²φ + sin²φ straddling 1 in a ball forever.  :func:`trig_is_zero`
+of by cos²φ + sin²φ straddling 1 in a ball forever.  :func:`symattn.numbers.compare.trig_is_zero`
 decides the rest exactly (Lindemann–Weierstrass).
 """
 
@@ -32,14 +32,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import sympy
-from sympy.simplify.fu import TR8
 
 from symattn.errors import ParseError, ProblemError
 from symattn.limits import MAX_ENTRY_MAGNITUDE, MAX_POWER_EXPONENT, MAX_SYMBOLIC_SIDE
 from symattn.problem.matrix import ExactMatrix, _plain_scalar, _sympy_to_fmpq, check_magnitude
 
 __all__ = ["LAYOUTS", "MAX_ROPE_ANGLE", "Rope", "parse_rope", "pairs", "rope_statement", "rope_text", "rotate",
-           "rotated_scores", "trig_is_zero"]
+           "rotated_scores"]
 
 LAYOUTS = ("interleaved", "half")
 #: the largest |p·θ_i| (radians) a problem may ask cos and sin of: the parser's cap on cos(x)
@@ -315,61 +314,3 @@ def rotated_scores(Q: ExactMatrix, K: ExactMatrix, Q_rot: ExactMatrix, K_rot: Ex
             row.append(sympy.expand(sympy.Add(*total)))
         out.append(row)
     return ExactMatrix.from_sympy(sympy.ImmutableMatrix(out))
-
-
-# -- exact zero test for sums of cosines and sines ----------------------------------------
-
-def _has_trig_products(expr: sympy.Expr) -> bool:
-    return any(len(term.atoms(sympy.cos, sympy.sin)) > 1 or term.has(sympy.Pow)
-               and any(isinstance(f, sympy.Pow) and f.base.func in (sympy.cos, sympy.sin)
-                       for f in sympy.Mul.make_args(term))
-               for term in sympy.Add.make_args(sympy.expand(expr)))
-
-
-def trig_is_zero(expr: sympy.Expr) -> bool | None:
-    """Whether Σ c·cos(α) + Σ c·sin(α) + c₀ is exactly 0, with algebraic c and α; None
-    when ``expr`` is not of that form.
-
-    Why this decides: writing cos α = (e^{iα} + e^{−iα})/2 and sin α = (e^{iα} − e^{−iα})/(2i),
-    the sum is a combination of e^β over distinct algebraic β (iα, −iα for each distinct
-    α > 0, and 0), whose coefficients are algebraic; by Lindemann–Weierstrass it is 0
-    exactly when every coefficient is, i.e. when c₀ = 0 and, for each α, the cosine and the
-    sine coefficients are both 0.  Angles are grouped by exact equality."""
-    from symattn.numbers.compare import equal, sign
-
-    constant: list[sympy.Expr] = []
-    groups: list[tuple[sympy.Expr, list[sympy.Expr], list[sympy.Expr]]] = []
-    # products of cosines and sines become sums first: cos a·cos b = (cos(a − b) + cos(a + b))/2
-    expr = sympy.expand(TR8(sympy.expand(expr))) if _has_trig_products(expr) else sympy.expand(expr)
-    for term in sympy.Add.make_args(expr):
-        atoms = term.atoms(sympy.cos, sympy.sin)
-        if not atoms:
-            if not term.is_algebraic:
-                return None
-            constant.append(term)
-            continue
-        if len(atoms) != 1:
-            return None
-        atom = atoms.pop()
-        coeff = sympy.cancel(term / atom)
-        if coeff.has(sympy.cos, sympy.sin) or not coeff.is_algebraic:
-            return None
-        alpha = atom.args[0]
-        if alpha.free_symbols or not alpha.is_algebraic:
-            return None
-        if sign(alpha) < 0:        # cos(−α) = cos α, sin(−α) = −sin α
-            alpha = -alpha
-            coeff = -coeff if isinstance(atom, sympy.sin) else coeff
-        if sign(alpha) == 0:
-            if isinstance(atom, sympy.cos):
-                constant.append(coeff)
-            continue
-        for angle, cosines, sines in groups:
-            if angle == alpha or equal(angle, alpha):
-                (cosines if isinstance(atom, sympy.cos) else sines).append(coeff)
-                break
-        else:
-            groups.append((alpha, [coeff] if isinstance(atom, sympy.cos) else [],
-                           [coeff] if isinstance(atom, sympy.sin) else []))
-    parts = [constant] + [part for _, cosines, sines in groups for part in (cosines, sines)]
-    return all(sign(sympy.Add(*part)) == 0 for part in parts if part)
