@@ -13,7 +13,8 @@ import sympy
 from symattn.facts.proof import Line, Proof
 from symattn.facts.softmax_facts import same
 from symattn.facts.symbolic import is_zero
-from symattn.problem.problem import Problem, window_allows
+from symattn.problem.keys.mask import window_allows
+from symattn.problem.problem import Problem
 from symattn.trace.trace import Trace
 
 #: rows checked exactly on an instance (each row is a handful of SymPy identities)

@@ -23,10 +23,13 @@ from symattn.exact.coerce import to_exact
 from symattn.problem.keys.logits import read_alibi, read_softcap
 from symattn.limits import (MAX_ALGEBRAIC_DEGREE, MAX_ENTRIES, MAX_EXACT_DIGITS,
                             MAX_SCORE_MAGNITUDE, MAX_SYMBOLIC_SIDE)
-from symattn.problem.matrix import (ExactMatrix, _plain_scalar, _rows_of, check_magnitude, check_symbols,
+from symattn.problem.matrix import (ExactMatrix, _plain_scalar, check_magnitude, check_symbols,
                             exact_matrix)
 from symattn.exact.parser import algebraic_degree
+from symattn.problem.keys.decode import parse_decode
+from symattn.problem.keys.mask import is_causal_rows, parse_mask, parse_window
 from symattn.problem.keys.rope import parse_rope
+from symattn.problem.keys.tiles import parse_tiles
 from symattn.problem.tomlfile import parse_toml, read_text
 
 Matrix = sympy.ImmutableMatrix
@@ -87,68 +90,6 @@ def check_scale_ball(scale: sympy.Expr) -> flint.arb | None:
         return flint.arb(to_arb(scale, 64).abs_upper())
     except CertificationError:
         return None
-
-
-def _window(value: Mapping) -> tuple[int, bool]:
-    """``{window = W, causal = true}``: the width W ≥ 1 and whether the band is causal."""
-    unknown = [k for k in value if k not in ("window", "causal")]
-    if unknown:
-        raise ProblemError(f"mask has the unknown key {str(unknown[0])!r}: a sliding window is "
-                           "mask = { window = W } or { window = W, causal = false }")
-    width = value.get("window")
-    if isinstance(width, bool) or not isinstance(width, int) or width < 1:
-        raise ProblemError(f"mask window is {width!r}: give the window width as a whole number "
-                           "W ≥ 1 (query i sees W keys, itself included)")
-    causal = value.get("causal", True)
-    if not isinstance(causal, bool):
-        raise ProblemError(f"mask causal is {causal!r}: use true or false")
-    return width, causal
-
-
-def window_allows(i: int, j: int, width: int, causal: bool) -> bool:
-    """Mistral's sliding window: i − W < j ≤ i (W keys, itself included); |i − j| < W
-    when not causal."""
-    return (i - width < j <= i) if causal else abs(i - j) < width
-
-
-def _is_causal_rows(value: object, n: int) -> bool:
-    """Whether a 0/1 matrix is the causal mask (a rebuilt problem passes its mask as rows)."""
-    from symattn.trace.decode import causal_window_width
-
-    return not isinstance(value, (str, Mapping)) and value is not None and \
-        causal_window_width(value, n) == n
-
-
-def _mask(value: object, n: int, m: int) -> tuple[Matrix | None, str | None]:
-    """The mask as a 0/1 matrix (1 = may attend, PyTorch SDPA's boolean convention)."""
-    if value is None or value is False:
-        return None, None
-    if isinstance(value, Mapping):
-        width, causal = _window(value)
-        return Matrix(n, m, lambda i, j: 1 if window_allows(i, j, width, causal) else 0), "window"
-    if isinstance(value, str):
-        if value.strip().lower() != "causal":
-            raise ProblemError(f"mask is {value!r}: use \"causal\" or a 0/1 matrix where 1 = may attend")
-        # top-left alignment, as torch.nn.functional.scaled_dot_product_attention(is_causal=True)
-        return Matrix(n, m, lambda i, j: 1 if j <= i else 0), "causal"
-    rows = _rows_of("mask", value)
-    if len(rows) != n or len(rows[0]) != m:
-        raise ProblemError(
-            f"mask is {len(rows)}×{len(rows[0])} but the scores are {n}×{m} (queries × keys)"
-        )
-    out = []
-    for i, row in enumerate(rows):
-        out_row = []
-        for j, v in enumerate(row):
-            v = _plain_scalar(v)
-            if isinstance(v, sympy.Integer):  # a mask read back from Problem.mask
-                v = int(v)
-            if v is True or v is False or (isinstance(v, int) and v in (0, 1)):
-                out_row.append(int(v))
-            else:
-                raise ProblemError(f"mask[{i}][{j}] is {v!r}: use 1 (may attend) or 0 (blocked)")
-        out.append(out_row)
-    return Matrix(out), "matrix"
 
 
 class Problem:
@@ -269,16 +210,15 @@ class Problem:
             raise ProblemError("rope and decode together are not supported yet (the decode steps "
                                "would have to rotate each new query and cached key): drop one of them")
         if decode is not None:
-            from symattn.trace.decode import parse_decode
-
-            self.prefill: int | None = parse_decode(decode, self, mask)
-            if mask is None or _is_causal_rows(mask, self.n):
+            self.prefill: int | None = parse_decode(
+                decode, n=self.n, inputs=self.inputs, has_symbols=bool(self.free_symbols), mask=mask)
+            if mask is None or is_causal_rows(mask, self.n):
                 mask = "causal"       # decoding is causal; a causal sliding window stays one
         else:
             self.prefill = None
-        self.mask, self.mask_kind = _mask(mask, self.n, self.m)
+        self.mask, self.mask_kind = parse_mask(mask, self.n, self.m)
         #: (W, causal) of a sliding-window mask, else None
-        self.window: tuple[int, bool] | None = _window(mask) if self.mask_kind == "window" else None
+        self.window: tuple[int, bool] | None = parse_window(mask) if self.mask_kind == "window" else None
         if self.mask is not None:
             for i in range(self.n):
                 if not any(self.mask[i, j] for j in range(self.m)):
@@ -289,10 +229,9 @@ class Problem:
 
         self._check_size_caps()
         if tiles is not None:
-            from symattn.trace.online import parse_tiles
-
             #: the key blocks [start, end) of online softmax, or None
-            self.tiles: tuple[tuple[int, int], ...] | None = parse_tiles(tiles, self)
+            self.tiles: tuple[tuple[int, int], ...] | None = parse_tiles(
+                tiles, n=self.n, m=self.m, has_symbols=bool(self.free_symbols))
         else:
             self.tiles = None
         self.tiles_value = tiles if tiles is None or isinstance(tiles, int) else list(tiles)

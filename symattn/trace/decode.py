@@ -39,7 +39,6 @@ can check them (``decode_work[work, dots_cached]``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
@@ -47,6 +46,7 @@ import sympy
 
 from symattn.numbers.compare import sign
 from symattn.errors import ProblemError
+from symattn.problem.keys.mask import causal_window_width
 from symattn.problem.keys.logits import capped
 from symattn.trace.stepnumbers import ExactNumbers
 
@@ -59,59 +59,6 @@ WORK_STEP = "decode_work"
 #: The columns of ``decode_work``: projected rows and score dot products with and without the
 #: cache, and the numbers the cache holds at the end (per layer and head)
 WORK_COLUMNS = ("rows_cached", "rows_recomputed", "dots_cached", "dots_recomputed", "cache_elements")
-
-
-def parse_decode(value: object, problem: "Problem", mask: object) -> int:
-    """The prompt length P of ``decode = { prefill = P }`` (checked against the problem)."""
-    if not isinstance(value, Mapping):
-        raise ProblemError(f"decode is {value!r}: write decode = {{ prefill = P }} (the first P "
-                           "tokens are the prompt)")
-    unknown = [k for k in value if k != "prefill"]
-    if unknown:
-        raise ProblemError(f"decode has the unknown key {str(unknown[0])!r}: write "
-                           "decode = { prefill = P }")
-    P = value.get("prefill")
-    if isinstance(P, bool) or not isinstance(P, int) or P < 1:
-        raise ProblemError(f"decode prefill is {P!r}: give the prompt length as a whole number "
-                           "P ≥ 1 (the first P tokens are prefilled)")
-    if "X" not in problem.inputs:
-        raise ProblemError("decode needs self-attention from X (with W_q, W_k, W_v): the cache holds "
-                           "the keys and values projected from the tokens decoded so far")
-    if "X_kv" in problem.inputs:
-        raise ProblemError("decode works on self-attention: remove X_kv (a KV cache appends the "
-                           "new token's own key and value)")
-    if P >= problem.n:
-        raise ProblemError(f"decode prefill is {P} but there are {problem.n} tokens: nothing is left "
-                           f"to decode; use a prefill below {problem.n}")
-    if isinstance(mask, Mapping):
-        if mask.get("causal", True) is False:
-            raise ProblemError("decode with a sliding window needs the causal one (a new token sees "
-                               "only the cache and itself): remove causal = false")
-    elif not (mask is None or (isinstance(mask, str) and mask.strip().lower() == "causal")
-              or causal_window_width(mask, problem.n) is not None):
-        raise ProblemError("decode is causal attention (each new token sees the cache and itself): "
-                           "remove the mask, or write mask = \"causal\" or a sliding window "
-                           "mask = { window = W }")
-    if problem.free_symbols:
-        raise ProblemError("decode needs numbers: each step's maximum must be decided, and symbols "
-                           "leave it open; substitute values first (problem.subs)")
-    return P
-
-
-def causal_window_width(mask: object, n: int) -> int | None:
-    """W when a 0/1 matrix (as a rebuilt problem passes it) is the causal band i − W < j ≤ i
-    (W = n: the causal mask), else None."""
-    try:
-        rows = [[int(x) for x in r] for r in mask]   # type: ignore[union-attr]
-    except (TypeError, ValueError):
-        return None
-    if len(rows) != n or any(len(r) != n for r in rows):
-        return None
-    width = sum(rows[-1])
-    if width < 1 or any(r[j] != (1 if i - width < j <= i else 0)
-                        for i, r in enumerate(rows) for j in range(n)):
-        return None
-    return width
 
 
 def cache_keys(problem: "Problem", t: int) -> tuple[int, ...]:
