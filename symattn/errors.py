@@ -22,3 +22,7 @@ class ProblemError(SymattnError, ValueError):
 
 class CertificationError(SymattnError, ArithmeticError):
     """A rounding could not be proved within the precision budget."""
+
+
+class WorksheetError(SymattnError):
+    """A worksheet that cannot be made as asked."""

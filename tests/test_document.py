@@ -302,3 +302,16 @@ def test_trace_gives_algebraic_values_and_enclosures_on_demand():
         assert abs(float(ball.mid()) - w) < 1e-15 and float(ball.rad()) < 1e-20
     with pytest.raises(sa.SymattnError, match="substitute numbers"):
         sa.attend(symbolic_problem()).enclosure("weights", 0, 64)
+
+
+def test_every_typeset_meaning_spells_its_steps_words():
+    """document/meanings.py keys the math of a meaning by the step table's words: the parts,
+    printed as text, must be those words exactly (else the LaTeX and HTML would say other things)."""
+    from symattn.document.meanings import MEANING_MATH
+    from symattn.trace import steps
+
+    tables = (steps.STEPS, steps.SINK_STEPS, steps.LOGIT_STEPS, steps.ROPE_STEPS, steps.ONLINE_STEPS)
+    meanings = {entry.meaning for table in tables for entry in table.values()}
+    for meaning, parts in MEANING_MATH.items():
+        assert meaning in meanings
+        assert "".join(p if isinstance(p, str) else print_text(p) for p in parts) == meaning

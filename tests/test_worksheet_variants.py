@@ -26,7 +26,7 @@ import sympy
 from symattn.numbers.certify import CertifiedDecimal, Rounding
 from symattn.cli import main
 from symattn.document.blocks import Exact, Int
-from symattn.document.build.worksheet import KeyAnswer
+from symattn.document.worksheet_blocks import KeyAnswer
 from symattn.problem.problem import Problem
 from symattn.trace.trace import Trace
 from symattn.classroom.worksheets.sheets import (

@@ -14,7 +14,7 @@ from typing import Sequence
 from symattn.check.checker import FigureVerdict
 from symattn.check.verdict import CODES
 
-__all__ = ["render_json", "render_text", "summary", "summary_line"]
+__all__ = ["render_json", "summary", "summary_line"]
 
 
 def summary(verdicts: Sequence[FigureVerdict]) -> dict:
@@ -31,14 +31,6 @@ def summary_line(verdicts: Sequence[FigureVerdict]) -> str:
     parts = ", ".join(f"{n} {code}" for code, n in s["counts"].items())
     noun = "figure" if s['figures'] == 1 else "figures"
     return f"{s['figures']} {noun}: {s['right']} right, {s['not_right']} not ({parts})"
-
-
-def render_text(verdicts: Sequence[FigureVerdict], title: str | None = None) -> str:
-    """The report as terminal text: the check document (``document.build_check``) printed."""
-    from symattn.document.build.check import build_check_document
-    from symattn.document.formats import print_document
-
-    return print_document(build_check_document(verdicts, title), "text")
 
 
 def render_json(verdicts: Sequence[FigureVerdict], source: str | None = None) -> str:

@@ -32,7 +32,7 @@ def print_document(doc: Document, fmt: str, *, fragment: bool = False) -> str:
         return f"{doc.title}\n{'═' * len(doc.title)}\n" + text
     if fmt == "latex":
         from symattn.document.printers.latex import print_latex
-        from symattn.document.trace_latex import document
+        from symattn.document.support.latexdoc import document
         body = print_latex(doc)
         if fragment:
             return body

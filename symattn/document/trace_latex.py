@@ -16,7 +16,7 @@ from symattn.document.printers.latex import (  # noqa: F401 (re-exported for wor
     LatexPrinter, aligned, display, inline, print_latex, product_latex,
 )
 from symattn.document.jupyter import step_math, step_repr_latex, trace_repr_latex  # noqa: F401 (re-exported)
-from symattn.document.support.texutil import tex_escape
+from symattn.document.support.latexdoc import PREAMBLE, document  # noqa: F401 (re-exported)
 from symattn.trace.trace import Trace
 
 __all__ = ["LatexOptions", "LatexRenderer", "document", "render_latex",
@@ -36,26 +36,6 @@ class LatexOptions:
         return DocumentOptions(rounding=self.rounding, dot_rows=self.rows, softmax_rows=self.rows,
                                output_rows=self.rows, every_dot_product=True, limit=self.limit,
                                sci_digits=self.sci_digits)
-
-
-PREAMBLE = r"""\documentclass[11pt]{article}
-\usepackage[T1]{fontenc}
-\usepackage{lmodern}
-\usepackage[margin=2cm]{geometry}
-\usepackage{amsmath,amssymb}
-\usepackage[table]{xcolor}
-\usepackage{array,booktabs,longtable}
-\setlength{\parindent}{0pt}
-\setlength{\parskip}{0.7ex}
-\allowdisplaybreaks
-\pagestyle{plain}
-"""
-
-
-def document(body: str, title: str | None = None) -> str:
-    """A complete LaTeX document around a body (the packages are in texlive-latex-base/-recommended)."""
-    head = f"\\title{{{tex_escape(title)}}}\n" if title else ""
-    return f"{PREAMBLE}{head}\\begin{{document}}\n{body}\\end{{document}}\n"
 
 
 class LatexRenderer:

@@ -52,7 +52,7 @@ from symattn.problem.keys import rope
 from symattn.numbers.certify import to_arb
 from symattn.numbers.masked import NEG_INF
 from symattn.numbers.compare import compare, equal, sign
-from symattn.problem.matrix import ExactMatrix, _fmpq_to_sympy, _sympy_to_fmpq
+from symattn.problem.matrix import ExactMatrix, fmpq_to_sympy, sympy_to_fmpq
 from symattn.numbers.precision import precision
 from symattn.errors import CertificationError, ProblemError
 from symattn.problem.keys.logits import capped
@@ -107,11 +107,11 @@ def _power(terms: LogTerms) -> flint.fmpq | sympy.Expr:
             value *= flint.fmpq(int(b.p), int(b.q)) ** int(q)
         return value
     value = sympy.Mul(*[sympy.Pow(b, q) for q, b in terms])
-    return _sympy_to_fmpq(value) if value.is_Rational else value
+    return sympy_to_fmpq(value) if value.is_Rational else value
 
 
 def _as_sympy(value: flint.fmpq | sympy.Expr) -> sympy.Expr:
-    return _fmpq_to_sympy(value) if isinstance(value, flint.fmpq) else value
+    return fmpq_to_sympy(value) if isinstance(value, flint.fmpq) else value
 
 
 def _sign_or_none(expr: sympy.Expr) -> int | None:
@@ -176,7 +176,7 @@ class Engine:
         self.scale = p.scale
         self.symbolic = bool(p.free_symbols)
         self.scale_sign = _sign_or_none(p.scale)
-        self.scale_rational = _sympy_to_fmpq(p.scale) if p.scale.is_Rational else None
+        self.scale_rational = sympy_to_fmpq(p.scale) if p.scale.is_Rational else None
         self.mask = p.mask
         self.n, self.m, self.d_v = p.n, p.m, p.d_v
         #: ALiBi (symattn.problem.keys.logits.Alibi) and the soft-cap c, or None: then the softmax
@@ -405,7 +405,7 @@ class Engine:
         if r is None:
             return self.scores.exact(i, j)
         if self.scores.is_rational:
-            return _fmpq_to_sympy(self.scores.rational[i, j] - self.scores.rational[i, r])
+            return fmpq_to_sympy(self.scores.rational[i, j] - self.scores.rational[i, r])
         return sympy.expand(self.scores.general[i, j] - self.scores.general[i, r])
 
     def shifted(self, i: int, j: int) -> sympy.Expr:
@@ -429,7 +429,7 @@ class Engine:
             return sympy.S.Zero
         row = self.pre_row(i)
         if row is not None and self.softcap is None:
-            return _fmpq_to_sympy(row[j] - row[r])
+            return fmpq_to_sympy(row[j] - row[r])
         # tied keys share one exact form: their exponentials are then the same expression
         j = next(g[0] for g in self.groups(i).values() if j in g)
         if self.softcap is None:
@@ -570,7 +570,7 @@ class Engine:
         """scale·Δ of entry (i, j) as Σ q·log b, or None."""
         if self._scale_logs is not None and self.scores.is_rational:
             r = self.rows[i].argmax
-            delta = _fmpq_to_sympy(self.scores.rational[i, j] - self.scores.rational[i, r])
+            delta = fmpq_to_sympy(self.scores.rational[i, j] - self.scores.rational[i, r])
             return tuple((q * delta, b) for q, b in self._scale_logs if delta)
         return log_terms(self.exponent(i, j))
 
@@ -652,7 +652,7 @@ class Engine:
             return _as_sympy(powers[j])
         known = self.known_row(step, i)[j]
         if known is not None:
-            return _fmpq_to_sympy(known)
+            return fmpq_to_sympy(known)
         total = sympy.Add(*[_as_sympy(v) for v in powers.values()])
         if step == "row_sum":
             return total
@@ -671,7 +671,7 @@ class Engine:
             extra = 1 if key == sink else 0    # the sink in this group, with value 0
             if self.V.is_rational:
                 total = sum((self.V.rational[j, c] for j in members), flint.fmpq(0))
-                mean: sympy.Expr = _fmpq_to_sympy(total / (len(members) + extra))
+                mean: sympy.Expr = fmpq_to_sympy(total / (len(members) + extra))
             else:
                 mean = sympy.Add(*[self.V.exact(j, c) for j in members]) / (len(members) + extra)
             if value is None:

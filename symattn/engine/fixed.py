@@ -42,7 +42,7 @@ from functools import lru_cache
 
 import flint
 
-from symattn.numbers.certify import CertifiedDecimal, Rounding, _new_decimal, _p10, judge_enclosure
+from symattn.numbers.certify import CertifiedDecimal, Rounding, new_decimal, p10, judge_enclosure
 from symattn.engine.engine import Engine, FixedRow
 
 #: the fast path serves roundings to at most this many significant digits (the
@@ -106,7 +106,7 @@ def _ratios(numerators: list[int], cols: list[int], spread: int, total: int, ter
     total_bits, least, q_bits = total.bit_length(), spread << b, b - 3
     pow10 = _powers_of_ten(want + (total_bits * 1233 >> 12) + 2)   # K ≤ want + log10 D + 1
     low, high = pow10[digits - 1], pow10[digits]
-    new, cls = _new_decimal, CertifiedDecimal
+    new, cls = new_decimal, CertifiedDecimal
     out = {}
     for j in cols:
         e = exps[j]
@@ -155,7 +155,7 @@ def _outputs(engine: Engine, rows: dict[int, FixedRow], pending: dict[int, list[
     want, q_bits = digits + _GUARD_DIGITS, b - 3
     pow10 = _powers_of_ten(2 * want + 64)
     low, high = pow10[digits - 1], pow10[digits]
-    new, cls = _new_decimal, CertifiedDecimal
+    new, cls = new_decimal, CertifiedDecimal
     out: dict[int, dict[int, CertifiedDecimal]] = {}
     for i, row in zip(order, products):
         d = rows[i].total * den
@@ -211,7 +211,7 @@ def _tiny_ratio(fine: int, shift: int, spread: int, total: int, b: int,
     k = rounding.digits + _GUARD_DIGITS - (((fine.bit_length() - shift - total.bit_length()) * 1233) >> 12)
     if k < 0:
         return None
-    q = ((fine * _p10(k)) >> shift) // total
+    q = ((fine * p10(k)) >> shift) // total
     if q.bit_length() > b - 3:
         return None
     return judge_enclosure(q, 2, -k, rounding)

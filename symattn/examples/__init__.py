@@ -28,8 +28,6 @@ def example_names() -> list[str]:
 def example_text(name: str) -> str:
     """The TOML text of one example."""
     if name not in example_names():
-        from symattn.heads.heads import heads_example_names
-
         if name in heads_example_names():
             raise ProblemError(f"{name!r} is a multi-head example: run symattn heads --example {name}")
         raise ProblemError(
@@ -52,3 +50,16 @@ def about_of(text: str, name: str) -> str:
 def load_example(name: str) -> Problem:
     """The built-in example as a :class:`Problem`."""
     return Problem.from_toml_text(example_text(name), source=f"example {name!r}")
+
+
+def heads_example_names() -> list[str]:
+    """The built-in multi-head examples (``symattn heads --example NAME``)."""
+    folder = resources.files(__package__).joinpath("heads")
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".toml"))
+
+
+def heads_example_text(name: str) -> str:
+    """The TOML text of one built-in multi-head example."""
+    if name not in heads_example_names():
+        raise ProblemError(f"no multi-head example named {name!r}; they are {', '.join(heads_example_names())}")
+    return resources.files(__package__).joinpath("heads", f"{name}.toml").read_text(encoding="utf-8")

@@ -15,6 +15,7 @@ from typing import Any
 import sympy
 
 from symattn.numbers.certify import certify
+from symattn.trace.display import Displayable
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ def expr_line(label: str, expr: sympy.Expr, *, digits: int | None = None) -> Lin
 
 
 @dataclass(frozen=True)
-class Proof:
+class Proof(Displayable):
     """The verdict on one named fact, with its general argument and its checks.
 
     ``general`` is an argument verified by SymPy on symbols; ``checks`` are
@@ -64,28 +65,12 @@ class Proof:
         return " and ".join(parts) or "none"
 
     def text(self) -> str:
-        """Plain text: the fact's section of the facts document (``document.build_facts``)."""
-        from symattn.document.build.facts import proof_section
-        from symattn.document.printers.text import TextPrinter
-
-        lines = TextPrinter().print(proof_section(self))
-        return "\n".join(lines[1:]) + "\n"      # the section without its leading blank line
+        """Plain text: the fact's section of the facts document (``document.build.facts``)."""
+        return self._shown("text") or self.fact
 
     def latex(self) -> str:
         """A LaTeX fragment: the fact's section of the facts document."""
-        from symattn.document.build.facts import proof_section
-        from symattn.document.printers.latex import LatexPrinter
-
-        return "\n".join(LatexPrinter().print(proof_section(self))) + "\n"
-
-    def _repr_html_(self) -> str:  # Jupyter: a fragment whose CSS is scoped to its wrapper
-        from symattn.document.build.facts import build_facts_document
-        from symattn.document.formats import html_fragment
-
-        return html_fragment(build_facts_document([self], title=self.fact))
-
-    def _repr_latex_(self) -> str:  # Jupyter
-        return self.latex()
+        return self._shown("latex") or ""
 
     def to_json(self) -> dict[str, Any]:
         """The JSON object of ``symattn facts --json``."""

@@ -18,6 +18,7 @@ from typing import Any
 from symattn.numbers.certify import Rounding, round_rational
 from symattn.floatref.binary import BINARY_FORMATS
 from symattn.floatref.errors import FloatRefError
+from symattn.trace.display import Displayable
 
 #: histogram bins of |error| in ulps: (low, high]; the first is [0, 0.5]
 BIN_EDGES = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 64.0, 256.0, 1024.0, float("inf"))
@@ -46,7 +47,7 @@ class HeadSummary:
 
 
 @dataclass(frozen=True)
-class ULPReport:
+class ULPReport(Displayable):
     """Errors in ULPs of a candidate SDPA result (step 'output' or 'weights') in one format."""
 
     step: str
@@ -86,16 +87,7 @@ class ULPReport:
 
     def __str__(self) -> str:
         """The report as the terminal shows it (the document ``symattn floatref`` prints)."""
-        from symattn.document.build.floatref import build_floatref_document
-        from symattn.document.formats import print_document
-
-        return print_document(build_floatref_document(self), "text")
-
-    def _repr_html_(self) -> str:
-        from symattn.document.build.floatref import build_floatref_document
-        from symattn.document.formats import html_fragment
-
-        return html_fragment(build_floatref_document(self))
+        return self._shown("text") or repr(self)
 
 
 def ulp_report(out: Any, Q: Any, K: Any, V: Any, *, step: str = "output", dtype: str | None = None,

@@ -32,6 +32,8 @@ from symattn.heads.keys import VARIANT_KEYS, head_variants
 from symattn.problem.problem import Problem
 from symattn.trace.trace import Trace
 from symattn.problem.tomlfile import parse_toml, read_text
+from symattn.trace.display import Displayable
+from symattn.examples import heads_example_names, heads_example_text  # noqa: F401 (public here too)
 
 Matrix = sympy.ImmutableMatrix
 
@@ -62,23 +64,6 @@ W_v = [[0, 2, 0], [0, 3, 0], [1, 0, 3], [1, 1, 0]]
 W_o = [["1/2", 0, 0], [0, "1/2", 0], [0, 0, "1/2"],   # output = the mean of the two heads
        ["1/2", 0, 0], [0, "1/2", 0], [0, 0, "1/2"]]
 """
-
-
-def heads_example_names() -> list[str]:
-    """The built-in multi-head examples (``symattn heads --example NAME``)."""
-    from importlib import resources
-
-    folder = resources.files("symattn.examples").joinpath("heads")
-    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".toml"))
-
-
-def heads_example_text(name: str) -> str:
-    """The TOML text of one built-in multi-head example."""
-    from importlib import resources
-
-    if name not in heads_example_names():
-        raise ProblemError(f"no multi-head example named {name!r}; they are {', '.join(heads_example_names())}")
-    return resources.files("symattn.examples").joinpath("heads", f"{name}.toml").read_text(encoding="utf-8")
 
 
 def load_heads_example(name: str) -> "MultiHeadProblem":
@@ -356,7 +341,7 @@ def _variant_tables(tables: object) -> list[dict] | None:
     return [_own_variants(t) for t in tables]
 
 
-class MultiHeadResult:
+class MultiHeadResult(Displayable):
     """The heads' Traces, their exact concatenation, the W_o product and the averaged weights."""
 
     def __init__(self, problem: MultiHeadProblem) -> None:
@@ -410,17 +395,6 @@ class MultiHeadResult:
     def __repr__(self) -> str:
         return f"<MultiHeadResult of {self.problem!r}>"
 
-    def _repr_latex_(self) -> str:  # Jupyter: the LaTeX body of the result's document
-        from symattn.document.build.heads import build_heads_document
-        from symattn.document.printers.latex import print_latex
-
-        return print_latex(build_heads_document(self))
-
-    def _repr_html_(self) -> str:  # Jupyter: a fragment whose CSS is scoped to its wrapper
-        from symattn.document.build.heads import build_heads_document
-        from symattn.document.formats import html_fragment
-
-        return html_fragment(build_heads_document(self))
 
 
 def _certify_matrix(M: Matrix, rounding: Rounding | int) -> list[list[CertifiedDecimal]]:

@@ -81,7 +81,7 @@ def _pow10_big(k: int) -> int:
     return int(flint.fmpz(10) ** k)   # GMP: 10**10**6 in 9 ms (Python's ** takes 0.3 s)
 
 
-def _p10(k: int) -> int:
+def p10(k: int) -> int:
     """10**k for any k >= 0 (a table below 400, cached above: 100,000 digits
     ask for 10**100003 many times).  Every power of ten goes through here."""
     return _POW10[k] if k < _SMALL else _pow10_big(k)
@@ -90,7 +90,7 @@ def _p10(k: int) -> int:
 def _ndigits(v: int) -> int:
     """Number of decimal digits of v > 0, without int->str (slow, capped)."""
     d = ((v.bit_length() - 1) * 1233 >> 12) + 1   # 1233/4096 < log10(2): d <= digits
-    while v >= _p10(d):
+    while v >= p10(d):
         d += 1
     return d
 
@@ -104,9 +104,9 @@ def _round_scaled(num: int, den: int, t: int) -> tuple[int, bool]:
     """Round num/den (>= 0) to a multiple of 10**t, half away from zero:
     (how many multiples, whether exact).  Integers only: no context traps."""
     if t >= 0:
-        den *= _p10(t)
+        den *= p10(t)
     else:
-        num *= _p10(-t)
+        num *= p10(-t)
     q, r = divmod(num, den)
     return (q + 1 if 2 * r >= den else q), r == 0
 
@@ -150,17 +150,17 @@ class CertifiedDecimal(NamedTuple):
                 f"{self.text} as an exact fraction would have {abs(self.exponent):,} digits "
                 f"(at most {_FRACTION_MAX_DIGITS:,}): compare its mantissa and exponent instead")
         if self.exponent >= 0:
-            return Fraction(self.mantissa * _p10(self.exponent))
-        return Fraction(self.mantissa, _p10(-self.exponent))
+            return Fraction(self.mantissa * p10(self.exponent))
+        return Fraction(self.mantissa, p10(-self.exponent))
 
 
 _FRACTION_MAX_DIGITS = 10**7
-_new_decimal = tuple.__new__
+new_decimal = tuple.__new__
 
 
 def _make(m: int, t: int, exact: bool, rounding: Rounding) -> CertifiedDecimal:
     """Fast constructor for the hot path; the fields are the same, nothing is validated."""
-    return _new_decimal(CertifiedDecimal, (m, t, exact, rounding))
+    return new_decimal(CertifiedDecimal, (m, t, exact, rounding))
 
 
 def _zero(rounding: Rounding) -> CertifiedDecimal:
@@ -223,14 +223,14 @@ def reround(fine: CertifiedDecimal, rounding: Rounding) -> CertifiedDecimal | No
     m, e = fine.mantissa, fine.exponent
     if abs(e) > _REROUND_MAX_EXPONENT:
         return None
-    coarse = round_ratio(m, _p10(-e), rounding) if e < 0 else round_ratio(m * _p10(e), 1, rounding)
+    coarse = round_ratio(m, p10(-e), rounding) if e < 0 else round_ratio(m * p10(e), 1, rounding)
     if fine.exact:
         return coarse
     shift = coarse.exponent - e          # the coarse unit in fine units is 10**shift
     if shift <= 0:
         return None
-    gap = m - coarse.mantissa * _p10(shift)
-    if gap == 0 or 2 * abs(gap) == _p10(shift):
+    gap = m - coarse.mantissa * p10(shift)
+    if gap == 0 or 2 * abs(gap) == p10(shift):
         return None
     return coarse
 
@@ -250,12 +250,12 @@ def _round_terminating(n: int, k: int, digits: int, rounding: Rounding) -> Certi
     length = _ndigits(a)
     cut = length - digits
     if cut <= 0:  # it fits: exact, padded to ``digits`` digits
-        return _make(n * _p10(-cut), -k + cut, True, rounding)
-    unit = _p10(cut)
+        return _make(n * p10(-cut), -k + cut, True, rounding)
+    unit = p10(cut)
     m, r = divmod(a, unit)
     if 2 * r >= unit:
         m += 1
-        if m == _p10(digits):  # 9.995 -> 10.0 at 3 digits
+        if m == p10(digits):  # 9.995 -> 10.0 at 3 digits
             m, cut = m // 10, cut + 1
     return _make(-m if n < 0 else m, cut - k, r == 0, rounding)
 
@@ -273,11 +273,11 @@ def round_ratio(num: int, den: int, rounding: Rounding) -> CertifiedDecimal:
         m, exact = _round_scaled(num, den, -rounding.places)
         return _make(sign * m, -rounding.places, exact, rounding)
     decade = _ndigits(num) - _ndigits(den)          # floor(log10) is this ...
-    if (num * _p10(-decade) if decade < 0 else num) < (den * _p10(decade) if decade > 0 else den):
+    if (num * p10(-decade) if decade < 0 else num) < (den * p10(decade) if decade > 0 else den):
         decade -= 1                                  # ... or one less
     t = decade - rounding.digits + 1
     m, exact = _round_scaled(num, den, t)
-    if m == _p10(rounding.digits):                   # 9.995 -> 10.0 at 3 digits
+    if m == p10(rounding.digits):                   # 9.995 -> 10.0 at 3 digits
         m, t = m // 10, t + 1
     return _make(sign * m, t, exact, rounding)
 
@@ -294,7 +294,7 @@ def _round_int(n: int, e: int, rounding: Rounding) -> CertifiedDecimal:
     p = rounding.places
     shift = -p - e                       # cut this many digits off n
     if shift <= 0:
-        return _make(n * _p10(-shift), -p, True, rounding)
+        return _make(n * p10(-shift), -p, True, rounding)
     a = -n if n < 0 else n
     if _ndigits(a) < shift:              # |n·10**e| < unit/10: rounds to 0
         return _make(0, -p, False, rounding)
@@ -340,7 +340,7 @@ def judge_enclosure(mid: int, rad: int, e: int, rounding: Rounding) -> Certified
         return None
     p = rounding.places
     if p is None:
-        shift, edge = _ndigits(a) - rounding.digits, _p10(rounding.digits - 1)
+        shift, edge = _ndigits(a) - rounding.digits, p10(rounding.digits - 1)
     else:
         shift, edge = -p - e, -1
         if shift > 0 and _ndigits(a + rad) < shift:   # all of it below unit/10: 0
@@ -352,7 +352,7 @@ def judge_enclosure(mid: int, rad: int, e: int, rounding: Rounding) -> Certified
         d2 = _round_int(mid + rad, e, rounding)
         same = (d.mantissa, d.exponent) == (d2.mantissa, d2.exponent)
         return _make(d.mantissa, d.exponent, False, rounding) if same else None
-    unit = _p10(shift)
+    unit = p10(shift)
     q, r = divmod(a, unit)
     m = q + 1 if 2 * r >= unit else q
     # cell of m: [(m - 1/2) unit, (m + 1/2) unit), except at the bottom of a
@@ -406,7 +406,7 @@ def round_ball(x: flint.arb, rounding: Rounding) -> CertifiedDecimal | None:
         if rad and a > rad:
             shift = _ndigits(a) - digits
             if shift > 0:
-                unit = _p10(shift)
+                unit = p10(shift)
                 q, r = divmod(a, unit)
                 m = q + 1 if 2 * r >= unit else q
                 if (_POW10[digits - 1] < m < _POW10[digits]
@@ -431,7 +431,7 @@ def round_balls(balls: list, rounding: Rounding) -> list[tuple[CertifiedDecimal 
         return [(d, True) for d in (round_ball(x, rounding) for x in balls)]
     n = digits + 3
     pow10, low, high = _POW10, _POW10[digits - 1], _POW10[digits]
-    new, cls = _new_decimal, CertifiedDecimal
+    new, cls = new_decimal, CertifiedDecimal
     out = []
     append = out.append
     for x in balls:
@@ -586,8 +586,8 @@ def _contains(mid: int, rad: int, e: int, d: CertifiedDecimal) -> bool:
     """Is the decimal d inside [mid - rad, mid + rad] * 10**e?"""
     k = d.exponent - e
     if k >= 0:
-        return abs(d.mantissa * _p10(k) - mid) <= rad
-    return abs(d.mantissa - mid * _p10(-k)) <= rad * _p10(-k)
+        return abs(d.mantissa * p10(k) - mid) <= rad
+    return abs(d.mantissa - mid * p10(-k)) <= rad * p10(-k)
 
 
 def _near(x: flint.arb, rounding: Rounding, prec: int) -> bool:
@@ -706,7 +706,7 @@ def certified_mpf(expr: sympy.Expr | Fraction | int, dps: int) -> mpmath.mpf:
         return mpmath.mpf(0)
     prec = max(mpmath.libmp.dps_to_prec(dps), mpmath.mp.prec)
     if abs(d.exponent) <= 4 * MAX_DIGITS:     # exactly, with integers
-        num, den = (d.mantissa * _p10(d.exponent), 1) if d.exponent >= 0 else (d.mantissa, _p10(-d.exponent))
+        num, den = (d.mantissa * p10(d.exponent), 1) if d.exponent >= 0 else (d.mantissa, p10(-d.exponent))
         return mpmath.mp.make_mpf(mpmath.libmp.from_rational(num, den, prec, mpmath.libmp.round_nearest))
     return mpmath.mp.make_mpf(_nearest_binary(d.mantissa, d.exponent, prec))
 

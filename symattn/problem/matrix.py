@@ -28,7 +28,7 @@ _MAX_SIDE = MAX_SIDE   # the old private name, kept for importers
 _NUMERAL = re.compile(r"([+-]?)([0-9]{1,60})(?:\.([0-9]{0,60}))?")
 
 
-def _fmpq_to_sympy(q: flint.fmpq) -> sympy.Rational:
+def fmpq_to_sympy(q: flint.fmpq) -> sympy.Rational:
     return sympy.Rational(int(q.p), int(q.q))
 
 
@@ -36,7 +36,7 @@ def _fmpq_to_fraction(q: flint.fmpq) -> Fraction:
     return Fraction(int(q.p), int(q.q))
 
 
-def _sympy_to_fmpq(r: sympy.Rational) -> flint.fmpq:
+def sympy_to_fmpq(r: sympy.Rational) -> flint.fmpq:
     return flint.fmpq(int(r.p), int(r.q))
 
 
@@ -56,7 +56,7 @@ class ExactMatrix:
     def from_sympy(cls, m: sympy.ImmutableMatrix) -> "ExactMatrix":
         entries = [e for row in m.tolist() for e in row]
         if all(e.is_Rational for e in entries):
-            return cls(rational=flint.fmpq_mat(m.rows, m.cols, [_sympy_to_fmpq(e) for e in entries]))
+            return cls(rational=flint.fmpq_mat(m.rows, m.cols, [sympy_to_fmpq(e) for e in entries]))
         return cls(general=m)
 
     @property
@@ -73,7 +73,7 @@ class ExactMatrix:
 
     def exact(self, i: int, j: int) -> sympy.Expr:
         if self.is_rational:
-            return _fmpq_to_sympy(self.rational[i, j])
+            return fmpq_to_sympy(self.rational[i, j])
         return self.general[i, j]
 
     def key(self, i: int, j: int) -> Hashable:
@@ -124,11 +124,11 @@ class ExactMatrix:
     def to_sympy(self) -> sympy.ImmutableMatrix:
         if self._sympy is None:
             self._sympy = sympy.ImmutableMatrix(
-                self.rows, self.cols, [_fmpq_to_sympy(e) for e in self.rational.entries()])
+                self.rows, self.cols, [fmpq_to_sympy(e) for e in self.rational.entries()])
         return self._sympy
 
 
-def _plain_scalar(value: object) -> object:
+def plain_scalar(value: object) -> object:
     """numpy scalars become Python scalars (then read exactly, floats by text)."""
     item = getattr(value, "item", None)
     if item is not None and not isinstance(value, (sympy.Basic, str)) and callable(item):
@@ -139,7 +139,7 @@ def _plain_scalar(value: object) -> object:
     return value
 
 
-def _rows_of(name: str, value: object) -> list[list[object]]:
+def rows_of(name: str, value: object) -> list[list[object]]:
     """Turn a matrix-like input into a list of rows, with clear shape errors."""
     if isinstance(value, sympy.MatrixBase):
         return value.tolist()   # (row by row through value.row(i) is 20× slower)
@@ -221,7 +221,7 @@ def _entry(value: object, where: str, symbols: bool | Collection[str],
     """One exact entry within the caps: an fmpq on the fast paths, else a SymPy number.
 
     ``bounded``: the entry feeds the scores, so its magnitude is capped too."""
-    value = _plain_scalar(value)
+    value = plain_scalar(value)
     if isinstance(value, int) and not isinstance(value, bool):
         if bounded and abs(value) > MAX_ENTRY_MAGNITUDE:
             raise magnitude_error(where, f"{value:.3e}" if value.bit_length() < 1000
@@ -307,7 +307,7 @@ def exact_matrix(name: str, value: object, *, symbols: bool | Collection[str] = 
     names; SymPy expressions passed directly may always hold symbols.  ``bounded``:
     cap every entry's magnitude (MAX_ENTRY_MAGNITUDE), for the matrices that make
     the scores; values (V, W_v) only scale the outputs and meet the digit caps."""
-    rows = _rows_of(name, value)
+    rows = rows_of(name, value)
     r, c = len(rows), len(rows[0])
     decimals = _decimal_numerals(rows)
     if decimals is not None:
@@ -316,5 +316,5 @@ def exact_matrix(name: str, value: object, *, symbols: bool | Collection[str] = 
                for i, row in enumerate(rows) for j, v in enumerate(row)]
     if all(isinstance(e, flint.fmpq) for e in entries):
         return ExactMatrix(rational=flint.fmpq_mat(r, c, entries))
-    values = [_fmpq_to_sympy(e) if isinstance(e, flint.fmpq) else e for e in entries]
+    values = [fmpq_to_sympy(e) if isinstance(e, flint.fmpq) else e for e in entries]
     return ExactMatrix(general=sympy.ImmutableMatrix(r, c, values))

@@ -23,7 +23,7 @@ from symattn.exact.coerce import to_exact
 from symattn.problem.keys.logits import read_alibi, read_softcap
 from symattn.limits import (MAX_ALGEBRAIC_DEGREE, MAX_ENTRIES, MAX_EXACT_DIGITS,
                             MAX_SCORE_MAGNITUDE, MAX_SYMBOLIC_SIDE)
-from symattn.problem.matrix import (ExactMatrix, _plain_scalar, check_magnitude, check_symbols,
+from symattn.problem.matrix import (ExactMatrix, plain_scalar, check_magnitude, check_symbols,
                             exact_matrix)
 from symattn.exact.parser import algebraic_degree
 from symattn.problem.keys.decode import parse_decode
@@ -190,7 +190,7 @@ class Problem:
         if scale is None:
             self.scale = 1 / sympy.sqrt(self.d_k)
         else:
-            scale = _plain_scalar(scale)
+            scale = plain_scalar(scale)
             self.scale = to_exact(scale, where="scale",
                                   symbols=bool(symbols) or isinstance(scale, sympy.Basic))
             if not isinstance(scale, sympy.Basic):
@@ -239,7 +239,7 @@ class Problem:
     @staticmethod
     def _scalar(value: object, where: str, symbols: bool | Sequence[str]) -> sympy.Expr:
         """One exact real number of bounded size (the sink logit)."""
-        value = _plain_scalar(value)
+        value = plain_scalar(value)
         exact = to_exact(value, where=where, symbols=bool(symbols) or isinstance(value, sympy.Basic))
         if not isinstance(value, sympy.Basic):
             check_symbols(exact, where, symbols)

@@ -49,10 +49,10 @@ from symattn.errors import ProblemError
 from symattn.problem.keys.mask import causal_window_width
 from symattn.problem.keys.logits import capped
 from symattn.trace.stepnumbers import ExactNumbers
+from symattn.trace.source import AddStep, TraceView
 
 if TYPE_CHECKING:
     from symattn.problem.problem import Problem
-    from symattn.trace.trace import Trace
 
 _PARTS = ("q", "k", "v", "K_cache", "V_cache", "scores", "logits", "weights", "output")
 WORK_STEP = "decode_work"
@@ -113,7 +113,7 @@ def work_counts(problem: "Problem") -> WorkCounts:
 class Decode:
     """The decode steps of one trace, built from its exact Q, K, V rows."""
 
-    def __init__(self, trace: "Trace") -> None:
+    def __init__(self, trace: TraceView) -> None:
         self.trace = trace
         p = trace.problem
         self.prefill = p.prefill
@@ -201,7 +201,7 @@ class Decode:
     def parts(self) -> tuple[str, ...]:
         return tuple(part for part in _PARTS if part != "logits" or self.has_logits)
 
-    def add_steps(self, add: Callable) -> None:
+    def add_steps(self, add: AddStep) -> None:
         p = self.trace.problem
         tok = p.tokens
         dk = tuple(str(c) for c in range(p.d_k))

@@ -46,15 +46,13 @@ does) gives the same ℓ_last: the fact ``online-softmax-equals-softmax`` proves
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 import sympy
 
 from symattn.numbers.compare import sign
 from symattn.trace.stepnumbers import ExactNumbers
-
-if TYPE_CHECKING:
-    from symattn.trace.trace import Trace
+from symattn.trace.source import AddStep, TraceView
 
 NEG_INF = sympy.S.NegativeInfinity
 
@@ -80,7 +78,7 @@ def _ints(entry: Callable[[int, int], sympy.Expr]) -> Callable[[object, object],
 class Online:
     """The online-softmax steps of one trace, built from its exact scores, scale and V."""
 
-    def __init__(self, trace: "Trace", blocks: tuple[tuple[int, int], ...] | None = None) -> None:
+    def __init__(self, trace: TraceView, blocks: tuple[tuple[int, int], ...] | None = None) -> None:
         """``blocks``: another split of the keys than the problem's tiles (the fact tries them all)."""
         self.trace = trace
         p = trace.problem
@@ -239,7 +237,7 @@ class Online:
         return sums, outs, coeffs
 
     # -- the steps ------------------------------------------------------------------------
-    def add_steps(self, add: Callable) -> None:
+    def add_steps(self, add: AddStep) -> None:
         """Add running_max, rescale, running_sum and running_output_b to the trace."""
         p = self.trace.problem
         rows, count = p.tokens, len(self.blocks)

@@ -12,7 +12,6 @@ from fractions import Fraction
 
 import sympy
 
-from symattn.document.blocks import Exact, Product, Sym
 from symattn.problem.problem import Problem
 
 
@@ -24,7 +23,6 @@ class StepSpec:
     latex: str
     meaning: str
     title: str
-    meaning_parts: tuple = ()     # the meaning with its math as document nodes (i, j, d_k, −∞)
 
 
 STEPS: dict[str, StepSpec] = {
@@ -41,14 +39,12 @@ STEPS: dict[str, StepSpec] = {
     "K given": StepSpec("K (given)", "K", "the keys", "Keys"),
     "V given": StepSpec("V (given)", "V", "the values", "Values"),
     "scores": StepSpec("scores = Q·Kᵀ", r"S = Q K^\top", "how well query i matches key j (dot products)",
-                       "Scores", ("how well query ", Sym("i"), " matches key ", Sym("j"), " (dot products)")),
+                       "Scores"),
     "scaled": StepSpec("scaled = {scale}", r"\frac{{S}}{{\sqrt{{d_k}}}}",
-                       "scores scaled so they do not grow with the width d_k", "Scaled scores",
-                       ("scores scaled so they do not grow with the width ", Sym("d_k"))),
+                       "scores scaled so they do not grow with the width d_k", "Scaled scores"),
     "masked": StepSpec("masked = scaled, −∞ where the mask blocks",
                        r"\tilde S = \text{scaled}, -\infty \text{ where blocked}",
-                       "blocked positions get −∞, so their weight is exactly 0", "Masking",
-                       ("blocked positions get ", Exact(sympy.S.NegativeInfinity), ", so their weight is exactly 0")),
+                       "blocked positions get −∞, so their weight is exactly 0", "Masking"),
     "shifted": StepSpec("shifted = scaled − max of its row", r"\text{scaled}_{ij} - \max_k \text{scaled}_{ik}",
                         "the stability trick: the same weights, no large exponents",
                         "Softmax, with the max-subtraction trick"),
@@ -80,8 +76,7 @@ SINK_STEPS: dict[str, StepSpec] = {
 LOGIT_STEPS: dict[str, StepSpec] = {
     "bias": StepSpec("bias = −{slope}·{distance}", r"B_{{ij}} = -{slope_tex} \cdot {distance_tex}",
                      "ALiBi's linear bias: a key farther from the query gets a lower logit",
-                     "ALiBi bias", ("ALiBi's linear bias: a key farther from the query gets a "
-                                    "lower logit",)),
+                     "ALiBi bias"),
     "biased": StepSpec("biased = scaled + bias", r"\text{scaled} + B",
                        "the scaled scores with the bias added: the logits the softmax takes",
                        "Biased scores"),
@@ -91,21 +86,16 @@ LOGIT_STEPS: dict[str, StepSpec] = {
                        "the order and the ties stay", "Soft-capped logits"),
 }
 
-def _rope_meaning(what: str) -> tuple:
-    return (f"each {what} rotated by its position ", Sym("p"), ", pair ", Sym("i"), " by the angle ",
-            Product((Sym("p"), Sym("θ", "i"))))
-
-
 # With RoPE: the queries and keys rotated pair by pair, then the scores from them
 ROPE_STEPS: dict[str, StepSpec] = {
     "Q_rot": StepSpec("Q_rot = Q rotated: each pair (x, y) ↦ (x·cos φ − y·sin φ, x·sin φ + y·cos φ), "
                       "φ = p·θ_i", r"Q_{\text{rot}} = Q\,R(p\theta)^\top",
                       "each query rotated by its position p, pair i by the angle p·θ_i",
-                      "Rotated queries (RoPE)", _rope_meaning("query")),
+                      "Rotated queries (RoPE)"),
     "K_rot": StepSpec("K_rot = K rotated: each pair (x, y) ↦ (x·cos φ − y·sin φ, x·sin φ + y·cos φ), "
                       "φ = p·θ_i", r"K_{\text{rot}} = K\,R(p\theta)^\top",
                       "each key rotated by its position p, pair i by the angle p·θ_i",
-                      "Rotated keys (RoPE)", _rope_meaning("key")),
+                      "Rotated keys (RoPE)"),
     "scores": StepSpec("scores = Q_rot·K_rotᵀ", r"S = Q_{\text{rot}} K_{\text{rot}}^\top",
                        "how well rotated query i matches rotated key j: it depends on the "
                        "positions only through their difference", "Scores"),
@@ -209,8 +199,7 @@ def spec(name: str, problem: Problem) -> StepSpec:
     if name == "scaled":
         latex = (r"\frac{S}{\sqrt{d_k}}" if problem.default_scale
                  else rf"{sympy.latex(problem.scale)} \cdot S")
-        return StepSpec(f"scaled = {scale_formula(problem)}", latex, entry.meaning, entry.title,
-                        entry.meaning_parts)
+        return StepSpec(f"scaled = {scale_formula(problem)}", latex, entry.meaning, entry.title)
     logit = logit_step(problem)
     if logit != "scaled" and name in ("masked", "shifted", "exp", "row_sum"):
         return _on_logits(STEPS[name] if problem.sink is None or name not in SINK_STEPS
@@ -218,13 +207,13 @@ def spec(name: str, problem: Problem) -> StepSpec:
     if logit != "scaled" and name == "weights":
         entry = SINK_STEPS[name] if problem.sink is not None else entry
         return StepSpec(entry.formula, rf"A = \operatorname{{softmax}}(\text{{{logit}}})",
-                        entry.meaning, entry.title, entry.meaning_parts)
+                        entry.meaning, entry.title)
     if problem.sink is not None and name in SINK_STEPS:
         return SINK_STEPS[name]
     if "{src" in entry.formula or "{src" in entry.latex:
         src = "X_kv" if cross else "X"
         return StepSpec(entry.formula.format(src=src), entry.latex.format(src_tex=r"X_{kv}" if cross else "X"),
-                        entry.meaning, entry.title, entry.meaning_parts)
+                        entry.meaning, entry.title)
     return entry
 
 
@@ -299,7 +288,7 @@ def logit_step(problem: Problem) -> str:
 def _on_logits(entry: StepSpec, logit: str) -> StepSpec:
     """A softmax step's entry with the logits in place of the scaled scores."""
     return StepSpec(entry.formula.replace("scaled", logit), entry.latex.replace("scaled", logit),
-                    entry.meaning, entry.title, entry.meaning_parts)
+                    entry.meaning, entry.title)
 
 
 def _logit_spec(name: str, problem: Problem) -> StepSpec:
@@ -313,14 +302,14 @@ def _logit_spec(name: str, problem: Problem) -> StepSpec:
         distance, distance_tex = ("|i − j|", "|i - j|") if alibi.symmetric else ("(i − j)", "(i - j)")
         return StepSpec(entry.formula.format(slope=slope, distance=distance),
                         entry.latex.format(slope_tex=sympy.latex(alibi.slope), distance_tex=distance_tex),
-                        entry.meaning, entry.title, entry.meaning_parts)
+                        entry.meaning, entry.title)
     if name == "capped":
         logit = "biased" if problem.alibi is not None else "scaled"
         cap = unicode_text(problem.softcap)
         cap = cap if problem.softcap.is_Atom else f"({cap})"
         return StepSpec(entry.formula.format(cap=cap, logit=logit),
                         entry.latex.format(cap_tex=sympy.latex(problem.softcap), logit=logit),
-                        entry.meaning, entry.title, entry.meaning_parts)
+                        entry.meaning, entry.title)
     return entry
 
 

@@ -30,6 +30,9 @@ from symattn.engine.engine import Engine, ExactMatrix
 from symattn.errors import SymattnError
 from symattn.problem.problem import Problem
 from symattn.trace.stepcert import certify_entries
+from symattn.trace.decode import Decode
+from symattn.trace.display import Displayable
+from symattn.trace.online import Online
 from symattn.trace.steps import spec
 
 Index = int | str
@@ -53,7 +56,7 @@ class StepInfo:
 
 
 @dataclass(eq=False)
-class Step:
+class Step(Displayable):
     """One named step of the trace: exact entries, certified decimals, labels."""
 
     name: str
@@ -167,11 +170,6 @@ class Step:
     def _repr_pretty_(self, p, cycle) -> None:  # IPython plain-text display
         p.text(f"{self.heading()}\n{self}")
 
-    def _repr_latex_(self) -> str:
-        """Jupyter: the step as typeset math, exact beside certified decimals."""
-        from symattn.document.trace_latex import step_repr_latex
-
-        return step_repr_latex(self)
 
 
 def _to_mpf(d: object) -> mpmath.mpf:
@@ -188,7 +186,7 @@ def _as_rounding(rounding: Rounding | int) -> Rounding:
     raise SymattnError(f"rounding must be a number of significant digits or a Rounding, got {rounding!r}")
 
 
-class Trace:
+class Trace(Displayable):
     """The named exact steps of attention for one :class:`Problem`."""
 
     def __init__(self, problem: Problem) -> None:
@@ -248,13 +246,9 @@ class Trace:
         add("weights", (n, m), tok, keys, engine.weight)
         add("output", (n, p.d_v), tok, dv_cols, engine.output)
         if p.tiles is not None:      # online softmax: steps built from this trace's entries
-            from symattn.trace.online import Online
-
             self.online = Online(self)
             self.online.add_steps(add)
         if p.prefill is not None:    # KV-cache decoding, beside the plain causal steps
-            from symattn.trace.decode import Decode
-
             self.decode = Decode(self)
             self.decode.add_steps(add)
         self._steps = {s.name: s for s in steps}
@@ -378,32 +372,16 @@ class Trace:
         self.step(name)
         return self.engine.symbols_of(name)
 
-    def _repr_latex_(self) -> str:
-        """Jupyter: every step as typeset math (IPython is not needed to call this)."""
-        from symattn.document.trace_latex import trace_repr_latex
-
-        return trace_repr_latex(self)
-
-    def _repr_html_(self) -> str:
-        """Jupyter: the derivation as an HTML fragment (MathML, CSS scoped to its wrapper)."""
-        from symattn.document.jupyter import trace_repr_html
-
-        return trace_repr_html(self)
-
     def _repr_pretty_(self, p, cycle) -> None:
         """IPython's plain-text display: the terminal derivation."""
-        from symattn.document.trace_text import render_text
-
-        p.text(repr(self) if cycle else render_text(self))
+        p.text(repr(self) if cycle else str(self))
 
     def __repr__(self) -> str:
         return f"<Trace of {self.problem!r}: {' '.join(self._steps)}>"
 
     def __str__(self) -> str:
         """``print(trace)``: the derivation as the terminal shows it."""
-        from symattn.document.trace_text import render_text
-
-        return render_text(self)
+        return self._shown("text") or repr(self)
 
 
 def attend(problem: Problem | None = None, **inputs: object) -> Trace:

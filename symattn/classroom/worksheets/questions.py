@@ -15,7 +15,7 @@ from fractions import Fraction
 
 from symattn.numbers.certify import Rounding
 from symattn.trace.trace import Trace
-from symattn.classroom.worksheets.versions import WorksheetError
+from symattn.errors import WorksheetError
 
 __all__ = ["QUESTIONS", "SheetQuestion", "asked_steps", "askable_steps", "default_questions", "ask_text",
            "decode_part",

@@ -4,7 +4,7 @@ A sheet gives the inputs and asks for the chosen steps (Q, K, V, scores,
 scaled scores, weights, output) with working space and answer boxes; its key
 answers the same numbered questions with the engine's certified decimals,
 lists what each modelled mistake gives, and adds the worked derivation.  Both
-are documents (``document.build_worksheet``) printed as LaTeX or HTML.
+are documents (``classroom.worksheets.document``) printed as LaTeX or HTML.
 Nothing is computed here: every number in a key comes from the Trace.
 
 The student's sheet shows only an opaque *version code* (a hash of the
@@ -30,7 +30,7 @@ from pathlib import Path
 from symattn import files as files_mod
 from symattn.numbers.certify import Rounding
 from symattn.problem.problem import Problem
-from symattn.document.trace_latex import document
+from symattn.document.support.latexdoc import document
 from symattn.trace.trace import Trace
 from symattn.classroom.worksheets.questions import (
     QUESTIONS, SheetQuestion, question_order, rounding_words, sheet_questions,
@@ -166,14 +166,14 @@ def questions_of(version: Version, options: WorksheetOptions) -> list[SheetQuest
 
 def sheet_document(version: Version, options: WorksheetOptions):
     """The student's sheet of one version as a document (no seed, no file name)."""
-    from symattn.document.build.worksheet import build_sheet
+    from symattn.classroom.worksheets.document import build_sheet
 
     return build_sheet(version, questions_of(version, options))
 
 
 def key_document(version: Version, options: WorksheetOptions):
     """The teacher's key of one version as a document."""
-    from symattn.document.build.worksheet import build_key
+    from symattn.classroom.worksheets.document import build_key
 
     return build_key(version, questions_of(version, options), derivation=options.derivation,
                      mistakes=options.mistakes)

@@ -19,15 +19,11 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from symattn.numbers.certify import Rounding
-from symattn.errors import SymattnError
+from symattn.errors import SymattnError, WorksheetError  # noqa: F401 (WorksheetError: its old home)
 from symattn.problem.problem import Problem
 from symattn.trace.trace import Trace
 
 MAX_TRIES = 400   # failed draws in a row before giving up (a typical version needs about 15)
-
-
-class WorksheetError(SymattnError):
-    """A worksheet that cannot be made as asked."""
 
 
 @dataclass(frozen=True)

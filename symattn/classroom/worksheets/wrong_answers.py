@@ -14,17 +14,16 @@ is not a computation mistake and is left out.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from symattn.numbers.certify import CertifiedDecimal, Rounding
 from symattn.check.checker import Checker
 from symattn.numbers.masked import NEG_INF
 from symattn.trace.trace import Trace
+from symattn.document.worksheet_blocks import Grid, WrongAnswer
 
 __all__ = ["WrongAnswer", "wrong_answers", "separates", "answer_texts", "figure", "VARIANT_MISTAKES",
            "variants_of", "separated_codes"]
 
-Grid = tuple[tuple[str, ...], ...]
 
 #: The mistakes a separating version must tell apart.  ``e-as-2.7`` is listed in the key's table
 #: but not required: 2.7 for e moves every exponent by 0.7 %, which an answer of two or three
@@ -58,15 +57,6 @@ NOT_REQUIRED_ON = frozenset((("rope-degrees", "K_rot"), ("rope-query-only", "K_r
 #: the precision asked, so only an answer that differs must be told apart.
 PRECISION = frozenset(("early-rounding",))
 _ORDER = ("weights", "output", "scaled", "scores")   # the questions that fail most, first
-
-
-@dataclass(frozen=True)
-class WrongAnswer:
-    """What one named mistake gives for a whole question: its rounded entries, row by row."""
-
-    code: str
-    detail: str
-    values: Grid
 
 
 def _text(d: CertifiedDecimal | object) -> str:

@@ -19,16 +19,14 @@ from symattn.document.blocks import (
     Approx, Block, Chain, Exact, Exp, Frac, Int, Math, Neg, Note, Product, Row, Section, Sub,
     Sum, Sym, Words, elide,
 )
+from symattn.document.build.section import SectionBuilder
 from symattn.trace.online import SINK
 from symattn.trace.steps import spec
-
-if TYPE_CHECKING:
-    from symattn.document.build.trace import _Builder
 
 SHOWN_DECODE_STEPS = 3     # more decode steps (or running outputs) than this: the first two and the last
 
 
-def variant_sections(builder: "_Builder") -> list[Section]:
+def variant_sections(builder: SectionBuilder) -> list[Section]:
     """The sections a variant adds after the output (none for a plain problem)."""
     t = builder.t
     out = []
@@ -79,7 +77,7 @@ def _e(t, i: int, j: int, k: int) -> Math:
     return Exp(Neg(_value_form(t, i, k)) if first == Int(0) else Sum((first, Neg(_value_form(t, i, k)))))
 
 
-def online_section(b: "_Builder") -> Section:
+def online_section(b: SectionBuilder) -> Section:
     t, p = b.t, b.p
     blocks = _blocks(t)
     split = " | ".join(_keys_text(t, keys) for keys in blocks)
@@ -134,7 +132,7 @@ def _variant_words(t) -> tuple[str, ...]:
     return tuple(words)
 
 
-def worked_row(b: "_Builder", i: int) -> list[Block]:
+def worked_row(b: SectionBuilder, i: int) -> list[Block]:
     """Row i block by block: m, the rescale factor, l and O with their numbers."""
     t, p = b.t, b.p
     online = t.online
@@ -216,7 +214,7 @@ def worked_row(b: "_Builder", i: int) -> list[Block]:
 
 # ---------------------------------------------------------------- KV-cache decoding
 
-def decode_section(b: "_Builder") -> Section:
+def decode_section(b: SectionBuilder) -> Section:
     t, p = b.t, b.p
     from symattn.trace.decode import work_counts
 

@@ -27,6 +27,7 @@ from symattn.document.blocks import (
 )
 from symattn.document.build.online import variant_sections
 from symattn.numbers.masked import NEG_INF
+from symattn.document.meanings import meaning_parts
 from symattn.trace.steps import SECTION_TITLES, spec
 from symattn.trace.trace import Trace
 
@@ -146,7 +147,8 @@ class _Builder:
 
     def formula(self, name: str, factors: tuple[tuple[int, int], ...] = ()) -> Formula:
         entry, step = spec(name, self.p), self.t.step(name)
-        return Formula(name, entry.formula, entry.latex, entry.meaning, step.shape, factors, entry.meaning_parts)
+        return Formula(name, entry.formula, entry.latex, entry.meaning, step.shape, factors,
+                       meaning_parts(entry.meaning))
 
     def matrix(self, name: str, symbol: Math | None = None, *, row_labels: bool = True,
                col_labels: bool = False, exact=None, decimals: bool = True, caption: str | None = None

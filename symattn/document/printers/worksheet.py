@@ -2,7 +2,7 @@
 
 Subclasses of the derivation's printers (so every math node and the embedded
 derivation print exactly as ``explain`` prints them), with one ``_print_<Block>``
-method per block of :mod:`symattn.document.build.worksheet`.
+method per block of :mod:`symattn.document.worksheet_blocks`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from symattn.document import blocks as b
-from symattn.document.build.worksheet import (
+from symattn.document.worksheet_blocks import (
     Derivation, Instruction, KeyAnswer, KeyValue, Question, SheetHeader, WrongAnswers,
 )
 from symattn.document.printers.base import section_numbers

@@ -31,7 +31,7 @@ import sympy
 
 from symattn.errors import ProblemError
 from symattn.exact.coerce import to_exact
-from symattn.problem.matrix import _plain_scalar, check_magnitude, check_symbols
+from symattn.problem.matrix import plain_scalar, check_magnitude, check_symbols
 
 ALIBI_KEYS = ("slope", "symmetric")
 
@@ -62,7 +62,7 @@ class Alibi:
 
 def _number(value: object, where: str, symbols: bool | Sequence[str], example: str) -> sympy.Expr:
     """One exact real number (through the safe parser for text), bounded in size."""
-    value = _plain_scalar(value)
+    value = plain_scalar(value)
     if isinstance(value, (Mapping, list, tuple)) or value is None:
         raise ProblemError(f"{where} is {value!r}: give one number such as {example}")
     exact = to_exact(value, where=where, symbols=bool(symbols) or isinstance(value, sympy.Basic))

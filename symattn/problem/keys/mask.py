@@ -9,7 +9,7 @@ from collections.abc import Mapping
 import sympy
 
 from symattn.errors import ProblemError
-from symattn.problem.matrix import _plain_scalar, _rows_of
+from symattn.problem.matrix import plain_scalar, rows_of
 
 Matrix = sympy.ImmutableMatrix
 
@@ -54,7 +54,7 @@ def parse_mask(value: object, n: int, m: int) -> tuple[Matrix | None, str | None
             raise ProblemError(f"mask is {value!r}: use \"causal\" or a 0/1 matrix where 1 = may attend")
         # top-left alignment, as torch.nn.functional.scaled_dot_product_attention(is_causal=True)
         return Matrix(n, m, lambda i, j: 1 if j <= i else 0), "causal"
-    rows = _rows_of("mask", value)
+    rows = rows_of("mask", value)
     if len(rows) != n or len(rows[0]) != m:
         raise ProblemError(
             f"mask is {len(rows)}×{len(rows[0])} but the scores are {n}×{m} (queries × keys)"
@@ -63,7 +63,7 @@ def parse_mask(value: object, n: int, m: int) -> tuple[Matrix | None, str | None
     for i, row in enumerate(rows):
         out_row = []
         for j, v in enumerate(row):
-            v = _plain_scalar(v)
+            v = plain_scalar(v)
             if isinstance(v, sympy.Integer):  # a mask read back from Problem.mask
                 v = int(v)
             if v is True or v is False or (isinstance(v, int) and v in (0, 1)):

@@ -35,7 +35,7 @@ import sympy
 
 from symattn.errors import ParseError, ProblemError
 from symattn.limits import MAX_ENTRY_MAGNITUDE, MAX_POWER_EXPONENT, MAX_SYMBOLIC_SIDE
-from symattn.problem.matrix import ExactMatrix, _plain_scalar, _sympy_to_fmpq, check_magnitude
+from symattn.problem.matrix import ExactMatrix, plain_scalar, sympy_to_fmpq, check_magnitude
 
 __all__ = ["LAYOUTS", "MAX_ROPE_ANGLE", "Rope", "parse_rope", "pairs", "rope_statement", "rope_text", "rotate",
            "rotated_scores"]
@@ -170,14 +170,14 @@ def rope_text(problem: object) -> str:
 def _number(value: object, where: str) -> sympy.Expr:
     from symattn.exact.coerce import to_exact
 
-    value = _plain_scalar(value)
+    value = plain_scalar(value)
     try:
         exact = to_exact(value, where=where, symbols=False)
     except ParseError as exc:
         raise ProblemError(str(exc)) from None
     if exact.free_symbols or exact.is_real is not True:
         raise ProblemError(f"{where} is {exact}: give a real number (no symbols)")
-    check_magnitude(_sympy_to_fmpq(exact) if exact.is_Rational else exact, where)
+    check_magnitude(sympy_to_fmpq(exact) if exact.is_Rational else exact, where)
     return exact
 
 
@@ -191,7 +191,7 @@ def _positions(value: object, count: int, where: str, what: str) -> tuple[int, .
                            f"give one position per {what}")
     out = []
     for k, p in enumerate(value):
-        p = _plain_scalar(p)
+        p = plain_scalar(p)
         if isinstance(p, sympy.Integer):
             p = int(p)
         if isinstance(p, bool) or not isinstance(p, int):

@@ -7,13 +7,14 @@ answer.  The key answers the same numbered questions: whole numbers and short
 fractions exactly (``−3/8``, ``7/6 ≈ 1.17``), other values as certified decimals
 after ``≈``; then what each modelled mistake gives (the values ``check`` names),
 then the worked derivation (the derivation document itself).  Both are trees of
-blocks printed by ``document.printers.worksheet`` (LaTeX and HTML).
+blocks (``document.worksheet_blocks``) printed by ``document.printers.worksheet`` (LaTeX
+and HTML).  The blocks are document vocabulary; building them from the classroom's questions and
+wrong answers is the classroom's job, so this builder lives here.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Protocol
 
 import sympy
@@ -27,12 +28,14 @@ from symattn.document.blocks import (
 from symattn.document.build.trace import DocumentOptions, build_document
 from symattn.numbers.masked import NEG_INF
 from symattn.document.support.texutil import tex_escape
+from symattn.document.worksheet_blocks import (
+    Derivation, Instruction, KeyAnswer, KeyValue, Question, SheetHeader, WrongAnswers,
+)
 from symattn.trace.trace import Trace
-from symattn.classroom.worksheets.wrong_answers import WrongAnswer, wrong_answers
+from symattn.classroom.worksheets.wrong_answers import wrong_answers
 from symattn.classroom.worksheets.questions import SheetQuestion, ask_text, decode_part, rounding_words
 
-__all__ = ["SheetHeader", "Instruction", "Question", "KeyValue", "KeyAnswer", "WrongAnswers",
-           "Derivation", "build_sheet", "build_key", "VersionLike"]
+__all__ = ["build_sheet", "build_key", "VersionLike"]
 
 SHORT_FRACTION = 7          # a rational whose p/q has at most this many characters is written exactly
 _WORK_CM = {"Q": 3.0, "K": 3.0, "V": 3.0, "scores": 3.5, "scaled": 2.5, "weights": 6.0, "output": 3.5,
@@ -62,87 +65,6 @@ class VersionLike(Protocol):
 
 
 # -- blocks --------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class SheetHeader(Block):
-    """The top of a sheet or key: the sheet shows only ``code``; the key adds the teacher's facts."""
-
-    title: str
-    kind: str                          # "worksheet" or "answer key"
-    code: str
-    teacher: tuple[str, ...] = ()      # key only: version id, seed, problem file
-    name_line: bool = False
-    total_points: str | None = None
-
-
-@dataclass(frozen=True)
-class Instruction(Block):
-    """One instruction of the template: ``label`` (Scaling, Causal, Rounding) and its sentence."""
-
-    label: str
-    parts: tuple[str | Math, ...]
-    latex: str | None = None           # the sentence as LaTeX, where it was written as LaTeX (RoPE)
-
-
-@dataclass(frozen=True)
-class Question(Block):
-    """A question of the sheet: what to compute, its points, working space, empty answer boxes."""
-
-    number: int
-    step: str
-    what: str
-    formula: str                       # LaTeX of the step's formula
-    shape: tuple[int, int]
-    row_labels: tuple[str, ...]
-    col_labels: tuple[str, ...] | None
-    points: str | None
-    box_chars: int                     # the widest answer, in characters
-    work_cm: float
-
-
-@dataclass(frozen=True)
-class KeyValue(Math):
-    """One answer of a key: ``exact`` where short (an integer, −3/8), the certified ``decimal``
-    after it (``7/6 ≈ 1.17``; ``=`` when the decimal is proved exact), or the decimal alone."""
-
-    exact: Math | None
-    decimal: Decimal | None
-    exact_decimal: bool = False
-
-
-@dataclass(frozen=True)
-class KeyAnswer(Block):
-    """A key's answer to question ``number``: ``symbol`` = (or ≈) the matrix of ``KeyValue``s."""
-
-    number: int
-    step: str
-    what: str
-    formula: str
-    points: str | None
-    symbol: Math
-    approx: bool                       # some entry is only a rounded decimal: "≈"
-    cells: tuple[tuple[KeyValue, ...], ...]
-    row_labels: tuple[str, ...]
-    col_labels: tuple[str, ...] | None
-    note: tuple[str | Math, ...] = ()  # said before the matrix: √d_k = √4 = 2
-
-
-@dataclass(frozen=True)
-class WrongAnswers(Block):
-    """Per question, what each modelled mistake gives (the values ``check`` names)."""
-
-    rows: tuple[tuple[int, str, tuple[WrongAnswer, ...]], ...]   # (number, step, mistakes)
-    rounding: Rounding
-
-
-@dataclass(frozen=True)
-class Derivation(Block):
-    """The worked derivation of the version: the derivation document, embedded."""
-
-    doc: Document
-
-
-# -- builders ------------------------------------------------------------------------
 
 def _title(version: VersionLike) -> str:
     return (version.trace.problem.title or "Scaled dot-product attention").split(", version ")[0]
