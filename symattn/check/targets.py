@@ -31,8 +31,6 @@ than the check is worth.
 
 from __future__ import annotations
 
-from typing import Iterator
-
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Callable, Iterator

@@ -25,7 +25,6 @@ from symattn.numbers.certify import CertifiedDecimal, Rounding, certify
 from symattn.check.figures import Entry, WrittenExact, WrittenInfinity, WrittenNumber
 from symattn.check.targets import Cell
 from symattn.numbers.compare import equal
-from symattn.numbers.masked import NEG_INF
 
 __all__ = ["CODES", "RIGHT", "EntryVerdict", "FigureVerdict", "MistakeCell", "MistakeSet",
            "invalid", "judge_entry", "name_mistake", "worst"]

@@ -127,7 +127,6 @@ def _is_single(markup: str) -> bool:
             depth += -1 if tag.group(1) else 1
             if depth == 0:
                 return tag.end() == len(markup)
-        pos = tag.end()
     return False
 
 
