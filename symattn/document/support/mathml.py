@@ -121,7 +121,7 @@ def _is_single(markup: str) -> bool:
     m = re.match(r"<([a-z]+)[ >]", markup)
     if not m:
         return False
-    name, depth, pos = m.group(1), 0, 0
+    name, depth = m.group(1), 0
     for tag in re.finditer(r"<(/?)([a-z]+)[^>]*>", markup):
         if tag.group(2) == name:
             depth += -1 if tag.group(1) else 1
