@@ -122,3 +122,22 @@ def test_output_file_is_written_whole(tmp_path):
     text = out.read_text()
     assert "The dot products of row 'love'" in text
     assert [p.name for p in tmp_path.iterdir()] == ["lesson.txt"]
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["--help"], ["explain", "--help"], ["worksheet", "--help"]])
+def test_version_and_help_start_without_sympy(argv):
+    """Start-up a user feels: --version and --help load no SymPy (issue 25: 1.6 s before)."""
+    code = ("import sys\nfrom symattn.cli import main\n"
+            f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+            "heavy = sorted(m for m in ('sympy', 'flint', 'mpmath', 'numpy') if m in sys.modules)\n"
+            "print('LOADED', heavy)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines()[-1] == "LOADED []"
+
+
+def test_the_public_names_load_on_first_use():
+    code = ("import sys, symattn as sa\nassert 'sympy' not in sys.modules\n"
+            "t = sa.attend(sa.load_example('i-love-cats'))\n"
+            "print(str(t.weights.decimal('I', 'love', 3)), sorted(set(sa.__all__) - set(dir(sa))))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "0.432 []"

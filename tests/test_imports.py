@@ -126,7 +126,8 @@ def test_tarjan_finds_a_cycle():
 
 def test_module_level_imports_have_no_cycle():
     graph = {name: module_imports(name) for name in all_modules()}
-    assert "symattn.trace.trace" in graph["symattn"] and "symattn.engine.engine" in graph["symattn.trace.trace"]
+    assert graph["symattn"] == set()        # the package's names load on first use (PEP 562)
+    assert "symattn.engine.engine" in graph["symattn.trace.trace"]
     assert "symattn.document.printers.html" not in graph["symattn.trace.trace"]     # a display hook imports it lazily
     assert cycles(graph) == []
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 
 from symattn.commands import Outcome
-from symattn.examples import about_of, example_about, example_names, example_text
 
 ORDER = 20
 
@@ -17,7 +16,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> Outcome:
-    from symattn.heads.heads import heads_example_names, heads_example_text
+    from symattn.examples import (about_of, example_about, example_names, example_text,
+                                  heads_example_names, heads_example_text)
 
     heads = heads_example_names()
     if args.show:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from symattn.commands import MAX_DIGITS, Outcome, digits_argument
 from symattn.errors import SymattnError
-from symattn.examples import DEFAULT_EXAMPLE, load_example
-from symattn.problem.problem import Problem
+
+if TYPE_CHECKING:
+    from symattn.problem.problem import Problem
 
 ORDER = 10
 
@@ -19,8 +21,11 @@ def add_problem_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--example", metavar="NAME", help="a built-in example (see 'symattn examples')")
 
 
-def load_problem(args: argparse.Namespace) -> Problem:
+def load_problem(args: argparse.Namespace) -> "Problem":
     """The problem named on the command line (the lesson when none is)."""
+    from symattn.examples import DEFAULT_EXAMPLE, load_example
+    from symattn.problem.problem import Problem
+
     if args.problem:
         return Problem.from_toml(args.problem)
     return load_example(args.example or DEFAULT_EXAMPLE)

@@ -16,7 +16,6 @@ from pathlib import Path
 
 from symattn.commands import Outcome
 from symattn.commands.heads import FORMATS, add_format_arguments, chosen_format
-from symattn.problem.tomlfile import read_bytes
 
 ORDER = 35
 MAX_WARNINGS = 5   # lines of warnings on stderr; the report's note column has them all
@@ -48,6 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def read_submissions_file(path: Path, limit: int) -> bytes:
     """The submissions CSV's raw bytes (a bad byte spoils only its own cell)."""
     from symattn.check.grading.grade import GradeError
+    from symattn.problem.tomlfile import read_bytes
 
     return read_bytes(path, what="the submissions CSV", error=GradeError, limit=limit)
 

@@ -9,7 +9,6 @@ from fractions import Fraction
 from symattn.commands import Outcome, digits_argument
 from symattn.commands.explain import add_problem_arguments, places_argument
 from symattn.errors import SymattnError
-from symattn.problem.tomlfile import read_text
 
 ORDER = 30
 LONG_RUN = 10       # from this many versions, progress is reported on stderr
@@ -148,6 +147,8 @@ def run(args: argparse.Namespace) -> Outcome:
         if args.template:
             toml = template_text(args.template)
         elif args.problem:
+            from symattn.problem.tomlfile import read_text
+
             toml = read_text(args.problem, what="a problem TOML file")
         else:
             toml = example_text(args.example or DEFAULT_EXAMPLE)

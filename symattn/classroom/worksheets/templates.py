@@ -17,9 +17,12 @@ blocks of two in the online softmax.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from symattn.errors import ProblemError
-from symattn.problem.problem import Problem
+
+if TYPE_CHECKING:
+    from symattn.problem.problem import Problem
 
 __all__ = ["Template", "TEMPLATES", "template_names", "template_text", "load_template"]
 
@@ -114,6 +117,8 @@ def template_text(name: str) -> str:
     return TEMPLATES[name].toml
 
 
-def load_template(name: str) -> Problem:
+def load_template(name: str) -> "Problem":
     """A template's problem (its version A)."""
+    from symattn.problem.problem import Problem   # loaded here: --help lists templates without SymPy
+
     return Problem.from_toml_text(template_text(name), source=f"template {name!r}")
