@@ -12,7 +12,7 @@ from __future__ import annotations
 import sympy
 
 from symattn.numbers.certify import certify
-from symattn.numbers.compare import compare, equal, sign
+from symattn.numbers.compare import exp_sum_is_zero, compare, equal, sign
 from symattn.facts.claims import Claims, decimal_text, written_sum
 from symattn.facts.proof import Line, Proof
 from symattn.facts.symbolic import (has_symbols, indexed_softmax, is_zero, rename_dummies, softmax,
@@ -37,10 +37,17 @@ def allowed(trace: Trace, i: int) -> tuple[int, ...]:
 
 
 def same(a: sympy.Expr, b: sympy.Expr) -> bool:
-    """Exact equality: structural, then a SymPy identity, then the exact decision of compare."""
-    if a == b or is_zero(a - b):
+    """Exact equality: structural; for numbers, Lindemann–Weierstrass on the exponentials
+    (exact and fast) before SymPy's simplify; then the exact decision of compare."""
+    if a == b:
         return True
-    return False if (a - b).free_symbols else equal(a, b)
+    difference = a - b
+    if difference.free_symbols:
+        return is_zero(difference)
+    decided = exp_sum_is_zero(difference)
+    if decided is not None:
+        return decided
+    return is_zero(difference) or equal(a, b)
 
 
 def _tex_value(text: str, value: sympy.Expr) -> str:
@@ -291,7 +298,7 @@ def softmax_jacobian(trace: Trace | None = None) -> Proof:
                     entry = sympy.diff(probs[x], sv[y]).xreplace(values)
                     want = (w[x] if x == y else 0) - w[x] * w[y]
                     good &= same(entry, want)
-                good &= is_zero(sympy.Add(*[(w[x] if x == y else 0) - w[x] * w[y] for y in range(size)]))
+                good &= same(sympy.Add(*[(w[x] if x == y else 0) - w[x] * w[y] for y in range(size)]), 0)
             ok &= good
             checks.append(Line(f"row {_row_label(trace, i)}: the derivative of the softmax at this row's "
                                f"scaled scores equals diag(p) − p pᵀ entry by entry; its rows sum to 0 exactly",

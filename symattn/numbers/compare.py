@@ -27,8 +27,8 @@ def _is_exactly_zero(expr: sympy.Expr) -> bool | None:
     when they are 0; the parser's degree cap keeps that cheap).  SymPy's
     ``equals`` is never asked: on a transcendental near-tie it runs its
     solver without bound, so such a number is refused instead."""
-    if not expr.is_algebraic:   # cosines and sines of algebraic angles (RoPE scores)
-        return trig_is_zero(expr) if expr.has(sympy.cos, sympy.sin) else None
+    if not expr.is_algebraic:   # cosines and sines of algebraic angles (RoPE scores), or e^β
+        return trig_is_zero(expr) if expr.has(sympy.cos, sympy.sin) else exp_sum_is_zero(expr)
     x = sympy.Dummy("x")
     try:
         return minimal_polynomial(expr, x) == x
@@ -124,3 +124,50 @@ def trig_is_zero(expr: sympy.Expr) -> bool | None:
                            [coeff] if isinstance(atom, sympy.sin) else []))
     parts = [constant] + [part for _, cosines, sines in groups for part in (cosines, sines)]
     return all(sign(sympy.Add(*part)) == 0 for part in parts if part)
+
+
+# -- exact zero test for sums of exponentials ---------------------------------------------
+
+def exp_sum_is_zero(expr: sympy.Expr) -> bool | None:
+    """Whether a rational function of e^β (algebraic β, algebraic coefficients) is exactly 0;
+    None when ``expr`` is not of that form.
+
+    Why this decides: the numerator, expanded with e^a·e^b = e^(a+b), is Σ c_k·e^{β_k} over
+    distinct algebraic β_k with algebraic c_k; by Lindemann–Weierstrass it is 0 exactly when
+    every c_k is (exponents are grouped by exact equality).  The denominator is not asked: an
+    expression whose denominator vanishes has no value to compare."""
+    if expr.free_symbols or expr.has(sympy.cos, sympy.sin, sympy.log, sympy.tanh):
+        return None
+    numerator, _ = sympy.fraction(sympy.together(expr))
+    groups: list[tuple[sympy.Expr, list[sympy.Expr]]] = []
+    for term in sympy.Add.make_args(sympy.expand(numerator)):
+        split = _exponent_and_coefficient(term)
+        if split is None:
+            return None
+        beta, coeff = split
+        for exponent, coeffs in groups:
+            if exponent == beta or equal(exponent, beta):
+                coeffs.append(coeff)
+                break
+        else:
+            groups.append((beta, [coeff]))
+    return all(sign(sympy.Add(*coeffs)) == 0 for _, coeffs in groups)
+
+
+def _exponent_and_coefficient(term: sympy.Expr) -> tuple[sympy.Expr, sympy.Expr] | None:
+    """A product c·e^{a}·e^{b}·(e^{d})^k as (β, c) with β = a + b + k·d; None unless β and c
+    are algebraic."""
+    beta: list[sympy.Expr] = []
+    coeff: list[sympy.Expr] = []
+    for factor in sympy.Mul.make_args(term):
+        base, power = factor.as_base_exp()
+        if base is sympy.E:
+            beta.append(power)
+        elif isinstance(base, sympy.exp):
+            beta.append(base.args[0] * power)
+        else:
+            coeff.append(factor)
+    exponent, c = sympy.Add(*beta), sympy.Mul(*coeff)
+    if c.has(sympy.exp, sympy.E) or not (exponent.is_algebraic and c.is_algebraic):
+        return None
+    return exponent, c
