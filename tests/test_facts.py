@@ -267,3 +267,50 @@ def test_facts_latex_compiles_with_tex_special_characters_in_names(tmp_path):
         assert name in text, name
     assert "Counterexample: row = a_b&c%d" in text
     assert "row = $#{}" in text and "sum = 1.5" in text and "claimed = 9.5" in text
+
+
+# -- issue 25: facts on a sink combined with ALiBi and a soft-cap ---------------------------
+
+SINK_ALIBI_CAP = dict(Q=[[1, 0], [0, 1], [1, 1]], K=[[1, 0], [0, 1], [1, 1]], V=[[1, 2], [3, 4], [5, 6]],
+                      sink=0, alibi={"slope": "1/2"}, softcap=5, mask="causal")
+
+
+def _float_weights(sink: bool) -> list[list[float]]:
+    """The weights in float64, written for this test: scores/√2, ALiBi −(i − j)/2, 5·tanh(x/5),
+    causal, then the softmax with (or without) the sink logit 0 in the denominator."""
+    import math
+
+    Q = SINK_ALIBI_CAP["Q"]
+    rows = []
+    for i in range(3):
+        logits = [5 * math.tanh((sum(a * b for a, b in zip(Q[i], Q[j])) / math.sqrt(2) - (i - j) / 2) / 5)
+                  for j in range(i + 1)]
+        total = sum(math.exp(x) for x in logits) + (math.exp(0) if sink else 0)
+        rows.append([math.exp(x) / total for x in logits])
+    return rows
+
+
+def test_a_one_key_row_with_a_sink_is_in_the_open_interval():
+    weights = _float_weights(sink=True)
+    assert 0 < weights[0][0] < 1                       # the sink takes part of row 0's one key
+    proof = facts.weights_in_open_interval(sa.attend(sa.Problem(**SINK_ALIBI_CAP)))
+    assert proof.holds and "the sink takes the rest of the row" in proof.checks[0].text
+
+
+def test_the_sink_forms_agree_with_alibi_and_a_soft_cap():
+    with_sink, plain = _float_weights(sink=True), _float_weights(sink=False)
+    for row_s, row_p in zip(with_sink, plain):         # renormalised by 1/(1 + e^σ/Σ e^x), σ = 0
+        share = sum(row_s) / sum(row_p)
+        assert all(abs(a - b * share) < 1e-12 for a, b in zip(row_s, row_p))
+    proof = facts.sink_forms_agree(sa.attend(sa.Problem(**SINK_ALIBI_CAP)))
+    assert proof.holds and all("(exactly)" in line.text for line in proof.checks)
+
+
+def test_temperature_says_which_logits_it_multiplies():
+    problem = dict(SINK_ALIBI_CAP)
+    del problem["sink"]
+    proof = facts.temperature_limits(sa.attend(sa.Problem(**problem)))
+    assert proof.holds and proof.checks[0].text.startswith(
+        "τ multiplies the logits the softmax takes, here the capped ones (after the soft-cap)")
+    plain = facts.temperature_limits(sa.attend(sa.load_example("i-love-cats")))
+    assert not plain.checks[0].text.startswith("τ multiplies")

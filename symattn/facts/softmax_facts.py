@@ -147,9 +147,13 @@ def weights_in_open_interval(trace: Trace | None = None, claims: Claims | None =
                 if trace.weights[i, j] != 0:
                     ok = False
                     counter = counter or {"row": trace.problem.tokens[i], "key": trace.problem.key_tokens[j]}
-            if len(keys) == 1:
+            if len(keys) == 1 and trace.problem.sink is None:
                 good = equal(trace.weights[i, keys[0]], 1)
                 note = "its one allowed key has weight exactly 1"
+            elif len(keys) == 1:     # the sink takes part of the row: e^x / (e^x + e^σ) < 1
+                good = _in_open_interval(trace.weights[i, keys[0]])
+                note = ("its one allowed key's weight is strictly between 0 and 1: the sink takes "
+                        "the rest of the row (signs decided exactly)")
             else:
                 good = all(_in_open_interval(trace.weights[i, j]) for j in keys)
                 note = f"{len(keys)} weights strictly between 0 and 1 (signs decided exactly)"
@@ -165,7 +169,7 @@ def weights_in_open_interval(trace: Trace | None = None, claims: Claims | None =
                 if trace is not None and j not in allowed(trace, i):
                     good, want = compare(abs(x), h) <= 0, "0 (masked)"
                     edge = good and x != 0
-                elif trace is not None and len(allowed(trace, i)) == 1:
+                elif trace is not None and len(allowed(trace, i)) == 1 and trace.problem.sink is None:
                     good, want = compare(abs(x - 1), h) <= 0, "1 (the only allowed key)"
                     edge = good and x != 1
                 else:   # some w in (0, 1) with |w − x| ≤ h

@@ -80,6 +80,14 @@ def temperature_limits(trace: Trace | None = None) -> Proof:
                            "(substitute numbers, or see the general argument)", ""))
     elif trace is not None:
         V = trace.V.matrix
+        logit = trace.logit_step
+        if logit != "scaled":       # say which logits τ multiplies: the ones the softmax takes
+            after = {"biased": "after ALiBi's bias", "capped": "after the soft-cap"}[logit]
+            checks.append(Line(
+                f"τ multiplies the logits the softmax takes, here the {logit} ones ({after}), as a "
+                f"sampling temperature divides them: p(τ) = softmax(τ·{logit}); the limits below are "
+                "of that (a τ on the scores before the bias or the cap would be another family)",
+                rf"p(\tau) = \operatorname{{softmax}}(\tau \cdot \text{{{logit}}})"))
         for i in range(trace.problem.n):
             keys = allowed(trace, i)
             top = sorted(trace.ties(i))

@@ -110,11 +110,14 @@ def sink_forms_agree(trace: Trace | None = None) -> Proof:
         checks.append(Line("this problem has no sink: nothing to check on it", r"\text{no sink}"))
     elif p is not None:
         plain = Trace(_rebuild(p, sink=None))
-        scaled = trace.step("scaled")
+        # the logits the softmax takes: the scaled scores, or after ALiBi's bias and the soft-cap
+        logits = trace.step(trace.logit_step)
         for i in range(min(p.n, MAX_CHECKED_ROWS)):
             keys = trace.allowed(i)
-            lse_i = sympy.log(sympy.Add(*[sympy.exp(scaled[i, k]) for k in keys]))
-            row_ok = all(same(trace.weights[i, j], plain.weights[i, j] / (1 + sympy.exp(p.sink - lse_i))
+            # e^(σ − lse_i) written as e^σ / Σ_k e^(x_k): the same number, with no logarithm
+            # for the exact zero test to see through
+            sink_share = sympy.exp(p.sink) / sympy.Add(*[sympy.exp(logits[i, k]) for k in keys])
+            row_ok = all(same(trace.weights[i, j], plain.weights[i, j] / (1 + sink_share)
                               if j in keys else 0) for j in range(p.m))
             ok &= row_ok
             checks.append(Line(f"row {p.tokens[i]!r}: the weights equal the plain softmax renormalised "
