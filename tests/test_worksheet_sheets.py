@@ -3,6 +3,7 @@
 starts in the combined PDFs, progress on stderr, versions whose mistakes are told apart."""
 
 import json
+import re
 import subprocess
 from fractions import Fraction
 from pathlib import Path
@@ -277,3 +278,19 @@ def test_html_sheet_and_key_open_offline_in_chromium(tmp_path, capsys):
     assert box and box["width"] > 0 and box["height"] > 0
     key.page.screenshot(path=str(tmp_path / "key.png"))
     key.close()
+
+
+@pytest.mark.parametrize("template", ["plain", "rope", "alibi", "window", "sink", "kv-cache",
+                                      "online-softmax"])
+def test_every_template_prints_without_overfull_boxes(template, tmp_path, capsys):
+    """Answer tables fit their headers (kv-cache's rows_recomputed, cache_elements ... printed
+    over each other before): TeX reports no overfull box on any template's sheet or key."""
+    need_tex()
+    status, _, err = cli("worksheet", "--template", template, "-o", str(tmp_path / "w"), capsys=capsys)
+    assert status == 0, err
+    for name in ("version-A-sheet", "version-A-key"):
+        done = subprocess.run(["pdflatex", "-no-shell-escape", "-interaction=nonstopmode", "-halt-on-error",
+                               f"{name}.tex"], cwd=tmp_path / "w", capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout[-2000:]
+        log = (tmp_path / "w" / f"{name}.log").read_text(encoding="utf-8", errors="replace")
+        assert re.findall(r"Overfull \\hbox \(([\d.]+)pt too wide\)", log) == [], (template, name)

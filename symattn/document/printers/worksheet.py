@@ -88,9 +88,12 @@ class WorksheetLatexPrinter(LatexPrinter):
         return f" \\hfill [{tex_escape(points)}]" if points else ""
 
     def _print_Question(self, q: Question) -> list[str]:
-        width = max(1.2, 0.24 * q.box_chars + 0.5)
-        spec = "r|" + f"p{{{width:.2f}cm}}|" * q.shape[1]
-        head = (" & " + " & ".join(f"\\textbf{{{tex_escape(c)}}}" for c in q.col_labels) + r" \\ \hline"
+        # wide enough for the answer and for the longest piece of a header (a header such as
+        # rows_recomputed breaks after its underscores, so its pieces never print over each other)
+        pieces = [len(piece) for c in q.col_labels or () for piece in c.split("_")]
+        width = max(1.2, 0.24 * q.box_chars + 0.5, 0.2 * max(pieces, default=0) + 0.3)
+        spec = "r|" + f">{{\\raggedright\\arraybackslash}}p{{{width:.2f}cm}}|" * q.shape[1]
+        head = (" & " + " & ".join(f"\\textbf{{\\small {_breakable(c)}}}" for c in q.col_labels) + r" \\ \hline"
                 if q.col_labels else r"\multicolumn{1}{r}{} \\ \cline{2-" + str(q.shape[1] + 1) + "}")
         body = [f"\\textbf{{{tex_escape(label)}}} & " + " & ".join([r"\rule{0pt}{2.1em}"] * q.shape[1])
                 + r" \\ \hline" for label in q.row_labels]
@@ -239,3 +242,8 @@ def sheet_html(doc: b.Document) -> str:
 def combined_latex(bodies: list[str]) -> str:
     """Several sheets (or keys) in one body, each starting on an odd page."""
     return f"\n{ODD_PAGE}\n".join(bodies)
+
+
+def _breakable(label: str) -> str:
+    """A column label for a narrow header cell: escaped, with a break allowed after each ``_``."""
+    return r"\_\allowbreak{}".join(tex_escape(piece) for piece in label.split("_"))
