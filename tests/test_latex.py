@@ -315,3 +315,12 @@ def test_every_built_in_example_compiles_within_the_margins(tmp_path):
         tex = render_latex(sa.attend(sa.load_example(name)))
         wide = [x for x in overfull_boxes(tex, folder) if x > 5]
         assert wide == [], f"{name}: lines run into the margin by {wide} pt"
+
+
+def test_prose_sets_the_lessons_notation_as_math():
+    from symattn.document.support.texutil import prose_latex
+
+    assert prose_latex("no division by √d_k") == r"no division by $\sqrt{d_{k}}$"
+    assert prose_latex("K·Qᵀ instead of Q·Kᵀ, or W_q and W_k swapped") == (
+        r"$K \cdot Q^\top$ instead of $Q \cdot K^\top$, or $W_{q}$ and $W_{k}$ swapped")
+    assert prose_latex("each column sums to 1 & 50% of e") == r"each column sums to 1 \& 50\% of e"

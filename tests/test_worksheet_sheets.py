@@ -86,15 +86,19 @@ def test_points_on_the_sheet_and_in_the_metadata(class_folder):
     assert meta["rounding"] == {"digits": 3}
 
 
-def test_each_version_starts_on_an_odd_page(class_folder):
+def test_each_version_starts_on_an_odd_page(tmp_path):
+    need_tex()
+    folder = tmp_path / "ws"          # two questions: every key has an odd number of pages
+    assert main(["worksheet", "--versions", "3", "--seed", SEED, "-o", str(folder), "--pdf",
+                 "--questions", "scores,weights"]) == 0
     for combined, kind in (("all-sheets.pdf", "sheet"), ("all-keys.pdf", "key")):
-        texts = pages(class_folder / combined)
+        texts = pages(folder / combined)
         starts = [k + 1 for k, t in enumerate(texts) if "Version code" in t]
         assert len(starts) == 3 and all(p % 2 == 1 for p in starts), starts
-        lengths = [len(pages(class_folder / f"version-{v}-{kind}.pdf")) for v in "ABC"]
+        lengths = [len(pages(folder / f"version-{v}-{kind}.pdf")) for v in "ABC"]
         # the blank pages are there exactly where a version has an odd number of pages
         assert len(texts) == sum(n + n % 2 for n in lengths[:-1]) + lengths[-1]
-    key_lengths = [len(pages(class_folder / f"version-{v}-key.pdf")) for v in "ABC"]
+    key_lengths = [len(pages(folder / f"version-{v}-key.pdf")) for v in "ABC"]
     assert any(n % 2 for n in key_lengths[:-1])     # so the test above had a blank page to insert
 
 
@@ -294,3 +298,7 @@ def test_every_template_prints_without_overfull_boxes(template, tmp_path, capsys
         assert done.returncode == 0, done.stdout[-2000:]
         log = (tmp_path / "w" / f"{name}.log").read_text(encoding="utf-8", errors="replace")
         assert re.findall(r"Overfull \\hbox \(([\d.]+)pt too wide\)", log) == [], (template, name)
+    # no "Question N (step):" heading of the wrong-answer tables is the last line of a page
+    for page in pages(tmp_path / "w" / "version-A-key.pdf"):
+        lines = [line for line in page.splitlines() if line.strip() and not line.strip().isdigit()]
+        assert lines and not re.fullmatch(r"Question \d+ \(.*\):", lines[-1].strip()), (template, lines[-1])

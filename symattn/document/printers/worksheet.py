@@ -18,7 +18,7 @@ from symattn.document.printers.html import HtmlPrinter
 from symattn.document.printers.latex import LatexPrinter, display
 from symattn.document.support import mathml as m
 from symattn.document.support import page as pg
-from symattn.document.support.texutil import matrix_latex, tex_escape
+from symattn.document.support.texutil import matrix_latex, prose_latex, tex_escape
 
 __all__ = ["WorksheetLatexPrinter", "WorksheetHtmlPrinter", "sheet_latex", "sheet_html",
            "ODD_PAGE", "combined_latex"]
@@ -131,14 +131,15 @@ class WorksheetLatexPrinter(LatexPrinter):
     def _print_WrongAnswers(self, w: WrongAnswers) -> list[str]:
         lines = []
         for number, step, wrongs in w.rows:
-            lines += [f"\\par\\medskip\\textbf{{Question {number}}} ({tex_escape(step)}):\\par", "{\\small",
+            # \nopagebreak: a "Question N" heading never stands alone at the foot of a page
+            lines += [f"\\par\\medskip\\textbf{{Question {number}}} ({tex_escape(step)}):\\par\\nopagebreak", "{\\small",
                       r"\renewcommand{\arraystretch}{1.25}",
                       r"\begin{tabular}{@{}m{6.2cm}l@{}}", r"\toprule",
                       r"mistake & what it gives \\ \midrule"]
             for wrong in wrongs:
                 rows = r" \\ ".join(" & ".join(_value_latex(t) for t in row) for row in wrong.values)
-                lines.append(f"\\textbf{{{tex_escape(wrong.code)}}}: {tex_escape(wrong.detail)} & "
-                             f"$\\left[\\begin{{smallmatrix}} {rows} \\end{{smallmatrix}}\\right]\\rule[-1.2ex]{{0pt}}{{4ex}}$ \\\\")
+                lines.append(f"\\textbf{{{tex_escape(wrong.code)}}}: {prose_latex(wrong.detail)} & "
+                             f"$\\begin{{bmatrix}} {rows} \\end{{bmatrix}}\\rule[-1.2ex]{{0pt}}{{4ex}}$ \\\\")
             lines += [r"\bottomrule", r"\end{tabular}}\par", ""]
         return lines
 

@@ -5,6 +5,8 @@ Only layout and escaping live here; every number arrives already certified.
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Sequence
 
 from symattn.numbers.certify import CertifiedDecimal
@@ -146,3 +148,37 @@ def matrix_latex(cells: Sequence[Sequence[str]], row_labels: Sequence[str] | Non
         label = "" if row_labels is None else ((r"\vdots" if r is None else _label(row_labels[r])) + " & ")
         out.append(label + " & ".join(row) + (gap if k < len(rows) - 1 else r" \\"))
     return f"\\begin{{array}}{{{spec}}}\n" + "\n".join(out) + "\n\\end{array}"
+
+
+#: a symbol of the lesson's notation inside prose: √d_k, W_q, Kᵀ, Q·Kᵀ
+_SYMBOL = r"√?[A-Za-z]+(?:_[A-Za-z0-9]+)?ᵀ?"
+_NOTATION = re.compile(rf"(?<![\w√]){_SYMBOL}(?:·{_SYMBOL})*(?!\w)")
+
+
+def _notation_latex(run: str) -> str:
+    parts = []
+    for factor in run.split("·"):
+        root = factor.startswith("√")
+        factor = factor.lstrip("√")
+        top = factor.endswith("ᵀ")
+        factor = factor.rstrip("ᵀ")
+        base, _, sub = factor.partition("_")
+        tex = base + (f"_{{{sub}}}" if sub else "")
+        tex = rf"\sqrt{{{tex}}}" if root else tex
+        parts.append(tex + (r"^\top" if top else ""))
+    return "$" + r" \cdot ".join(parts) + "$"
+
+
+def prose_latex(text: str) -> str:
+    r"""Prose for LaTeX with the lesson's notation set as math (``no division by √d_k`` →
+    ``no division by $\sqrt{d_{k}}$``; ``W_q and W_k``, ``K·Qᵀ``); the rest escaped as text.
+    A plain word is left a word: only runs with ``_``, ``√``, ``ᵀ`` or ``·`` are math."""
+    out, last = [], 0
+    for found in _NOTATION.finditer(text):
+        run = found.group()
+        if not any(mark in run for mark in "_√ᵀ·"):
+            continue
+        out += [tex_escape(text[last:found.start()]), _notation_latex(run)]
+        last = found.end()
+    out.append(tex_escape(text[last:]))
+    return "".join(out)
