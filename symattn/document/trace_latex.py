@@ -19,7 +19,7 @@ from symattn.document.jupyter import step_math, step_repr_latex, trace_repr_late
 from symattn.document.support.texutil import tex_escape
 from symattn.trace.trace import Trace
 
-__all__ = ["LatexOptions", "LatexRenderer", "document", "render_latex",
+__all__ = ["LatexOptions", "LatexRenderer", "PAPERS", "document", "preamble", "render_latex",
            "step_math", "step_repr_latex", "trace_repr_latex"]
 
 
@@ -31,6 +31,7 @@ class LatexOptions:
     rows: tuple[int | str, ...] | None = None   # worked rows (default: first for sums, last for softmax)
     limit: int = 8                               # larger matrices elide their middle
     sci_digits: int = 3                          # a value that rounds to 0 at the places: shown to these digits
+    paper: str = "letter"                        # or "a4" (--paper)
 
     def document_options(self) -> DocumentOptions:
         return DocumentOptions(rounding=self.rounding, dot_rows=self.rows, softmax_rows=self.rows,
@@ -52,10 +53,22 @@ PREAMBLE = r"""\documentclass[11pt]{article}
 """
 
 
-def document(body: str, title: str | None = None) -> str:
+#: ``--paper``: the class option of each paper size ("letter" is article's own default, so a
+#: letter document is the preamble as it always was).
+PAPERS = {"letter": "", "a4": ",a4paper"}
+
+
+def preamble(paper: str = "letter") -> str:
+    """The preamble for one paper size (A4 or US Letter; geometry keeps the 2 cm margins)."""
+    if paper not in PAPERS:
+        raise ValueError(f"no paper {paper!r}; choose from {', '.join(PAPERS)}")
+    return PREAMBLE.replace("[11pt]", f"[11pt{PAPERS[paper]}]", 1)
+
+
+def document(body: str, title: str | None = None, paper: str = "letter") -> str:
     """A complete LaTeX document around a body (the packages are in texlive-latex-base/-recommended)."""
     head = f"\\title{{{tex_escape(title)}}}\n" if title else ""
-    return f"{PREAMBLE}{head}\\begin{{document}}\n{body}\\end{{document}}\n"
+    return f"{preamble(paper)}{head}\\begin{{document}}\n{body}\\end{{document}}\n"
 
 
 class LatexRenderer:
@@ -85,7 +98,7 @@ class LatexRenderer:
         return print_latex(self.doc, header=header)
 
     def render(self) -> str:
-        return document(self.body())
+        return document(self.body(), paper=self.options.paper)
 
 
 def render_latex(trace: Trace, options: LatexOptions | None = None, *, fragment: bool = False) -> str:
