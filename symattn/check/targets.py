@@ -44,6 +44,7 @@ from symattn.numbers.certify import CertifiedDecimal, Rounding, certify, reround
 from symattn.numbers.masked import NEG_INF
 from symattn.numbers.compare import compare
 from symattn.errors import ParseError, SymattnError
+from symattn.exact.sympytext import hand_text
 from symattn.exact.parser import Call, Evaluator, Name, Node, Num, Parser, Power, Product, Sum, Unary
 from symattn.trace.trace import Step, Trace
 
@@ -203,6 +204,15 @@ class Cell:
         if "text" not in self._cache:
             self._cache["text"] = exact_text(self.exact)
         return self._cache["text"]
+
+    @property
+    def hand(self) -> str:
+        """The exact value as the lesson writes it by hand (e^(−2/√3), not exp(-2*sqrt(3)/3)):
+        what a message shows a student (the JSON's ``exact`` keeps SymPy's text)."""
+        if "hand" not in self._cache:
+            text = self.text
+            self._cache["hand"] = text if text.startswith("an exact number") else hand_text(self.exact)
+        return self._cache["hand"]
 
     def rounded(self, rounding: Rounding) -> CertifiedDecimal | object:
         """The certified rounding, or ``NEG_INF`` where a mask blocks (cached).

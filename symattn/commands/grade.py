@@ -55,14 +55,10 @@ def read_submissions_file(path: Path, limit: int) -> bytes:
 
 
 def warnings(report, points=None) -> list[str]:
-    """What the teacher should know although every answer was graded: unusable columns,
-    points given for no column, and student ids on more than one line."""
-    from symattn.check.grading.credit import unused_keys
-
+    """What the teacher should know although every answer was graded: unusable columns and
+    student ids on more than one line (points given for no column are refused by grade)."""
     lines = [f"column {target[:60]!r} cannot be graded: {why}"
              for target, why in report.column_errors.items()]
-    lines += [f"--points gives points for {key[:60]!r}, which no column answers"
-              for key in unused_keys(report.targets, points)]
     for student, at in report.duplicates.items():
         lines.append(f"student id {student[:60]!r} is on lines {', '.join(map(str, at))}; "
                      "every line is graded (see the note column)")

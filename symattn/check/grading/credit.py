@@ -82,7 +82,7 @@ def answer_credit(verdict: FigureVerdict, carry: str = "no-credit") -> Fraction:
         return Fraction(1)
     if verdict.mistake == "carried-forward" and carry == "credit":
         return Fraction(1)
-    if verdict.code == "invalid" or not verdict.entries:
+    if verdict.code in ("invalid", "blank") or not verdict.entries:
         return Fraction(0)
     return Fraction(sum(1 for e in verdict.entries if e.right), len(verdict.entries))
 
