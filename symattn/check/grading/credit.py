@@ -31,7 +31,7 @@ from symattn.check.targets import parse_target
 from symattn.errors import SymattnError
 
 __all__ = ["CARRY_POLICIES", "answer_credit", "column_points", "exact_points", "question_of",
-           "show_points", "unused_keys"]
+           "refuse_unused_points", "show_points", "unused_keys"]
 
 CARRY_POLICIES = ("no-credit", "credit")
 
@@ -73,6 +73,25 @@ def unused_keys(targets: Sequence[str], points: dict[str, Fraction] | None) -> l
         return []
     used = {_normal(t) for t in targets} | {question_of(t) for t in targets}
     return [k for k in points if _normal(k) not in used and k not in used]
+
+
+def refuse_unused_points(points: dict[str, Fraction] | None, targets: Sequence[str], source: str,
+                         error: type[SymattnError]) -> None:
+    """A points key that no column answers (``wieghts=3``) is refused like a header typo:
+    graded anyway, the class would lose those points with no error."""
+    import difflib
+
+    unused = unused_keys(targets, points)
+    if not unused:
+        return
+    key = unused[0]
+    names = [n for n in dict.fromkeys([*(question_of(t) for t in targets), *targets]) if n]
+    near = difflib.get_close_matches(key, names, n=1)
+    hint = f"did you mean {near[0]!r}?" if near else \
+        f"the columns are {', '.join(repr(t[:40]) for t in targets[:6])}"
+    more = f" (and {len(unused) - 1} more)" if len(unused) > 1 else ""
+    raise error(f"--points gives points for {key[:60]!r}{more}, which no column of {source} "
+                f"answers; {hint} (fix the key or the header and grade again)")
 
 
 def answer_credit(verdict: FigureVerdict, carry: str = "no-credit") -> Fraction:

@@ -41,7 +41,8 @@ from symattn.check import spreadsheet
 from symattn.check.grading.carry import carry_forward
 from symattn.check.checker import Checker, FigureVerdict, invalid
 from symattn.check.verdict import blank
-from symattn.check.grading.credit import CARRY_POLICIES, answer_credit, column_points, exact_points
+from symattn.check.grading.credit import (CARRY_POLICIES, answer_credit, column_points, exact_points,
+                                         refuse_unused_points)
 from symattn.check.grading.credit import show_points as _show_points
 from symattn.check.grading.folder import GradeError, Versions
 from symattn.check.grading.headers import refusal
@@ -388,25 +389,6 @@ def _target_size(checker: Checker, target: str) -> int | None:
     return rows * cols
 
 
-def _refuse_unused_points(points: dict[str, Fraction] | None, targets: list[str], source: str) -> None:
-    """A points key that no column answers (``wieghts=3``) is refused like a header typo:
-    graded anyway, the class would lose those points with no error."""
-    import difflib
-
-    from symattn.check.grading.credit import question_of, unused_keys
-
-    unused = unused_keys(targets, points)
-    if not unused:
-        return
-    key = unused[0]
-    names = [n for n in dict.fromkeys([*(question_of(t) for t in targets), *targets]) if n]
-    near = difflib.get_close_matches(key, names, n=1)
-    hint = f"did you mean {near[0]!r}?" if near else f"the columns are {', '.join(repr(t[:40]) for t in targets[:6])}"
-    more = f" (and {len(unused) - 1} more)" if len(unused) > 1 else ""
-    raise GradeError(f"--points gives points for {key[:60]!r}{more}, which no column of {source} "
-                     f"answers; {hint} (fix the key or the header and grade again)")
-
-
 def grade(versions: Versions, data: bytes | str, source: str = "submissions", *,
           carry: str = "no-credit", points: dict[str, Fraction] | None = None) -> GradeReport:
     """Grade every answer in a submissions CSV.
@@ -426,7 +408,7 @@ def grade(versions: Versions, data: bytes | str, source: str = "submissions", *,
     targets = [(k, c) for k, c in enumerate(header) if k not in skip]
     if not targets:
         raise GradeError(f"{source}: no answer columns; add one column per target, e.g. weights[I]")
-    _refuse_unused_points(points, [t for _, t in targets], source)
+    refuse_unused_points(points, [t for _, t in targets], source, GradeError)
     if not versions.needs_version:
         versions.checker(None)     # the one problem must be gradable, or nothing is graded
     written = [_short(cells[v_col].strip()) if v_col is not None and v_col < len(cells) else None
