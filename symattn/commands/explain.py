@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> Outcome:
         from symattn.document.trace_json import render_json
 
         rounding, rows = _rounding_and_rows(args, digits)
-        worked = _worked_rows(trace, args, rows)
+        worked = _worked_rows(trace, args, rows) if args.rows else None   # --row: JSON as before
         return Outcome(render_json(trace, digits, decimal_only=args.decimal_only, places=args.places,
                                    worked_rows=worked))
     if fmt == "latex":
