@@ -213,3 +213,23 @@ def test_prairielearn_lesson_coarse_answer_gets_feedback():
     # 0.136 right, love's 0.000890 and cats' 0.00744 round to 0 (coarse, not right): 1 of 9
     assert data["partial_scores"]["weights"]["score"] == pytest.approx(1 / 9)
     assert json.dumps(data)
+
+
+def test_an_exact_tie_at_the_sheets_precision_accepts_either_neighbour(tmp_path):
+    """1/8 at 2 significant digits is halfway between 0.12 and 0.13: check accepts either,
+    and so do the page and PrairieLearn."""
+    from symattn.classroom.plruntime import sheet_verdict
+    from symattn.numbers.certify import Rounding
+
+    problem = tmp_path / "eighth.toml"
+    problem.write_text(TIE.replace('V = [[1, -2], [-2, 1]]', 'V = [["1/4", 0], [0, "-1/4"]]'), encoding="utf-8")
+    [v] = load_versions(problem, None, Rounding(digits=2), ("output",))
+    data = page_data(v).to_json()
+    for target, pair in (("output[a, 0]", ("0.12", "0.13")), ("output[a, 1]", ("-0.12", "-0.13"))):
+        hashes = data["targets"][target]["h"]
+        assert all(hashes.get(sha(data["salt"], target, text)) == 0 for text in pair), target
+        assert sha(data["salt"], target, "0.1" if "-" not in pair[0] else "-0.1") not in hashes
+    e = v.questions[0].entries[0]
+    for typed, expected in (("0.12", "right"), ("0.13", "right"), ("1/8", "right"), ("0.1", "coarse"),
+                            ("0.125", "right"), ("0.14", "not-right")):
+        assert sheet_verdict(v, e, typed, e.checker.check(e.target, typed)) == expected, typed

@@ -117,8 +117,10 @@ def sheet_verdict(v: VersionAnswers, e, text: str, verdict) -> str:
         return "not-right"
     sheet = e.right(v.rounding)
     typed = canonical(text)
-    if typed is None or typed[0] == canonical_decimal(sheet):
-        return "right" if typed is not None else "not-right"
+    if typed is None:
+        return "not-right"
+    if typed[0] == canonical_decimal(sheet) or typed[1] == places_of(sheet):
+        return "right"            # the sheet's rounding (or, at an exact tie, its other neighbour)
     return "coarse" if typed[1] < places_of(sheet) else "finer"
 
 

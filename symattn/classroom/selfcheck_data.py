@@ -197,6 +197,20 @@ def _double_rounding(e, right: CertifiedDecimal, salt: str, table: dict[str, int
     return odd
 
 
+def _tie_neighbours(exact: Fraction, right: CertifiedDecimal) -> list[str]:
+    """The other neighbour of an exact value halfway between two numbers at the sheet's
+    precision (1/8 at 2 places: 0.12 beside 0.13), as ``check`` accepts either."""
+    places = places_of(right)
+    if right.exponent > 0:
+        return []
+    scaled = exact * 10 ** places
+    if scaled.denominator != 2:
+        return []
+    low = scaled.numerator // 2
+    other = low if right.mantissa != low else low + 1
+    return [_join("-" if other < 0 else "", str(abs(other)), places)]
+
+
 def page_data(v: VersionAnswers) -> PageData:
     """Every box's hashes at the sheet's rounding (the right value, then each mistake that
     differs), the exact forms of rational values, and what the coarse search needs."""
@@ -217,6 +231,8 @@ def page_data(v: VersionAnswers) -> PageData:
             exact = _rational(e.cell)
             if exact is not None:
                 table[digest(salt, e.target, "=" + exact_text(exact))] = 0
+                for other in _tie_neighbours(exact, right):      # an exact tie: either is right
+                    table[digest(salt, e.target, other)] = 0
             for a in answers[1:]:
                 key = (a.codes[0], a.feedback)
                 if key not in labels:
