@@ -210,8 +210,7 @@ class Cell:
         """The exact value as the lesson writes it by hand (e^(−2/√3), not exp(-2*sqrt(3)/3)):
         what a message shows a student (the JSON's ``exact`` keeps SymPy's text)."""
         if "hand" not in self._cache:
-            text = self.text
-            self._cache["hand"] = text if text.startswith("an exact number") else hand_text(self.exact)
+            self._cache["hand"] = exact_text(self.exact, hand_text)
         return self._cache["hand"]
 
     def rounded(self, rounding: Rounding) -> CertifiedDecimal | object:
@@ -254,13 +253,13 @@ class Cell:
 _PROBE = Rounding(digits=20)   # the screen verdicts use too: one certification per cell
 
 
-def exact_text(expr: sympy.Expr) -> str:
-    """SymPy's text of an exact value; an integer too long for Python to print is
-    named by its size instead (the value itself is still checked exactly)."""
+def exact_text(expr: sympy.Expr, printer: Callable[[sympy.Expr], str] = sympy.sstr) -> str:
+    """SymPy's text of an exact value (or ``printer``'s: the hand forms); an integer too long
+    for Python to print is named by its size instead (the value itself is still checked exactly)."""
     big = max((max(abs(a.p).bit_length(), a.q.bit_length()) for a in _rationals(expr)), default=0)
     if big * 0.30103 > _TEXT_LIMIT:
         return f"an exact number with integers of about {int(big * 0.30103):,} digits"
-    return sympy.sstr(expr)
+    return printer(expr)
 
 
 def _rationals(expr: sympy.Expr) -> Iterator[sympy.Rational]:
