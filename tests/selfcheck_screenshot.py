@@ -2,8 +2,9 @@
 
 Run by hand (not a test): ``python3 tests/selfcheck_screenshot.py [OUTDIR]`` writes
 ``selfcheck.png`` (default docs/images/): the lesson's page asking for the weights, with
-three answers typed — the value of the "no √d_k" mistake, a right one with a decimal
-comma, and a wrong one — each judged by the page.  Same harness as the tests (network off).
+four answers typed — the value of the "no √d_k" mistake, a right one with a decimal
+comma, a right one rounded more coarsely than the sheet asks (0.43 for 0.432), and a wrong
+one — each judged by the page.  Same harness as the tests (network off).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def main(outdir: Path) -> None:
             page = shown.page
             page.wait_for_selector("body[data-ready=true]")
             for target, text in (("weights[I, I]", "0.0634"), ("weights[I, love]", "0,432"),
-                                 ("weights[love, I]", "0.05")):
+                                 ("weights[I, cats]", "0.43"), ("weights[love, I]", "0.05")):
                 box = page.locator(f'input[data-target="{target}"]')
                 box.fill(text)
                 box.press("Enter")

@@ -66,7 +66,8 @@ def test_wrong_shows_the_exact_value_and_its_rounding(lesson):
     v = lesson.check("scaled[love, love]", "9.42")
     assert v.code == "wrong"
     assert v.entries[0].expected == "9.24"
-    assert "16*sqrt(3)/3" in v.message and "9.24" in v.message
+    assert "16/√3" in v.message and "9.24" in v.message      # the lesson's hand form, as explain writes it
+    assert v.entries[0].exact == "16*sqrt(3)/3"              # the JSON keeps SymPy's text
 
 
 def test_unscaled_love_row_is_the_unscaled_mistake(lesson):

@@ -155,7 +155,8 @@ def test_two_mistakes_that_both_reproduce_the_answer_are_both_named():
     # a rounding at 6 places shows it is below 2: 1.99 IS its truncation
     ("19999/10000 + pi/10^7", "1.99", True),
     ("2 - 1/10^9", "1.99", True),          # rational, just below 2
-    ("2", "1.99", False),                  # exactly 2: 1.99 is neither its rounding nor its cut
+    # exactly 2: 1.99 is neither its rounding nor its cut, and it is wrong, not last-digit: an
+    # exact value had nothing to round (tests/test_messages.py)
     ("2 + 1/10^9", "1.99", False),         # above 2: cutting gives 2.00
     ("2 + 1/10^9", "2.01", False),         # one unit AWAY from zero: never a truncation
     ("-(2 - 1/10^9)", "-1.99", True),      # negative: cut towards zero

@@ -100,7 +100,7 @@ def kernel(tmp_path_factory):
 
 
 def _floatref(tmp: Path, *extra: str) -> list[str]:
-    return ["floatref", *(str(tmp / f"{n}.npy") for n in "QKV"), "--out", str(tmp / "out.npy"), *extra]
+    return ["floatref", *(str(tmp / f"{n}.npy") for n in "QKV"), "--candidate", str(tmp / "out.npy"), *extra]
 
 
 def _mp_entry(Q, K, V, out, b, i, c):

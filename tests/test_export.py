@@ -328,7 +328,7 @@ def test_prairielearn_lesson(tmp_path):
     # grade: a student who forgot √d_k in row I, right elsewhere, and slipped on one entry
     for k in range(9):
         i, j = divmod(k, 3)
-        data["raw_submitted_answers"][f"weights{k + 1}"] = str(float(sig3(RIGHT["weights"][i, j])))
+        data["raw_submitted_answers"][f"weights{k + 1}"] = f"{float(sig3(RIGHT['weights'][i, j])):#.3g}"   # as the sheet rounds: 0.000890
     data["raw_submitted_answers"]["weights1"] = str(float(sig3(UNSCALED["weights"][0, 0])))
     data["raw_submitted_answers"]["weights5"] = "0.5"
     server.grade(data)
@@ -339,10 +339,15 @@ def test_prairielearn_lesson(tmp_path):
     assert "0.136" not in feedback                  # feedback never shows a right value
     right = pl_data(8)
     server.generate(right)
-    right["raw_submitted_answers"] = {f"weights{k + 1}": str(float(sig3(RIGHT["weights"][divmod(k, 3)])))
+    right["raw_submitted_answers"] = {f"weights{k + 1}": f"{float(sig3(RIGHT['weights'][divmod(k, 3)])):#.3g}"
                                       for k in range(9)}
     server.grade(right)
     assert "symattn" not in right["feedback"]
+    # the sheet's rule: 0.00089 for 0.000890 is right to 5 places only (issue 25), and told so
+    right["raw_submitted_answers"]["weights4"] = "0.00089"
+    server.grade(right)
+    assert "weights[love, I]</code>: right to 5 decimal places, but the sheet asks for 3 significant " \
+        "digits" in right["feedback"]["symattn"]
 
 
 def pl_sigfig(a_sub: float, a_tru: float, digits: int) -> bool:

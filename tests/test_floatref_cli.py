@@ -30,7 +30,7 @@ def _files(tmp):
 
 def test_report_json_and_the_max_ulp_gate(arrays, capsys):
     tmp, Q, K, V, out = arrays
-    assert main([*_files(tmp), "--out", str(tmp / "out.npy"), "--json", "--max-ulp", "1000"]) == 0
+    assert main([*_files(tmp), "--candidate", str(tmp / "out.npy"), "--json", "--max-ulp", "1000"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["format"] == "float32" and data["entries"] == out.size
     worst = data["max_ulps"]
@@ -46,9 +46,9 @@ def test_report_json_and_the_max_ulp_gate(arrays, capsys):
         ex = int(mpmath.floor(mpmath.log(abs(x), 2)))
         ulps = (mpmath.mpf(float(out[b, i, c])) - x) / mpmath.mpf(2) ** (ex - 23)
     assert abs(float(w["ulps"]) - float(ulps)) < 0.01 * abs(float(ulps)) + 0.01
-    assert main([*_files(tmp), "--out", str(tmp / "out.npy"), "--max-ulp", str(worst / 2)]) == 1
+    assert main([*_files(tmp), "--candidate", str(tmp / "out.npy"), "--max-ulp", str(worst / 2)]) == 1
     assert "FAIL: max |error|" in capsys.readouterr().out
-    assert main([*_files(tmp), "--out", str(tmp / "out.npy"), "--max-ulp", str(worst + 1)]) == 0
+    assert main([*_files(tmp), "--candidate", str(tmp / "out.npy"), "--max-ulp", str(worst + 1)]) == 0
     assert "worst entries (certified)" in capsys.readouterr().out
 
 
@@ -73,11 +73,11 @@ def test_write_reference(arrays, capsys):
 def test_bad_files_are_one_line_errors(arrays, capsys, make, words):
     tmp = arrays[0]
     make(tmp)
-    assert main(["floatref", str(tmp / "Q.npy"), str(tmp / "K.npy"), str(tmp / "x.npy"), "--out", str(tmp / "out.npy")]) == 2
+    assert main(["floatref", str(tmp / "Q.npy"), str(tmp / "K.npy"), str(tmp / "x.npy"), "--candidate", str(tmp / "out.npy")]) == 2
     err = capsys.readouterr().err
     assert words in err and err.count("\n") == 1
 
 
-def test_max_ulp_needs_out(arrays, capsys):
+def test_max_ulp_needs_candidate(arrays, capsys):
     assert main([*_files(arrays[0]), "--max-ulp", "2"]) == 2
-    assert "--out" in capsys.readouterr().err
+    assert "--candidate" in capsys.readouterr().err

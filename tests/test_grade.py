@@ -55,7 +55,7 @@ def test_hostile_and_malformed_answers_stay_in_their_cells(report):
     assert cy["weights[I]"] == "invalid" and "1×3" in cy["weights[I] message"]   # 9^9^9^9: shape first
     assert "quotes are not allowed" in cy["weights[love, cats] message"]
     assert cy["weights[love, cats]"] == "invalid"
-    assert cy["output[I]"] == "invalid" and cy["output[I] message"] == "no answer given"
+    assert cy["output[I]"] == "blank" and cy["output[I] message"] == "no answer given"   # its own verdict
     assert cy["sqrt(d_k)"] == "wrong"          # 2/√3 is not √3: still graded
     assert dee["weights[I]"] == "invalid" and "a row of 2" in dee["weights[I] message"]
     assert dee["weights[love, cats]"] == "rounded"

@@ -171,10 +171,13 @@ def test_the_report_is_safe_to_open_in_a_spreadsheet(lesson):
     text = report.to_csv()
     cells = [c for row in csv.reader(io.StringIO(text)) for c in row]
     dangerous = [c for c in cells if c[:1] in ("=", "+", "@", "\t", "\r")
-                 or (c.startswith("-") and c != "-7")]
+                 or (c.startswith("-") and c not in ("-7", "-2"))]   # plain numbers stay numbers
     assert dangerous == []
     rows = list(csv.reader(io.StringIO(text)))
-    assert rows[0][1] == "'-scores[I, I]" and rows[0][2] == "'-scores[I, I] mistake"
+    assert rows[0][1] == "'-scores[I, I]" and rows[0][2] == "'-scores[I, I] answer"
+    assert rows[0][3] == "'-scores[I, I] mistake"
+    assert rows[2][2] == "-2"                              # the answer as written, beside its verdict
+    assert rows[1][rows[0].index("weights[I, I] answer")] == "'=HYPERLINK(\"http://x\")"
     assert rows[2][1] == "exact"
     assert [r[0] for r in rows[1:]] == ["'=cmd|' /C calc'!A0", "'@SUM(1+1)", "-7"]
     # the echoed answer text in a message is neutralised too

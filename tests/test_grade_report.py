@@ -113,12 +113,15 @@ def test_summary_counts_on_a_constructed_class(tmp_path, capsys, monkeypatch):
     lines = stdout.splitlines()
     assert lines[0].startswith(f"Class summary of {subs}: 5 students")
     table = {line.split()[0]: line.split() for line in lines[3:6]}
-    # question: right, mistake, wrong, invalid, points "n of m", then the mistakes
-    assert table["weights[I]"][1:5] == ["3", "1", "0", "1"]
-    assert table["weights[love]"][1:5] == ["2", "2", "1", "0"]
-    assert table["output[I]"][1:5] == ["3", "0", "1", "1"]
+    # question: right, mistake, wrong, invalid, blank (a column only when a cell is empty),
+    # points "n of m", then the mistakes
+    assert lines[2].split()[:6] == ["question", "right", "mistake", "wrong", "invalid", "blank"]
+    assert table["weights[I]"][1:6] == ["3", "1", "0", "1", "0"]
+    assert table["weights[love]"][1:6] == ["2", "2", "1", "0", "0"]
+    assert table["output[I]"][1:6] == ["3", "0", "1", "0", "1"]       # dee left it blank
     assert "unscaled ×2" in lines[4] and "unscaled ×1" in lines[3]
-    assert "students with invalid cells (1): dee (line 5: weights[I], output[I])" in stdout
+    assert "students with invalid cells (1): dee (line 5: weights[I])" in stdout
+    assert "students with blank cells (1): dee (line 5: output[I])" in stdout
     assert "another version's key: none" in stdout
     # 1 point per column, shared by its entries: an unscaled row may still have right entries
     same = [sum(a == b for a, b in zip(dec(UNSCALED[i]).split(", "), dec(WEIGHTS[i]).split(", ")))
@@ -139,9 +142,10 @@ def test_the_summary_as_data_matches_the_report():
         {"right": 2, "mistake": 2, "wrong": 1, "invalid": 0}
     assert by_target["weights[love]"]["mistakes"] == [["unscaled", 2]]
     assert [x["student"] for x in s["invalid_students"]] == ["dee"]
-    # every answer falls in exactly one of the four categories
+    # every answer falls in exactly one of the five categories
     for q in s["questions"]:
-        assert q["right"] + q["mistake"] + q["wrong"] + q["invalid"] == 5
+        assert q["right"] + q["mistake"] + q["wrong"] + q["invalid"] + q["blank"] == 5
+    assert [x["student"] for x in s["blank_students"]] == ["dee"]
 
 
 def test_no_summary_when_the_report_goes_to_stdout(tmp_path, capsys):
@@ -387,10 +391,15 @@ def test_given_points_override_the_folder(tmp_path, capsys):
     subs.write_text(_csv([["student", "version", "weights[I]"], ["ann", "A", dec(WEIGHTS[0])]]),
                     encoding="utf-8")
     status, stdout, stderr = cli(capsys, "grade", folder, subs, "-o", tmp_path / "r.csv",
-                                 "--points", "weights=5, wieghts=1")
+                                 "--points", "weights=5")
     assert status == 0
     assert "points: mean 5 of 5 (points from --points;" in stdout
-    assert "--points gives points for 'wieghts', which no column answers" in stderr
+    # a key that no column answers is refused like a header typo (issue 25): exit 2, one line
+    status, stdout, stderr = cli(capsys, "grade", folder, subs, "-o", tmp_path / "r2.csv",
+                                 "--points", "weights=5, wieghts=1")
+    assert status == 2 and stdout == "" and not (tmp_path / "r2.csv").exists()
+    assert "--points gives points for 'wieghts'" in stderr and "did you mean 'weights'?" in stderr
+    assert stderr.count("\n") == 1
 
 
 # --------------------------------------------------------------------- points and JSON

@@ -131,8 +131,8 @@ def test_cli_latex_to_file_and_bad_rows(tmp_path):
     assert "\\begin{document}" in out.read_text()
     bad = cli("explain", "--format", "latex", "--rows", "dogs")
     assert bad.returncode == 2 and "--rows dogs" in bad.stderr and "its rows are I, love, cats" in bad.stderr
-    wrong = cli("explain", "--places", "2")
-    assert wrong.returncode == 2 and "--places applies to --format latex" in wrong.stderr
+    wrong = cli("explain", "--paper", "a4")           # --places and --rows apply to every format now
+    assert wrong.returncode == 2 and "--paper applies to --format latex" in wrong.stderr
 
 
 def test_forms_latex_helpers_keep_hand_forms(lesson):

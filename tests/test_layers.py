@@ -214,7 +214,6 @@ def test_the_house_stays_small(rule):
 
 #: modules still over 500 lines, with their size today; the numbers may only go down (issue 19)
 MAX_LINES: dict[str, int] = {
-    "symattn.check.targets": 513,
     "symattn.document.blocks": 525,
     "symattn.document.printers.html": 536,
     "symattn.engine.engine": 1087,

@@ -128,11 +128,13 @@ def test_verdicts_in_chromium(browser, tmp_path):
     page = shown.page
     try:
         right = f"{RIGHT[0, 0]:.3f}"                          # 0.136, from float64
-        assert _type(page, "weights[I, I]", right) == ("right", "Right (correctly rounded to 3 decimal places).")
+        assert _type(page, "weights[I, I]", right) == ("right", "Right (correctly rounded to 3 significant digits).")
         assert _type(page, "weights[I, I]", right.replace(".", ","))[0] == "right"
         assert _type(page, "weights[I, I]", f"{RIGHT[0, 0] * 100:.1f}%")[0] == "right"
-        assert _type(page, "weights[I, I]", f"{RIGHT[0, 0]:.2f}")[0] == "right"
-        assert _type(page, "weights[cats, love]", f"{RIGHT[2, 1]:.6f}")[0] == "right"
+        # the sheet asks for 3 significant digits: coarser is pointed out, finer is sent back
+        assert _type(page, "weights[I, I]", f"{RIGHT[0, 0]:.2f}")[0] == "coarse"
+        assert _type(page, "weights[cats, love]", f"{RIGHT[2, 1]:.3f}")[0] == "right"
+        assert _type(page, "weights[cats, love]", f"{RIGHT[2, 1]:.6f}")[0] == "precision"
         verdict, message = _type(page, "weights[I, I]", f"{UNSCALED[0, 0]:.4f}")
         assert verdict == "mistake:unscaled" and "you did not divide by √d_k" in message
         verdict, message = _type(page, "weights[I, I]", "0.5")
@@ -140,7 +142,7 @@ def test_verdicts_in_chromium(browser, tmp_path):
         assert _type(page, "weights[I, I]", f"{RIGHT[0, 0]:.3f}".replace("6", "7"))[0] == "mistake:e-as-2.7"
         assert _type(page, "weights[I, I]", f"{RIGHT[0, 0] - 0.007:.3f}")[0] == "not-right"
         assert _type(page, "weights[I, I]", "two")[0] == "invalid"
-        assert _type(page, "weights[I, I]", "0.1361234")[0] == "invalid"   # over 6 places
+        assert _type(page, "weights[I, I]", "0.1361234")[0] == "precision"   # finer than the sheet
         assert _type(page, "scores[love, love]", "16")[0] == "right"
         # the Check button judges every box of its question
         scores = (X @ W_q) @ (X @ W_k).T
@@ -194,7 +196,7 @@ def test_negative_values_and_unicode_minus(browser, tmp_path):
     out = (e / e.sum(axis=1, keepdims=True)) @ np.array([[-3, 2], [1, -4]], float)
     shown = _open(browser, tmp_path, selfcheck_page(v))
     try:
-        text = f"{out[0, 0]:.3f}"
+        text = f"{out[0, 0]:#.3g}"                            # the sheet's 3 significant digits
         assert text.startswith("-")
         assert _type(shown.page, "output[a, 0]", "−" + text[1:])[0] == "right"
         assert _type(shown.page, "output[a, 0]", text[1:])[0] != "right"
@@ -231,7 +233,7 @@ def test_worksheet_selfcheck_command(browser, tmp_path, capsys):
         try:
             shown.page.wait_for_selector("body[data-ready=true]", timeout=5000)
             token = data["tokens"][0]
-            assert _type(shown.page, f"weights[{token}, {token}]", f"{w[0, 0]:.2f}")[0] == "right"
+            assert _type(shown.page, f"weights[{token}, {token}]", f"{w[0, 0]:#.3g}")[0] == "right"
             shown.assert_clean()
         finally:
             shown.close()
@@ -279,7 +281,7 @@ def test_small_weights_widen_the_page_to_their_places(browser, tmp_path):
     shown = _open(browser, tmp_path, selfcheck_page(v))
     try:
         assert _type(shown.page, "weights[t0, k1]", f"{small:.8f}")[0] == "right"
-        assert _type(shown.page, "weights[t0, k1]", f"{small:.9f}")[0] == "invalid"
+        assert _type(shown.page, "weights[t0, k1]", f"{small:.9f}")[0] == "precision"   # finer than the sheet
         shown.assert_clean()
     finally:
         shown.close()

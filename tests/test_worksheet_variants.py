@@ -458,8 +458,10 @@ def test_selfcheck_in_chromium_judges_a_variant_step(tmp_path):
     shown = b.open(page)
     try:
         shown.page.wait_for_selector("body[data-ready=true]", timeout=5000)
-        for target, value, verdict in (("K_rot[love, 3]", f"{ref['K_rot'][1, 3]:.3f}", "right"),
-                                       ("Q_rot[cats, 2]", f"{ref['Q_rot'][2, 2]:.3f}", "right"),
+        # the sheet's rounding, 3 significant digits (finer is sent back: issue 25)
+        for target, value, verdict in (("K_rot[love, 3]", f"{ref['K_rot'][1, 3]:#.3g}", "right"),
+                                       ("K_rot[love, 3]", f"{ref['K_rot'][1, 3]:.3f}", "precision"),
+                                       ("Q_rot[cats, 2]", f"{ref['Q_rot'][2, 2]:#.3g}", "right"),
                                        ("Q_rot[cats, 2]", "0.5", "not-right")):
             box = shown.page.locator(f'input[data-target="{target}"]')
             box.evaluate("e => { delete e.dataset.verdict; }")

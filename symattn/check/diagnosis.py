@@ -107,5 +107,13 @@ def summarise(target: str, text: str, variant: str | None, shape: tuple[int, int
     code = worst([e.code for e in entries])
     message = wrong[0].message if one else \
         f"{len(wrong)} of {len(entries)} entries {'is' if len(wrong) == 1 else 'are'} not right; " \
-        f"{wrong[0].label}: {wrong[0].message}"
+        + _each(wrong)
     return FigureVerdict(code=code, message=message, **base)
+
+
+def _each(wrong: Sequence[EntryVerdict]) -> str:
+    """Every wrong entry's own message (the first _LIST of them), each after its label: a
+    student with two slips in a row is told about both, not only the first."""
+    told = "; ".join(f"{e.label}: {e.message}" for e in wrong[:_LIST])
+    more = len(wrong) - _LIST
+    return told + (f"; and {more} more not right (see the entries)" if more > 0 else "")

@@ -181,6 +181,13 @@ def read_figures(text: str, *, source: str = "figures", base_dir: Path | None = 
     """Parse a figures file's text; raises FiguresError when it cannot be checked at all."""
     data = parse_toml(text, source=source, error=FiguresError)
     unknown = [k for k in data if k not in FILE_KEYS]
+    problem_keys = [k for k in unknown if k in PROBLEM_KEYS]
+    if problem_keys and "figure" not in data:
+        keys = ", ".join(f"'{k}'" for k in problem_keys[:4]) + (", ..." if len(problem_keys) > 4 else "")
+        raise FiguresError(f"{source}: this looks like a problem file (it has {keys}), not a figures "
+                           "file; give it as the problem argument (symattn explain, grade, facts), or "
+                           f"check figures about it with a figures file that says problem = \"{source}\" "
+                           "and has [[figure]] tables")
     if unknown:
         raise FiguresError(f"{source}: unknown key {unknown[0]!r}; the keys are {', '.join(FILE_KEYS)}")
     base = _base_data(data, base_dir, source, required=True)

@@ -39,6 +39,7 @@ _NUMERAL = re.compile(r"([+-]?)([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?[0-9]{1,6}))?
 _BINARY = "*/^·×÷+"
 _LABELLED = re.compile(r"([A-Za-z_][A-Za-z0-9_\-]*)=(\S+)")   # red=0.41, as Python prints
 _INFINITY = re.compile(r"([+-]?)(?:inf|infinity|oo|∞)", re.IGNORECASE)   # -inf, −∞, -oo
+_WORD = re.compile(r"[^\W\d][\w/'.-]*")                      # banana, n/a, don't
 _NORMAL = str.maketrans({"−": "-", "–": "-", "\u00a0": " ", "\u2009": " ", "\u202f": " "})
 
 
@@ -167,7 +168,14 @@ def read_entry(text: str, where: str = "figure") -> Entry:
     if len(text) > MAX_EXPRESSION_LENGTH:
         raise _fail(raw, where, f"an expression of {len(text):,} characters, over the "
                     f"{MAX_EXPRESSION_LENGTH:,}-character cap", "simplify it")
-    return WrittenExact(raw.strip(), parse_expression(text, where=where))
+    try:
+        value = parse_expression(text, where=where)
+    except ParseError:
+        if _WORD.fullmatch(text):     # 'banana', 'n/a', 'none': a word, not a mistyped formula
+            raise _fail(raw.strip(), where, "it is not a number",
+                        "write a number such as 0.136 (or an exact value such as 2/√3)") from None
+        raise
+    return WrittenExact(raw.strip(), value)
 
 
 # ------------------------------------------------------------ structure
@@ -274,6 +282,29 @@ def _shape_error(rows: list[list[str]], vector: bool, shape: tuple[int, int], na
     return f"the figure has {kind} but {name} is {shape[0]}×{shape[1]}: write one entry per value"
 
 
+_READ_BEFORE_SHAPE = 64   # entries read to explain a wrong layout (a 1,500-entry answer costs nothing)
+
+
+def _unreadable_entry(rows: list[list[str]], where: str) -> None:
+    """A layout that does not fit, because an entry is not a number ('banana' for a row):
+    the entry's own error says so, which the shape (1×1) would not."""
+    for item in [e for row in rows for e in row][:_READ_BEFORE_SHAPE]:
+        if _WORD.fullmatch(item.strip()):    # only words are read first: anything else keeps the
+            read_entry(item, where)          # cheap shape error (9^9^9^9 is never evaluated)
+
+
+def _separator_hint(body: str, rows: list[list[str]], shape: tuple[int, int], name: str) -> str | None:
+    """'0.136; 0.432; 0.432' for a row is a column (';' and new lines separate rows): say to
+    separate a row's entries with commas, rather than report a 3×1 shape."""
+    r, c = len(rows), len(rows[0])
+    if c != 1 or r < 2 or shape[0] != 1 or shape[1] != r:
+        return None
+    how = "';'" if ";" in body else "new lines"
+    return (f"the {r} entries are separated by {how}, which separate the rows of a matrix, but "
+            f"{name} is one row of {r}: separate its entries with commas "
+            f"({', '.join(row[0].strip() for row in rows[:3])}{', …' if r > 3 else ''})")
+
+
 def read_figure(text: str, where: str = "figure", *,
                 expect: tuple[tuple[int, int], str] | None = None) -> Written:
     """Read a written figure (a number, a row or a matrix) with each entry's precision.
@@ -319,6 +350,7 @@ def read_figure(text: str, where: str = "figure", *,
     if expect is not None:
         problem = _shape_error(rows, vector, *expect)
         if problem is not None:
-            raise ParseError(problem)
+            _unreadable_entry(rows, where)
+            raise ParseError(_separator_hint(body, rows, *expect) or problem)
     entries = tuple(tuple(read_entry(e, where) for e in row) for row in rows)
     return Written(text, entries, vector, labels)

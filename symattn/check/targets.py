@@ -42,7 +42,11 @@ from symattn.numbers.certify import CertifiedDecimal, Rounding, certify, reround
 from symattn.numbers.masked import NEG_INF
 from symattn.numbers.compare import compare
 from symattn.errors import ParseError, SymattnError
-from symattn.exact.parser import Call, Evaluator, Name, Node, Num, Parser, Power, Product, Sum, Unary
+from symattn.exact.sympytext import hand_text
+from symattn.exact.parser import Call, Evaluator, Name, Node, Num, Power, Product, Sum, Unary
+from symattn.check.target_grammar import (  # noqa: F401 (the grammar's names, public here too)
+    Index, TargetError, TargetParser, TargetSpec, nodes, parse_target,
+)
 from symattn.trace.trace import Step, Trace
 
 __all__ = ["Cell", "Index", "Source", "TargetError", "TargetSpec", "parse_target", "resolve"]
@@ -52,84 +56,6 @@ Shape = tuple[int, int] | None   # None: a scalar that broadcasts
 MAX_TARGET_LOG10 = 1_000     # |value| of an expression target below 10^1000
 MAX_TARGET_BITS = 4_000      # bits of one exact rational inside a target's value
 _TEXT_LIMIT = 4_000          # digits of an integer printed in a message (Python's cap is 4,300)
-
-
-class TargetError(SymattnError, ValueError):
-    """A target names no step, a missing token, or has mismatched shapes."""
-
-
-@dataclass(frozen=True)
-class Index(Node):
-    """``step[row]`` or ``step[row, col]``: keys are token names or 0-based ints."""
-
-    name: str
-    keys: tuple[str | int, ...]
-    pos: int
-
-
-class TargetParser(Parser):
-    """The safe parser plus ``name[key]`` and ``name[key, key]``."""
-
-    def postfix(self, node: Node) -> Node:
-        if self.peek().value != "[":
-            return node
-        if not isinstance(node, Name):
-            raise self.fail("only a step can be indexed", self.peek().pos,
-                            "write step[row] or step[row, column]")
-        self.advance()
-        keys = [self.key()]
-        while self.peek().value == ",":
-            self.advance()
-            keys.append(self.key())
-        if self.peek().value != "]":
-            raise self.fail("expected ']'", self.peek().pos, "close the index with ']'")
-        self.advance()
-        if len(keys) > 2:
-            raise self.fail(f"{len(keys)} indices", node.pos, "give a row, or a row and a column")
-        return Index(node.name, tuple(keys), node.pos)
-
-    def key(self) -> str | int:
-        token = self.advance()
-        negative = token.value == "-"
-        if negative:
-            token = self.advance()
-        if token.kind == "num" and token.text.isdigit():
-            return -int(token.text) if negative else int(token.text)
-        if token.kind == "name" and not negative:
-            return token.text
-        raise self.fail(f"unexpected {token.text!r} in an index", token.pos,
-                        "index by token name or 0-based number, e.g. weights[love, cats]")
-
-
-@dataclass(frozen=True)
-class TargetSpec:
-    """A parsed target (reused for every source: the base trace and each variant)."""
-
-    text: str
-    node: Node
-
-    @property
-    def step_ref(self) -> tuple[str, tuple[str | int, ...]] | None:
-        """(step, keys) when the target is a plain (indexed) step, else None."""
-        if isinstance(self.node, Name):
-            return self.node.name, ()
-        if isinstance(self.node, Index):
-            return self.node.name, self.node.keys
-        return None
-
-    def steps(self) -> set[str]:
-        """Every name the target mentions (steps among them)."""
-        return {node.name for node in nodes(self.node) if isinstance(node, (Name, Index))}
-
-
-def parse_target(text: str, where: str = "target") -> TargetSpec:
-    """Parse a target once; resolve it against any number of sources."""
-    if not isinstance(text, str) or not text.strip():
-        raise TargetError(f"{where} is empty: name a step such as weights[I] or an expression "
-                          "such as sqrt(d_k)")
-    if len(text) > 1000:
-        raise TargetError(f"{where} is {len(text):,} characters: a target is at most 1,000")
-    return TargetSpec(text.strip(), TargetParser(text.strip(), where).parse())
 
 
 class Source:
@@ -202,6 +128,14 @@ class Cell:
             self._cache["text"] = exact_text(self.exact)
         return self._cache["text"]
 
+    @property
+    def hand(self) -> str:
+        """The exact value as the lesson writes it by hand (e^(−2/√3), not exp(-2*sqrt(3)/3)):
+        what a message shows a student (the JSON's ``exact`` keeps SymPy's text)."""
+        if "hand" not in self._cache:
+            self._cache["hand"] = exact_text(self.exact, hand_text)
+        return self._cache["hand"]
+
     def rounded(self, rounding: Rounding) -> CertifiedDecimal | object:
         """The certified rounding, or ``NEG_INF`` where a mask blocks (cached).
 
@@ -242,13 +176,13 @@ class Cell:
 _PROBE = Rounding(digits=20)   # the screen verdicts use too: one certification per cell
 
 
-def exact_text(expr: sympy.Expr) -> str:
-    """SymPy's text of an exact value; an integer too long for Python to print is
-    named by its size instead (the value itself is still checked exactly)."""
+def exact_text(expr: sympy.Expr, printer: Callable[[sympy.Expr], str] = sympy.sstr) -> str:
+    """SymPy's text of an exact value (or ``printer``'s: the hand forms); an integer too long
+    for Python to print is named by its size instead (the value itself is still checked exactly)."""
     big = max((max(abs(a.p).bit_length(), a.q.bit_length()) for a in _rationals(expr)), default=0)
     if big * 0.30103 > _TEXT_LIMIT:
         return f"an exact number with integers of about {int(big * 0.30103):,} digits"
-    return sympy.sstr(expr)
+    return printer(expr)
 
 
 def _rationals(expr: sympy.Expr) -> Iterator[sympy.Rational]:
@@ -494,18 +428,3 @@ def _step_cells(spec: TargetSpec, source: Source, shape: tuple[int, int]) -> lis
 def iter_cells(shape: tuple[int, int], cells: list[Cell]) -> Iterator[tuple[int, int, Cell]]:
     for k, cell in enumerate(cells):
         yield k // shape[1], k % shape[1], cell
-
-
-def nodes(node: Node) -> Iterator[Node]:
-    """Every node of a parsed target, the root first (children in tuples and (key, node) pairs too)."""
-    stack = [node]
-    while stack:
-        item = stack.pop()
-        yield item
-        for value in vars(item).values():
-            if isinstance(value, Node):
-                stack.append(value)
-            elif isinstance(value, tuple):
-                stack.extend(v for v in value if isinstance(v, Node))
-                stack.extend(v[1] for v in value if isinstance(v, tuple) and len(v) == 2
-                             and isinstance(v[1], Node))

@@ -1,7 +1,8 @@
 """Verdicts: one written entry against one exact cell, and the figure's verdict type.
 
 Stable codes (``--json``): ``exact``, ``rounded``, ``last-digit``,
-``mistake``, ``wrong``, ``invalid``.  A written numeral is judged at the
+``mistake``, ``wrong``, ``invalid``, and ``blank`` for an answer left empty
+(grading: a blank cell is no answer, which is not the same as an unreadable one).  A written numeral is judged at the
 precision of its own text: it is ``rounded`` when it is the certified
 rounding of the exact value there (a value exactly halfway accepts either
 neighbour), ``exact`` when it equals the exact value.  ``-inf``/``−∞``/``-oo``
@@ -27,10 +28,10 @@ from symattn.check.targets import Cell
 from symattn.numbers.compare import equal
 
 __all__ = ["CODES", "RIGHT", "EntryVerdict", "FigureVerdict", "MistakeCell", "MistakeSet",
-           "invalid", "judge_entry", "name_mistake", "worst"]
+           "blank", "invalid", "judge_entry", "name_mistake", "worst"]
 
 #: Verdict codes from best to worst.
-CODES = ("exact", "rounded", "last-digit", "mistake", "wrong", "invalid")
+CODES = ("exact", "rounded", "last-digit", "mistake", "wrong", "invalid", "blank")
 #: The codes that count as right.
 RIGHT = frozenset(("exact", "rounded"))
 
@@ -123,6 +124,13 @@ def invalid(target: str, text: str, message: str, variant: str | None = None) ->
     return FigureVerdict(target=target, text=text, code="invalid", message=message, variant=variant)
 
 
+def blank(target: str, text: str, variant: str | None = None) -> FigureVerdict:
+    """No answer given: its own verdict, so a class summary tells skipped questions from
+    unreadable answers."""
+    return FigureVerdict(target=target, text=text, code="blank", message="no answer given",
+                         variant=variant)
+
+
 def worst(codes: Sequence[str]) -> str:
     return max(codes, key=CODES.index)
 
@@ -202,7 +210,7 @@ def _show(cell: Cell) -> str:
     if cell.neg_inf:
         return "−∞ (a masked position)"
     exact = cell.exact
-    text = cell.text
+    text = cell.hand
     if len(text) > 120:
         text = text[:117] + "..."
     if exact.is_Rational and len(text) < 20:
@@ -302,7 +310,10 @@ def _judge_number(w: WrittenNumber, cell: Cell, mistakes: MistakeSet,
         return EntryVerdict(code="rounded", **base, message=f"{t} is {cell.label} = {shown} "
                             f"correctly rounded to {at}{tie}")
     rounds = f"{cell.label} = {shown} rounds to {r.text} at {at}"
-    if abs(w.value - value) == w.unit and w.value * value >= 0:
+    if abs(w.value - value) == w.unit and w.value * value >= 0 and not r.exact:
+        # a slip in the last digit is a slip of ROUNDING: only a value with digits beyond the
+        # written place can be rounded wrongly.  An exact 4 written 5 (or 0.25 written 0.26)
+        # had nothing to round, so it is wrong (see docs/checking.md, "last-digit")
         truncated, finer = _truncation(cell, w, value)
         if truncated:
             how = f"{t} is {finer.text} truncated (a truncation: digits cut instead of rounded)"
@@ -312,8 +323,21 @@ def _judge_number(w: WrittenNumber, cell: Cell, mistakes: MistakeSet,
             how = f"{t} is one unit off in the last place (whether it is cut is undecided)"
         return EntryVerdict(code="last-digit", truncation=truncated, message=f"{how}: {rounds}",
                             **base)
+    if r.exact and not quiet:
+        plain = _plain(r)
+        also = "" if plain == r.text else f", which is {r.text} at {at}"
+        return EntryVerdict(code="wrong", **base, message=f"{t} is not {cell.label}: it is exactly "
+                            f"{plain}{also}")
     return EntryVerdict(code="wrong", **base,
                         message=f"{t} is not {cell.label}: {shown} rounds to {r.text} at {at}")
+
+
+def _plain(r: CertifiedDecimal) -> str:
+    """An exact rounding without its padding zeros (2.00 is 2, 0.250 is 0.25)."""
+    text = r.text
+    if "." in text and "e" not in text.lower():
+        text = text.rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
 
 
 def _finer(rounding: Rounding, extra: int) -> Rounding:

@@ -11,9 +11,12 @@ generated file.
   and ``data["correct_answers"]`` (one matrix per question, certified
   decimals; PrairieLearn compares floats with ``sigfig``/``decdig``).
 - :func:`grade` judges every typed entry again with symattn's own checker
-  (the text as typed, exactly) and adds feedback naming each mistake that
-  reproduces an entry, in ``data["feedback"]["symattn"]``; it never shows a
-  right value.
+  (the text as typed, exactly), scores each question by the sheet's rule (an
+  entry is right when exact, or the certified rounding at the sheet's rounding:
+  PrairieLearn's float tolerance would also take 0.1363 for 0.136, or a
+  fraction near an irrational value), and adds feedback naming each mistake
+  that reproduces an entry and each right value rounded more coarsely than the
+  sheet asks, in ``data["feedback"]["symattn"]``; it never shows a right value.
 """
 
 from __future__ import annotations
@@ -76,6 +79,7 @@ def grade(data: dict, versions: dict[str, str], settings: dict) -> None:
     raw = data.get("raw_submitted_answers") or {}
     submitted = data.get("submitted_answers") or {}
     lines = []
+    right: dict[str, int] = {}
     for q in v.questions:
         for k, e in enumerate(q.entries):
             name = f"{q.step}{k + 1}"          # pl-matrix-component-input's name for entry k
@@ -83,14 +87,63 @@ def grade(data: dict, versions: dict[str, str], settings: dict) -> None:
             if text is None or not str(text).strip():
                 continue
             verdict = e.checker.check(e.target, str(text))
-            if verdict.code == "mistake" and plausible(verdict.mistake, verdict.mistake_detail):
+            sheet = sheet_verdict(v, e, str(text), verdict)
+            right[q.step] = right.get(q.step, 0) + (sheet == "right")
+            if sheet in ("coarse", "finer"):
+                lines.append(f"<li><code>{escape(e.target)}</code>: {escape(_precision_note(v, e, str(text), sheet))}</li>")
+            elif verdict.code == "mistake" and plausible(verdict.mistake, verdict.mistake_detail):
                 lines.append(f"<li><code>{escape(e.target)}</code>: "
                              f"{escape(describe(verdict.mistake, verdict.mistake_detail))}</li>")
             elif verdict.code == "last-digit":
                 how = "cut instead of rounded" if verdict.entries and verdict.entries[0].truncation \
                     else "one unit off in the last place: check the rounding"
                 lines.append(f"<li><code>{escape(e.target)}</code>: {how}</li>")
+    _score(data, v, right)
     data.setdefault("feedback", {})
     if lines:
         data["feedback"]["symattn"] = "<p>What went wrong, where symattn can tell:</p><ul>" + \
             "".join(lines) + "</ul>"
+
+
+def sheet_verdict(v: VersionAnswers, e, text: str, verdict) -> str:
+    """The sheet's rule, as the self-check page applies it: ``right`` (exact, or the certified
+    rounding at the sheet's rounding), ``coarse`` (right at fewer places than the sheet's),
+    ``finer`` (right at more places), or ``not-right``."""
+    from symattn.classroom.selfcheck_data import canonical, canonical_decimal, places_of
+
+    if verdict.code == "exact":
+        return "right"
+    if not verdict.right:
+        return "not-right"
+    sheet = e.right(v.rounding)
+    typed = canonical(text)
+    if typed is None:
+        return "not-right"
+    if typed[0] == canonical_decimal(sheet) or typed[1] == places_of(sheet):
+        return "right"            # the sheet's rounding (or, at an exact tie, its other neighbour)
+    return "coarse" if typed[1] < places_of(sheet) else "finer"
+
+
+def _precision_note(v: VersionAnswers, e, text: str, sheet: str) -> str:
+    from symattn.classroom.selfcheck_data import canonical, places_of
+
+    places = canonical(text)[1]
+    here = places_of(e.right(v.rounding))
+    at = f"{places} decimal place{'s' if places != 1 else ''}"
+    asked = f"the sheet asks for {v.rounding} ({here} decimal place{'s' if here != 1 else ''} here)"
+    return f"right to {at}, but {asked}" if sheet == "coarse" else f"rounded to {at}: {asked}"
+
+
+def _score(data: dict, v: VersionAnswers, right: dict[str, int]) -> None:
+    """Each question's score by the sheet's rule (its right entries over its entries), and the
+    total as PrairieLearn weighs the questions."""
+    scores = data.get("partial_scores")
+    if not isinstance(scores, dict):
+        return
+    for q in v.questions:
+        if isinstance(scores.get(q.step), dict):
+            scores[q.step]["score"] = right.get(q.step, 0) / len(q.entries)
+    parts = [(s.get("score", 0) or 0, s.get("weight", 1)) for s in scores.values() if isinstance(s, dict)]
+    total = sum(w for _, w in parts)
+    if total:
+        data["score"] = sum(x * w for x, w in parts) / total

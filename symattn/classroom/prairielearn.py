@@ -5,7 +5,11 @@ title, topic, tags, type "v3"), ``question.html`` (a Mustache template with
 elements) and ``server.py`` (``generate(data)``, ``grade(data)``).  Each
 question of the sheet is a ``pl-matrix-component-input`` (one box per entry,
 per-entry partial credit and marks on the wrong entries), compared with
-``sigfig`` or ``decdig`` digits as the sheet rounds.  ``server.py`` imports
+``sigfig`` or ``decdig`` digits as the sheet rounds, fractions allowed (the sheet asks
+whole numbers and short fractions exactly: ``-1/2``).  ``server.py``'s grade() then
+scores each question by the sheet's rule, as the self-check page does: an entry is right
+when it is exact or the certified rounding at the sheet's rounding; a right value rounded
+more coarsely (``0.14`` for 0.136) earns nothing and is told so.  ``server.py`` imports
 symattn (install it in the course's Python) and calls
 :mod:`symattn.classroom.plruntime`.  The uuid is derived from the content,
 so exporting the same worksheet again keeps the question's identity.
@@ -48,7 +52,7 @@ def _question_html(v: VersionAnswers) -> str:
         out += [f"<p>{q.number}. Compute {escape(q.ask)}, ${q.formula_latex}$ "
                 f"(${q.shape[0]} \\times {q.shape[1]}$).</p>",
                 f'<pl-matrix-component-input answers-name="{q.step}" {comparison} '
-                'allow-partial-credit="true" allow-feedback="true" allow-fractions="false" '
+                'allow-partial-credit="true" allow-feedback="true" allow-fractions="true" '
                 f'label="${_symbol(q.step)} =$"></pl-matrix-component-input>', ""]
     out += ["<pl-submission-panel>",
             "  {{#feedback.symattn}}<div>{{{feedback.symattn}}}</div>{{/feedback.symattn}}",

@@ -8,8 +8,9 @@ Check button, the page's script reduces the typed text to its canonical form
 figures), hashes it with the page's salt through Web Crypto
 (``crypto.subtle.digest``, available on file:// pages in Chromium and
 Firefox) and looks the hash up (:mod:`symattn.classroom.selfcheck_data`).  The
-input gets ``data-verdict`` = ``right``, ``mistake:CODE`` or ``not-right``
-(``invalid`` when the text is no decimal) and a visible message.  No network,
+input gets ``data-verdict`` = ``right``, ``mistake:CODE``, ``coarse`` (right, but rounded
+more coarsely than the sheet asks), ``precision`` (rounded finer than the sheet asks, or far
+coarser), ``not-right`` or ``invalid`` (neither a decimal nor a fraction) and a visible message.  No network,
 no answer in the source.
 """
 
@@ -32,6 +33,7 @@ table.answers input { width: 6.5rem; font: inherit; padding: .2rem .3rem; border
 input[data-verdict="right"] { border-color: #1a7f37; background: #e9f7ee; }
 input[data-verdict^="mistake:"] { border-color: #b35900; background: #fff4e5; }
 input[data-verdict="not-right"], input[data-verdict="invalid"] { border-color: #b3261e; background: #fdecea; }
+input[data-verdict="coarse"], input[data-verdict="precision"] { border-color: #8a6d00; background: #fff8d6; }
 table.answers output { display: block; max-width: 12rem; font-size: .8rem; color: #333; text-align: left;
   white-space: normal; }
 button.check { font: inherit; padding: .25rem .9rem; margin: .2rem 0 1rem; }
@@ -44,7 +46,14 @@ SCRIPT = r"""
   const data = JSON.parse(document.getElementById("selfcheck-data").textContent);
   const enc = new TextEncoder();
   const NUMERAL = /^([+-]?)([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?[0-9]{1,3}))?(%?)$/;
+  const FRACTION = /^([+-]?)([0-9]+)\/([0-9]+)$/;
   const APPROX = /^(?:≈|~|≃|=|about\b|approx\.?)\s*/i;
+
+  function join(sign, digits, places) {
+    digits = digits.replace(/^0+/, "").padStart(places + 1, "0");
+    const s = (sign === "-" && /[1-9]/.test(digits)) ? "-" : "";
+    return s + (places ? digits.slice(0, -places) + "." + digits.slice(-places) : digits);
+  }
 
   function canonical(text) {
     let t = text.trim().replace(/[−–]/g, "-").replace(APPROX, "");
@@ -56,10 +65,28 @@ SCRIPT = r"""
     let digits = m[2] + frac;
     let places = frac.length - parseInt(m[4] || "0", 10) + (m[5] ? 2 : 0);
     if (places < 0) { digits += "0".repeat(-places); places = 0; }
-    digits = digits.replace(/^0+/, "").padStart(places + 1, "0");
-    const sign = (m[1] === "-" && /[1-9]/.test(digits)) ? "-" : "";
-    const body = places ? digits.slice(0, -places) + "." + digits.slice(-places) : digits;
-    return { text: sign + body, places: places };
+    return { text: join(m[1], digits, places), places: places };
+  }
+
+  function gcd(a, b) { while (b) { [a, b] = [b, a % b]; } return a; }
+
+  function fraction(num, den) {        // BigInts, den > 0: lowest terms as text
+    const g = gcd(num < 0n ? -num : num, den) || 1n;
+    num /= g; den /= g;
+    return den === 1n ? num.toString() : num + "/" + den;
+  }
+
+  function exactForm(text) {           // a fraction or a decimal in lowest terms: −2/4 is "-1/2"
+    const t = text.trim().replace(/[−–]/g, "-").replace(/[\s\u00a0\u2009\u202f]/g, "");
+    const f = FRACTION.exec(t);
+    if (f) {
+      if (/^0+$/.test(f[3]) || f[2].length + f[3].length > 40) return null;
+      const num = BigInt(f[2]) * (f[1] === "-" ? -1n : 1n);
+      return fraction(num, BigInt(f[3]));
+    }
+    const c = canonical(text);
+    if (c === null) return null;
+    return fraction(BigInt(c.text.replace(".", "")), 10n ** BigInt(c.places));
   }
 
   async function digest(text) {
@@ -74,6 +101,28 @@ SCRIPT = r"""
     out.textContent = message;
   }
 
+  function places(n) { return n + " decimal place" + (n === 1 ? "" : "s"); }
+
+  async function coarse(box, key, c) {  // the verdicts of the sheet's values that round to c
+    const shift = box.p - c.places;
+    if (box.a.includes(c.places)) {     // rounding the sheet's value again would mislead here
+      const hit = box.h[await digest(key + "~" + c.text)];
+      return hit === undefined ? [] : [hit];
+    }
+    const unit = 10n ** BigInt(shift), half = unit / 2n;
+    const centre = BigInt(c.text.replace(".", "")) * unit;
+    const texts = [];
+    for (let m = centre - half; m <= centre + half; m++) {
+      texts.push(join(m < 0n ? "-" : "", (m < 0n ? -m : m).toString(), box.p));
+    }
+    const found = [];
+    for (let k = 0; k < texts.length; k += 1000) {
+      const hashes = await Promise.all(texts.slice(k, k + 1000).map(t => digest(key + t)));
+      for (const h of hashes) if (box.h[h] !== undefined) found.push(box.h[h]);
+    }
+    return found;
+  }
+
   async function judge(input) {
     const typed = input.value;
     if (!typed.trim()) {                    // an empty box: no verdict, no message
@@ -81,25 +130,47 @@ SCRIPT = r"""
       document.getElementById(input.id + "-msg").textContent = "";
       return;
     }
-    const c = canonical(typed);
-    if (c === null) { say(input, "invalid", "Type a decimal number (a decimal comma or a percentage is fine)."); return; }
-    if (c.places > data.maxPlaces) {
-      say(input, "invalid", "Round to at most " + data.maxPlaces + " decimal places."); return;
+    const box = data.targets[input.dataset.target] || {h: {}, p: 0, x: 0, a: []};
+    const key = data.salt + "|" + input.dataset.target + "|";
+    const asked = "the sheet asks for " + data.rounding + (box.x ? " or the exact value" : "");
+    const c = canonical(typed), exact = exactForm(typed);
+    if (c === null && exact === null) {
+      say(input, "invalid", "Type a decimal number or a fraction such as −1/2 (a decimal comma or "
+          + "a percentage is fine)."); return;
     }
-    const table = data.targets[input.dataset.target] || {};
-    const found = table[await digest(data.salt + "|" + input.dataset.target + "|" + c.text)];
-    const at = c.places + " decimal place" + (c.places === 1 ? "" : "s");
-    if (found === 0) {
-      say(input, "right", c.places ? "Right (correctly rounded to " + at + ")." : "Right.");
-    } else if (found !== undefined) {
-      const m = data.mistakes[found - 1];
-      say(input, "mistake:" + m.code, "Not right: " + m.says + ".");
-    } else {
-      say(input, "not-right", "Not right at " + at + ". Check your working, then your rounding.");
+    const mistake = k => { const m = data.mistakes[k - 1];
+                           say(input, "mistake:" + m.code, "Not right: " + m.says + "."); };
+    if (exact !== null) {
+      const hit = box.h[await digest(key + "=" + exact)];
+      if (hit === 0) { say(input, "right", "Right (exactly)."); return; }
+      if (hit !== undefined) { mistake(hit); return; }
     }
+    if (c === null) { say(input, "not-right", "Not right. Check your working."); return; }
+    const hit = box.h[await digest(key + c.text)];
+    if (hit === 0) { say(input, "right", "Right (correctly rounded to " + data.rounding + ")."); return; }
+    if (hit !== undefined) { mistake(hit); return; }
+    if (c.places > box.p) {
+      say(input, "precision", "Rounded to " + places(c.places) + ": " + asked + " (" + places(box.p)
+          + " here). Round to that, then check."); return;
+    }
+    if (c.places < box.p) {
+      if (box.p - c.places > data.coarse) {
+        say(input, "precision", "Rounded to " + places(c.places) + ": " + asked + " (" + places(box.p)
+            + " here). Give more digits, then check."); return;
+      }
+      const found = await coarse(box, key, c);
+      if (found.includes(0)) {
+        say(input, "coarse", "Right to " + places(c.places) + ", but " + asked + " (" + places(box.p)
+            + " here)."); return;
+      }
+      if (found.length) { mistake(found[0]); return; }
+      say(input, "not-right", "Not right at " + places(c.places) + " (and " + asked + ")."); return;
+    }
+    say(input, "not-right", "Not right at " + places(c.places) + ". Check your working, then your rounding.");
   }
 
   window.symattnCanonical = canonical;      // for tests: the same rules as selfcheck_data.canonical
+  window.symattnExact = exactForm;          // and selfcheck_data.canonical_exact
   if (!(window.crypto && crypto.subtle)) {
     for (const p of document.querySelectorAll(".nocrypto")) p.hidden = false;
     return;
@@ -176,10 +247,11 @@ def selfcheck_page(v: VersionAnswers, code: str | None = None) -> str:
     data = data.replace("</", "<\\/")
     body = [f"<h1>{escape(v.title)}: check yourself</h1>\n",
             f"<p><strong>Version {escape(shown)}</strong>. Type each answer as you wrote it on your "
-            f"sheet (rounded to {escape(str(v.rounding))}; a decimal comma or a percentage is fine), "
-            "then press Enter or the question's Check button. The page says whether it is right "
-            f"at the places you wrote (up to {facts.places}), and names the mistake when a known one "
-            "gives your number. It does not contain the answers.</p>\n",
+            f"sheet, rounded as the sheet asks: to {escape(str(v.rounding))}, with whole numbers and "
+            "short fractions exact (−1/2; a decimal comma or a percentage is fine), then press Enter "
+            "or the question's Check button. The page says whether it is right at the sheet's "
+            "rounding (a right answer rounded more coarsely is pointed out, not counted), and names "
+            "the mistake when a known one gives your number. It does not contain the answers.</p>\n",
             '<p class="nocrypto" hidden>This browser cannot check answers here (no Web Crypto). '
             "Open the page in a current Firefox, Chrome, Edge or Safari.</p>\n",
             "<h2>Given</h2>\n", _given(v), _intro(v)]

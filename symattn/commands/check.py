@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from symattn.commands import Outcome
+from symattn.commands import Outcome, paper, pdf_or_text
 from symattn.commands.heads import add_format_arguments, chosen_format
 
 ORDER = 30
@@ -35,5 +35,5 @@ def run(args: argparse.Namespace) -> Outcome:
     from symattn.document.build.check import build_check_document
     from symattn.document.formats import print_document
 
-    return Outcome(print_document(build_check_document(verdicts, figures.title), fmt,
-                                  fragment=args.fragment), status)
+    return pdf_or_text(args, print_document(build_check_document(verdicts, figures.title), fmt,
+                                            fragment=args.fragment, paper=paper(args)), status)

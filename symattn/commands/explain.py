@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from symattn.commands import MAX_DIGITS, Outcome, digits_argument
+from symattn.commands import MAX_DIGITS, PAPERS, Outcome, digits_argument
 from symattn.errors import SymattnError
 
 if TYPE_CHECKING:
@@ -40,13 +40,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     precision.add_argument("--digits", type=digits_argument, default=None, metavar="N",
                            help="significant digits of every decimal (default 3)")
     precision.add_argument("--places", type=places_argument, default=None, metavar="N",
-                           help="LaTeX/HTML: decimal places instead of significant digits")
+                           help="decimal places instead of significant digits")
     parser.add_argument("--fragment", action="store_true",
                         help="LaTeX: only the body, for pasting into a lesson")
     parser.add_argument("--pdf", action="store_true",
                         help="compile the LaTeX to a PDF (-o FILE.pdf; needs latexmk or pdflatex)")
+    parser.add_argument("--paper", choices=PAPERS, default=None,
+                        help="LaTeX and PDF: the paper size, a4 or letter (default letter)")
     parser.add_argument("--rows", metavar="I,cats",
-                        help="LaTeX/HTML: the rows worked by hand (token names or 0-based indices)")
+                        help="the rows worked by hand (token names or 0-based indices; JSON, which "
+                             "lists every row, names them in worked_rows)")
     parser.add_argument("--decimal-only", action="store_true",
                         help="JSON: leave out the exact strings (they grow fast with n)")
     parser.add_argument("--row", metavar="TOKEN",
@@ -72,8 +75,7 @@ def _check_options(args: argparse.Namespace) -> str:
     if args.decimal_only and fmt != "json":
         raise SymattnError("--decimal-only applies to --format json")
     for flag, given, formats in (("--pdf", args.pdf, ("latex",)), ("--fragment", args.fragment, ("latex",)),
-                                 ("--places", args.places is not None, ("latex", "html")),
-                                 ("--rows", args.rows, ("latex", "html"))):
+                                 ("--paper", args.paper, ("latex",))):
         if given and fmt not in formats:
             raise SymattnError(f"{flag} applies to --format {' or --format '.join(formats)}, not --format {fmt}")
     if args.pdf and args.fragment:
@@ -102,15 +104,37 @@ def run(args: argparse.Namespace) -> Outcome:
     if fmt == "json":
         from symattn.document.trace_json import render_json
 
-        return Outcome(render_json(trace, digits, decimal_only=args.decimal_only))
+        rounding, rows = _rounding_and_rows(args, digits)
+        worked = _worked_rows(trace, args, rows) if args.rows else None   # --row: JSON as before
+        return Outcome(render_json(trace, digits, decimal_only=args.decimal_only, places=args.places,
+                                   worked_rows=worked))
     if fmt == "latex":
         return _latex(trace, args, digits)
     if fmt == "html":
         return _html(trace, args, digits)
     from symattn.document.trace_text import TextOptions, render_text
+    from symattn.trace.trace import IndexError_
 
-    return Outcome(render_text(trace, TextOptions(digits=digits, dot_row=args.row,
-                                                  softmax_row=args.row)))
+    _, rows = _rounding_and_rows(args, digits)
+    options = TextOptions(digits=digits, dot_row=args.row, softmax_row=args.row, places=args.places,
+                          rows=rows if args.rows else None)
+    try:
+        return Outcome(render_text(trace, options))
+    except IndexError_ as exc:
+        raise SymattnError(f"--rows {args.rows or args.row}: {exc}") from None
+
+
+def _worked_rows(trace, args: argparse.Namespace, rows) -> list[str] | None:
+    """JSON: the token names of the rows --rows (or --row) asks to work by hand (None: not asked)."""
+    if not rows:
+        return None
+    from symattn.trace.trace import IndexError_
+
+    try:
+        step = trace.step("scores")
+        return [step.row_labels[step.row_index(r)] for r in rows]
+    except IndexError_ as exc:
+        raise SymattnError(f"--rows {args.rows or args.row}: {exc}") from None
 
 
 def _rounding_and_rows(args: argparse.Namespace, digits: int):
@@ -145,7 +169,8 @@ def _latex(trace, args: argparse.Namespace, digits: int) -> Outcome:
 
     rounding, rows = _rounding_and_rows(args, digits)
     try:
-        tex = render_latex(trace, LatexOptions(rounding=rounding, rows=rows), fragment=args.fragment)
+        tex = render_latex(trace, LatexOptions(rounding=rounding, rows=rows, paper=args.paper or "letter"),
+                           fragment=args.fragment)
     except IndexError_ as exc:
         raise SymattnError(f"--rows {args.rows or args.row}: {exc}") from None
     if not args.pdf:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from symattn.commands import Outcome, digits_argument
+from symattn.commands import Outcome, deprecated_alias, digits_argument
 from symattn.commands.explain import places_argument
 from symattn.errors import SymattnError
 
@@ -23,9 +23,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--to", required=True, choices=("moodle", "qti", "prairielearn"),
                         help="moodle: quiz.xml (Cloze); qti: quiz.zip for Canvas Classic Quizzes; "
                              "prairielearn: a question folder")
-    parser.add_argument("-o", "--out", dest="out", metavar="OUT",
+    parser.add_argument("-o", "--output", dest="out", metavar="OUT",
                         help="the file (moodle, qti) or folder (prairielearn) to write "
                              "(default quiz.xml, quiz.zip, question)")
+    parser.add_argument("--out", dest="out", metavar="OUT", action=deprecated_alias("-o/--output"),
+                        help="deprecated: the old name of -o/--output")
     precision = parser.add_mutually_exclusive_group()
     precision.add_argument("--digits", type=digits_argument, metavar="D",
                            help="significant digits of the answers (default: the worksheet's, or 3)")

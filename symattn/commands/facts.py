@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from symattn.commands import Outcome
+from symattn.commands import Outcome, paper, pdf_or_text
 from symattn.commands.explain import add_problem_arguments, load_problem
 from symattn.commands.heads import add_format_arguments, chosen_format
 
@@ -50,7 +50,8 @@ def run(args: argparse.Namespace) -> Outcome:
     from symattn.document.formats import print_document
 
     title = "Facts about attention" + (f": {problem.title}" if getattr(problem, "title", None) else "")
-    return Outcome(print_document(build_facts_document(proofs, title), fmt, fragment=args.fragment), status)
+    return pdf_or_text(args, print_document(build_facts_document(proofs, title), fmt,
+                                            fragment=args.fragment, paper=paper(args)), status)
 
 
 def _load(args: argparse.Namespace):

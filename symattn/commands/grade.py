@@ -24,9 +24,11 @@ MAX_WARNINGS = 5   # lines of warnings on stderr; the report's note column has t
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "grade", help="grade a CSV of answers (student, [version], one column per target)")
-    parser.add_argument("problem", help="a problem file, or a worksheet folder of "
-                                        "version-ID.toml (or ID.toml, ID/problem.toml) files")
-    parser.add_argument("submissions", help="the answers: CSV with a header row")
+    parser.add_argument("problem", nargs="?", help="a problem file, or a worksheet folder of "
+                                                   "version-ID.toml (or ID.toml, ID/problem.toml) files")
+    parser.add_argument("submissions", nargs="?", help="the answers: CSV with a header row")
+    parser.add_argument("--example", metavar="NAME",
+                        help="a built-in example as the problem (then give only SUBMISSIONS)")
     add_format_arguments(parser, json_help="the report as JSON (verdicts, points and the summary)",
                          latex_help="", formats=("csv", *FORMATS),
                          format_help="csv (default: the report, one row per student), json, or the class "
@@ -53,14 +55,10 @@ def read_submissions_file(path: Path, limit: int) -> bytes:
 
 
 def warnings(report, points=None) -> list[str]:
-    """What the teacher should know although every answer was graded: unusable columns,
-    points given for no column, and student ids on more than one line."""
-    from symattn.check.grading.credit import unused_keys
-
+    """What the teacher should know although every answer was graded: unusable columns and
+    student ids on more than one line (points given for no column are refused by grade)."""
     lines = [f"column {target[:60]!r} cannot be graded: {why}"
              for target, why in report.column_errors.items()]
-    lines += [f"--points gives points for {key[:60]!r}, which no column answers"
-              for key in unused_keys(report.targets, points)]
     for student, at in report.duplicates.items():
         lines.append(f"student id {student[:60]!r} is on lines {', '.join(map(str, at))}; "
                      "every line is graded (see the note column)")
@@ -76,21 +74,26 @@ def run(args: argparse.Namespace) -> Outcome:
     from symattn.check.grading.grade import MAX_BYTES, GradeError, Versions, grade
 
     fmt = chosen_format(args, default="csv")
+    problem = _problem_and_submissions(args)
     if args.summary is not None:
         summary_path = files.resolve_output(args.summary, GradeError)
         if args.output is not None and summary_path == files.resolve_output(args.output, GradeError):
             raise GradeError(f"--summary {args.summary} is the report's file too: give another name")
     points = parse_points(args.points) if args.points is not None else None
-    versions = Versions.from_path(args.problem)
+    versions = problem if problem is not None else Versions.from_path(args.problem)
     path = Path(args.submissions)
     report = grade(versions, read_submissions_file(path, MAX_BYTES), source=str(path),
                    carry=args.carry_forward, points=points)
     for line in warnings(report, points):
         print(f"symattn: warning: {line}", file=sys.stderr)
-    text = _report_text(report, str(path), fmt, args.fragment)
+    text = _report_text(report, str(path), fmt, args)
     status = 1 if report.invalid_count else 0
     summary = summary_text(report, str(path)) if args.output or args.summary else ""
     if args.output is not None:
+        if args.pdf:
+            from symattn.commands import compile_pdf
+
+            text = compile_pdf(text, args.output)   # reruns TeX: the longtables need two passes
         files.write_atomically(text, args.output, error=GradeError)
         text = ""
     if args.summary is not None:
@@ -101,7 +104,29 @@ def run(args: argparse.Namespace) -> Outcome:
     return Outcome(text, status)
 
 
-def _report_text(report, source: str, fmt: str, fragment: bool) -> str:
+def _problem_and_submissions(args: argparse.Namespace):
+    """``grade PROBLEM SUBMISSIONS`` or ``grade --example NAME SUBMISSIONS``: the example's
+    Versions (None for a problem path), with ``args.submissions`` set."""
+    from symattn.check.grading.grade import GradeError, Versions
+
+    if args.example is None:
+        if args.submissions is None:
+            raise GradeError("grade needs a problem (or --example NAME) and the submissions CSV"
+                             if args.problem is None else
+                             f"grade {args.problem}: give the submissions CSV after the problem")
+        return None
+    if args.submissions is not None:
+        raise GradeError(f"--example {args.example} is the problem: leave out {args.problem}, "
+                         "or --example")
+    if args.problem is None:
+        raise GradeError(f"--example {args.example}: give the submissions CSV too")
+    from symattn.examples import load_example
+
+    args.submissions, args.problem = args.problem, None
+    return Versions(single=load_example(args.example))
+
+
+def _report_text(report, source: str, fmt: str, args: argparse.Namespace) -> str:
     """The report in the chosen format: the data files (CSV, JSON) or the class document."""
     if fmt == "csv":
         return report.to_csv()
@@ -110,4 +135,7 @@ def _report_text(report, source: str, fmt: str, fragment: bool) -> str:
     from symattn.document.build.grade import build_grade_document
     from symattn.document.formats import print_document
 
-    return print_document(build_grade_document(report, source), fmt, fragment=fragment)
+    from symattn.commands import paper
+
+    return print_document(build_grade_document(report, source), fmt, fragment=args.fragment,
+                          paper=paper(args))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from symattn.commands import Outcome, digits_argument
+from symattn.commands import Outcome, add_pdf_arguments, check_pdf_options, digits_argument, paper, pdf_or_text
 
 ORDER = 45
 
@@ -29,10 +29,12 @@ def add_format_arguments(parser: argparse.ArgumentParser, *, latex_help: str, js
     parser.add_argument("--fragment", action="store_true",
                         help="LaTeX: only the body, for pasting into a lesson")
     parser.add_argument("-o", "--output", metavar="FILE", help=output_help)
+    add_pdf_arguments(parser)
 
 
 def chosen_format(args: argparse.Namespace, default: str = "text") -> str:
-    """The one format the flags ask for; two different ones are refused."""
+    """The one format the flags ask for; two different ones are refused (``--pdf`` asks for
+    LaTeX, and is checked here with ``--paper``, before any work)."""
     from symattn.errors import SymattnError
 
     asked = [f for f, on in (("json", args.json), ("latex", getattr(args, "latex", False))) if on]
@@ -40,11 +42,13 @@ def chosen_format(args: argparse.Namespace, default: str = "text") -> str:
         raise SymattnError("give --json or --latex, not both")
     if asked and args.format and args.format != asked[0]:
         raise SymattnError(f"--{asked[0]} is --format {asked[0]}: leave out --format {args.format}")
-    fmt = args.format or (asked[0] if asked else default)
+    pdf = getattr(args, "pdf", False)
+    fmt = args.format or (asked[0] if asked else "latex" if pdf else default)
     if getattr(args, "latex", False):
         args.fragment = True          # --latex is --format latex --fragment, with or without --format latex
     if getattr(args, "fragment", False) and fmt != "latex":
         raise SymattnError(f"--fragment applies to --format latex, not --format {fmt}")
+    check_pdf_options(args, fmt)
     return fmt
 
 
@@ -88,7 +92,7 @@ def run(args: argparse.Namespace) -> Outcome:
         problem = MultiHeadProblem.from_toml_text(text, source=f"example {args.example!r}" if args.example
                                                   else "the demo")
     if args.figure:
-        return _check_figures(problem, args.figure, fmt, args.fragment)
+        return _check_figures(problem, args.figure, fmt, args)
     result = attend_heads(problem)
     if fmt == "json":
         from symattn.document.build.heads import heads_json
@@ -97,10 +101,11 @@ def run(args: argparse.Namespace) -> Outcome:
     from symattn.document.build.heads import build_heads_document
     from symattn.document.formats import print_document
 
-    return Outcome(print_document(build_heads_document(result, args.digits), fmt, fragment=args.fragment))
+    return pdf_or_text(args, print_document(build_heads_document(result, args.digits), fmt,
+                                            fragment=args.fragment, paper=paper(args)))
 
 
-def _check_figures(problem, figures: list[list[str]], fmt: str, fragment: bool) -> Outcome:
+def _check_figures(problem, figures: list[list[str]], fmt: str, args: argparse.Namespace) -> Outcome:
     """Verdicts on figures about single heads, printed as ``symattn check`` prints its own."""
     from symattn.heads.check import HeadsChecker
 
@@ -111,4 +116,5 @@ def _check_figures(problem, figures: list[list[str]], fmt: str, fragment: bool) 
     from symattn.document.build.check import build_check_document
     from symattn.document.formats import print_document
 
-    return Outcome(print_document(build_check_document(verdicts, problem.title), fmt, fragment=fragment), status)
+    return pdf_or_text(args, print_document(build_check_document(verdicts, problem.title), fmt,
+                                            fragment=args.fragment, paper=paper(args)), status)

@@ -6,7 +6,7 @@ import argparse
 import sys
 from fractions import Fraction
 
-from symattn.commands import Outcome, digits_argument
+from symattn.commands import Outcome, PAPERS, deprecated_alias, digits_argument
 from symattn.commands.explain import add_problem_arguments, places_argument
 from symattn.errors import SymattnError
 
@@ -53,13 +53,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--template", metavar="NAME", choices=template_names(),
                         help="a worksheet template with hand-friendly numbers: "
                              f"{', '.join(template_names())} (instead of a problem or --example)")
-    parser.add_argument("-o", "--out", dest="out_dir", metavar="DIR", required=True,
-                        help="the folder to write; a previous worksheet there is replaced, "
-                             "other files in it are kept")
+    parser.add_argument("-o", "--output", dest="out_dir", metavar="DIR",
+                        help="the folder to write (required); a previous worksheet there is "
+                             "replaced, other files in it are kept")
+    parser.add_argument("--out", dest="out_dir", metavar="DIR", action=deprecated_alias("-o/--output"),
+                        help="deprecated: the old name of -o/--output")
     parser.add_argument("--force", action="store_true",
                         help="write into a non-empty folder symattn did not make (no file in it "
                              "is replaced or removed)")
     parser.add_argument("--pdf", action="store_true", help="also compile every sheet and key to PDF")
+    parser.add_argument("--paper", choices=PAPERS, default=None,
+                        help="LaTeX and PDF: the paper size, a4 or letter (default letter)")
     parser.add_argument("--versions", type=_count, metavar="N",
                         help="N random hand-friendly versions shaped like the problem (needs --seed)")
     parser.add_argument("--seed", type=_seed, metavar="S", help="the seed of the versions")
@@ -104,6 +108,8 @@ def run(args: argparse.Namespace) -> Outcome:
     from symattn.classroom.worksheets.versions import spec_from_problem
     from symattn.classroom.worksheets.templates import load_template, template_text
 
+    if args.out_dir is None:
+        raise SymattnError("worksheet needs -o DIR: the folder to write the sheets and keys into")
     random = args.versions is not None
     if random and args.seed is None:
         raise SymattnError("--versions needs --seed S, so the same versions can be made again")
@@ -118,6 +124,9 @@ def run(args: argparse.Namespace) -> Outcome:
         raise SymattnError("--pdf compiles the LaTeX sheets: leave out --format html, or --pdf")
     if args.selfcheck and args.pdf:
         raise SymattnError("--selfcheck writes HTML pages: leave out --pdf")
+    if args.paper and (args.format == "html" or args.selfcheck):
+        raise SymattnError("--paper sets the LaTeX paper size: leave out --format html (or --selfcheck), "
+                           "or --paper")
     if args.pdf:
         from symattn.document.pdf import find_engine
 
@@ -136,7 +145,7 @@ def run(args: argparse.Namespace) -> Outcome:
     asked = tuple(asked_steps(template, questions))
     points = parse_points(args.points, asked) if args.points is not None else None
     options = WorksheetOptions(questions=questions, rounding=rounding, derivation=not args.no_derivation,
-                               points=points, format=args.format)
+                               points=points, format=args.format, paper=args.paper or "letter")
     progress = _progress if random and args.versions >= LONG_RUN else None
     if random:
         spec = spec_from_problem(problem, square_dk=args.square_dk, allow_ties=args.allow_ties,

@@ -21,8 +21,9 @@ FORMATS = ("text", "json", "latex", "html")
 WRAPPER = "symattn-doc"
 
 
-def print_document(doc: Document, fmt: str, *, fragment: bool = False) -> str:
-    """The document as text, LaTeX (``fragment``: the body only) or an HTML page."""
+def print_document(doc: Document, fmt: str, *, fragment: bool = False, paper: str = "letter") -> str:
+    """The document as text, LaTeX (``fragment``: the body only; ``paper``: a4 or letter) or an
+    HTML page."""
     if fmt == "text":
         from symattn.document.blocks import Report, Summary
         from symattn.document.printers.text import print_text
@@ -37,7 +38,7 @@ def print_document(doc: Document, fmt: str, *, fragment: bool = False) -> str:
         if fragment:
             return body
         from symattn.document.support.texutil import tex_escape
-        return document(f"\\section*{{{tex_escape(doc.title)}}}\n" + body)
+        return document(f"\\section*{{{tex_escape(doc.title)}}}\n" + body, paper=paper)
     if fmt == "html":
         from symattn.document.printers.html import print_html
         return print_html(doc)

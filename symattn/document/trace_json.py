@@ -90,10 +90,13 @@ def decimal_strings(trace: Trace, step: Step, rounding: Rounding) -> list[list[s
     return out
 
 
-def trace_to_json(trace: Trace, digits: int, *, decimal_only: bool = False) -> dict[str, Any]:
-    """The whole trace as a JSON-ready dict."""
+def trace_to_json(trace: Trace, digits: int, *, decimal_only: bool = False, places: int | None = None,
+                  worked_rows: list[str] | None = None) -> dict[str, Any]:
+    """The whole trace as a JSON-ready dict.  ``places``: decimals to that many places (the
+    object then has "places" where it had "digits"); ``worked_rows``: the rows --rows asked to
+    work by hand, by token (JSON lists every row in full, so it only names them)."""
     p = trace.problem
-    rounding = Rounding(digits=digits)
+    rounding = Rounding(places=places) if places is not None else Rounding(digits=digits)
     steps: dict[str, Any] = {}
     for step in trace.steps:
         entry: dict[str, Any] = {"shape": list(step.shape), "formula": step.info.formula,
@@ -102,9 +105,12 @@ def trace_to_json(trace: Trace, digits: int, *, decimal_only: bool = False) -> d
             entry["exact"] = exact_strings(trace, step)
         entry["decimal"] = decimal_strings(trace, step, rounding)
         steps[step.name] = entry
+    precision = {"places": places} if places is not None else {"digits": digits}
+    extra = {"worked_rows": worked_rows} if worked_rows is not None else {}
     return {
         "title": p.title,
-        "digits": digits,
+        **precision,
+        **extra,
         "tokens": list(p.tokens),
         "key_tokens": list(p.key_tokens),
         "d_k": p.d_k,
@@ -115,7 +121,9 @@ def trace_to_json(trace: Trace, digits: int, *, decimal_only: bool = False) -> d
     }
 
 
-def render_json(trace: Trace, digits: int, *, decimal_only: bool = False) -> str:
+def render_json(trace: Trace, digits: int, *, decimal_only: bool = False, places: int | None = None,
+                worked_rows: list[str] | None = None) -> str:
     """The JSON text of :func:`trace_to_json`."""
-    return json.dumps(trace_to_json(trace, digits, decimal_only=decimal_only),
+    return json.dumps(trace_to_json(trace, digits, decimal_only=decimal_only, places=places,
+                                    worked_rows=worked_rows),
                       ensure_ascii=False, indent=1) + "\n"

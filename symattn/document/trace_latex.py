@@ -16,10 +16,10 @@ from symattn.document.printers.latex import (  # noqa: F401 (re-exported for wor
     LatexPrinter, aligned, display, inline, print_latex, product_latex,
 )
 from symattn.document.jupyter import step_math, step_repr_latex, trace_repr_latex  # noqa: F401 (re-exported)
-from symattn.document.support.latexdoc import PREAMBLE, document  # noqa: F401 (re-exported)
+from symattn.document.support.latexdoc import PAPERS, PREAMBLE, document, preamble  # noqa: F401 (re-exported)
 from symattn.trace.trace import Trace
 
-__all__ = ["LatexOptions", "LatexRenderer", "document", "render_latex",
+__all__ = ["LatexOptions", "LatexRenderer", "PAPERS", "document", "preamble", "render_latex",
            "step_math", "step_repr_latex", "trace_repr_latex"]
 
 
@@ -31,6 +31,7 @@ class LatexOptions:
     rows: tuple[int | str, ...] | None = None   # worked rows (default: first for sums, last for softmax)
     limit: int = 8                               # larger matrices elide their middle
     sci_digits: int = 3                          # a value that rounds to 0 at the places: shown to these digits
+    paper: str = "letter"                        # or "a4" (--paper)
 
     def document_options(self) -> DocumentOptions:
         return DocumentOptions(rounding=self.rounding, dot_rows=self.rows, softmax_rows=self.rows,
@@ -65,7 +66,7 @@ class LatexRenderer:
         return print_latex(self.doc, header=header)
 
     def render(self) -> str:
-        return document(self.body())
+        return document(self.body(), paper=self.options.paper)
 
 
 def render_latex(trace: Trace, options: LatexOptions | None = None, *, fragment: bool = False) -> str:

@@ -24,13 +24,18 @@ class TextOptions:
     dot_row: int | str | None = None       # row whose dot products are written out (default: first)
     softmax_row: int | str | None = None   # row worked with the max-subtraction trick (default: last)
     limit: int = 8                         # matrices larger than this elide the middle
+    places: int | None = None              # decimal places instead of digits (--places)
+    rows: tuple[int | str, ...] | None = None   # the rows worked by hand, both kinds (--rows)
 
 
 def document_options(options: TextOptions) -> DocumentOptions:
-    """The terminal's choices: one worked row each, dot products of that row only."""
+    """The terminal's choices: one worked row each (or the --rows), dot products of those rows only."""
     dot = (options.dot_row,) if options.dot_row is not None else None
     soft = (options.softmax_row,) if options.softmax_row is not None else None
-    return DocumentOptions(rounding=Rounding(digits=options.digits), dot_rows=dot, softmax_rows=soft,
+    if options.rows:
+        dot = soft = tuple(options.rows)
+    rounding = Rounding(places=options.places) if options.places is not None else Rounding(digits=options.digits)
+    return DocumentOptions(rounding=rounding, dot_rows=dot, softmax_rows=soft,
                            output_rows=dot, every_dot_product=False, limit=options.limit)
 
 

@@ -46,3 +46,42 @@ def latex_text(expr: sympy.Basic) -> str:
     if expr is sympy.S.NegativeInfinity:
         return r"-\infty"
     return sympy.latex(expr)
+
+
+class _HandPrinter(_UnicodePrinter):
+    """The lesson's hand forms in one line: a rational times √n is written over √n, as
+    ``explain`` writes the scaled scores (−2√3/3 is −2/√3, 4√3 is 12/√3), and a sum puts its
+    plain numbers last (e^(−2/√3) + 2, 2/√3 − 1/4)."""
+
+    def _print_Mul(self, expr: sympy.Mul) -> str:
+        surd = _surd(expr)
+        return surd if surd is not None else super()._print_Mul(expr)
+
+    def _print_Add(self, expr: sympy.Add, order: str | None = None) -> str:
+        terms = sorted(expr.args, key=lambda t: t.is_number and t.is_Rational)   # stable: numbers last
+        text = self._print(terms[0])
+        for term in terms[1:]:
+            shown = self._print(term)
+            text += f" - {shown[1:]}" if shown.startswith("-") else f" + {shown}"
+        return text
+
+
+def _surd(expr: sympy.Mul) -> str | None:
+    """``c·√n`` (c rational, n a whole number) as ``(c·n)/√n``, or None for any other product."""
+    c, rest = expr.as_coeff_Mul()
+    if not c.is_Rational or c in (1, -1) or not (rest.is_Pow and rest.exp == sympy.S.Half
+                                                  and rest.base.is_Integer and rest.base > 1):
+        return None
+    n = int(rest.base)
+    top = sympy.Rational(c) * n
+    p, q = abs(int(top.p)), int(top.q)
+    sign = "-" if top < 0 else ""
+    return f"{sign}{p}/√{n}" if q == 1 else f"{sign}{p}/({q}√{n})"
+
+
+def hand_text(expr: sympy.Basic) -> str:
+    """An exact value in one line as the lesson writes it by hand (``e^(−2/√3)/(e^(−2/√3) + 2)``
+    where SymPy prints ``exp(-2*sqrt(3)/3)/(exp(-2*sqrt(3)/3) + 2)``): the notation of
+    ``explain``, for messages a student reads.  Never parsed back: the JSON keeps SymPy's text."""
+    text = _HandPrinter({"order": "none"}).doprint(expr)
+    return text.replace("**", "^").replace("*", "·").replace("-", "−")

@@ -118,11 +118,11 @@ def carry_forward(trace: Trace, targets: Sequence[str], verdicts: list[FigureVer
     cache = {} if cache is None else cache
     refs = [_ref(t) for t in targets]
     for k, (verdict, ref) in enumerate(zip(verdicts, refs)):
-        if ref is None or verdict.right or verdict.code in ("invalid", "mistake"):
+        if ref is None or verdict.right or verdict.code in ("invalid", "blank", "mistake"):
             continue
         spec, step, keys = ref
         for u, (earlier, uref) in enumerate(zip(verdicts, refs)):
-            if uref is None or u == k or earlier.right or earlier.code == "invalid":
+            if uref is None or u == k or earlier.right or earlier.code in ("invalid", "blank"):
                 continue
             _, ustep, ukeys = uref
             if CHAIN.index(ustep) >= CHAIN.index(step) or ukeys != keys:

@@ -23,8 +23,8 @@ if TYPE_CHECKING:
 
 __all__ = ["CATEGORIES", "category", "summarise", "summary_text"]
 
-#: The four kinds of answer the summary counts (``last-digit`` counts as wrong).
-CATEGORIES = ("right", "mistake", "wrong", "invalid")
+#: The kinds of answer the summary counts (``last-digit`` counts as wrong; ``blank``: no answer).
+CATEGORIES = ("right", "mistake", "wrong", "invalid", "blank")
 TOP_MISTAKES = 3        # mistakes named per question
 MAX_LISTED = 20         # students listed by name in the text summary
 
@@ -60,6 +60,11 @@ def summarise(report: "GradeReport") -> dict:
         if bad or row.note:
             invalid.append({"student": row.student, "line": row.line, "targets": bad,
                             "note": row.note})
+    blanks = []
+    for row in report.rows:
+        empty = [t for t, v in zip(report.targets, row.verdicts) if v.code == "blank"]
+        if empty:
+            blanks.append({"student": row.student, "line": row.line, "targets": empty})
     others = []
     for row in report.rows:
         hits = Counter(v.mistake_detail for v in row.verdicts if v.mistake == "other-version")
@@ -76,6 +81,7 @@ def summarise(report: "GradeReport") -> dict:
         "versions": dict(sorted(versions.items(), key=lambda kv: (len(kv[0]), kv[0]))),
         "questions": questions,
         "invalid_students": invalid,
+        "blank_students": blanks,
         "other_version_students": others,
         "points": {"mean": exact_points(sum(totals, Fraction(0)) / students) if students else "0",
                    "max_points": exact_points(max((r.max_points for r in report.rows),
@@ -121,13 +127,15 @@ def summary_text(report: "GradeReport", source: str | None = None) -> str:
         more = len(s["versions"]) - 12
         head += f"; versions {shown}" + (f" and {more} more" if more > 0 else "")
     lines = [f"{'Class summary' + (' of ' + printable(source, 80) if source else '')}: {head}", ""]
-    table = [["question", "right", "mistake", "wrong", "invalid", "points", "most common mistakes"]]
+    blank = any(q["blank"] for q in s["questions"])     # the column only when a cell was left empty
+    table = [["question", "right", "mistake", "wrong", "invalid", *(["blank"] if blank else []),
+              "points", "most common mistakes"]]
     for q in s["questions"]:
         wrong = str(q["wrong"]) + (f" ({q['last_digit']} last-digit)" if q["last_digit"] else "")
         mistakes = ", ".join(f"{name} ×{k}" for name, k in q["mistakes"]) or "-"
         points = f"{show_points(Fraction(q['points']))} of {show_points(Fraction(q['max_points']))}"
         table.append([printable(q["target"], 40), str(q["right"]), str(q["mistake"]), wrong,
-                      str(q["invalid"]), points, mistakes])
+                      str(q["invalid"]), *([str(q["blank"])] if blank else []), points, mistakes])
     lines += _table(table)
     mean, top = Fraction(s["points"]["mean"]), Fraction(s["points"]["max_points"])
     policy = "carried-forward answers earn their points" if report.carry == "credit" else \
@@ -142,6 +150,10 @@ def summary_text(report: "GradeReport", source: str | None = None) -> str:
                        lambda x: f"{printable(x['student']) or '(no id)'} (line {x['line']}"
                                  + (f": {', '.join(printable(t, 40) for t in x['targets'])}"
                                     if x["targets"] else "") + ")")
+    if s["blank_students"]:
+        lines += _students("students with blank cells", s["blank_students"],
+                           lambda x: f"{printable(x['student']) or '(no id)'} (line {x['line']}: "
+                                     + ", ".join(printable(t, 40) for t in x["targets"]) + ")")
     lines += _students("students whose answers are another version's key",
                        s["other_version_students"],
                        lambda x: f"{printable(x['student']) or '(no id)'} (line {x['line']}, "

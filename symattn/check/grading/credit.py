@@ -31,7 +31,7 @@ from symattn.check.targets import parse_target
 from symattn.errors import SymattnError
 
 __all__ = ["CARRY_POLICIES", "answer_credit", "column_points", "exact_points", "question_of",
-           "show_points", "unused_keys"]
+           "refuse_unused_points", "show_points", "unused_keys"]
 
 CARRY_POLICIES = ("no-credit", "credit")
 
@@ -75,6 +75,25 @@ def unused_keys(targets: Sequence[str], points: dict[str, Fraction] | None) -> l
     return [k for k in points if _normal(k) not in used and k not in used]
 
 
+def refuse_unused_points(points: dict[str, Fraction] | None, targets: Sequence[str], source: str,
+                         error: type[SymattnError]) -> None:
+    """A points key that no column answers (``wieghts=3``) is refused like a header typo:
+    graded anyway, the class would lose those points with no error."""
+    import difflib
+
+    unused = unused_keys(targets, points)
+    if not unused:
+        return
+    key = unused[0]
+    names = [n for n in dict.fromkeys([*(question_of(t) for t in targets), *targets]) if n]
+    near = difflib.get_close_matches(key, names, n=1)
+    hint = f"did you mean {near[0]!r}?" if near else \
+        f"the columns are {', '.join(repr(t[:40]) for t in targets[:6])}"
+    more = f" (and {len(unused) - 1} more)" if len(unused) > 1 else ""
+    raise error(f"--points gives points for {key[:60]!r}{more}, which no column of {source} "
+                f"answers; {hint} (fix the key or the header and grade again)")
+
+
 def answer_credit(verdict: FigureVerdict, carry: str = "no-credit") -> Fraction:
     """The share of a column's points an answer earns: 1 when right, the share of right
     entries otherwise (0 for an invalid answer)."""
@@ -82,7 +101,7 @@ def answer_credit(verdict: FigureVerdict, carry: str = "no-credit") -> Fraction:
         return Fraction(1)
     if verdict.mistake == "carried-forward" and carry == "credit":
         return Fraction(1)
-    if verdict.code == "invalid" or not verdict.entries:
+    if verdict.code in ("invalid", "blank") or not verdict.entries:
         return Fraction(0)
     return Fraction(sum(1 for e in verdict.entries if e.right), len(verdict.entries))
 

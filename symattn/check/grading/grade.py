@@ -40,7 +40,9 @@ from fractions import Fraction
 from symattn.check import spreadsheet
 from symattn.check.grading.carry import carry_forward
 from symattn.check.checker import Checker, FigureVerdict, invalid
-from symattn.check.grading.credit import CARRY_POLICIES, answer_credit, column_points, exact_points
+from symattn.check.verdict import blank
+from symattn.check.grading.credit import (CARRY_POLICIES, answer_credit, column_points, exact_points,
+                                         refuse_unused_points)
 from symattn.check.grading.credit import show_points as _show_points
 from symattn.check.grading.folder import GradeError, Versions
 from symattn.check.grading.headers import refusal
@@ -74,6 +76,7 @@ class StudentRow:
     version_id: str | None = None
     worth: list[Fraction] = field(default_factory=list)
     earned: list[Fraction] = field(default_factory=list)
+    answers: list[str] = field(default_factory=list)     # each cell as the student wrote it
 
     @property
     def right(self) -> int:
@@ -127,8 +130,9 @@ class GradeReport:
         return {k: v for k, v in lines.items() if len(v) > 1}
 
     def to_csv(self) -> str:
-        """The report: per answer its verdict, mistake, message and points; per student the
-        right answers, the points and a note.
+        """The report: per answer its verdict, the answer as the student wrote it (beside the
+        verdict, not replaced by it), mistake, message and points; per student the right
+        answers, the points and a note.
 
         Every text cell is made safe to open in a spreadsheet (:func:`spreadsheet_safe`).
         It is written as the submissions were: with their delimiter (a semicolon file's
@@ -144,13 +148,14 @@ class GradeReport:
 
         header = ["student"] + (["version"] if self.has_version else [])
         for t in self.targets:
-            header += [t, f"{t} mistake", f"{t} message", f"{t} points"]
+            header += [t, f"{t} answer", f"{t} mistake", f"{t} message", f"{t} points"]
         writer.writerow([spreadsheet_safe(c) for c in
                          header + ["right", "total", "points", "max points", "note"]])
         for row in self.rows:
             cells = [row.student] + ([row.version or ""] if self.has_version else [])
             for k, v in enumerate(row.verdicts):
-                cells += [v.code, mistake_name(v), v.message,
+                written = row.answers[k] if k < len(row.answers) else v.text
+                cells += [v.code, written, mistake_name(v), v.message,
                           show_points(row.earned[k]) if k < len(row.earned) else ""]
             note = "; ".join(x for x in (row.note, row.warning) if x)
             writer.writerow([spreadsheet_safe(c) for c in cells] +
@@ -319,9 +324,10 @@ def _internal(exc: BaseException) -> str:
 
 
 def judge(checker: Checker, target: str, answer: str) -> FigureVerdict:
-    """One answer judged in isolation: any failure is this cell's ``invalid`` verdict."""
+    """One answer judged in isolation: any failure is this cell's ``invalid`` verdict (an
+    empty cell is ``blank``: no answer, not an unreadable one)."""
     if not answer.strip():
-        return invalid(target, answer, "no answer given")
+        return blank(target, answer)
     if len(answer) > MAX_ANSWER_CHARS:
         return invalid(target, answer[:40] + "…",
                        f"the answer is {len(answer):,} characters; an answer is at most "
@@ -402,6 +408,7 @@ def grade(versions: Versions, data: bytes | str, source: str = "submissions", *,
     targets = [(k, c) for k, c in enumerate(header) if k not in skip]
     if not targets:
         raise GradeError(f"{source}: no answer columns; add one column per target, e.g. weights[I]")
+    refuse_unused_points(points, [t for _, t in targets], source, GradeError)
     if not versions.needs_version:
         versions.checker(None)     # the one problem must be gradable, or nothing is graded
     written = [_short(cells[v_col].strip()) if v_col is not None and v_col < len(cells) else None
@@ -432,6 +439,7 @@ def grade(versions: Versions, data: bytes | str, source: str = "submissions", *,
         bad = columns.setdefault(id(checker), {}) if checker is not None else {}
         for k, target in targets:
             answer = cells[k] if k < len(cells) else ""
+            row.answers.append(answer if len(answer) <= MAX_ANSWER_CHARS else answer[:40] + "…")
             if checker is None:
                 row.verdicts.append(invalid(target, answer, problem_error))
                 continue

@@ -98,6 +98,7 @@ class WorksheetOptions:
     points: dict[str, Fraction] | None = None
     mistakes: bool = True             # the key lists the common wrong answers
     format: str = "latex"             # or "html"
+    paper: str = "letter"             # or "a4": the LaTeX paper size
 
 
 def version_id(k: int) -> str:
@@ -228,11 +229,11 @@ def worksheet_files(versions: list[Version], options: WorksheetOptions,
         sheet_tex, key_tex = sheet_latex(sheet), sheet_latex(key)
         sheets.append(sheet_tex)
         keys.append(key_tex)
-        files[f"{v.stem}-sheet.tex"] = document(sheet_tex)
-        files[f"{v.stem}-key.tex"] = document(key_tex)
+        files[f"{v.stem}-sheet.tex"] = document(sheet_tex, paper=options.paper)
+        files[f"{v.stem}-key.tex"] = document(key_tex, paper=options.paper)
     if options.format != "html":
-        files["all-sheets.tex"] = document(combined_latex(sheets))
-        files["all-keys.tex"] = document(combined_latex(keys))
+        files["all-sheets.tex"] = document(combined_latex(sheets), paper=options.paper)
+        files["all-keys.tex"] = document(combined_latex(keys), paper=options.paper)
     files[METADATA] = json.dumps(metadata(versions, options), indent=1, ensure_ascii=False) + "\n"
     seed = versions[0].seed if versions and versions[0].seed is not None else "none (a given problem)"
     ext = "html" if options.format == "html" else "tex"

@@ -16,7 +16,8 @@ from symattn.document.blocks import Note, Report, Section, VerdictRow, Verdicts
 
 __all__ = ["build_check_document", "verdict_row", "MARK"]
 
-MARK = {"exact": "✓", "rounded": "✓", "last-digit": "✗", "mistake": "✗", "wrong": "✗", "invalid": "!"}
+MARK = {"exact": "✓", "rounded": "✓", "last-digit": "✗", "mistake": "✗", "wrong": "✗", "invalid": "!",
+        "blank": "–"}
 
 
 def _expected(v: FigureVerdict) -> str | None:

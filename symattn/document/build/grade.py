@@ -55,6 +55,11 @@ def _class_notes(report: "GradeReport", s: dict, source: str | None) -> list[Not
                        f"{printable(x['matches'] or '', 40)})")):
         notes.append(Note((f"{title}: none." if not items else
                            f"{title} ({len(items)}): " + ", ".join(show(x) for x in items) + ".",)))
+    if s["blank_students"]:
+        items = s["blank_students"]
+        notes.append(Note((f"Students with blank cells ({len(items)}): " + ", ".join(
+            f"{printable(x['student']) or '(no id)'} (line {x['line']}: "
+            + ", ".join(printable(t, 40) for t in x["targets"]) + ")" for x in items) + ".",)))
     return notes
 
 
@@ -63,15 +68,17 @@ def _questions(s: dict) -> Table:
     from symattn.check.grading.credit import show_points
 
     rows = []
+    blank = any(q["blank"] for q in s["questions"])     # the column only when a cell was left empty
     for q in s["questions"]:
         wrong = str(q["wrong"]) + (f" ({q['last_digit']} last digit)" if q["last_digit"] else "")
         mistakes = ", ".join(f"{name} ×{k}" for name, k in q["mistakes"]) or "—"
         points = f"{show_points(Fraction(q['points']))} of {show_points(Fraction(q['max_points']))}"
         rows.append((printable(q["target"], 40), str(q["right"]), str(q["mistake"]), wrong, str(q["invalid"]),
-                     points, mistakes))
-    return Table("Answers per question", ("question", "right", "mistake", "wrong", "unreadable", "points",
-                                          "most common mistakes"),
-                 tuple(rows), numeric=(False, True, True, True, True, True, False), prose=6)
+                     *([str(q["blank"])] if blank else []), points, mistakes))
+    return Table("Answers per question", ("question", "right", "mistake", "wrong", "unreadable",
+                                          *(["blank"] if blank else []), "points", "most common mistakes"),
+                 tuple(rows), numeric=(False, True, True, True, True, *([True] if blank else []), True, False),
+                 prose=7 if blank else 6)
 
 
 def _students(report: "GradeReport") -> Table:

@@ -329,7 +329,7 @@ class HtmlPrinter(Printer):
         return f'<p>{m.escape(p.heading)}:</p>\n<ul class="steps">{items}</ul>\n'
 
     def _print_Verdicts(self, v: b.Verdicts) -> str:
-        words = {"✓": "right", "✗": "not right", "!": "unreadable"}
+        words = {"✓": "right", "✗": "not right", "!": "unreadable", "–": "no answer"}
         head = "".join(f'<th scope="col">{h}</th>' for h in
                        ("Figure", "Written", "Verdict", "Expected", "Mistake", "Why"))
         rows = []
