@@ -44,10 +44,17 @@ def _shape(m: Matrix) -> str:
 
 # control characters (ESC starts terminal escapes) and bidirectional overrides
 _UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# characters XML 1.0 forbids (the exports are XML): noncharacters U+FFFE/U+FFFF, lone surrogates
+_NOT_XML = re.compile("[\ud800-\udfff\ufffe\uffff]")
 
 
 def check_printable(text: str, where: str) -> None:
-    """Names and titles are printed raw by the views (terminal, LaTeX): refuse controls."""
+    """Names and titles are printed raw by the views (terminal, LaTeX) and written into XML
+    exports: refuse controls and the characters XML 1.0 forbids."""
+    bad = _NOT_XML.search(text)
+    if bad:
+        raise ProblemError(f"{where} contains the character U+{ord(bad.group()):04X} at position "
+                           f"{bad.start() + 1}, which XML files cannot hold: use printable text")
     bad = _UNPRINTABLE.search(text)
     if bad:
         raise ProblemError(f"{where} contains the control character {bad.group()!r} at "
