@@ -46,6 +46,7 @@ from symattn.check.grading.folder import GradeError, Versions
 from symattn.check.grading.headers import refusal
 from symattn.check.grading.othervers import mark_other_version
 from symattn.errors import SymattnError
+from symattn.escaping import csv_line
 
 __all__ = ["GradeError", "GradeReport", "StudentRow", "Versions", "grade", "read_submissions"]
 
@@ -136,7 +137,9 @@ class GradeReport:
         out = io.StringIO()
         if self.bom:
             out.write("\ufeff")
-        writer = csv.writer(out, lineterminator="\n", delimiter=self.delimiter)
+
+        def writerow(cells: list) -> None:     # every CR or LF quoted: a row never splits
+            out.write(csv_line(cells, self.delimiter))
 
         def show_points(value: Fraction) -> str:
             text = _show_points(value)
@@ -145,7 +148,7 @@ class GradeReport:
         header = ["student"] + (["version"] if self.has_version else [])
         for t in self.targets:
             header += [t, f"{t} mistake", f"{t} message", f"{t} points"]
-        writer.writerow([spreadsheet_safe(c) for c in
+        writerow([spreadsheet_safe(c) for c in
                          header + ["right", "total", "points", "max points", "note"]])
         for row in self.rows:
             cells = [row.student] + ([row.version or ""] if self.has_version else [])
@@ -153,7 +156,7 @@ class GradeReport:
                 cells += [v.code, mistake_name(v), v.message,
                           show_points(row.earned[k]) if k < len(row.earned) else ""]
             note = "; ".join(x for x in (row.note, row.warning) if x)
-            writer.writerow([spreadsheet_safe(c) for c in cells] +
+            writerow([spreadsheet_safe(c) for c in cells] +
                             [row.right, len(self.targets), show_points(row.points),
                              show_points(row.max_points), spreadsheet_safe(note)])
         return out.getvalue()
