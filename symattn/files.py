@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import hashlib
 import os
 import re
 import shutil
@@ -28,6 +29,7 @@ import stat
 import sys
 import tempfile
 from pathlib import Path
+from typing import Callable, Iterable
 
 from symattn.errors import SymattnError
 
@@ -139,18 +141,83 @@ def _write_device(payload: bytes, path: Path, name: str, error: type[SymattnErro
 
 # -- folders ---------------------------------------------------------------------------
 #
-# A folder symattn writes (a worksheet) is built in a staging folder beside its
-# target, ``.NAME.symattn-new-PID-XXXXXXXX``, and swapped into place.  On Linux
-# the swap is one atomic renameat2(RENAME_EXCHANGE): at every instant the
-# target holds either the old folder or the new one.  Elsewhere it is two
-# renames through ``.NAME.symattn-old-PID-XXXXXXXX``; a run killed between
-# them is repaired by the next run (:func:`recover_folder` puts the old
-# folder back).  Both names carry the process id, so a folder left by a
-# process that no longer exists is known to be stale and removed.
+# Every folder symattn writes (a worksheet, self-check pages, a PrairieLearn
+# question) is built whole in a staging folder beside its target,
+# ``.NAME.symattn-new-PID-XXXXXXXX`` (it holds a marker file while it is being
+# built), and swapped into place.  On Linux the swap is one atomic
+# renameat2(RENAME_EXCHANGE): at every instant the target holds either the old
+# folder or the new one.  Elsewhere it is two renames through
+# ``.NAME.symattn-old-PID-XXXXXXXX``; a run killed between them is repaired by
+# the next run (:func:`recover_folder` puts the old folder back).
+#
+# After the swap the old folder is drained: a file is removed only when the
+# old folder's manifest lists its name *and* its content hash (symattn wrote it
+# and nobody changed it since); every other entry (a file the user saved, even
+# one saved while the run was building, a file they edited, a subfolder) is
+# moved into the new folder, under its own name or, when symattn now writes
+# that name, as ``NAME.kept`` (``NAME.kept-2`` ...).  A folder a killed run
+# left is drained the same way by the next run, so no user file is lost.
+# Both staging names carry the process id: a folder left by a process that no
+# longer exists is known to be stale.
 
 _STAGED = re.compile(r"^\.(?P<name>.+)\.symattn-(?P<kind>new|old)-(?P<pid>\d+)-[A-Za-z0-9_]+$")
 #: Tests set this to False to exercise the two-rename swap.
 USE_EXCHANGE = True
+#: The marker file of a staging folder that is still being built (removed once swapped in).
+STAGING_MARK = ".symattn-staging"
+_STAGING_TEXT = b"symattn: a folder being built; it is removed when the folder is swapped in\n"
+_HASH = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+#: Which files of a folder symattn may remove: given the folder, the names of the files its
+#: manifest lists with their current content hash (and the manifest itself).
+Owned = Callable[[Path], "set[str]"]
+
+
+def content_hash(data: bytes | str) -> str:
+    """``sha256:HEX`` of a file's bytes (text as UTF-8), as manifests record it."""
+    return "sha256:" + hashlib.sha256(data.encode("utf-8") if isinstance(data, str) else data).hexdigest()
+
+
+def file_hash(path: Path) -> str | None:
+    """The content hash of a regular file (not a link); None for anything else."""
+    try:
+        if path.is_symlink() or not path.is_file():
+            return None
+        digest = hashlib.sha256()
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        return "sha256:" + digest.hexdigest()
+    except OSError:
+        return None
+
+
+def listing_lines(folder: Path, names: Iterable[str]) -> str:
+    """A manifest's file lines, ``NAME sha256:HEX``, for files already written in ``folder``."""
+    out = []
+    for name in sorted(names):
+        digest = file_hash(folder / name)
+        out.append(f"{name} {digest}\n" if digest else f"{name}\n")
+    return "".join(out)
+
+
+def read_listing(lines: Iterable[str]) -> dict[str, str | None]:
+    """Name → recorded hash of a manifest's file lines (None: an older line without one).
+    Names with a path separator or starting with a dot are never listed."""
+    found: dict[str, str | None] = {}
+    for line in lines:
+        parts = line.split()
+        if not parts or "/" in parts[0] or "\\" in parts[0] or parts[0].startswith("."):
+            continue
+        digest = parts[1] if len(parts) == 2 and _HASH.match(parts[1]) else None
+        found[parts[0]] = digest
+    return found
+
+
+def unchanged(folder: Path, listed: dict[str, str | None]) -> set[str]:
+    """The listed files whose content still has the recorded hash (those symattn may remove)."""
+    return {name for name, digest in listed.items()
+            if digest is not None and file_hash(folder / name) == digest}
 
 
 def pid_alive(pid: int) -> bool:
@@ -172,18 +239,54 @@ def new_folder_mode() -> int:
 
 
 def staging_folder(target: Path) -> Path:
-    """A new empty folder beside ``target`` to build its replacement in."""
+    """A new folder beside ``target`` to build its replacement in (holding only the marker)."""
     folder = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.symattn-new-{os.getpid()}-"))
+    try:
+        (folder / STAGING_MARK).write_bytes(_STAGING_TEXT)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
     return folder
 
 
-def recover_folder(target: Path) -> None:
+def _is_marker(path: Path) -> bool:
+    try:
+        return not path.is_symlink() and path.is_file() and path.read_bytes() == _STAGING_TEXT
+    except OSError:
+        return False
+
+
+def _kept_name(target: Path, name: str) -> Path:
+    for k in range(1, 10_000):
+        candidate = target / (f"{name}.kept" if k == 1 else f"{name}.kept-{k}")
+        if not os.path.lexists(candidate):
+            return candidate
+    raise OSError(errno.EEXIST, "no free name to keep a file under", os.fspath(target / name))
+
+
+def drain(old: Path, target: Path, owned: Owned | None) -> None:
+    """Empty the old folder ``old`` after a swap: remove the files ``owned`` says symattn wrote
+    unchanged, move everything else into ``target`` (as ``NAME.kept`` when the name is taken)."""
+    removable = owned(old) if owned is not None else set()
+    for entry in sorted(old.iterdir()):
+        if entry.name == STAGING_MARK and _is_marker(entry):
+            entry.unlink()
+        elif entry.name in removable and not entry.is_symlink() and entry.is_file():
+            entry.unlink()
+        else:
+            dest = target / entry.name
+            os.rename(entry, _kept_name(target, entry.name) if os.path.lexists(dest) else dest)
+    os.rmdir(old)
+
+
+def recover_folder(target: Path, owned: Owned | None = None) -> None:
     """Repair what a killed run left beside ``target``.
 
-    An old folder moved aside by an interrupted two-rename swap goes back to
-    ``target`` when nothing took its place; every other stale staging folder
-    of ``target`` (its process is gone) is removed.  Folders of a live
-    process are left alone.
+    An unfinished build (its marker is there) is removed; an old folder moved
+    aside by an interrupted two-rename swap goes back to ``target`` when
+    nothing took its place; any other stale staging folder holds an old folder
+    that was swapped out and is drained into ``target`` (:func:`drain`).
+    Folders of a live process are left alone.
     """
     try:
         entries = sorted(target.parent.iterdir())
@@ -196,10 +299,17 @@ def recover_folder(target: Path) -> None:
         pid = int(match["pid"])
         if pid != os.getpid() and pid_alive(pid):
             continue
-        if match["kind"] == "old" and not os.path.lexists(target):
-            os.rename(entry, target)
-        else:
-            shutil.rmtree(entry, ignore_errors=True)
+        try:
+            if _is_marker(entry / STAGING_MARK):
+                shutil.rmtree(entry, ignore_errors=True)
+            elif not os.path.lexists(target):
+                os.rename(entry, target)
+            elif target.is_dir() and not target.is_symlink():
+                drain(entry, target, owned)
+        except OSError:
+            continue              # left for a later run; nothing is removed that is not ours
+    if _is_marker(target / STAGING_MARK):
+        (target / STAGING_MARK).unlink(missing_ok=True)
 
 
 def _exchange(a: Path, b: Path) -> bool:
@@ -221,16 +331,52 @@ def _exchange(a: Path, b: Path) -> bool:
     raise OSError(code, os.strerror(code), os.fspath(b))
 
 
-def swap_in(new: Path, target: Path) -> None:
-    """Put the folder ``new`` at ``target``; what was at ``target`` is removed."""
+def swap_in(new: Path, target: Path, owned: Owned | None = None) -> None:
+    """Put the folder ``new`` at ``target``; the old folder is drained (:func:`drain`): only
+    the files ``owned`` names are removed, everything else is kept in the new folder."""
     if not os.path.lexists(target):
         os.rename(new, target)
-        return
-    if _exchange(new, target):
-        shutil.rmtree(new, ignore_errors=True)  # ``new`` now holds the old folder
-        return
-    aside = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.symattn-old-{os.getpid()}-"))
-    os.rmdir(aside)
-    os.rename(target, aside)
-    os.rename(new, target)
-    shutil.rmtree(aside, ignore_errors=True)
+        old = None
+    elif _exchange(new, target):
+        old = new                             # ``new`` now holds the old folder
+    else:
+        old = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.symattn-old-{os.getpid()}-"))
+        os.rmdir(old)
+        os.rename(target, old)
+        os.rename(new, target)
+    (target / STAGING_MARK).unlink(missing_ok=True)
+    if old is not None:
+        drain(old, target, owned)
+
+
+def replace_folder(target: Path, build: Callable[[Path], None], owned: Owned | None,
+                   error: type[SymattnError] = SymattnError, shown: str | None = None) -> None:
+    """Write a whole folder: ``build(staging)`` fills a staging folder beside ``target``, which
+    is then swapped in (:func:`swap_in`).  An error or a kill before the swap leaves
+    ``target`` as it was; after it, the new folder with every file of the user's."""
+    shown = shown or os.fspath(target)
+    try:
+        recover_folder(target, owned)
+        building = staging_folder(target)
+    except OSError as exc:
+        raise error(f"-o {shown}: {describe_os_error(exc)}") from None
+    swapped = False
+    try:
+        build(building)
+        mode = (os.stat(target).st_mode & 0o7777) if target.is_dir() else new_folder_mode()
+        os.chmod(building, mode)
+        if not os.path.lexists(target):
+            os.rename(building, target)
+            swapped = True
+            (target / STAGING_MARK).unlink(missing_ok=True)
+            return
+        swapped = True       # from here ``building`` may hold the old folder: never removed whole
+        swap_in(building, target, owned)
+    except OSError as exc:  # a full disk, a permission: one line, nothing left behind
+        if not swapped:
+            shutil.rmtree(building, ignore_errors=True)
+        raise error(f"-o {shown}: {describe_os_error(exc)}") from None
+    except BaseException:
+        if not swapped:
+            shutil.rmtree(building, ignore_errors=True)
+        raise

@@ -524,8 +524,9 @@ def test_the_swap_is_atomic_where_the_system_allows(tmp_path):
     b.mkdir()
     (a / "new").write_text("new")
     (b / "old").write_text("old")
-    files.swap_in(a, b)
-    assert _names(tmp_path) == ["b"] and _names(b) == ["new"]
+    (b / "mine").write_text("the user's")
+    files.swap_in(a, b, owned=lambda folder: {"old"})      # "old" is symattn's, unchanged
+    assert _names(tmp_path) == ["b"] and _names(b) == ["mine", "new"]   # the user's file is kept
 
 
 def test_kill_during_a_pdf_build_leaves_nothing_the_next_run_keeps(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from symattn.commands import Outcome, digits_argument
@@ -38,6 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                              "(each), 1,1,2,3 (in question order) or weights=3,output=2 (default: "
                              "the worksheet folder's, or 1 an answer box); each box gets an equal "
                              "share of its question's points")
+    parser.add_argument("--force", action="store_true",
+                        help="prairielearn: replace an existing question folder made from another "
+                             "source or number of versions")
     parser.add_argument("--random", action="store_true",
                         help="prairielearn: each variant a fresh hand-friendly version drawn from "
                              "its variant_seed, shaped like the problem")
@@ -73,6 +77,9 @@ def run(args: argparse.Namespace) -> Outcome:
     rounding = (Rounding(places=args.places) if args.places is not None
                 else Rounding(digits=args.digits) if args.digits is not None else None)
     questions = _questions(args.questions) if args.questions else None
+    if not args.source and not args.example:
+        raise SymattnError("export what? give a problem file, a worksheet folder or --example NAME "
+                           "(the lesson is --example i-love-cats)")
     out = args.out if args.out is not None else _DEFAULT_OUT[args.to]
     versions = load_versions(args.source, args.example, rounding, questions, args.points)
     if args.to == "moodle":
@@ -88,7 +95,10 @@ def run(args: argparse.Namespace) -> Outcome:
     else:
         from symattn.classroom.prairielearn import prairielearn_files
 
-        write_folder(out, prairielearn_files(versions, random=args.random), "symattn-export.txt")
+        made_from = (f"{os.path.abspath(args.source)}" if args.source else f"--example {args.example}")
+        identity = f"{made_from}, {len(versions)} version(s){', --random' if args.random else ''}"
+        write_folder(out, prairielearn_files(versions, random=args.random), "symattn-export.txt",
+                     identity=identity, force=args.force)
         what = ("a question drawing a fresh version per variant" if args.random
                 else f"a question over {len(versions)} version(s)")
     return Outcome(f"wrote {out}: {what}\n")
