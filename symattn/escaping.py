@@ -44,11 +44,11 @@ def xml_safe(text: str) -> str:
     return XML_FORBIDDEN.sub("\ufffd", text)
 
 
-def xml_document(root: ET.Element, comment: str | None = None) -> str:
-    """A whole XML file: declaration, an optional comment, the indented tree; always well-formed."""
+def xml_document(root: ET.Element, *comments: str) -> str:
+    """A whole XML file: declaration, comments (one a line), the indented tree; always well-formed."""
     ET.indent(root)
     head = '<?xml version="1.0" encoding="UTF-8"?>\n'
-    if comment is not None:
+    for comment in comments:
         head += f"<!-- {comment.replace('--', '- -')} -->\n"
     return xml_safe(head + ET.tostring(root, encoding="unicode") + "\n")
 

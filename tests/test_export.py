@@ -195,7 +195,9 @@ def test_moodle_worksheet_folder_one_question_per_version(tmp_path):
 def test_moodle_replaces_only_its_own_file(tmp_path):
     mine = tmp_path / "quiz.xml"
     assert run("export", "--to", "moodle", "--example", "i-love-cats", "-o", str(mine)) == 0
-    assert run("export", "--to", "moodle", "--example", "soft-dictionary", "-o", str(mine)) == 0
+    assert run("export", "--to", "moodle", "--example", "soft-dictionary", "-o", str(mine)) == 2
+    assert "I love cats" in mine.read_text(encoding="utf-8")     # made from another source: kept
+    assert run("export", "--to", "moodle", "--example", "soft-dictionary", "--force", "-o", str(mine)) == 0
     assert "Soft dictionary" in mine.read_text(encoding="utf-8")
     theirs = tmp_path / "notes.xml"
     theirs.write_text("<notes/>", encoding="utf-8")
@@ -460,7 +462,7 @@ def test_prairielearn_folder_keeps_foreign_files(tmp_path, capsys):
     (other / "notes.txt").write_text("keep", encoding="utf-8")
     assert run("export", "--to", "prairielearn", "--example", "i-love-cats", "-o", str(other)) == 0
     assert run("export", "--to", "prairielearn", "--example", "soft-dictionary", "-o", str(other)) == 2
-    assert "made from --example i-love-cats, 1 version(s)" in capsys.readouterr().err
+    assert "made from example i-love-cats, 1 version(s)" in capsys.readouterr().err
     assert run("export", "--to", "prairielearn", "--example", "soft-dictionary", "--force",
                "-o", str(other)) == 0
     assert (other / "notes.txt").read_text(encoding="utf-8") == "keep"

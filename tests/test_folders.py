@@ -272,3 +272,27 @@ def test_listing_reads_hashes_and_ignores_paths():
     h = files.content_hash(b"x")
     assert files.read_listing([f"a.txt {h}", "b.txt", "../c", ".hidden", "d/e", f"f {h} extra"]) == {
         "a.txt": h, "b.txt": None, "f": None}
+
+
+@pytest.mark.parametrize("to, name", [("moodle", "quiz.xml"), ("qti", "quiz.zip")])
+def test_a_quiz_file_made_from_another_source_or_size_needs_force(tmp_path, capsys, to, name):
+    """The issue's case: a 30-version quiz is not replaced by another source's quiz (or the
+    same folder regenerated with another number of versions) without --force."""
+    sheets = tmp_path / "sheets"
+    assert main(["worksheet", "--versions", "3", "--seed", "1", "--questions", "weights",
+                 "-o", str(sheets)]) == 0
+    quiz = tmp_path / name
+    assert main(["export", "--to", to, str(sheets), "-o", str(quiz)]) == 0
+    before = quiz.read_bytes()
+    assert main(["export", "--to", to, str(sheets), "-o", str(quiz)]) == 0      # same source: fine
+    assert quiz.read_bytes() == before                                           # and the same bytes
+    assert main(["export", "--to", to, "--example", "i-love-cats", "-o", str(quiz)]) == 2
+    err = capsys.readouterr().err
+    assert "made from sheets (" in err and "3 version(s), not example i-love-cats, 1 version(s)" in err
+    assert str(sheets) not in err and str(tmp_path).encode() not in before       # the path stays private
+    assert main(["worksheet", "--versions", "2", "--seed", "1", "--questions", "weights",
+                 "-o", str(sheets)]) == 0
+    assert main(["export", "--to", to, str(sheets), "-o", str(quiz)]) == 2       # another size
+    assert quiz.read_bytes() == before
+    assert main(["export", "--to", to, str(sheets), "--force", "-o", str(quiz)]) == 0
+    assert quiz.read_bytes() != before

@@ -24,7 +24,7 @@ from html import escape
 from symattn.classroom.answers import Answer, ClassroomError, VersionAnswers
 from symattn.classroom.fragments import given_html, grid_html, intro_html, key_html, question_heading
 from symattn.classroom.numbers import plain, plain_points, tolerance
-from symattn.classroom.output import MARK
+from symattn.classroom.output import MADE_FROM, MARK
 from symattn.escaping import cloze_html, html_text, xml_document
 
 __all__ = ["cloze_field", "field_weights", "moodle_xml"]
@@ -104,8 +104,11 @@ def _question(v: VersionAnswers, title: str) -> ET.Element:
     return q
 
 
-def moodle_xml(versions: list[VersionAnswers], category: str | None = None) -> str:
-    """The quiz file: a category, then one Cloze question per version."""
+def moodle_xml(versions: list[VersionAnswers], category: str | None = None,
+               made_from: str | None = None) -> str:
+    """The quiz file: a category, then one Cloze question per version.  ``made_from`` (the
+    source and the number of versions) is recorded in a comment, so a later export from
+    another source does not replace the file unasked."""
     title = versions[0].title
     quiz = ET.Element("quiz")
     cat = ET.SubElement(quiz, "question", {"type": "category"})
@@ -115,4 +118,4 @@ def moodle_xml(versions: list[VersionAnswers], category: str | None = None) -> s
                        "at random.")
     for v in versions:
         quiz.append(_question(v, title))
-    return xml_document(quiz, MARK)
+    return xml_document(quiz, MARK, *([f"{MADE_FROM}{made_from}"] if made_from else []))

@@ -12,37 +12,63 @@ is written.
 from __future__ import annotations
 
 import os
+import re
 import zipfile
 from pathlib import Path
 
 from symattn import files
 from symattn.classroom.answers import ClassroomError
 
-__all__ = ["MARK", "ZIP_MARK", "write_file", "write_folder"]
+__all__ = ["MADE_FROM", "MARK", "ZIP_MARK", "made_from", "write_file", "write_folder"]
 
 MARK = "symattn export: a later symattn run may replace this file"
 ZIP_MARK = ("symattn export: a later symattn run may replace this file").encode()
+#: What an export was made from (its source and number of versions), after this prefix
+MADE_FROM = "made from: "
 _HEAD = 4096
+
+
+def _head(path: Path) -> bytes | None:
+    """The marker's place: a zip's archive comment, or any other file's first 4 KiB."""
+    try:
+        if zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as zf:
+                return zf.comment
+        with open(path, "rb") as handle:
+            return handle.read(_HEAD)
+    except (OSError, zipfile.BadZipFile):
+        return None
 
 
 def marked(path: Path) -> bool:
     """Did symattn write this file (its marker is in the first 4 KiB, or in the zip comment)?"""
-    try:
-        if zipfile.is_zipfile(path):
-            with zipfile.ZipFile(path) as zf:
-                return zf.comment == ZIP_MARK
-        with open(path, "rb") as handle:
-            return MARK.encode() in handle.read(_HEAD)
-    except (OSError, zipfile.BadZipFile):
+    head = _head(path)
+    if head is None:
         return False
+    if zipfile.is_zipfile(path):
+        return head == ZIP_MARK or head.startswith(ZIP_MARK + b"\n")
+    return MARK.encode() in head
 
 
-def write_file(data: str | bytes, target: str) -> None:
-    """Write one export file; an existing file is replaced only if symattn wrote it."""
+def made_from(path: Path) -> str | None:
+    """What an export file symattn wrote was made from (None: not recorded)."""
+    head = _head(path) or b""
+    found = re.search(re.escape(MADE_FROM.encode()) + rb"([^\n]*?)(?: -->|\n|$)", head)
+    return found[1].decode("utf-8", "replace").strip() if found else None
+
+
+def write_file(data: str | bytes, target: str, identity: str | None = None,
+               force: bool = False) -> None:
+    """Write one export file; an existing file is replaced only if symattn wrote it, and (with
+    ``identity``) only if it was made from the same source and size, or with ``force``."""
     path = files.resolve_output(target, ClassroomError)
     if path.exists() and path.is_file() and not marked(path):
         raise ClassroomError(f"{target} exists and symattn did not write it: give another name "
                              "or move it away (symattn never replaces a file it did not write)")
+    before = made_from(path) if path.exists() and path.is_file() else None
+    if identity is not None and before is not None and before != identity and not force:
+        raise ClassroomError(f"{target} holds an export made from {before}, not {identity}: give "
+                             "another name, or --force to replace it")
     files.write_atomically(data, target, error=ClassroomError)
 
 
@@ -79,7 +105,7 @@ def _owner(manifest: str) -> files.Owned:
     return owned
 
 
-_IDENTITY = "# made from: "
+_IDENTITY = "# " + MADE_FROM
 
 
 def write_folder(out: str, contents: dict[str, str | bytes], manifest: str,

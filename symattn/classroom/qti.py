@@ -23,7 +23,7 @@ from fractions import Fraction
 from symattn.classroom.answers import Answer, Entry, Question, VersionAnswers
 from symattn.classroom.fragments import given_html, intro_html, key_html
 from symattn.classroom.numbers import plain, plain_points, tolerance, value
-from symattn.classroom.output import ZIP_MARK
+from symattn.classroom.output import MADE_FROM, ZIP_MARK
 from symattn.escaping import html_text, xml_document
 
 __all__ = ["qti_zip", "assessment_xml", "manifest_xml"]
@@ -152,8 +152,9 @@ def manifest_xml(idents: list[str], titles: list[str]) -> str:
     return xml_document(root)
 
 
-def qti_zip(versions: list[VersionAnswers]) -> bytes:
-    """quiz.zip: imsmanifest.xml and, per version, its assessment and assessment_meta.xml."""
+def qti_zip(versions: list[VersionAnswers], made_from: str | None = None) -> bytes:
+    """quiz.zip: imsmanifest.xml and, per version, its assessment and assessment_meta.xml;
+    ``made_from`` is recorded in the archive comment after the marker."""
     idents = [_ident(v.title, v.vid, v.toml) for v in versions]
     members: list[tuple[str, str]] = [("imsmanifest.xml", manifest_xml(
         idents, [f"{v.title}, version {v.label}" for v in versions]))]
@@ -162,7 +163,7 @@ def qti_zip(versions: list[VersionAnswers]) -> bytes:
         members.append((f"{ident}/assessment_meta.xml", _assessment_meta(v, ident, v.total_points)))
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        zf.comment = ZIP_MARK
+        zf.comment = ZIP_MARK + (f"\n{MADE_FROM}{made_from}".encode() if made_from else b"")
         for name, text in members:
             info = zipfile.ZipInfo(name, date_time=_EPOCH)
             info.compress_type = zipfile.ZIP_DEFLATED
