@@ -296,3 +296,28 @@ def test_a_quiz_file_made_from_another_source_or_size_needs_force(tmp_path, caps
     assert quiz.read_bytes() == before
     assert main(["export", "--to", to, str(sheets), "--force", "-o", str(quiz)]) == 0
     assert quiz.read_bytes() != before
+
+
+def test_grade_refuses_a_folder_that_does_not_match_its_manifest(tmp_path, capsys):
+    ws = tmp_path / "ws"
+    assert main(["worksheet", "--versions", "2", "--seed", "1", "--questions", "weights",
+                 "-o", str(ws)]) == 0
+    subs = tmp_path / "class.csv"
+    subs.write_text("student,version,weights\nann,A,0.5\n", encoding="utf-8")
+    header = (ws / "version-A.toml").read_text().splitlines()[0]
+    assert main(["grade", str(ws), str(subs), "-o", str(tmp_path / "r.csv")]) in (0, 1)
+    capsys.readouterr()
+    original = (ws / "version-B.toml").read_bytes()
+    (ws / "version-B.toml").write_bytes(original.replace(b"1", b"2", 1))    # edited after the run
+    assert main(["grade", str(ws), str(subs)]) == 2
+    err = capsys.readouterr().err
+    assert "version-B.toml does not match the folder's manifest" in err and err.count("\n") == 1
+    (ws / "version-B.toml").write_bytes(original)
+    (ws / "version-C.toml").write_text((ws / "version-A.toml").read_text())  # a version symattn did not write
+    assert main(["grade", str(ws), str(subs)]) == 2
+    assert "version-C.toml is not in the folder's manifest" in capsys.readouterr().err
+    (ws / "version-C.toml").unlink()
+    (ws / "version-A.toml").unlink()                                        # missing
+    assert main(["grade", str(ws), str(subs)]) == 2
+    assert "version-A.toml does not match" in capsys.readouterr().err
+    assert header.startswith("#")

@@ -150,12 +150,10 @@ def test_token_html_never_reaches_qti_or_moodle_html():
     assert any("[<img src=x onerror=alert(1)>, " in "".join(_text_of(h)) for h in texts)
 
 
-@pytest.mark.parametrize("char", NOT_XML[:4])
+@pytest.mark.parametrize("char", NOT_XML[:2])      # TOML cannot spell a lone surrogate: see below
 @pytest.mark.parametrize("key", ["title", "tokens", "about"])
 def test_characters_xml_forbids_are_refused_when_the_problem_is_read(tmp_path, capsys, char, key):
-    escaped = f"\\u{ord(char):04X}" if ord(char) < 0xD800 or ord(char) > 0xDFFF else None
-    if escaped is None:
-        pytest.skip("TOML cannot spell a lone surrogate; Problem(...) is checked below")
+    escaped = f"\\u{ord(char):04X}"
     value = {"title": f'"x{escaped}y"', "tokens": f'["a{escaped}", "b"]', "about": f'"x{escaped}"'}[key]
     path = tmp_path / "p.toml"
     path.write_text(f"{key} = {value}\nQ = [[1, 0], [0, 1]]\nK = [[1, 0], [0, 2]]\n"
@@ -264,7 +262,7 @@ def _name(text: str) -> str:
 
 names = hostile.map(_name)
 codes = st.lists(st.one_of(pieces, st.sampled_from(NOT_XML)), min_size=1, max_size=5).map("".join)
-SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 PLAIN = versions(lesson())
 PLAIN_XML = moodle_xml(PLAIN)
 

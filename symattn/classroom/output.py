@@ -131,8 +131,8 @@ def write_folder(out: str, contents: dict[str, str | bytes], manifest: str,
     if not folder.parent.is_dir():
         raise ClassroomError(f"-o {out}: the folder {folder.parent} does not exist")
     owned = _owner(manifest)
+    files.recover_folder(folder, owned)         # a killed run's folders first: nothing is lost
     if folder.is_dir():
-        files.recover_folder(folder, owned)
         manifest_path = folder / manifest
         if manifest_path.exists() and _manifest_lines(folder, manifest) is None:
             raise ClassroomError(f"{manifest_path} exists and symattn did not write it: give "
