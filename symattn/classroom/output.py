@@ -52,7 +52,7 @@ def marked(path: Path) -> bool:
 
 def made_from(path: Path) -> str | None:
     """What an export file symattn wrote was made from (None: not recorded)."""
-    head = _head(path) or b""
+    head = b"\n".join((_head(path) or b"").split(b"\n")[:3])   # a comment before any user text
     found = re.search(re.escape(MADE_FROM.encode()) + rb"([^\n]*?)(?: -->|\n|$)", head)
     return found[1].decode("utf-8", "replace").strip() if found else None
 
