@@ -18,7 +18,7 @@ import sys
 from typing import Sequence
 
 import symattn.commands
-from symattn import files
+from symattn.output import files
 from symattn.errors import SymattnError
 
 

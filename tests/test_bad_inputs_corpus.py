@@ -45,6 +45,9 @@ BAD_TOML = {
     "wrong-shapes": b"Q = [[1, 2]]\nK = [[1, 2, 3]]\nV = [[1]]\n",
     "huge-integer": b"Q = [[" + b"9" * 5000 + b"]]\nK = [[1]]\nV = [[1]]\n",
     "tiny-float": b"Q = [[1e-9999]]\nK = [[1]]\nV = [[1]]\n",
+    # characters XML 1.0 forbids, refused when the problem is read (issue 24)
+    "xml-forbidden-title": b'title = "a\\uFFFEb"\nQ = [[1]]\nK = [[1]]\nV = [[1]]\n',
+    "xml-forbidden-token": b'tokens = ["a\\uFFFF"]\nQ = [[1]]\nK = [[1]]\nV = [[1]]\n',
 }
 # hostile but perhaps acceptable within the caps: 0, 1 or 2, never a traceback
 HOSTILE_TOML = {
@@ -59,6 +62,11 @@ HOSTILE_TOML = {
     "scale-1e12": b'Q = [[1, 0]]\nK = [[1, 0], [0, 1]]\nV = [[1], [2]]\nscale = "1e12"\n',
     "python": b'Q = [["__import__(\'os\').system(\'true\')", 1]]\nK = [[1, 0], [0, 1]]\nV = [[1], [2]]\n',
     "control-token": b'tokens = ["a\\u001b[31m"]\nQ = [[1]]\nK = [[1]]\nV = [[1]]\n',
+    # user text that must not change an export's meaning (issue 24; tests/test_hostile_writers.py)
+    "cloze-title": b'title = "{1:SHORTANSWER:=x} ~=#}"\ntokens = ["{2:NM:=1}", "b"]\n'
+                   b'Q = [[1, 0], [0, 1]]\nK = [[1, 0], [0, 1]]\nV = [[1], [2]]\n',
+    "html-tokens": b'title = "<script>alert(1)</script>"\ntokens = ["<img src=x onerror=alert(1)>", '
+                   b'"<!--<script>"]\nQ = [[1, 0], [0, 1]]\nK = [[1, 0], [0, 1]]\nV = [[1], [2]]\n',
     "flat-Q": ("Q = [" + ", ".join(["1"] * 100_000) + "]\nK = [[1]]\nV = [[1]]\n").encode(),
 }
 BAD_CSV = {
@@ -141,6 +149,10 @@ def _commands(path: str, tmp: Path) -> dict[str, list[str]]:
         "facts-claims": ["facts", "--claims", path],
         "check": ["check", path],
         "grade-problem": ["grade", path, str(tmp / "good.csv")],
+        "export-moodle": ["export", "--to", "moodle", path, "--questions", "weights", "--force",
+                          "-o", str(tmp / "quiz-out.xml")],
+        "export-prairielearn": ["export", "--to", "prairielearn", path, "--questions", "weights",
+                                "--force", "-o", str(tmp / "pl-out")],
     }
 
 
@@ -152,7 +164,7 @@ def test_bad_files_are_one_line_and_exit_2(kind, corpus, tmp_path, capsys):
     for command, argv in _commands(corpus[kind], tmp_path).items():
         status, _, err = call(argv, capsys)
         assert_one_line(status, err, {2}, f"{command} on {kind}")
-    assert not (tmp_path / "ws-out").exists()
+    assert not any((tmp_path / n).exists() for n in ("ws-out", "quiz-out.xml", "pl-out"))
 
 
 @pytest.mark.parametrize("kind", [f"toml-{k}" for k in HOSTILE_TOML])
@@ -162,6 +174,8 @@ def test_hostile_files_give_a_result_or_one_line(kind, corpus, tmp_path, capsys)
             argv = ["worksheet", corpus[kind], "-o", str(tmp_path / f"ws-{kind}")]
         status, _, err = call(argv, capsys)
         assert_one_line(status, err, {0, 1, 2}, f"{command} on {kind}")
+        if kind in ("toml-cloze-title", "toml-html-tokens") and command.startswith("export"):
+            assert status == 0, f"{command} on {kind}: {err}"     # escaped, not refused
 
 
 @pytest.mark.parametrize("kind", [*(f"csv-{k}" for k in BAD_CSV), "missing", "folder"])

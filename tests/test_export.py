@@ -123,7 +123,7 @@ def moodle_grade(field: list[dict], typed: Fraction) -> dict | None:
 
 def test_moodle_lesson(tmp_path):
     out = tmp_path / "quiz.xml"
-    assert run("export", "--to", "moodle", "-o", str(out)) == 0
+    assert run("export", "--to", "moodle", "--example", "i-love-cats", "-o", str(out)) == 0
     root = ET.parse(out).getroot()
     assert root.tag == "quiz"
     kinds = [q.get("type") for q in root.findall("question")]
@@ -194,12 +194,14 @@ def test_moodle_worksheet_folder_one_question_per_version(tmp_path):
 
 def test_moodle_replaces_only_its_own_file(tmp_path):
     mine = tmp_path / "quiz.xml"
-    assert run("export", "--to", "moodle", "-o", str(mine)) == 0
-    assert run("export", "--to", "moodle", "--example", "soft-dictionary", "-o", str(mine)) == 0
+    assert run("export", "--to", "moodle", "--example", "i-love-cats", "-o", str(mine)) == 0
+    assert run("export", "--to", "moodle", "--example", "soft-dictionary", "-o", str(mine)) == 2
+    assert "I love cats" in mine.read_text(encoding="utf-8")     # made from another source: kept
+    assert run("export", "--to", "moodle", "--example", "soft-dictionary", "--force", "-o", str(mine)) == 0
     assert "Soft dictionary" in mine.read_text(encoding="utf-8")
     theirs = tmp_path / "notes.xml"
     theirs.write_text("<notes/>", encoding="utf-8")
-    assert run("export", "--to", "moodle", "-o", str(theirs)) == 2
+    assert run("export", "--to", "moodle", "--example", "i-love-cats", "-o", str(theirs)) == 2
     assert theirs.read_text(encoding="utf-8") == "<notes/>"
 
 
@@ -211,7 +213,7 @@ CP = "{http://www.imsglobal.org/xsd/imsccv1p1/imscp_v1p1}"
 
 def test_qti_zip(tmp_path):
     out = tmp_path / "quiz.zip"
-    assert run("export", "--to", "qti", "-o", str(out), "--questions", "weights,output") == 0
+    assert run("export", "--to", "qti", "--example", "i-love-cats", "-o", str(out), "--questions", "weights,output") == 0
     zf = zipfile.ZipFile(out)
     names = zf.namelist()
     assert "imsmanifest.xml" in names
@@ -301,7 +303,7 @@ def pl_data(seed: int) -> dict:
 
 def test_prairielearn_lesson(tmp_path):
     out = tmp_path / "attention"
-    assert run("export", "--to", "prairielearn", "-o", str(out)) == 0
+    assert run("export", "--to", "prairielearn", "--example", "i-love-cats", "-o", str(out)) == 0
     info = json.loads((out / "info.json").read_text(encoding="utf-8"))
     assert uuid.UUID(info["uuid"]).version == 5
     assert isinstance(info["title"], str) and info["title"]
@@ -368,7 +370,7 @@ def test_prairielearn_comparison_accepts_the_key_and_rejects_every_mistake(tmp_p
     """With PrairieLearn's own comparison (sigfig or decdig, as question.html asks), each
     certified right value typed is accepted and every named mistake's value is not."""
     out = tmp_path / "q"
-    assert run("export", "--to", "prairielearn", *rounding, "-o", str(out)) == 0
+    assert run("export", "--to", "prairielearn", "--example", "i-love-cats", *rounding, "-o", str(out)) == 0
     server = load_server(out, f"cmp{rounding[0][2:]}")
     data = pl_data(0)
     server.generate(data)
@@ -432,7 +434,7 @@ def test_versions_named_by_the_codes_their_sheets_print(tmp_path):
 
 def test_prairielearn_random_versions(tmp_path):
     out = tmp_path / "q"
-    assert run("export", "--to", "prairielearn", "--random", "-o", str(out)) == 0
+    assert run("export", "--to", "prairielearn", "--example", "i-love-cats", "--random", "-o", str(out)) == 0
     server = load_server(out, "random")
     from symattn.classroom import plruntime
 
@@ -453,18 +455,21 @@ def test_prairielearn_random_versions(tmp_path):
     assert len(seen) == 3
 
 
-def test_prairielearn_folder_keeps_foreign_files(tmp_path):
+def test_prairielearn_folder_keeps_foreign_files(tmp_path, capsys):
     out = tmp_path / "q"
     out.mkdir()
     (out / "server.py").write_text("# the teacher's own\n", encoding="utf-8")
-    assert run("export", "--to", "prairielearn", "-o", str(out)) == 2
+    assert run("export", "--to", "prairielearn", "--example", "i-love-cats", "-o", str(out)) == 2
     assert (out / "server.py").read_text(encoding="utf-8") == "# the teacher's own\n"
     assert not (out / "info.json").exists()         # refused before anything was written
     other = tmp_path / "r"
     other.mkdir()
     (other / "notes.txt").write_text("keep", encoding="utf-8")
-    assert run("export", "--to", "prairielearn", "-o", str(other)) == 0
-    assert run("export", "--to", "prairielearn", "--example", "soft-dictionary", "-o", str(other)) == 0
+    assert run("export", "--to", "prairielearn", "--example", "i-love-cats", "-o", str(other)) == 0
+    assert run("export", "--to", "prairielearn", "--example", "soft-dictionary", "-o", str(other)) == 2
+    assert "made from example i-love-cats, 1 version(s)" in capsys.readouterr().err
+    assert run("export", "--to", "prairielearn", "--example", "soft-dictionary", "--force",
+               "-o", str(other)) == 0
     assert (other / "notes.txt").read_text(encoding="utf-8") == "keep"
     assert "Soft dictionary" in (other / "server.py").read_text(encoding="utf-8")
 
@@ -478,6 +483,7 @@ def test_prairielearn_folder_keeps_foreign_files(tmp_path):
     (["--to", "moodle", "--digits", "20"], "at most 15 significant digits"),
     (["--to", "moodle", "--example", "no-such"], "no example named"),
     (["--to", "moodle", "--example", "soft-dictionary", "--questions", "Q,K"], "no questions to ask"),
+    (["--to", "moodle"], "export what? give a problem file, a worksheet folder or --example NAME"),
 ])
 def test_bad_input_is_one_line(tmp_path, capsys, argv, words):
     assert run("export", *argv, "-o", str(tmp_path / "x.xml")) == 2
@@ -684,12 +690,12 @@ def test_worksheet_points_weight_moodle_and_qti(tmp_path):
 def test_points_on_the_command_line_win(tmp_path):
     """export --points 9,18 (in question order): 1 and 2 points a box, whole numbers throughout."""
     out = tmp_path / "quiz.xml"
-    assert run("export", "--to", "moodle", "--questions", "weights,output", "--points", "9,18",
+    assert run("export", "--to", "moodle", "--example", "i-love-cats", "--questions", "weights,output", "--points", "9,18",
                "-o", str(out)) == 0
     q = ET.parse(out).getroot().find("question[@type='cloze']")
     assert q.find("defaultgrade").text == "27"
     assert cloze_weights(q.find("questiontext/text").text) == [1] * 9 + [2] * 9
-    assert run("export", "--to", "qti", "--questions", "weights,output", "--points", "9,18",
+    assert run("export", "--to", "qti", "--example", "i-love-cats", "--questions", "weights,output", "--points", "9,18",
                "-o", str(tmp_path / "quiz.zip")) == 0
     items, totals = qti_points(zipfile.ZipFile(tmp_path / "quiz.zip"))
     assert items == [["1"] * 9 + ["2"] * 9] and totals == ["27"]
@@ -697,7 +703,7 @@ def test_points_on_the_command_line_win(tmp_path):
 
 def test_without_points_a_box_is_one_point(tmp_path):
     out = tmp_path / "quiz.xml"
-    assert run("export", "--to", "moodle", "--questions", "weights", "-o", str(out)) == 0
+    assert run("export", "--to", "moodle", "--example", "i-love-cats", "--questions", "weights", "-o", str(out)) == 0
     q = ET.parse(out).getroot().find("question[@type='cloze']")
     assert q.find("defaultgrade").text == "9"
     assert cloze_weights(q.find("questiontext/text").text) == [1] * 9
@@ -709,7 +715,7 @@ def test_without_points_a_box_is_one_point(tmp_path):
     ("weigths=2", "not a question of this sheet"),
 ])
 def test_bad_points_are_one_line(tmp_path, capsys, points, words):
-    assert run("export", "--to", "moodle", "--questions", "weights", "--points", points,
+    assert run("export", "--to", "moodle", "--example", "i-love-cats", "--questions", "weights", "--points", points,
                "-o", str(tmp_path / "x.xml")) == 2
     err = capsys.readouterr().err
     assert words in err and err.count("\n") == 1 and "Traceback" not in err

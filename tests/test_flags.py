@@ -121,9 +121,10 @@ def test_worksheet_and_export_write_to_output(tmp_path):
         (tmp_path / "sheets" / "version-A-sheet.tex").read_text()
     missing = cli("worksheet", cwd=tmp_path)
     assert missing.returncode == 2 and "-o DIR" in missing.stderr and missing.stderr.count("\n") == 1
-    assert cli("export", "--to", "moodle", "--output", "q.xml", cwd=tmp_path).returncode == 0
+    assert cli("export", "--example", "i-love-cats", "--to", "moodle", "--output", "q.xml",
+               cwd=tmp_path).returncode == 0
     assert (tmp_path / "q.xml").read_text().startswith("<?xml")
-    old = cli("export", "--to", "moodle", "--out", "q2.xml", cwd=tmp_path)
+    old = cli("export", "--example", "i-love-cats", "--to", "moodle", "--out", "q2.xml", cwd=tmp_path)
     assert old.returncode == 0 and "deprecated" in old.stderr
     assert (tmp_path / "q2.xml").read_bytes() == (tmp_path / "q.xml").read_bytes()
 

@@ -18,7 +18,7 @@ import pytest
 import sympy
 
 import symattn as sa
-from symattn import files
+from symattn.output import files
 from symattn.cli import main
 from test_pdf import need_tex, pdf_text
 
@@ -485,7 +485,7 @@ def test_legacy_manifest_names_its_files(tmp_path):
 
 DIE_AFTER_FIRST_RENAME = """
 import os, sys
-import symattn.files as f
+import symattn.output.files as f
 f.USE_EXCHANGE = False
 real = os.rename
 calls = []
@@ -509,7 +509,7 @@ def test_a_kill_between_the_two_renames_is_repaired_by_the_next_run(tmp_path):
     left = _names(tmp_path)
     assert "ws" not in left and any(".symattn-old-" in n for n in left)
     # the next run puts the old folder back before doing anything else, then replaces it
-    from symattn.files import recover_folder
+    from symattn.output.files import recover_folder
 
     recover_folder(tmp_path / "ws")
     assert _names(tmp_path) == ["ws"]
@@ -524,8 +524,9 @@ def test_the_swap_is_atomic_where_the_system_allows(tmp_path):
     b.mkdir()
     (a / "new").write_text("new")
     (b / "old").write_text("old")
-    files.swap_in(a, b)
-    assert _names(tmp_path) == ["b"] and _names(b) == ["new"]
+    (b / "mine").write_text("the user's")
+    files.swap_in(a, b, owned=lambda folder: {"old"})      # "old" is symattn's, unchanged
+    assert _names(tmp_path) == ["b"] and _names(b) == ["mine", "new"]   # the user's file is kept
 
 
 def test_kill_during_a_pdf_build_leaves_nothing_the_next_run_keeps(tmp_path):

@@ -16,6 +16,7 @@ from symattn.exact.sympytext import unicode_text
 
 __all__ = ["given_html", "grid_html", "intro_html", "key_html", "rounding_words"]
 
+Escape = Callable[[str], str]
 _TABLE = 'border="1" cellpadding="4" style="border-collapse:collapse;text-align:center"'
 _SYMBOL = {"Q": "Q", "K": "K", "V": "V", "scores": "S", "weights": "A", "output": "O"}
 
@@ -25,57 +26,60 @@ def rounding_words(v: VersionAnswers) -> str:
 
 
 def _table(cells: list[list[str]], rows: tuple[str, ...] | None, cols: tuple[str, ...] | None,
-           caption: str) -> str:
+           caption: str, esc: Escape = escape) -> str:
     out = [f"<table {_TABLE}><caption>{caption}</caption>"]
     if cols is not None:
         lead = "<th></th>" if rows is not None else ""
-        out.append("<tr>" + lead + "".join(f"<th>{escape(c)}</th>" for c in cols) + "</tr>")
+        out.append("<tr>" + lead + "".join(f"<th>{esc(c)}</th>" for c in cols) + "</tr>")
     for k, row in enumerate(cells):
-        head = f"<th>{escape(rows[k])}</th>" if rows is not None else ""
+        head = f"<th>{esc(rows[k])}</th>" if rows is not None else ""
         out.append("<tr>" + head + "".join(f"<td>{c}</td>" for c in row) + "</tr>")
     out.append("</table>")
     return "".join(out)
 
 
-def intro_html(v: VersionAnswers) -> str:
-    """What the sheet says before the questions: d_k, the scale, the mask, the sink, rounding."""
+def intro_html(v: VersionAnswers, esc: Escape = escape) -> str:
+    """What the sheet says before the questions: d_k, the scale, the mask, the sink, rounding.
+
+    ``esc`` escapes the text for the page (HTML; Moodle's Cloze text: ``cloze_html``)."""
     p = v.problem
     scale = (f"the scores are divided by \\(\\sqrt{{d_k}} = \\sqrt{{{p.d_k}}}\\)" if p.default_scale
-             else f"the scores are multiplied by the scale {escape(unicode_text(p.scale))}")
+             else f"the scores are multiplied by the scale {esc(unicode_text(p.scale))}")
     parts = [f"<p>Here \\(d_k = {p.d_k}\\) and {scale}."]
     if p.mask is not None:
-        parts.append(f" Mask: {escape(p.mask_description)} (1 = may attend); a blocked position "
+        parts.append(f" Mask: {esc(p.mask_description)} (1 = may attend); a blocked position "
                      "gets weight 0.")
     if p.sink is not None:
-        parts.append(f" Sink logit s = {escape(unicode_text(p.sink))}: each row's softmax "
+        parts.append(f" Sink logit s = {esc(unicode_text(p.sink))}: each row's softmax "
                      "denominator also adds e^(s − max), so the weights sum to less than 1.")
     if p.rope is not None:
         from symattn.problem.keys.rope import rope_text
 
-        parts.append(" " + escape(rope_text(p)))
-    parts.append(f" Give every decimal answer correctly rounded to {escape(str(v.rounding))}.</p>")
+        parts.append(" " + esc(rope_text(p)))
+    parts.append(f" Give every decimal answer correctly rounded to {esc(str(v.rounding))}.</p>")
     return "".join(parts)
 
 
-def given_html(v: VersionAnswers) -> str:
+def given_html(v: VersionAnswers, esc: Escape = escape) -> str:
     """The given matrices, exact, as tables."""
     out = []
     for name, matrix, rows in given_inputs(v.trace):
-        cells = [[escape(unicode_text(matrix[i, j])) for j in range(matrix.cols)]
+        cells = [[esc(unicode_text(matrix[i, j])) for j in range(matrix.cols)]
                  for i in range(matrix.rows)]
-        out.append(_table(cells, rows, None, escape(name)))
+        out.append(_table(cells, rows, None, esc(name), esc))
     return "".join(out)
 
 
-def grid_html(q: Question, cell: Callable[[int, int], str]) -> str:
+def grid_html(q: Question, cell: Callable[[int, int], str], esc: Escape = escape) -> str:
     """A question's answer grid; ``cell(i, j)`` gives each box's markup (already HTML)."""
     cells = [[cell(i, j) for j in range(q.shape[1])] for i in range(q.shape[0])]
     cols = q.col_labels if q.step in ("scores", "scaled", "weights") else None
-    return _table(cells, q.row_labels, cols, f"{q.number}. {escape(q.ask)}")
+    return _table(cells, q.row_labels, cols, f"{q.number}. {esc(q.ask)}", esc)
 
 
-def question_heading(q: Question) -> str:
-    return (f"<p><b>{q.number}.</b> Compute {escape(q.ask)}, \\({q.formula_latex}\\) "
+def question_heading(q: Question, esc: Escape = escape) -> str:
+    """The line above a question's grid: what to compute, its formula and its shape."""
+    return (f"<p><b>{q.number}.</b> Compute {esc(q.ask)}, \\({q.formula_latex}\\) "
             f"({q.shape[0]}×{q.shape[1]}).</p>")
 
 

@@ -16,23 +16,30 @@ feedback is the key: every question's formula and certified answers.
 from __future__ import annotations
 
 import math
+import re
 import xml.etree.ElementTree as ET
 from fractions import Fraction
 from html import escape
 
-from symattn.classroom.answers import Answer, VersionAnswers
+from symattn.classroom.answers import Answer, ClassroomError, VersionAnswers
 from symattn.classroom.fragments import given_html, grid_html, intro_html, key_html, question_heading
 from symattn.classroom.numbers import plain, plain_points, tolerance
-from symattn.classroom.output import MARK
+from symattn.classroom.output import MADE_FROM, MARK
+from symattn.output.escaping import cloze_html, html_text, xml_document
 
 __all__ = ["cloze_field", "field_weights", "moodle_xml"]
+
+#: The start of a Cloze answer field, as Moodle's parser finds one ({N:TYPE:)
+_FIELD = re.compile(r"\{[0-9]*:[A-Z_]+:")
+
 
 def _cloze_escape(text: str) -> str:
     """Feedback text inside a Cloze field, as Moodle's parser reads it back
     (question/type/multianswer/questiontype.php): it ends at an unescaped ``~`` or ``}``
     and unescapes only ``\\}`` and ``\\#``; so those two are escaped, and a ``~`` or a
-    backslash (which would stay in the text) is written as ∼ or ∖."""
-    text = text.replace("\\", "∖").replace("~", "∼")
+    backslash (which would stay in the text) is written as ∼ or ∖.  Moodle shows the
+    feedback as HTML, so it is HTML-escaped first."""
+    text = escape(text, quote=False).replace("\\", "∖").replace("~", "∼")
     return text.replace("}", "\\}").replace("#", "\\#")
 
 
@@ -73,15 +80,22 @@ def _question(v: VersionAnswers, title: str) -> ET.Element:
     name = ET.SubElement(q, "name")
     code = f" (code {v.code})" if v.code else ""
     ET.SubElement(name, "text").text = f"{title}, version {v.vid}{code}"
-    body = [f"<p><b>{escape(title)}</b> (version {escape(v.label)})</p>", given_html(v), intro_html(v)]
+    body = [f"<p><b>{cloze_html(title)}</b> (version {cloze_html(v.label)})</p>",
+            given_html(v, cloze_html), intro_html(v, cloze_html)]
     weights, grade = field_weights(v)
     for question, wq in zip(v.questions, weights):
         cols = question.shape[1]
         fields = [[cloze_field(e.answers(v.rounding), wq[i * cols + j])
                    for j, e in enumerate(question.entries[i * cols:(i + 1) * cols])]
                   for i in range(question.shape[0])]
-        body += [question_heading(question), grid_html(question, lambda i, j: fields[i][j])]
-    _text(q, "questiontext", "".join(body))
+        body += [question_heading(question, cloze_html),
+                 grid_html(question, lambda i, j: fields[i][j], cloze_html)]
+    text = "".join(body)
+    count, expected = len(_FIELD.findall(text)), sum(len(wq) for wq in weights)
+    if count != expected:    # user text is neutralised above; this is the proof
+        raise ClassroomError(f"the Cloze text of version {v.vid} has {count} answer fields, not "
+                             f"{expected}: a name or title holds Cloze syntax symattn did not escape")
+    _text(q, "questiontext", text)
     _text(q, "generalfeedback", key_html(v))
     ET.SubElement(q, "defaultgrade").text = plain_points(grade)
     ET.SubElement(q, "penalty").text = "0.3333333"
@@ -90,15 +104,18 @@ def _question(v: VersionAnswers, title: str) -> ET.Element:
     return q
 
 
-def moodle_xml(versions: list[VersionAnswers], category: str | None = None) -> str:
-    """The quiz file: a category, then one Cloze question per version."""
+def moodle_xml(versions: list[VersionAnswers], category: str | None = None,
+               made_from: str | None = None) -> str:
+    """The quiz file: a category, then one Cloze question per version.  ``made_from`` (the
+    source and the number of versions) is recorded in a comment, so a later export from
+    another source does not replace the file unasked."""
     title = versions[0].title
     quiz = ET.Element("quiz")
     cat = ET.SubElement(quiz, "question", {"type": "category"})
-    _text(cat, "category", f"$course$/top/symattn/{category or title}", fmt=None)
-    _text(cat, "info", f"{len(versions)} version(s) of '{title}' made by symattn; draw one at random.")
+    # a "/" in a name starts a subcategory in Moodle's path; "//" is a slash in the name
+    _text(cat, "category", f"$course$/top/symattn/{category or title.replace('/', '//')}", fmt=None)
+    _text(cat, "info", f"{len(versions)} version(s) of '{html_text(title)}' made by symattn; draw one "
+                       "at random.")
     for v in versions:
         quiz.append(_question(v, title))
-    ET.indent(quiz)
-    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<!-- {MARK} -->\n'
-            + ET.tostring(quiz, encoding="unicode") + "\n")
+    return xml_document(quiz, MARK, *([f"{MADE_FROM}{made_from}"] if made_from else []))

@@ -24,6 +24,7 @@ from html import escape
 
 from symattn.classroom.answers import VersionAnswers
 from symattn.classroom.output import MARK
+from symattn.trace.steps import step_symbol
 
 __all__ = ["prairielearn_files"]
 
@@ -53,16 +54,11 @@ def _question_html(v: VersionAnswers) -> str:
                 f"(${q.shape[0]} \\times {q.shape[1]}$).</p>",
                 f'<pl-matrix-component-input answers-name="{q.step}" {comparison} '
                 'allow-partial-credit="true" allow-feedback="true" allow-fractions="true" '
-                f'label="${_symbol(q.step)} =$"></pl-matrix-component-input>', ""]
+                f'label="${escape(step_symbol(q.step, v.problem))} =$"></pl-matrix-component-input>', ""]
     out += ["<pl-submission-panel>",
             "  {{#feedback.symattn}}<div>{{{feedback.symattn}}}</div>{{/feedback.symattn}}",
             "</pl-submission-panel>", ""]
     return "\n".join(out)
-
-
-def _symbol(step: str) -> str:
-    return {"Q": "Q", "K": "K", "V": "V", "scores": "S", "scaled": r"\tilde S", "weights": "A",
-            "output": "O"}[step]
 
 
 def _server_py(versions: list[VersionAnswers], random: bool) -> str:

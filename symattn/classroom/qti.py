@@ -23,7 +23,8 @@ from fractions import Fraction
 from symattn.classroom.answers import Answer, Entry, Question, VersionAnswers
 from symattn.classroom.fragments import given_html, intro_html, key_html
 from symattn.classroom.numbers import plain, plain_points, tolerance, value
-from symattn.classroom.output import ZIP_MARK
+from symattn.classroom.output import MADE_FROM, ZIP_MARK
+from symattn.output.escaping import html_text, xml_document
 
 __all__ = ["qti_zip", "assessment_xml", "manifest_xml"]
 
@@ -75,8 +76,8 @@ def _item(v: VersionAnswers, q: Question, e: Entry, ident: str, points: Fraction
                  ("original_answer_ids", ",".join(f"{ident}_a{k}" for k in range(len(answers)))),
                  ("assessment_question_identifierref", f"{ident}_ref")])
     pres = _sub(item, "presentation")
-    _material(pres, f"<p>Question {q.number}, {q.ask}: give <code>{e.target}</code>, correctly "
-                    f"rounded to {v.rounding}.</p>")
+    _material(pres, f"<p>Question {q.number}, {html_text(q.ask)}: give <code>{html_text(e.target)}"
+                    f"</code>, correctly rounded to {html_text(str(v.rounding))}.</p>")
     resp = _sub(pres, "response_str", {"ident": "response1", "rcardinality": "Single"})
     _sub(_sub(resp, "render_fib", {"fibtype": "Decimal"}), "response_label", {"ident": "answer1"})
     proc = _sub(item, "resprocessing")
@@ -94,7 +95,7 @@ def _item(v: VersionAnswers, q: Question, e: Entry, ident: str, points: Fraction
         _sub(wrong, "displayfeedback", {"feedbacktype": "Response", "linkrefid": f"{ident}_a{k}_fb"})
     _feedback(item, "correct_fb", "<p>Right.</p>")
     for k, a in enumerate(answers[1:], start=1):
-        _feedback(item, f"{ident}_a{k}_fb", f"<p>Not right: {a.feedback}.</p>")
+        _feedback(item, f"{ident}_a{k}_fb", f"<p>Not right: {html_text(a.feedback)}.</p>")
     return item
 
 
@@ -114,8 +115,7 @@ def assessment_xml(v: VersionAnswers, ident: str) -> str:
     for q in v.questions:
         for e, points in zip(q.entries, v.entry_points(q)):
             section.append(_item(v, q, e, f"{ident}_q{q.number}_{e.row}_{e.col}", points))
-    ET.indent(root)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+    return xml_document(root)
 
 
 def _assessment_meta(v: VersionAnswers, ident: str, points: Fraction) -> str:
@@ -128,8 +128,7 @@ def _assessment_meta(v: VersionAnswers, ident: str, points: Fraction) -> str:
                       ("show_correct_answers", "true"), ("allowed_attempts", "-1"),
                       ("available", "false")):
         _sub(quiz, tag, text=text)
-    ET.indent(quiz)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(quiz, encoding="unicode") + "\n"
+    return xml_document(quiz)
 
 
 def manifest_xml(idents: list[str], titles: list[str]) -> str:
@@ -150,12 +149,12 @@ def manifest_xml(idents: list[str], titles: list[str]) -> str:
             "identifier": dep, "type": "associatedcontent/imscc_xmlv1p1/learning-application-resource",
             "href": f"{ident}/assessment_meta.xml"})
         _sub(meta_res, "file", {"href": f"{ident}/assessment_meta.xml"})
-    ET.indent(root)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+    return xml_document(root)
 
 
-def qti_zip(versions: list[VersionAnswers]) -> bytes:
-    """quiz.zip: imsmanifest.xml and, per version, its assessment and assessment_meta.xml."""
+def qti_zip(versions: list[VersionAnswers], made_from: str | None = None) -> bytes:
+    """quiz.zip: imsmanifest.xml and, per version, its assessment and assessment_meta.xml;
+    ``made_from`` is recorded in the archive comment after the marker."""
     idents = [_ident(v.title, v.vid, v.toml) for v in versions]
     members: list[tuple[str, str]] = [("imsmanifest.xml", manifest_xml(
         idents, [f"{v.title}, version {v.label}" for v in versions]))]
@@ -164,7 +163,7 @@ def qti_zip(versions: list[VersionAnswers]) -> bytes:
         members.append((f"{ident}/assessment_meta.xml", _assessment_meta(v, ident, v.total_points)))
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        zf.comment = ZIP_MARK
+        zf.comment = ZIP_MARK + (f"\n{MADE_FROM}{made_from}".encode() if made_from else b"")
         for name, text in members:
             info = zipfile.ZipInfo(name, date_time=_EPOCH)
             info.compress_type = zipfile.ZIP_DEFLATED

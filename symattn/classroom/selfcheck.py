@@ -16,11 +16,10 @@ no answer in the source.
 
 from __future__ import annotations
 
-import json
-
 from symattn.classroom.answers import Question, VersionAnswers, given_inputs
 from symattn.document.support import mathml as M
 from symattn.document.support.mathml import escape
+from symattn.output.escaping import script_json
 from symattn.document.support.page import page, table
 from symattn.classroom.selfcheck_data import page_data
 
@@ -243,8 +242,7 @@ def selfcheck_page(v: VersionAnswers, code: str | None = None) -> str:
     """The self-check page of one version (``code``: the version's name on the sheet)."""
     shown = code or v.vid
     facts = page_data(v)
-    data = json.dumps(facts.to_json(), separators=(",", ":"), sort_keys=True)
-    data = data.replace("</", "<\\/")
+    data = script_json(facts.to_json(), separators=(",", ":"), sort_keys=True)
     body = [f"<h1>{escape(v.title)}: check yourself</h1>\n",
             f"<p><strong>Version {escape(shown)}</strong>. Type each answer as you wrote it on your "
             f"sheet, rounded as the sheet asks: to {escape(str(v.rounding))}, with whole numbers and "

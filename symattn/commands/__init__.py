@@ -91,7 +91,7 @@ def pdf_or_text(args: argparse.Namespace, text: str, status: int = 0) -> Outcome
     if not getattr(args, "pdf", False):
         return Outcome(text, status)
     from symattn.document.pdf import PdfError
-    from symattn.files import write_atomically
+    from symattn.output.files import write_atomically
 
     write_atomically(compile_pdf(text, args.output), args.output, error=PdfError)
     return Outcome("", status)

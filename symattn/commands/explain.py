@@ -175,7 +175,7 @@ def _latex(trace, args: argparse.Namespace, digits: int) -> Outcome:
         raise SymattnError(f"--rows {args.rows or args.row}: {exc}") from None
     if not args.pdf:
         return Outcome(tex)
-    from symattn.files import write_atomically
+    from symattn.output.files import write_atomically
     from symattn.document.pdf import PdfError, compile_tex
 
     target = Path(args.output)

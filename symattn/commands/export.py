@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
+import os
+import re
 from pathlib import Path
 
 from symattn.commands import Outcome, deprecated_alias, digits_argument
@@ -40,6 +43,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                              "(each), 1,1,2,3 (in question order) or weights=3,output=2 (default: "
                              "the worksheet folder's, or 1 an answer box); each box gets an equal "
                              "share of its question's points")
+    parser.add_argument("--force", action="store_true",
+                        help="replace an existing export (file or folder) made from another "
+                             "source or number of versions")
     parser.add_argument("--random", action="store_true",
                         help="prairielearn: each variant a fresh hand-friendly version drawn from "
                              "its variant_seed, shaped like the problem")
@@ -56,6 +62,19 @@ def _questions(text: str) -> tuple[str, ...]:
     if not asked:
         raise SymattnError(f"--questions is empty; choose from {', '.join(QUESTIONS)}")
     return tuple(asked)
+
+
+def _made_from(source: str | None, example: str | None, count: int, random: bool) -> str:
+    """What an export is made from, as it records it: the source's name and a digest of its
+    full path (the path itself stays private), or the example; and the number of versions."""
+    if source:
+        path = os.path.abspath(source)
+        name = re.sub(r"[^A-Za-z0-9._ ]+", "_", Path(path).name)[:80] or "_"
+        digest = hashlib.sha256(os.fsencode(path)).hexdigest()[:12]
+        what = f"{name} ({digest})"
+    else:
+        what = f"example {example}"
+    return f"{what}, {count} version(s)" + (", random" if random else "")
 
 
 def run(args: argparse.Namespace) -> Outcome:
@@ -75,22 +94,27 @@ def run(args: argparse.Namespace) -> Outcome:
     rounding = (Rounding(places=args.places) if args.places is not None
                 else Rounding(digits=args.digits) if args.digits is not None else None)
     questions = _questions(args.questions) if args.questions else None
+    if not args.source and not args.example:
+        raise SymattnError("export what? give a problem file, a worksheet folder or --example NAME "
+                           "(the lesson is --example i-love-cats)")
     out = args.out if args.out is not None else _DEFAULT_OUT[args.to]
     versions = load_versions(args.source, args.example, rounding, questions, args.points)
+    identity = _made_from(args.source, args.example, len(versions), args.random)
     if args.to == "moodle":
         from symattn.classroom.moodle import moodle_xml
 
-        write_file(moodle_xml(versions), out)
+        write_file(moodle_xml(versions, made_from=identity), out, identity, args.force)
         what = f"{len(versions)} Cloze question(s) in one category"
     elif args.to == "qti":
         from symattn.classroom.qti import qti_zip
 
-        write_file(qti_zip(versions), out)
+        write_file(qti_zip(versions, made_from=identity), out, identity, args.force)
         what = f"{len(versions)} quiz(zes) of numerical items"
     else:
         from symattn.classroom.prairielearn import prairielearn_files
 
-        write_folder(out, prairielearn_files(versions, random=args.random), "symattn-export.txt")
+        write_folder(out, prairielearn_files(versions, random=args.random), "symattn-export.txt",
+                     identity=identity, force=args.force)
         what = ("a question drawing a fresh version per variant" if args.random
                 else f"a question over {len(versions)} version(s)")
     return Outcome(f"wrote {out}: {what}\n")

@@ -84,7 +84,7 @@ def _load(path: str, what: str):
 
 def run(args: argparse.Namespace) -> Outcome:
     from symattn import floatref
-    from symattn.files import write_atomically
+    from symattn.output.files import write_atomically
     from symattn.floatref import FloatRefError
 
     fmt = chosen_format(args)

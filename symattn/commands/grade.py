@@ -68,7 +68,7 @@ def warnings(report, points=None) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> Outcome:
-    from symattn import files
+    from symattn.output import files
     from symattn.check.grading.class_summary import summary_text
     from symattn.check.grading.folder import parse_points
     from symattn.check.grading.grade import MAX_BYTES, GradeError, Versions, grade

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from symattn.errors import SymattnError
-from symattn.files import pid_alive, write_atomically
+from symattn.output.files import pid_alive, write_atomically
 
 TEX_PACKAGES = "texlive-latex-base texlive-latex-recommended texlive-latex-extra latexmk"
 COMPILE_TIMEOUT = 120  # seconds per document; TeX waiting for input would hang forever otherwise

@@ -10,7 +10,6 @@ the input and the fix.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from symattn.problem.keys.decode import parse_decode
 from symattn.problem.keys.mask import is_causal_rows, parse_mask, parse_window
 from symattn.problem.keys.rope import parse_rope
 from symattn.problem.keys.tiles import parse_tiles
+from symattn.problem.keys.tokens import check_printable, parse_tokens
 from symattn.problem.tomlfile import parse_toml, read_text
 
 Matrix = sympy.ImmutableMatrix
@@ -43,42 +43,6 @@ PROBLEM_KEYS = (
 
 def _shape(m: Matrix) -> str:
     return f"{m.rows}×{m.cols}"
-
-
-# control characters (ESC starts terminal escapes) and bidirectional overrides
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-
-
-def check_printable(text: str, where: str) -> None:
-    """Names and titles are printed raw by the views (terminal, LaTeX): refuse controls."""
-    bad = _UNPRINTABLE.search(text)
-    if bad:
-        raise ProblemError(f"{where} contains the control character {bad.group()!r} at "
-                           f"position {bad.start() + 1}: use printable text")
-
-
-def _tokens(name: str, value: object, count: int, default_prefix: str) -> tuple[str, ...]:
-    if value is None:
-        return tuple(f"{default_prefix}{i}" for i in range(count))
-    if isinstance(value, str) or not isinstance(value, Sequence):
-        raise ProblemError(f"{name} must be a list of names such as [\"I\", \"love\", \"cats\"]")
-    names = tuple(value)
-    for i, t in enumerate(names):
-        if not isinstance(t, str) or not t.strip():
-            raise ProblemError(f"{name}[{i}] must be a non-empty string, got {t!r}")
-        check_printable(t, f"{name}[{i}]")
-        if t.strip().lstrip("-").isdigit():
-            raise ProblemError(
-                f"{name}[{i}] is {t!r}, which reads as an index: give tokens names that are not numbers"
-            )
-        if any(c in t for c in "[],"):
-            raise ProblemError(f"{name}[{i}] is {t!r}: token names cannot contain '[', ']' or ','")
-    if len(names) != count:
-        raise ProblemError(f"{name} has {len(names)} names but there are {count} rows to name")
-    if len(set(names)) != len(names):
-        dup = next(t for t in names if names.count(t) > 1)
-        raise ProblemError(f"{name} names {dup!r} twice: every token needs its own name")
-    return names
 
 
 def check_scale_ball(scale: sympy.Expr) -> flint.arb | None:
@@ -180,12 +144,12 @@ class Problem:
             self.d_model = None
             self.d_k, self.d_v = self.inputs["Q"].cols, self.inputs["V"].cols
 
-        self.tokens = _tokens("tokens", tokens, self.n, "t")
+        self.tokens = parse_tokens("tokens", tokens, self.n, "t")
         same_sequence = "X_kv" not in self.inputs and self.m == self.n
         if key_tokens is None and same_sequence:
             self.key_tokens = self.tokens
         else:
-            self.key_tokens = _tokens("key_tokens", key_tokens, self.m, "k")
+            self.key_tokens = parse_tokens("key_tokens", key_tokens, self.m, "k")
         self.scale_given = scale is not None
         if scale is None:
             self.scale = 1 / sympy.sqrt(self.d_k)

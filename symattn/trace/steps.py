@@ -7,6 +7,7 @@ is the matrix keys and values come from (``X``, or ``X_kv`` in cross-attention).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -23,6 +24,7 @@ class StepSpec:
     latex: str
     meaning: str
     title: str
+    symbol: str = ""              # the LaTeX name of the step's matrix, when its formula has none
 
 
 STEPS: dict[str, StepSpec] = {
@@ -199,7 +201,8 @@ def spec(name: str, problem: Problem) -> StepSpec:
     if name == "scaled":
         latex = (r"\frac{S}{\sqrt{d_k}}" if problem.default_scale
                  else rf"{sympy.latex(problem.scale)} \cdot S")
-        return StepSpec(f"scaled = {scale_formula(problem)}", latex, entry.meaning, entry.title)
+        return StepSpec(f"scaled = {scale_formula(problem)}", latex, entry.meaning, entry.title,
+                        symbol=r"\tilde S")
     logit = logit_step(problem)
     if logit != "scaled" and name in ("masked", "shifted", "exp", "row_sum"):
         return _on_logits(STEPS[name] if problem.sink is None or name not in SINK_STEPS
@@ -215,6 +218,26 @@ def spec(name: str, problem: Problem) -> StepSpec:
         return StepSpec(entry.formula.format(src=src), entry.latex.format(src_tex=r"X_{kv}" if cross else "X"),
                         entry.meaning, entry.title)
     return entry
+
+
+_ELEMENT_INDEX = re.compile(r"_\{i[jb]?\}$")
+
+
+def step_symbol(name: str, problem: Problem) -> str:
+    """The LaTeX symbol a step's matrix is labelled by (``S``, ``A``, ``Q_{\\text{rot}}``).
+
+    Derived from the step's entry, so every step the engine has gets one: the entry's own
+    ``symbol``, else the left side of its LaTeX formula without an element index
+    (``A_{ij} = …`` gives ``A``), else the formula itself when it is one name, else the
+    step's name as text."""
+    entry = spec(name, problem)
+    if entry.symbol:
+        return entry.symbol
+    if " = " in entry.latex:
+        return _ELEMENT_INDEX.sub("", entry.latex.split(" = ", 1)[0])
+    if entry.latex and not any(c in entry.latex for c in " (+,"):
+        return entry.latex
+    return r"\text{" + name.replace("_", r"\_") + "}"
 
 
 # With a sink logit s, online softmax starts from m = s, l = 1 (symattn.trace.online)

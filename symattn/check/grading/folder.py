@@ -215,6 +215,49 @@ def _question_points(questions: object, where: Path) -> dict[str, Fraction] | No
     return points if given else None
 
 
+_FILES_HEADING = "files written by symattn"
+
+
+def check_manifest(folder: Path) -> None:
+    """Refuse a worksheet folder whose problem files or metadata do not match its manifest.
+
+    ``symattn worksheet`` lists every file with its content hash; grading reads the
+    ``.toml`` files and ``worksheet.json``, so each of those must be there with the listed
+    hash, and no other problem file may be.  A folder without a hash list (made by hand, or
+    by an older symattn) is graded as it is."""
+    from symattn.output.files import file_hash, read_listing
+
+    path = folder / MANIFEST
+    try:
+        if path.is_symlink() or not path.is_file():
+            return
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            lines = handle.read(1 << 20).splitlines()
+    except OSError:
+        return
+    if not lines or not lines[0].startswith("symattn worksheet:"):
+        return
+    heading = next((k for k, line in enumerate(lines) if line.startswith(_FILES_HEADING)), None)
+    if heading is None:
+        return
+    listed = read_listing(lines[heading + 1:])
+    if not any(listed.values()):
+        return
+    graded = {n for n in listed if n.endswith(".toml") or n == METADATA}
+    present = {p.name for p in folder.glob("*.toml")} | ({METADATA} if (folder / METADATA).exists() else set())
+    for name in sorted(graded | present):
+        digest = listed.get(name)
+        if name not in listed:
+            why = "is not in the folder's manifest (symattn did not write it)"
+        elif digest is not None and file_hash(folder / name) != digest:
+            why = ("does not match the folder's manifest (changed, replaced or missing since "
+                   "symattn wrote it)")
+        else:
+            continue
+        raise GradeError(f"{folder / name} {why}: grade against the folder as symattn wrote it "
+                         "(run the same 'symattn worksheet' command again, or restore the file)")
+
+
 class Versions:
     """Problems by version: one problem for everyone, or a folder of versions."""
 
@@ -235,6 +278,7 @@ class Versions:
             if not cls._files(path):
                 raise GradeError(f"{path}: no problem files in this folder; expected "
                                  "version-ID.toml, ID.toml or ID/problem.toml for each version")
+            check_manifest(path)     # never a half-updated or edited folder, silently
             versions = cls(folder=path)
             versions.info()          # a bad points list is refused before grading
             return versions

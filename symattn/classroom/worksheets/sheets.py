@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
-from symattn import files as files_mod
+from symattn.output import files as files_mod
 from symattn.numbers.certify import Rounding
 from symattn.problem.problem import Problem
 from symattn.document.support.latexdoc import document
@@ -286,16 +286,9 @@ def find_version(folder: str | Path, key: str) -> Path | None:
 OWN_NAME = re.compile(r"^(version-[A-Z]+(\.toml|-sheet\.(tex|pdf|html)|-key\.(tex|pdf|html))"
                       r"|all-(sheets|keys)\.(tex|pdf)|worksheet\.(txt|json))$")
 _FILES_HEADING = "files written by symattn (a later run replaces or removes only these):"
-_UNFINISHED = ("unfinished: symattn was stopped while replacing these files; "
-               "run the same symattn worksheet command again\n")
 
 
-def read_manifest(folder: Path) -> set[str] | None:
-    """The files symattn wrote into ``folder`` by its manifest; None if it has no manifest.
-
-    A manifest written before the list of files existed names them in its
-    version lines (the PDFs beside the .tex files).
-    """
+def _manifest_lines(folder: Path) -> list[str] | None:
     path = folder / MANIFEST
     try:
         if path.is_symlink() or not path.is_file():
@@ -307,18 +300,44 @@ def read_manifest(folder: Path) -> set[str] | None:
     lines = text.splitlines()
     if not lines or not lines[0].startswith("symattn worksheet:"):
         return None
+    return lines
+
+
+def read_listing(folder: Path) -> dict[str, str | None] | None:
+    """The files symattn wrote into ``folder`` by its manifest, with their content hashes
+    (None for a file an older manifest lists without one); None if it has no manifest.
+
+    A manifest written before the list of files existed names them in its
+    version lines (the PDFs beside the .tex files).
+    """
+    lines = _manifest_lines(folder)
+    if lines is None:
+        return None
     if _FILES_HEADING in lines:
-        names = lines[lines.index(_FILES_HEADING) + 1:]
+        listed = files_mod.read_listing(lines[lines.index(_FILES_HEADING) + 1:])
     else:  # an older manifest: its version lines and the combined files
         names = ["all-sheets.tex", "all-keys.tex"] + [
             n for line in lines if line.startswith("version ") for n in line.split(":", 1)[-1].split()]
         names += [n[:-4] + ".pdf" for n in names if n.endswith(".tex")]
-    return {n.strip() for n in names if OWN_NAME.match(n.strip())} | {MANIFEST}
+        listed = dict.fromkeys(names)
+    return {n: h for n, h in listed.items() if OWN_NAME.match(n) and n != MANIFEST}
 
 
-def _manifest(head: str, names: list[str], unfinished: bool = False) -> str:
-    return head + (_UNFINISHED if unfinished else "") + _FILES_HEADING + "\n" + \
-        "".join(f"{n}\n" for n in sorted(names))
+def read_manifest(folder: Path) -> set[str] | None:
+    """The names of the files symattn wrote into ``folder`` by its manifest; None if it has none."""
+    listed = read_listing(folder)
+    return None if listed is None else set(listed) | {MANIFEST}
+
+
+def owned_files(folder: Path) -> set[str]:
+    """The files of ``folder`` a later run may replace or remove: those its manifest lists
+    with their content hash, still unchanged, and the manifest itself."""
+    listed = read_listing(folder)
+    return set() if listed is None else files_mod.unchanged(folder, listed) | {MANIFEST}
+
+
+def _manifest(head: str, listing: str) -> str:
+    return head + _FILES_HEADING + "\n" + listing
 
 
 def _legacy_leftovers(target: Path) -> None:
@@ -364,85 +383,57 @@ def write_worksheet(files: dict[str, str], out_dir: str | Path, pdf: bool = Fals
     - everything is built in a staging folder beside the target, TeX's
       temporary folders included, so an error or a kill leaves the target as
       it was; a later run removes the leftovers (they carry the process id);
-    - the folder's manifest (worksheet.txt) lists every file symattn wrote;
-      a later run replaces or removes only those;
-    - a folder holding only symattn's files (or nothing) is swapped for the
-      new one at once (atomically on Linux);
-    - a folder that also holds other files (a thesis.tex, photos/) keeps
-      them: symattn's files are replaced one by one;
+    - the folder's manifest (worksheet.txt) lists every file symattn wrote
+      with its content hash; a later run removes only those still unchanged;
+    - the new folder is swapped in whole (atomically on Linux,
+      :func:`symattn.output.files.replace_folder`); every other file of the old
+      folder (a thesis.tex, photos/, a file saved while the run was building,
+      a sheet the teacher edited) is moved into the new one, so nothing is lost;
+    - a file symattn would write that the user made or changed is refused first;
     - a non-empty folder without a manifest is refused unless ``force``, and
       even then no existing file is replaced or removed: a name clash is refused.
     """
     target = _out_folder(out_dir)
     shown = str(out_dir)
     try:
-        files_mod.recover_folder(target)
+        files_mod.recover_folder(target, owned_files)
         _legacy_leftovers(target)
         entries = {e.name for e in target.iterdir()} if target.exists() else set()
     except OSError as exc:
         raise WorksheetError(f"-o {shown}: {files_mod.describe_os_error(exc)}") from None
-    owned = read_manifest(target) if entries else set()
-    if owned is None:
+    listed = read_manifest(target) if entries else set()
+    if listed is None:
         if not force:
             raise WorksheetError(
                 f"-o {shown} is a folder symattn did not write (no symattn {MANIFEST} in it) and it "
                 "is not empty: give a new folder name, or --force to add the worksheet to it "
                 "(nothing already there is replaced or removed)")
-        owned = set()
-    foreign = entries - owned
+        listed = set()
+    ours = owned_files(target) if entries else set()
     tex_names = [n for n in files if n.endswith(".tex")]
     names = sorted(set(files) | ({n[:-4] + ".pdf" for n in tex_names} if pdf else set()))
-    clash = sorted(set(names) & foreign)
+    clash = sorted(n for n in names if n in entries and n not in ours)
+    if clash and clash[0] in listed:
+        raise WorksheetError(f"-o {shown}: {clash[0]} was changed since symattn wrote it (or an "
+                             "older symattn listed it without its content hash): move it away or "
+                             "choose another folder (symattn never replaces a changed file)")
     if clash:
         raise WorksheetError(f"-o {shown}: {clash[0]} is there and symattn did not write it; "
                              "move it away or choose another folder (symattn never replaces it)")
     head = files[MANIFEST]
-    try:
-        building = files_mod.staging_folder(target)
-    except OSError as exc:
-        raise WorksheetError(f"-o {shown}: {files_mod.describe_os_error(exc)}") from None
-    try:
+
+    def build(building: Path) -> None:
         for name, text in files.items():
             if name != MANIFEST:
                 (building / name).write_text(text, encoding="utf-8")
-        (building / MANIFEST).write_text(_manifest(head, names), encoding="utf-8")
         if pdf:
             from symattn.document.pdf import Job, compile_many
 
             compile_many([Job(files[n], building / (n[:-4] + ".pdf")) for n in tex_names],
                          workdir=building)
-        if not foreign:
-            mode = (os.stat(target).st_mode & 0o7777) if target.exists() else files_mod.new_folder_mode()
-            os.chmod(building, mode)
-            files_mod.swap_in(building, target)
-        else:
-            _update_in_place(building, target, names, owned, head)
-        return names
-    except OSError as exc:  # a full disk, a permission: one line, nothing left behind
-        shutil.rmtree(building, ignore_errors=True)
-        raise WorksheetError(f"-o {shown}: {files_mod.describe_os_error(exc)}") from None
-    except BaseException:
-        shutil.rmtree(building, ignore_errors=True)
-        raise
+        (building / MANIFEST).write_text(
+            _manifest(head, files_mod.listing_lines(building, [n for n in names if n != MANIFEST])),
+            encoding="utf-8")
 
-
-def _update_in_place(building: Path, target: Path, names: list[str], owned: set[str],
-                     head: str) -> None:
-    """Replace symattn's files in a folder that also holds the user's, one file at a time.
-
-    The manifest is first rewritten to list the old and the new files (marked
-    unfinished), so a run killed half-way leaves every file whole and every
-    file of symattn's listed for the next run to replace.
-    """
-    obsolete = sorted(owned - set(names))
-    files_mod.write_atomically(_manifest(head, sorted(owned | set(names)), unfinished=True),
-                               target / MANIFEST, error=WorksheetError)
-    for name in names:
-        if name != MANIFEST:
-            os.replace(building / name, target / name)
-    for name in obsolete:
-        path = target / name
-        if path.is_symlink() or path.is_file():
-            path.unlink()
-    os.replace(building / MANIFEST, target / MANIFEST)
-    shutil.rmtree(building, ignore_errors=True)
+    files_mod.replace_folder(target, build, owned_files, WorksheetError, shown)
+    return names
