@@ -27,6 +27,7 @@ import sympy
 from symattn.numbers.certify import CertifiedDecimal, Rounding
 from symattn.numbers.masked import Masked
 from symattn.engine.engine import Engine, ExactMatrix
+from symattn.engine.extra import StepNumbers
 from symattn.errors import SymattnError
 from symattn.problem.problem import Problem
 from symattn.trace.stepcert import certify_entries
@@ -199,7 +200,7 @@ class Trace(Displayable):
         steps: list[Step] = []
 
         def add(name: str, shape: tuple[int, int], rows: tuple[str, ...], cols: tuple[str, ...],
-                exact: Callable[[int, int], sympy.Expr], numbers: object = None) -> None:
+                exact: Callable[[int, int], sympy.Expr], numbers: StepNumbers | None = None) -> None:
             entry = spec(name, p)
             steps.append(Step(name, StepInfo(entry.formula, entry.latex, entry.meaning), shape, rows, cols,
                               exact, self))
