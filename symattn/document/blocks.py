@@ -389,7 +389,7 @@ class SoftmaxRow(Block):
     ties: tuple[str, ...]                  # every key sharing the maximum
     shifted: Row
     shifted_decimals: Row
-    exponentials: tuple[Approx, ...]       # e^(…) ≈ 0.00986 (Dots where elided)
+    exponentials: tuple[Approx | Dots, ...]  # e^(…) ≈ 0.00986 (Dots where elided)
     row_sum: Math
     row_sum_decimal: Math
     weights: Row
@@ -404,7 +404,7 @@ class HeatMap(Block):
     """The weights shaded on a fixed [0, 1] scale: ``shades`` are whole percents
     (the weight certified to 2 places); ``exact`` the exact weights where small."""
 
-    decimals: Cells
+    decimals: tuple[tuple[Math, ...], ...]     # every weight (none elided)
     shades: tuple[tuple[int | None, ...], ...]
     rows: Indices
     cols: Indices

@@ -74,6 +74,7 @@ def number(value: sympy.Basic) -> Math:
 def bias_worked(trace: Trace, i: int, j: int) -> Math:
     """ALiBi's bias before it is worked out: −1/4·(1 − 0), or −1/4·|0 − 2| when symmetric."""
     alibi = trace.problem.alibi
+    assert alibi is not None         # a bias step only with ALiBi
     gap = Sum((Int(i), Neg(Int(j))))
     distance = Func("abs", gap) if alibi.symmetric else Factor(gap)
     slope = number(alibi.slope)
@@ -127,9 +128,9 @@ def _logit_shifted(trace: Trace, i: int, j: int) -> Math:
     if p.softcap is not None:
         return Sum((logit(trace, i, j), Neg(logit(trace, i, r))))
     form, gap = scale_form(p), _rational(trace.score_gap(i, j))
-    if form is None or gap is None or not p.alibi.slope.is_Rational:
-        return exact(value)
-    bias = -p.alibi.slope * (trace.alibi_distance(i, j) - trace.alibi_distance(i, r))
+    if form is None or gap is None or p.alibi is None or not p.alibi.slope.is_Rational:
+        return exact(value)          # (logits other than scaled and no soft-cap: ALiBi is on)
+    bias = -p.alibi.slope * (p.alibi.distance(i, j) - p.alibi.distance(i, r))
     return _plus(surd(form[0] * gap, form[1]), number(bias))
 
 
@@ -157,10 +158,10 @@ def exponential(trace: Trace, i: int, j: int) -> Math:
     if trace.logit_step != "scaled":
         form = _logit_shifted(trace, i, j)
         return Int(1) if form == Int(0) else Exp(form)
-    form = _shifted_surd(trace, i, j)
-    if form is None:
+    surd_form = _shifted_surd(trace, i, j)
+    if surd_form is None:
         return Exact(sympy.exp(trace.exponent(i, j)))
-    return Int(1) if form == Int(0) else Exp(form)
+    return Int(1) if surd_form == Int(0) else Exp(surd_form)
 
 
 def _terms(trace: Trace, i: int) -> list[tuple[Math, list[int]]]:

@@ -41,9 +41,7 @@ refused with a ProblemError instead of hanging on 2^(-10^12).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Hashable
-
-import math
+from typing import Any, Callable, Hashable
 
 import flint
 import sympy
@@ -54,64 +52,12 @@ from symattn.numbers.masked import NEG_INF
 from symattn.numbers.compare import compare, equal, sign
 from symattn.problem.matrix import ExactMatrix, fmpq_to_sympy, sympy_to_fmpq
 from symattn.numbers.precision import precision
-from symattn.errors import CertificationError, ProblemError
+from symattn.errors import CertificationError
 from symattn.problem.keys.logits import capped
 from symattn.problem.problem import Problem
-
-#: the most digits (numerator or denominator) of an exact b^q = e^(q·log b)
-#: that a problem may make: SymPy evaluates e^(q·log b) to b^q on sight (an
-#: unevaluated one is re-evaluated by any product), and every view prints it
-EXACT_POWER_DIGITS = 1_000
-
-LogTerms = tuple[tuple[sympy.Rational, sympy.Rational], ...]
-
-
-def log_terms(expr: sympy.Expr) -> LogTerms | None:
-    """``expr`` as Σ q·log(b) with q and b > 0 rational ((q, b) pairs), else None.
-
-    0 is the empty sum; a rational constant term makes it None (e^r with
-    r ≠ 0 rational is transcendental)."""
-    terms = []
-    for term in sympy.Add.make_args(sympy.expand_mul(expr)):
-        if term == 0:
-            continue
-        q, rest = term.as_coeff_Mul()
-        if not (q.is_Rational and isinstance(rest, sympy.log)):
-            return None
-        b = rest.args[0]
-        if not (b.is_Rational and b > 0):
-            return None
-        terms.append((q, b))
-    return tuple(terms)
-
-
-def power_digits(terms: LogTerms) -> int:
-    """An upper bound on the decimal digits of Π b^q (numerator plus denominator)."""
-    return sum(math.ceil(float(abs(q)) * (math.log10(int(b.p)) + math.log10(int(b.q))))
-               for q, b in terms)
-
-
-def _too_big(terms: LogTerms, where: str) -> ProblemError:
-    shown = " + ".join(f"{sympy.sstr(q)}·log({b})" for q, b in terms[:3])
-    return ProblemError(
-        f"{where} is e^({shown}), an exact number of about {power_digits(terms):,} digits "
-        f"(at most {EXACT_POWER_DIGITS:,}): make the scores or the scale smaller "
-        "(attention sees only score differences)")
-
-
-def _power(terms: LogTerms) -> flint.fmpq | sympy.Expr:
-    """Π b^q exactly: an fmpq when it is rational, else a SymPy algebraic number."""
-    if all(q.is_Integer for q, _ in terms):
-        value = flint.fmpq(1)
-        for q, b in terms:
-            value *= flint.fmpq(int(b.p), int(b.q)) ** int(q)
-        return value
-    value = sympy.Mul(*[sympy.Pow(b, q) for q, b in terms])
-    return sympy_to_fmpq(value) if value.is_Rational else value
-
-
-def _as_sympy(value: flint.fmpq | sympy.Expr) -> sympy.Expr:
-    return fmpq_to_sympy(value) if isinstance(value, flint.fmpq) else value
+from symattn.engine.extra import StepNumbers
+from symattn.engine.powers import (EXACT_POWER_DIGITS, LogTerms, _as_sympy, _power, _too_big, log_terms,
+                                   power_digits)
 
 
 def _sign_or_none(expr: sympy.Expr) -> int | None:
@@ -123,8 +69,6 @@ def _sign_or_none(expr: sympy.Expr) -> int | None:
         if known:
             return value
     return None
-
-
 
 
 @dataclass(frozen=True)
@@ -170,7 +114,7 @@ class Engine:
         if p.rope is not None:
             self.rotated = {"Q_rot": rope.rotate(self.Q, p.rope.positions, p.rope),
                             "K_rot": rope.rotate(self.K, p.rope.key_positions, p.rope)}
-            self.scores = rope.rotated_scores(self.Q, self.K, *self.rotated.values(), p.rope)
+            self.scores = rope.rotated_scores(self.Q, self.K, self.rotated["Q_rot"], self.rotated["K_rot"], p.rope)
         else:
             self.scores = self.Q.matmul(self.K, transpose_other=True)
         self.scale = p.scale
@@ -186,7 +130,7 @@ class Engine:
         self._pre_rows: dict[int, list | None] = {}
         self._score_ints: list[list[int]] | None = None
         self._score_den: flint.fmpz | None = None
-        if self.scores.is_rational and self.plain:
+        if self.scores.rational is not None and self.plain:
             numerators, self._score_den = self.scores.rational.numer_denom()
             flat = [int(x) for x in numerators.entries()]
             self._score_ints = [flat[i * self.m:(i + 1) * self.m] for i in range(self.n)]
@@ -195,7 +139,7 @@ class Engine:
         self._scale_logs = None if self.symbolic or not p.scale.has(sympy.log) or not self.plain \
             else log_terms(p.scale)
         self._logs_possible = not self.symbolic and self.softcap is None and (
-            p.scale.has(sympy.log) or (not self.scores.is_rational and self.scores.general.has(sympy.log)))
+            p.scale.has(sympy.log) or (self.scores.general is not None and self.scores.general.has(sympy.log)))
         # every exponential algebraic: rational scores times a Σ q·log b scale
         log_exps = self._scale_logs is not None and self.scores.is_rational
         if log_exps:
@@ -215,7 +159,9 @@ class Engine:
         if self.softcap is not None:  # exponents c·tanh(x/c) − c·tanh(y/c): not proved algebraic
             self.algebraic = False
         self._powers: dict[int, dict[int, flint.fmpq | sympy.Expr] | None] = {}
-        self._balls: dict[tuple[str, int, int], list] = {}
+        #: (step, row, prec) -> a row of balls; row -1 holds V (an arb_mat, and as integers) and the
+        #: exponentials by score gap (a dict)
+        self._balls: dict[tuple[str, int, int], Any] = {}
         self._groups: dict[int, dict[Hashable, list[int]]] = {}
         self._row_sums: dict[int, sympy.Expr] = {}
         self._top: dict[int, frozenset[int]] = {}
@@ -231,13 +177,34 @@ class Engine:
         self._integer_rows: dict[tuple[str, str], tuple[list[list[int]], int]] = {}
         #: steps a variant adds (online softmax, decoding): name -> their numbers
         #: (``known_row(i)``, ``balls(i, prec)``, ``symbols()``; see symattn.trace.stepnumbers)
-        self.extra: dict[str, object] = {}
+        self.extra: dict[str, StepNumbers] = {}
 
     # -- the row maximum, decided exactly ------------------------------------
     def _allowed(self, i: int) -> tuple[int, ...]:
         if self.mask is None:
             return tuple(range(self.m))
         return tuple(j for j in range(self.m) if self.mask[i, j])
+
+    def _argmax(self, i: int) -> int:
+        """Row i's maximum where the caller knows it is decided (numbers, not open symbols)."""
+        r = self.rows[i].argmax
+        assert r is not None, f"row {i}'s maximum is left open by symbols"
+        return r
+
+    def _integer_row(self, i: int) -> list[int]:
+        """Row i of the scores as integers over one denominator (rational scores, plain problem)."""
+        assert self._score_ints is not None
+        return self._score_ints[i]
+
+    def _integer_den(self) -> flint.fmpz:
+        """The one denominator of the integer scores (set with them)."""
+        assert self._score_den is not None
+        return self._score_den
+
+    def _integer_scale(self) -> flint.fmpq:
+        """scale / den: what multiplies the integer scores (a rational scale)."""
+        assert self.scale_rational is not None
+        return self.scale_rational / self._integer_den()
 
     def _plan_row(self, i: int) -> RowPlan:
         allowed = self._allowed(i)
@@ -264,10 +231,10 @@ class Engine:
         return RowPlan(allowed, best)
 
     def _compare_scores(self, i: int, a: int, b: int) -> int | None:
-        if self.scores.is_rational:
+        if self.scores.rational is not None:
             x, y = self.scores.rational[i, a], self.scores.rational[i, b]
             return (x > y) - (x < y)
-        x, y = self.scores.general[i, a], self.scores.general[i, b]
+        x, y = self.scores.exact(i, a), self.scores.exact(i, b)
         if x.free_symbols or y.free_symbols:
             return _sign_or_none(sympy.expand(x - y))
         return compare(x, y)
@@ -280,6 +247,7 @@ class Engine:
 
     def bias(self, i: int, j: int) -> sympy.Expr:
         """ALiBi's bias −slope·(i − j) (−slope·|i − j| when symmetric)."""
+        assert self.alibi is not None      # a bias step only with ALiBi
         return self.alibi.bias(i, j)
 
     def biased(self, i: int, j: int) -> sympy.Expr:
@@ -301,11 +269,11 @@ class Engine:
         if i not in self._pre_rows:
             row = None
             slope = None if self.alibi is None else self.alibi.slope_rational
-            if self.scores.is_rational and self.scale_rational is not None and \
+            if self.scores.rational is not None and self.scale_rational is not None and \
                     (self.alibi is None or slope is not None):
                 s, scores = self.scale_rational, self.scores.rational
                 row = [scores[i, j] * s for j in range(self.m)]
-                if self.alibi is not None:
+                if self.alibi is not None and slope is not None:
                     row = [x - slope * self.alibi.distance(i, j) for j, x in enumerate(row)]
             self._pre_rows[i] = row
         return self._pre_rows[i]
@@ -333,6 +301,7 @@ class Engine:
         """Row i of bias, biased or capped as arb balls."""
         m = self.m
         if step == "bias":
+            assert self.alibi is not None  # a bias step only with ALiBi
             slope = self.alibi.slope_rational
             s = flint.arb(slope) if slope is not None else to_arb(self.alibi.slope, prec)
             return [-s * self.alibi.distance(i, j) for j in range(m)]
@@ -355,7 +324,7 @@ class Engine:
         m, row = self.m, self.pre_row(i)
         slope = None if self.alibi is None else self.alibi.slope_rational
         if step == "bias":
-            return [None] * m if slope is None else \
+            return [None] * m if slope is None or self.alibi is None else \
                 [-slope * self.alibi.distance(i, j) for j in range(m)]
         if step == "biased":
             return list(row) if row is not None else [None] * m
@@ -382,7 +351,7 @@ class Engine:
             return self.extra[step].symbols()
         matrix = self.matrix(step)
         if matrix is not None:
-            return frozenset() if matrix.is_rational else frozenset(matrix.general.free_symbols)
+            return frozenset() if matrix.general is None else frozenset(matrix.general.free_symbols)
         found = self.symbols_of("scores") | self.scale.free_symbols
         if self.alibi is not None:
             if step == "bias":
@@ -404,9 +373,9 @@ class Engine:
         r = self.rows[i].argmax
         if r is None:
             return self.scores.exact(i, j)
-        if self.scores.is_rational:
+        if self.scores.rational is not None:
             return fmpq_to_sympy(self.scores.rational[i, j] - self.scores.rational[i, r])
-        return sympy.expand(self.scores.general[i, j] - self.scores.general[i, r])
+        return sympy.expand(self.scores.exact(i, j) - self.scores.exact(i, r))
 
     def shifted(self, i: int, j: int) -> sympy.Expr:
         if not self.is_allowed(i, j):
@@ -442,12 +411,14 @@ class Engine:
         for i, plan in enumerate(self.rows):
             if plan.argmax is None:
                 continue
-            row = self._score_ints[i]
-            far = max(plan.allowed, key=lambda j: abs(row[j] - row[plan.argmax]))
-            if abs(row[far] - row[plan.argmax]) > worst:
-                worst, where = abs(row[far] - row[plan.argmax]), (i, far)
+            row = self._integer_row(i)
+            top = row[plan.argmax]
+            far = max(plan.allowed, key=lambda j: abs(row[j] - top))
+            if abs(row[far] - top) > worst:
+                worst, where = abs(row[far] - top), (i, far)
         if worst:
             terms = self._row_terms(*where)
+            assert terms is not None       # a Σ q·log b scale times rational scores
             if power_digits(terms) > EXACT_POWER_DIGITS:
                 raise _too_big(terms, f"exp[{where[0]}, {where[1]}]")
 
@@ -568,7 +539,7 @@ class Engine:
 
     def _row_terms(self, i: int, j: int) -> LogTerms | None:
         """scale·Δ of entry (i, j) as Σ q·log b, or None."""
-        if self._scale_logs is not None and self.scores.is_rational:
+        if self._scale_logs is not None and self.scores.rational is not None:
             r = self.rows[i].argmax
             delta = fmpq_to_sympy(self.scores.rational[i, j] - self.scores.rational[i, r])
             return tuple((q * delta, b) for q, b in self._scale_logs if delta)
@@ -669,7 +640,7 @@ class Engine:
             value = sympy.S.Zero      # the sink's own group: one member whose value is 0
         for key, members in groups.items():
             extra = 1 if key == sink else 0    # the sink in this group, with value 0
-            if self.V.is_rational:
+            if self.V.rational is not None:
                 total = sum((self.V.rational[j, c] for j in members), flint.fmpq(0))
                 mean: sympy.Expr = fmpq_to_sympy(total / (len(members) + extra))
             else:
@@ -688,11 +659,11 @@ class Engine:
         are not reduced: the denominator is the step's, shared by every row."""
         if step in self.extra:
             return None
-        if step == "scores" and self._score_ints is not None:     # held already
+        if step == "scores" and self._score_ints is not None and self._score_den is not None:  # held
             return self._score_ints[i], int(self._score_den)
         matrix = self.matrix(step)
         if matrix is not None:
-            if not matrix.is_rational:
+            if matrix.rational is None:
                 return None
             key = ("integers", step)
             if key not in self._integer_rows:
@@ -705,10 +676,9 @@ class Engine:
         if not self.plain or step not in ("scaled", "masked", "shifted") or self._score_ints is None \
                 or self.scale_rational is None or (step == "shifted" and self.rows[i].argmax is None):
             return None
-        s = self.scale_rational
-        p, den = int(s.p), int(s.q) * int(self._score_den)
-        row = self._score_ints[i]
-        top = row[self.rows[i].argmax] if step == "shifted" else 0
+        s, row = self.scale_rational, self._integer_row(i)
+        p, den = int(s.p), int(s.q) * int(self._integer_den())
+        top = row[self._argmax(i)] if step == "shifted" else 0
         if step == "scaled" or self.mask is None:
             return [(x - top) * p for x in row], den
         values: list = [NEG_INF] * self.m
@@ -723,7 +693,7 @@ class Engine:
             return self.extra[step].known_row(i)
         matrix = self.matrix(step)
         if matrix is not None:
-            if matrix.is_rational:
+            if matrix.rational is not None:
                 return [matrix.rational[i, j] for j in range(matrix.cols)]
             return [None] * matrix.cols
         m, allowed = self.m, self.is_allowed
@@ -731,7 +701,7 @@ class Engine:
             return self._known_logits(step, i)
         if step in ("scaled", "masked", "shifted"):
             row: list = [None] * m
-            if self.scale_rational is not None and self.scores.is_rational:
+            if self.scale_rational is not None and self.scores.rational is not None:
                 s, scores = self.scale_rational, self.scores.rational
                 top = scores[i, self.rows[i].argmax] if step == "shifted" else flint.fmpq(0)
                 row = [(scores[i, j] - top) * s for j in range(m)]
@@ -773,10 +743,10 @@ class Engine:
         if step == "row_sum":
             return [total]
         if step == "weights":
-            return [zero if j not in powers else (powers[j] / total if rational else None)
+            return [zero if j not in powers else (powers[j] / total if total is not None else None)
                     for j in range(m)]
         if step == "output":
-            if not (rational and self.V.is_rational):
+            if total is None or self.V.rational is None:     # total is None unless rational
                 return [None] * self.d_v
             V = self.V.rational
             return [sum((w * V[j, c] for j, w in powers.items()), zero) / total
@@ -831,13 +801,13 @@ class Engine:
         if not self.plain and step in ("masked", "shifted"):
             row = self.balls(self.logit_step, i, prec)
             if step == "shifted":
-                r, top = self.rows[i].argmax, self.top_group(i)
+                r, top = self._argmax(i), self.top_group(i)
                 row = [flint.arb(0) if j in top else x - row[r] for j, x in enumerate(row)]
             return [x if self.is_allowed(i, j) else NEG_INF for j, x in enumerate(row)]
         if step in ("scaled", "shifted") and self._score_ints is not None \
                 and self.scale_rational is not None and self.rows[i].argmax is not None:
             return self._integer_score_balls(step, i)
-        if step in ("scaled", "shifted") and self.scores.is_rational:
+        if step in ("scaled", "shifted") and self.scores.rational is not None:
             exact = self.known_row(step, i)  # exact rationals when the scale is rational
             if self.scale_rational is not None:
                 return [x if x is NEG_INF else flint.arb(x) for x in exact]
@@ -854,8 +824,7 @@ class Engine:
             return [row[j] if self.is_allowed(i, j) else NEG_INF for j in range(m)]
         if step == "shifted":
             s = self._scale_ball(prec)
-            r = self.rows[i].argmax
-            top = self.scores.ball(i, r, prec)
+            top = self.scores.ball(i, self._argmax(i), prec)
             return [s * (self.scores.ball(i, j, prec) - top) if self.is_allowed(i, j) else NEG_INF
                     for j in range(m)]
         if step == "exp":
@@ -881,9 +850,9 @@ class Engine:
     def _integer_score_balls(self, step: str, i: int) -> list:
         """Row i of scaled or shifted from the integer scores: (N_j − N_top)·(s/den) as one
         arb_mat scaling of Python ints (no fmpq per entry; an exact 0 stays exact)."""
-        row = self._score_ints[i]
-        top = row[self.rows[i].argmax] if step == "shifted" else 0
-        factor = flint.arb(self.scale_rational / self._score_den)
+        row = self._integer_row(i)
+        top = row[self._argmax(i)] if step == "shifted" else 0
+        factor = flint.arb(self._integer_scale())
         balls = (flint.arb_mat([[x - top for x in row]]) * factor).entries()
         if step == "shifted" and self.mask is not None:
             allowed = self.is_allowed
@@ -898,9 +867,9 @@ class Engine:
         cache = self._balls.get(key)
         if cache is None:
             cache = self._balls[key] = {}
-        factor = flint.arb(self.scale_rational / self._score_den)
-        row = self._score_ints[i]
-        top = row[self.rows[i].argmax]
+        factor = flint.arb(self._integer_scale())
+        row = self._integer_row(i)
+        top = row[self._argmax(i)]
         allowed = None if self.mask is None else self.is_allowed
         zero = flint.arb(0)
         out = []
@@ -984,8 +953,8 @@ class Engine:
 
     def _row_gaps(self, i: int) -> list[int]:
         """N_j − N_top over row i's allowed keys (the integer score differences)."""
-        plan, row = self.rows[i], self._score_ints[i]
-        top = row[plan.argmax]
+        plan, row = self.rows[i], self._integer_row(i)
+        top = row[self._argmax(i)]
         if len(plan.allowed) == self.m:
             return [x - top for x in row]
         return [row[j] - top for j in plan.allowed]
@@ -996,7 +965,7 @@ class Engine:
         missing = sorted(set(gaps).difference(cache))
         if not missing:
             return
-        factor = self.scale_rational / self._score_den
+        factor = self._integer_scale()
         for gap, value in zip(missing, _fixed_exps([factor * g for g in missing], bits, fine_bits)):
             cache[gap] = None if value is None else value[0]
             if value is not None and value[2]:
@@ -1020,7 +989,7 @@ class Engine:
     def _V_balls(self, prec: int) -> flint.arb_mat:
         key = ("V", -1, prec)
         if key not in self._balls:
-            if self.V.is_rational:
+            if self.V.rational is not None:
                 self._balls[key] = flint.arb_mat(self.V.rational)
                 # the same matrix as integers over one denominator: arb_mat products with
                 # integer entries are about twice as fast (prefetch)

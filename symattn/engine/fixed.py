@@ -102,6 +102,7 @@ def _ratios(numerators: list[int], cols: list[int], spread: int, total: int, ter
     short for that is taken from ``fine`` when it is there: (M, s), the same value in
     units 2^s times smaller."""
     digits, exps = rounding.digits, numerators
+    assert digits is not None          # the fast path serves significant digits only
     want = digits + _GUARD_DIGITS
     total_bits, least, q_bits = total.bit_length(), spread << b, b - 3
     pow10 = _powers_of_ten(want + (total_bits * 1233 >> 12) + 2)   # K ≤ want + log10 D + 1
@@ -144,6 +145,7 @@ def _ratios(numerators: list[int], cols: list[int], spread: int, total: int, ter
 
 def _outputs(engine: Engine, rows: dict[int, FixedRow], pending: dict[int, list[int]], b: int,
              f: int, rounding: Rounding) -> dict[int, dict[int, CertifiedDecimal]]:
+    assert engine.V.rational is not None     # fixed_point_decimals checked it
     numerators, den = engine.V.rational.numer_denom()
     den = int(den)
     order = list(rows)
@@ -152,6 +154,7 @@ def _outputs(engine: Engine, rows: dict[int, FixedRow], pending: dict[int, list[
     spread_bits = [sum(abs(int(x)) for x in column).bit_length()
                    for column in numerators.transpose().tolist()]
     digits = rounding.digits
+    assert digits is not None          # the fast path serves significant digits only
     want, q_bits = digits + _GUARD_DIGITS, b - 3
     pow10 = _powers_of_ten(2 * want + 64)
     low, high = pow10[digits - 1], pow10[digits]
@@ -188,9 +191,10 @@ def _outputs(engine: Engine, rows: dict[int, FixedRow], pending: dict[int, list[
             if low < m < high and 2 * (r - rad) >= -unit and 2 * (r + rad) < unit:
                 decided = new(cls, (-m if t < 0 else m, n - digits - k, False, rounding))
             else:                                         # a decade's edge: the general test
-                decided = judge_enclosure(-q if t < 0 else q, rad, -k, rounding)
-                if decided is None or decided.exponent + k < 0:
+                edge = judge_enclosure(-q if t < 0 else q, rad, -k, rounding)
+                if edge is None or edge.exponent + k < 0:
                     continue
+                decided = edge
                 r = q - abs(decided.mantissa) * pow10[decided.exponent + k]
             if -rad <= r <= rad and not (engine.algebraic and engine.algebraic_value("output", i, c) is None):
                 # the enclosure holds its own decimal, and the output may be exactly it (a
@@ -208,6 +212,7 @@ def _tiny_ratio(fine: int, shift: int, spread: int, total: int, b: int,
     and q = ⌊M·10^K/(total·2^s)⌋ = ⌊⌊M·10^K/2^s⌋/total⌋ (floors of floors)."""
     if fine < spread << b:
         return None
+    assert rounding.digits is not None   # the fast path serves significant digits only
     k = rounding.digits + _GUARD_DIGITS - (((fine.bit_length() - shift - total.bit_length()) * 1233) >> 12)
     if k < 0:
         return None

@@ -97,11 +97,11 @@ def to_exact(value: object, *, where: str = "input", symbols: bool = False,
         return check_value(value, _python_fail(value, where))
     if isinstance(value, sympy.Expr):
         floats = value.atoms(sympy.Float)
-        value = value.xreplace({f: to_exact(f, where=where) for f in floats})
-        fail = _python_fail(value, where)
-        value = _check_finite(value, where, symbols, fail)
-        if value.is_real is False or (not value.free_symbols and value.is_real is not True):
+        expr = value.xreplace({f: to_exact(f, where=where) for f in floats})
+        fail = _python_fail(expr, where)
+        expr = _check_finite(expr, where, symbols, fail)
+        if expr.is_real is False or (not expr.free_symbols and expr.is_real is not True):
             raise fail("it is not a finite real number", "only real numbers are allowed")
-        return check_value(value, fail)
+        return check_value(expr, fail)
     raise ParseError(f"cannot use a {type(value).__name__} in {where}: give an int, a "
                      "Fraction, a decimal or an expression string such as '1/sqrt(3)'")

@@ -49,11 +49,11 @@ from __future__ import annotations
 import functools
 import operator
 import re
-from math import gcd
+from math import gcd, prod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import sympy
 from flint import arb, ctx, fmpq
@@ -75,6 +75,9 @@ _HELP = "use numbers, sqrt(...), exp(...), log(...), pi or e"
 @dataclass(frozen=True)
 class Node:
     """Base of the AST; every node has ``pos``, its 0-based offset in the text."""
+    if TYPE_CHECKING:      # each node declares the field last (its own constructor order)
+        @property
+        def pos(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -226,10 +229,7 @@ def algebraic_degree(*values: sympy.Expr) -> int:
     for value in values:
         for base, q in _roots(value).items():
             found[base] = q * found.get(base, 1) // gcd(q, found.get(base, 1))
-    degree = 1
-    for q in found.values():
-        degree *= q
-    return degree
+    return prod(found.values())
 
 
 def _height_bits(expr: sympy.Expr) -> int:
@@ -306,6 +306,7 @@ def _tokenize(text: str, where: str) -> list[Token]:
             fix = _CHAR_HINTS.get(text[pos], "use digits, names, + - * / ^ ( ) √ and π")
             raise _fail(text, where, f"unexpected character {text[pos]!r}", pos, fix)
         kind, raw = match.lastgroup, match.group()
+        assert kind is not None     # every alternative of _TOKEN is a named group
         if kind == "num" and text.startswith("_", match.end()):
             raise _fail(text, where, "underscores are not allowed in numbers",
                         match.end(), "write 1000, not 1_000")
@@ -465,8 +466,8 @@ def _ball(x: sympy.Expr) -> arb | None:
         return arb(fmpq(x.p, x.q))
     if x in _ARB_CONSTANTS:
         return _ARB_CONSTANTS[x]()
-    args = [_ball(a) for a in x.args]
-    if not args or None in args:
+    args = [b for a in x.args if (b := _ball(a)) is not None]
+    if not args or len(args) < len(x.args):
         return None
     if x.is_Add or x.is_Mul:
         return functools.reduce(operator.add if x.is_Add else operator.mul, args)
@@ -591,8 +592,7 @@ class Evaluator:
 
     def guard_size(self, log_size: arb | None, node: Node) -> None:
         """Refuse e^x for huge |x|: SymPy could take minutes to compare the result."""
-        bounded = log_size is not None and log_size.is_finite()
-        if not bounded or log_size.abs_upper() > MAX_POWER_EXPONENT:
+        if log_size is None or not log_size.is_finite() or log_size.abs_upper() > MAX_POWER_EXPONENT:
             problem = "its size cannot be bounded" if log_size is None else "it exceeds"
             raise self.fail(f"{problem} e^{MAX_POWER_EXPONENT:,} (MAX_POWER_EXPONENT)",
                             node, "use a smaller exponent")

@@ -113,7 +113,7 @@ def prove(name: str, subject: Subject = None, claims: Claims | None = None) -> P
     if trace is not None and trace.problem.sink is not None and name in PLAIN_SOFTMAX:
         return _general_only(name, claims)
     variant = None if trace is None else _logit_variant(trace.problem)
-    if variant is not None and any(getattr(trace.problem, key) is not None and name in facts
+    if trace is not None and variant is not None and any(getattr(trace.problem, key) is not None and name in facts
                                    for key, facts in PLAIN_LOGITS.items()):
         return _general_only(name, claims, f"it has {variant}, so the softmax takes the "
                              f"{trace.logit_step} logits, not scale·scores of unordered tokens, and "

@@ -120,8 +120,8 @@ def written_sum(entries: tuple[Claimed, ...] | list[Claimed]) -> tuple[sympy.Exp
     added up), and the sum as a person writes it (``1.05``; a formula when not a decimal)."""
     total = sympy.Add(*[e.value for e in entries])
     slack = sympy.Add(*[e.half for e in entries])
-    places = [e.places for e in entries]
-    shown = None if None in places else decimal_text(total, max(places, default=0))
+    places = [e.places for e in entries if e.places is not None]
+    shown = None if len(places) < len(entries) else decimal_text(total, max(places, default=0))
     return total, slack, shown if shown is not None else sympy.sstr(total)
 
 

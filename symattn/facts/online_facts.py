@@ -163,7 +163,7 @@ def online_softmax_equals_softmax(trace: Trace | None = None, claims: Claims | N
             online = Online(trace, blocks)
             for i in rows:
                 sums, outs = online.recurrence(i, rescaled=rescaled)
-                last = online.states(i)[-1].best
+                last = online.states(i)[-1].top
                 weights_ok = all(same(online.term(i, j, last) / sums[-1] if trace.is_allowed(i, j)
                                       else sympy.S.Zero, trace.weights[i, j]) for j in range(p.m))
                 output_ok = all(same(outs[-1][c] / sums[-1], trace.output[i, c]) for c in range(p.d_v))
@@ -201,7 +201,7 @@ def online_softmax_equals_softmax(trace: Trace | None = None, claims: Claims | N
                 return None
             sums, outs = source.recurrence(i)
             if name == "weights":
-                return source.term(i, j, source.states(i)[-1].best) / sums[-1] \
+                return source.term(i, j, source.states(i)[-1].top) / sums[-1] \
                     if trace.is_allowed(i, j) else sympy.S.Zero
             return outs[-1][j] / sums[-1]
 
@@ -252,10 +252,11 @@ def kv_cache_equals_causal_row(trace: Trace | None = None, claims: Claims | None
     if p is not None and p.prefill is None:
         checks.append(Line("this problem has no decode key: nothing to check on it",
                            r"\text{no decode}"))
-    elif p is not None:
+    elif trace is not None and p is not None and p.prefill is not None:
         reference = trace  # decode implies its mask (causal, or the window): the plain steps are the reference
         kind = "causal" if p.window is None else f"sliding-window (W = {p.window[0]})"
-        for t in range(p.prefill, p.n):
+        prefill = p.prefill
+        for t in range(prefill, p.n):
             w, o = trace.step(f"decode_{t}_weights"), trace.step(f"decode_{t}_output")
             cache = trace.decode.cache(t)
             row_ok = all(same(w[0, k], reference.weights[t, j]) for k, j in enumerate(cache)) and all(
@@ -273,7 +274,7 @@ def kv_cache_equals_causal_row(trace: Trace | None = None, claims: Claims | None
                 counter = {"row": p.tokens[t], "step": t}
 
         def values(name: str, i: int, j: int) -> sympy.Expr | None:
-            if i < p.prefill or i >= p.n:
+            if i < prefill or i >= p.n:
                 return None
             if name == "weights":
                 cache = trace.decode.cache(i)

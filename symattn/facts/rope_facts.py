@@ -10,6 +10,8 @@ counterexample.
 
 from __future__ import annotations
 
+from typing import Any
+
 import sympy
 
 from symattn.numbers.compare import compare, equal
@@ -47,9 +49,10 @@ def _general() -> tuple[bool, tuple[Line, ...]]:
 
 
 def _shifted(p: Problem, by: int) -> Problem:
+    assert p.rope is not None            # the fact moves the positions of a RoPE problem
     rope = {**p.rope.as_value(), "positions": [x + by for x in p.rope.positions],
             "key_positions": [x + by for x in p.rope.key_positions]}
-    keys: dict[str, object] = {k: mat.to_sympy() for k, mat in p.inputs.items()}
+    keys: dict[str, Any] = {k: mat.to_sympy() for k, mat in p.inputs.items()}   # Problem checks them
     keys.update(tokens=list(p.tokens), key_tokens=list(p.key_tokens), scale=p.scale,
                 mask=p.mask_value, **p.variant_keys, rope=rope)
     return Problem(**keys)
@@ -59,11 +62,11 @@ def rope_relative_position(trace: Trace | None = None, claims: Claims | None = N
     """After RoPE the scores depend only on position differences; rotations keep norms."""
     ok, general = _general()
     checks: list[Line] = []
-    counter = None
+    counter: dict[str, Any] | None = None
     p = trace.problem if trace is not None else None
     if p is not None and p.rope is None:
         checks.append(Line("this problem has no RoPE: nothing to check on it", r"\text{no RoPE}"))
-    elif p is not None:
+    elif trace is not None and p is not None and p.rope is not None:
         moved = Trace(_shifted(p, SHIFT))
         for i in range(min(p.n, MAX_CHECKED_ROWS)):
             row_ok = all(equal(trace.scores[i, j], moved.scores[i, j]) for j in range(p.m))

@@ -9,6 +9,8 @@ always come from the engine's Trace; the symbols are only for identities.
 
 from __future__ import annotations
 
+from typing import Any
+
 import sympy
 
 from symattn.numbers.certify import certify
@@ -68,7 +70,7 @@ def rows_sum_to_one(trace: Trace | None = None, claims: Claims | None = None) ->
     j = sympy.Symbol("j", integer=True)
     summed = sympy.factor_terms(sympy.Sum(p(j), (j, 0, n - 1)))
     ok = sympy.simplify(rename_dummies(summed, j) - 1) == 0
-    general = (Line("Σ_j e^{s_j} / Σ_k e^{s_k} = (Σ_j e^{s_j}) / (Σ_k e^{s_k}) = 1 for any n ≥ 1 "
+    general: tuple[Line, ...] = (Line("Σ_j e^{s_j} / Σ_k e^{s_k} = (Σ_j e^{s_j}) / (Σ_k e^{s_k}) = 1 for any n ≥ 1 "
                     f"and any real s (SymPy: {'0' if ok else 'not 0'} after simplifying the difference)",
                     r"\sum_{j} \frac{e^{s_j}}{\sum_k e^{s_k}} = \frac{\sum_j e^{s_j}}{\sum_k e^{s_k}} = 1"),)
     sym = symbolic_trace()
@@ -77,7 +79,8 @@ def rows_sum_to_one(trace: Trace | None = None, claims: Claims | None = None) ->
     general += (Line(f"the engine on all-symbol Q, K (3×2) and V (3×1): every row of weights sums to 1 "
                      f"identically ({'verified' if engine_ok else 'FAILED'})",
                      r"\sum_j A_{ij}(q, k) \equiv 1"),)
-    checks, counter = [], None
+    checks: list[Line] = []
+    counter: dict[str, Any] | None = None
     if trace is not None:
         symbolic = has_symbols(trace)
         for i in range(trace.problem.n):
@@ -130,19 +133,19 @@ def _row_sums_to_one(trace: Trace, i: int) -> bool:
 
 def weights_in_open_interval(trace: Trace | None = None, claims: Claims | None = None) -> Proof:
     """0 < weight < 1 when a row has ≥ 2 allowed keys; masked weights are exactly 0."""
-    general = (Line("e^{s_j} > 0 for real s_j, so 0 < e^{s_j} < e^{s_j} + Σ_{k≠j} e^{s_k} when the row "
+    general: tuple[Line, ...] = (Line("e^{s_j} > 0 for real s_j, so 0 < e^{s_j} < e^{s_j} + Σ_{k≠j} e^{s_k} when the row "
                     "has another allowed key: 0 < p_j < 1; a masked key contributes e^{−∞} = 0, "
                     "so its weight is exactly 0; a row with one allowed key gives that key 1",
                     r"0 < e^{s_j} < \sum_k e^{s_k} \Rightarrow 0 < p_j < 1"),)
     s = symbol_vector("s", 2)
     general += (Line(f"SymPy: p_0 = {sympy.sstr(softmax(s)[0])} is positive: "
                      f"{sympy.ask(sympy.Q.positive(softmax(s)[0]))}", r"p_0 > 0"),)
-    ok, checks, counter = True, [], None
-    m = trace.problem.m if trace is not None else None
+    ok, checks = True, []
+    counter: dict[str, Any] | None = None
     if trace is not None:
         for i in range(trace.problem.n):
             keys = allowed(trace, i)
-            blocked = [j for j in range(m) if j not in keys]
+            blocked = [j for j in range(trace.problem.m) if j not in keys]
             for j in blocked:
                 if trace.weights[i, j] != 0:
                     ok = False

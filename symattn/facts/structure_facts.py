@@ -129,7 +129,7 @@ def convex_hull(trace: Trace | None = None, claims: Claims | None = None) -> Pro
         w, v = softmax(symbol_vector("s", size)), symbol_vector("v", size)
         out = sympy.Add(*[x * y for x, y in zip(w, v)])
         ok &= is_zero(out - v[0] - sympy.Add(*[x * (y - v[0]) for x, y in zip(w, v)]))
-    general = (Line("o = Σ_j p_j v_j with p_j > 0 and Σ_j p_j = 1, so o − min v = Σ_j p_j (v_j − min v) ≥ 0 "
+    general: tuple[Line, ...] = (Line("o = Σ_j p_j v_j with p_j > 0 and Σ_j p_j = 1, so o − min v = Σ_j p_j (v_j − min v) ≥ 0 "
                     "and max v − o = Σ_j p_j (max v − v_j) ≥ 0 (the identity verified by SymPy for n = 2, 3)",
                     r"o - \min_j v_j = \sum_j p_j (v_j - \min_k v_k) \ge 0"),)
     sym = symbolic_trace()
@@ -269,7 +269,7 @@ def causal_prefix(trace: Trace | None = None) -> Proof:
     """With a causal mask, appending tokens leaves earlier outputs unchanged (a KV cache is exact)."""
     short, longer = _symbolic_causal_outputs(3), _symbolic_causal_outputs(4)
     ok = short == longer[:3]
-    general = (Line("with a causal mask, output i = Σ_{j ≤ i} p_ij v_j with p_ij = softmax_j(q_i·k_j / √d_k) "
+    general: tuple[Line, ...] = (Line("with a causal mask, output i = Σ_{j ≤ i} p_ij v_j with p_ij = softmax_j(q_i·k_j / √d_k) "
                     "over j ≤ i only: nothing of a later token enters row i.  SymPy: the causal outputs "
                     f"of rows 0–2 built for 3 and for 4 symbolic tokens are {'identical' if ok else 'DIFFERENT'}",
                     r"o_i = \sum_{j \le i} \operatorname{softmax}_j\!\left(\frac{q_i\cdot k_j}{\sqrt{d_k}}\right) v_j"),)
@@ -339,7 +339,7 @@ def permutation_equivariance(trace: Trace | None = None) -> Proof:
     base = _symbolic_outputs(q, k, v)
     moved = _symbolic_outputs(*([x[i] for i in perm] for x in (q, k, v)))
     ok = all(moved[a] == base[perm[a]] for a in range(3))
-    general = (Line("softmax of a row is a symmetric function of its keys (Σ does not care about order), "
+    general: tuple[Line, ...] = (Line("softmax of a row is a symmetric function of its keys (Σ does not care about order), "
                     "so permuting keys and values together changes nothing and permuting queries "
                     f"permutes the output rows.  SymPy, 3 symbolic tokens permuted by {perm}: "
                     f"{'output rows permuted exactly' if ok else 'MISMATCH'}",

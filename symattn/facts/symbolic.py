@@ -11,7 +11,7 @@ now), the facts also run their exact checks on a symbolic Trace
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 import sympy
@@ -60,7 +60,8 @@ def is_zero(expr: sympy.Expr) -> bool:
     return sympy.simplify(sympy.cancel(sympy.together(expr))) == 0
 
 
-def indexed_softmax() -> tuple[sympy.Symbol, sympy.IndexedBase, sympy.Expr, callable]:
+def indexed_softmax() -> tuple[sympy.Symbol, sympy.IndexedBase, sympy.Expr,
+                             Callable[[sympy.Expr], sympy.Expr]]:
     """Softmax over n symbolic scores s[0..n-1] for a symbolic n ≥ 1.
 
     Returns (n, s, D, p) with D = Σ_k e^{s[k]} and p(i) = e^{s[i]} / D.

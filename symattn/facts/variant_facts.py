@@ -8,6 +8,8 @@ the same engine, comparing exactly.
 
 from __future__ import annotations
 
+from typing import Any
+
 import sympy
 
 from symattn.facts.proof import Line, Proof
@@ -23,7 +25,7 @@ MAX_CHECKED_ROWS = 8
 
 def _rebuild(p: Problem, **changes: object) -> Problem:
     """The same inputs with some keys changed (the sink and mask kept unless changed)."""
-    keys: dict[str, object] = {k: m.to_sympy() for k, m in p.inputs.items()}
+    keys: dict[str, Any] = {k: m.to_sympy() for k, m in p.inputs.items()}   # Problem checks them
     keys.update(tokens=list(p.tokens),
                 key_tokens=None if p.key_tokens == p.tokens else list(p.key_tokens),
                 scale=p.scale, mask=p.mask_value, **p.variant_keys, rope=p.rope)
@@ -59,7 +61,7 @@ def window_is_a_mask(trace: Trace | None = None) -> Proof:
     if p is not None and p.window is None:
         checks.append(Line("this problem has no sliding window: nothing to check on it",
                            r"\text{no sliding window}"))
-    elif p is not None:
+    elif trace is not None and p is not None and p.window is not None:
         width, causal = p.window
         wider = _rebuild(p, mask="causal" if causal else None)
         outer = Trace(wider)
@@ -108,7 +110,7 @@ def sink_forms_agree(trace: Trace | None = None) -> Proof:
     p = trace.problem if trace is not None else None
     if p is not None and p.sink is None:
         checks.append(Line("this problem has no sink: nothing to check on it", r"\text{no sink}"))
-    elif p is not None:
+    elif trace is not None and p is not None and p.sink is not None:
         plain = Trace(_rebuild(p, sink=None))
         # the logits the softmax takes: the scaled scores, or after ALiBi's bias and the soft-cap
         logits = trace.step(trace.logit_step)

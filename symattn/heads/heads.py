@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias, cast
 
 import sympy
 
@@ -35,7 +35,7 @@ from symattn.problem.tomlfile import parse_toml, read_text
 from symattn.trace.display import Displayable
 from symattn.examples import heads_example_names, heads_example_text  # noqa: F401 (public here too)
 
-Matrix = sympy.ImmutableMatrix
+Matrix: TypeAlias = sympy.ImmutableMatrix
 
 #: The keys of a multi-head problem file.
 MULTIHEAD_KEYS = ("title", "about", "X", "X_kv", "tokens", "key_tokens", "scale",
@@ -118,8 +118,9 @@ class MultiHeadProblem:
         if not direct and X is None:
             raise ProblemError("X is missing: multi-head problems project X (n × d_model), "
                                "or give Q (and K, V) per head directly")
-        self._inputs = dict(X=X, X_kv=X_kv, tokens=tokens, key_tokens=key_tokens, scale=scale,
-                            title=title, W_o=W_o, direct=direct)
+        #: the keywords as given (a changed problem passes them again, checked again)
+        self._inputs: dict[str, Any] = dict(X=X, X_kv=X_kv, tokens=tokens, key_tokens=key_tokens,
+                                            scale=scale, title=title, W_o=W_o, direct=direct)
         self._q, self._kv = list(q_weights), list(kv_weights)
         self.heads, self.kv_heads = len(q_weights), len(kv_weights)
         if self.heads == 0 or self.kv_heads == 0:
@@ -140,7 +141,7 @@ class MultiHeadProblem:
         self.head_problems: list[Problem] = []
         for i, W_q in enumerate(q_weights):
             W_k, W_v = kv_weights[self.kv_of[i]]
-            roles = (dict(Q=W_q, K=W_k, V=W_v) if direct else
+            roles: dict[str, Any] = (dict(Q=W_q, K=W_k, V=W_v) if direct else
                      dict(X=X, W_q=W_q, W_k=W_k, W_v=W_v, X_kv=X_kv))
             try:
                 self.head_problems.append(Problem(
@@ -379,7 +380,8 @@ class MultiHeadResult(Displayable):
     # -- certified decimals ------------------------------------------------------
     def concat_decimals(self, rounding: Rounding | int) -> list[list[CertifiedDecimal]]:
         """The concatenation's decimals, from each head's own certified output step."""
-        per_head = [t.output.decimals(rounding) for t in self.traces]
+        # the output step has no masked entries: every entry is a CertifiedDecimal
+        per_head = [cast(list[list[CertifiedDecimal]], t.output.decimals(rounding)) for t in self.traces]
         return [[d for rows in per_head for d in rows[i]] for i in range(self.problem.n)]
 
     def output_decimals(self, rounding: Rounding | int) -> list[list[CertifiedDecimal]]:

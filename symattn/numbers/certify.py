@@ -21,7 +21,6 @@ from fractions import Fraction
 from functools import lru_cache, reduce
 
 import flint
-import mpmath
 import mpmath.libmp
 from typing import NamedTuple
 
@@ -164,23 +163,21 @@ def _make(m: int, t: int, exact: bool, rounding: Rounding) -> CertifiedDecimal:
 
 
 def _zero(rounding: Rounding) -> CertifiedDecimal:
-    exp = 0 if rounding.places is None else -rounding.places
-    return CertifiedDecimal(0, exp, True, rounding)
+    return CertifiedDecimal(0, -(rounding.places or 0), True, rounding)
 
 
 def _format(m: int, t: int, exact: bool, rounding: Rounding) -> str:
     """The text rules are listed in ``certify``'s docstring."""
     sign = "-" if m < 0 else ""
     s = _digit_str(abs(m))
-    if rounding.places is not None:
-        p = rounding.places
+    if (p := rounding.places) is not None:
         if p == 0:
             return sign + s if m else "0"
         s = s.rjust(p + 1, "0")
         return (sign if m else "") + s[:-p] + "." + s[-p:]
     if m == 0:
         return "0"
-    limit = rounding.digits
+    limit = effective_digits(rounding)
     if exact:                         # the exact value terminates: no padding
         stripped = s.rstrip("0")
         t += len(s) - len(stripped)
@@ -275,9 +272,10 @@ def round_ratio(num: int, den: int, rounding: Rounding) -> CertifiedDecimal:
     decade = _ndigits(num) - _ndigits(den)          # floor(log10) is this ...
     if (num * p10(-decade) if decade < 0 else num) < (den * p10(decade) if decade > 0 else den):
         decade -= 1                                  # ... or one less
-    t = decade - rounding.digits + 1
+    digits = effective_digits(rounding)
+    t = decade - digits + 1
     m, exact = _round_scaled(num, den, t)
-    if m == p10(rounding.digits):                   # 9.995 -> 10.0 at 3 digits
+    if m == p10(digits):                            # 9.995 -> 10.0 at 3 digits
         m, t = m // 10, t + 1
     return _make(sign * m, t, exact, rounding)
 
@@ -289,9 +287,8 @@ def _round_int(n: int, e: int, rounding: Rounding) -> CertifiedDecimal:
     10**|e|: e may be -4·10**11 for a weight of e^(-10**12)."""
     if n == 0:
         return _zero(rounding)
-    if rounding.digits is not None:
-        return _round_terminating(n, -e, rounding.digits, rounding)
-    p = rounding.places
+    if (p := rounding.places) is None:
+        return _round_terminating(n, -e, effective_digits(rounding), rounding)
     shift = -p - e                       # cut this many digits off n
     if shift <= 0:
         return _make(n * p10(-shift), -p, True, rounding)
@@ -338,9 +335,9 @@ def judge_enclosure(mid: int, rad: int, e: int, rounding: Rounding) -> Certified
     a = -mid if neg else mid             # |x| lies in [a - rad, a + rad] * 10**e
     if a <= rad:                         # the ends reach 0
         return None
-    p = rounding.places
-    if p is None:
-        shift, edge = _ndigits(a) - rounding.digits, p10(rounding.digits - 1)
+    if (p := rounding.places) is None:
+        digits = effective_digits(rounding)
+        shift, edge = _ndigits(a) - digits, p10(digits - 1)
     else:
         shift, edge = -p - e, -1
         if shift > 0 and _ndigits(a + rad) < shift:   # all of it below unit/10: 0
@@ -380,7 +377,7 @@ def _decide(x: flint.arb, rounding: Rounding):
             return _zero(rounding), 0, 0, 0
         return None, 0, 0, 0             # contains 0, or nan/inf
     p = rounding.places
-    n = rounding.digits + 3 if p is None else p + 5
+    n = effective_digits(rounding) + 3 if p is None else p + 5
     mid, rad, e = _enclose(x, n, p)
     d = judge_enclosure(mid, rad, e, rounding)
     if d is None and rad:
@@ -432,7 +429,7 @@ def round_balls(balls: list, rounding: Rounding) -> list[tuple[CertifiedDecimal 
     n = digits + 3
     pow10, low, high = _POW10, _POW10[digits - 1], _POW10[digits]
     new, cls = new_decimal, CertifiedDecimal
-    out = []
+    out: list[tuple[CertifiedDecimal | None, bool]] = []
     append = out.append
     for x in balls:
         mid, rad, e = x.mid_rad_10exp(n)
@@ -546,6 +543,7 @@ def effective_digits(rounding: Rounding, magnitude_hint: int = 0) -> int:
     function of this number."""
     if rounding.digits is not None:
         return rounding.digits
+    assert rounding.places is not None   # a Rounding holds exactly one of digits and places
     return max(1, rounding.places + magnitude_hint + 1)
 
 
@@ -668,9 +666,9 @@ def certify(expr: object, rounding: Rounding | int | None = None, *,
     expr = _as_expr(expr)
     if not isinstance(expr, sympy.Basic) or isinstance(expr, sympy.Rational):
         return round_rational(expr, rounding)
-    hint = 0 if rounding.places is None else _magnitude(expr)  # fixed point: the size first
-    if hint >= MAX_DIGITS:
-        raise _too_long(hint + 1, rounding.places)
+    hint = 0 if (places := rounding.places) is None else _magnitude(expr)  # fixed point: size first
+    if places is not None and hint >= MAX_DIGITS:
+        raise _too_long(hint + 1, places)
     wanted = effective_digits(rounding, hint)
     tried = False
     for prec in precisions(wanted):

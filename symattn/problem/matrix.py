@@ -47,9 +47,11 @@ class ExactMatrix:
                  general: sympy.ImmutableMatrix | None = None) -> None:
         self.rational = rational
         self.general = general
-        src = rational if rational is not None else general
-        self.rows, self.cols = src.nrows() if rational is not None else src.rows, \
-            src.ncols() if rational is not None else src.cols
+        if rational is not None:
+            self.rows, self.cols = rational.nrows(), rational.ncols()
+        else:             # exactly one backend: rational, or else general
+            assert general is not None, "an ExactMatrix needs a rational or a general matrix"
+            self.rows, self.cols = general.rows, general.cols
         self._sympy: sympy.ImmutableMatrix | None = general
 
     @classmethod
@@ -64,29 +66,34 @@ class ExactMatrix:
         return self.rational is not None
 
     def matmul(self, other: "ExactMatrix", transpose_other: bool = False) -> "ExactMatrix":
-        if self.is_rational and other.is_rational:
+        if self.rational is not None and other.rational is not None:
             right = other.rational.transpose() if transpose_other else other.rational
             return ExactMatrix(rational=self.rational * right)
         right = other.to_sympy().T if transpose_other else other.to_sympy()
         product = (self.to_sympy().as_mutable() * right.as_mutable()).applyfunc(sympy.expand)
         return ExactMatrix.from_sympy(sympy.ImmutableMatrix(product))
 
+    def _general(self) -> sympy.ImmutableMatrix:
+        """The general backend, where the matrix is not rational (the one backend it has)."""
+        assert self.general is not None
+        return self.general
+
     def exact(self, i: int, j: int) -> sympy.Expr:
-        if self.is_rational:
+        if self.rational is not None:
             return fmpq_to_sympy(self.rational[i, j])
-        return self.general[i, j]
+        return self._general()[i, j]
 
     def key(self, i: int, j: int) -> Hashable:
         """An exact, hashable form of an entry (for grouping equal values)."""
-        return self.rational[i, j] if self.is_rational else self.general[i, j]
+        return self.rational[i, j] if self.rational is not None else self._general()[i, j]
 
     def fraction(self, i: int, j: int) -> Fraction | None:
-        return _fmpq_to_fraction(self.rational[i, j]) if self.is_rational else None
+        return _fmpq_to_fraction(self.rational[i, j]) if self.rational is not None else None
 
     def ball(self, i: int, j: int, prec: int) -> flint.arb:
-        if self.is_rational:
+        if self.rational is not None:
             return flint.arb(self.rational[i, j])
-        return to_arb(self.general[i, j], prec)
+        return to_arb(self._general()[i, j], prec)
 
     def entries(self) -> list[sympy.Expr]:
         """Every entry, row by row (SymPy values)."""
@@ -96,11 +103,11 @@ class ExactMatrix:
         """An upper bound on max |entry| (an arb at 64 bits), None when symbolic or unknown.
 
         Why: the problem's caps bound the scores' size without computing them."""
-        if self.is_rational:
+        if self.rational is not None:
             numer, den = self.rational.numer_denom()
             top = max((abs(int(x)) for x in numer.entries()), default=0)
             return flint.arb(flint.fmpq(top, int(den)))
-        if self.general.free_symbols:
+        if self._general().free_symbols:
             return None
         best = flint.arb(0)
         for e in self.entries():
@@ -113,7 +120,7 @@ class ExactMatrix:
 
     def denominator(self) -> int:
         """The lcm of the denominators of the rationals in the entries (for digit bounds)."""
-        if self.is_rational:
+        if self.rational is not None:
             return int(self.rational.numer_denom()[1])
         den = 1
         for e in self.entries():
@@ -122,7 +129,8 @@ class ExactMatrix:
         return den
 
     def to_sympy(self) -> sympy.ImmutableMatrix:
-        if self._sympy is None:
+        if self._sympy is None:             # a rational matrix, not yet asked for in SymPy
+            assert self.rational is not None
             self._sympy = sympy.ImmutableMatrix(
                 self.rows, self.cols, [fmpq_to_sympy(e) for e in self.rational.entries()])
         return self._sympy

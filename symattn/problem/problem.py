@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import flint
 import sympy
@@ -32,7 +32,7 @@ from symattn.problem.keys.tiles import parse_tiles
 from symattn.problem.keys.tokens import check_printable, parse_tokens
 from symattn.problem.tomlfile import parse_toml, read_text
 
-Matrix = sympy.ImmutableMatrix
+Matrix: TypeAlias = sympy.ImmutableMatrix
 
 #: The keys a problem file or dict may hold.
 PROBLEM_KEYS = (
@@ -182,7 +182,7 @@ class Problem:
             self.prefill = None
         self.mask, self.mask_kind = parse_mask(mask, self.n, self.m)
         #: (W, causal) of a sliding-window mask, else None
-        self.window: tuple[int, bool] | None = parse_window(mask) if self.mask_kind == "window" else None
+        self.window: tuple[int, bool] | None = parse_window(mask) if isinstance(mask, Mapping) else None
         if self.mask is not None:
             for i in range(self.n):
                 if not any(self.mask[i, j] for j in range(self.m)):
@@ -198,7 +198,7 @@ class Problem:
                 tiles, n=self.n, m=self.m, has_symbols=bool(self.free_symbols))
         else:
             self.tiles = None
-        self.tiles_value = tiles if tiles is None or isinstance(tiles, int) else list(tiles)
+        self.tiles_value = list(tiles) if isinstance(tiles, Sequence) else tiles   # None, B or points
 
     @staticmethod
     def _scalar(value: object, where: str, symbols: bool | Sequence[str]) -> sympy.Expr:
@@ -398,7 +398,7 @@ class Problem:
         if self.alibi is not None:
             found |= self.alibi.slope.free_symbols
         for matrix in self.inputs.values():
-            if not matrix.is_rational:
+            if matrix.general is not None:          # symbols live only in a general matrix
                 found |= matrix.general.free_symbols
         return frozenset(found)
 
@@ -427,7 +427,7 @@ class Problem:
         """The same problem with some keys changed: how a mistake or a fact builds the problem a
         person worked by mistake (inputs as exact matrices; the mask, the softmax's variant keys and
         RoPE kept unless changed; tiles and decode left out, since they do not change any value)."""
-        keys: dict[str, object] = {k: m.to_sympy() for k, m in self.inputs.items()}
+        keys: dict[str, Any] = {k: m.to_sympy() for k, m in self.inputs.items()}   # Problem checks them
         keys.update(tokens=list(self.tokens), key_tokens=list(self.key_tokens), scale=self.scale,
                     mask=self.mask_value, **self.variant_keys, rope=self.rope)
         keys.update(changes)

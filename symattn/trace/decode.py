@@ -40,7 +40,7 @@ can check them (``decode_work[work, dots_cached]``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, SupportsInt
 
 import sympy
 
@@ -63,6 +63,7 @@ WORK_COLUMNS = ("rows_cached", "rows_recomputed", "dots_cached", "dots_recompute
 
 def cache_keys(problem: "Problem", t: int) -> tuple[int, ...]:
     """The keys in the cache at decode step t, after eviction: 0..t, or the last W of them."""
+    assert problem.mask is not None      # decoding is causal: a decode problem has a mask
     return tuple(j for j in range(problem.n) if problem.mask[t, j])
 
 
@@ -104,6 +105,7 @@ def work_counts(problem: "Problem") -> WorkCounts:
     P, n, width = problem.prefill, problem.n, problem.d_k + problem.d_v
     steps = range(P, n)
     cached = [len(cache_keys(problem, t)) for t in steps]      # L_t after eviction
+    assert problem.mask is not None      # decoding is causal: a decode problem has a mask
     window = causal_window_width(problem.mask.tolist(), n)
     return WorkCounts(P, n, 3 * (n - P), sum(3 * (t + 1) for t in steps), sum(cached),
                       sum((t + 1) ** 2 for t in steps), cached[-1] * width,
@@ -116,7 +118,8 @@ class Decode:
     def __init__(self, trace: TraceView) -> None:
         self.trace = trace
         p = trace.problem
-        self.prefill = p.prefill
+        assert p.prefill is not None     # the Trace builds Decode only for a decode problem
+        self.prefill: int = p.prefill
         self.positions = tuple(range(p.prefill, p.n))
         self.scale_sign = sign(p.scale)
         #: ALiBi or a soft-cap: the softmax takes logits other than scale·scores (a step)
@@ -207,10 +210,10 @@ class Decode:
         dk = tuple(str(c) for c in range(p.d_k))
         dv = tuple(str(c) for c in range(p.d_v))
 
-        def row_of(step: str, t: int) -> Callable[[object, object], sympy.Expr]:
+        def row_of(step: str, t: int) -> Callable[[SupportsInt, SupportsInt], sympy.Expr]:
             return lambda i, c: self.trace.step(step)[t, int(c)]
 
-        def rows_of(step: str, cache: tuple[int, ...]) -> Callable[[object, object], sympy.Expr]:
+        def rows_of(step: str, cache: tuple[int, ...]) -> Callable[[SupportsInt, SupportsInt], sympy.Expr]:
             return lambda k, c: self.trace.step(step)[cache[int(k)], int(c)]
 
         for t in self.positions:
@@ -236,7 +239,7 @@ class Decode:
                 add(self.name(t, part), shape, rows, cols, entry, ExactNumbers(entry, shape[1]))
         counts = work_counts(p).row
 
-        def count(i: object, j: object) -> sympy.Expr:
+        def count(i: object, j: SupportsInt) -> sympy.Expr:
             return sympy.Integer(counts[int(j)])
 
         add(WORK_STEP, (1, len(WORK_COLUMNS)), ("work",), WORK_COLUMNS, count, ExactNumbers(count, len(WORK_COLUMNS)))

@@ -46,7 +46,7 @@ does) gives the same ℓ_last: the fact ``online-softmax-equals-softmax`` proves
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, SupportsInt
 
 import sympy
 
@@ -69,8 +69,14 @@ class BlockState:
     new: tuple[int, ...]
     best: int | None
 
+    @property
+    def top(self) -> int:
+        """``best`` where a term is taken: once a key (or the sink) has been seen it is set."""
+        assert self.best is not None, "no key and no sink seen yet: no running maximum"
+        return self.best
 
-def _ints(entry: Callable[[int, int], sympy.Expr]) -> Callable[[object, object], sympy.Expr]:
+
+def _ints(entry: Callable[[int, int], sympy.Expr]) -> Callable[[SupportsInt, SupportsInt], sympy.Expr]:
     """An entry function that also takes SymPy's Integer indices (ImmutableMatrix passes them)."""
     return lambda i, j: entry(int(i), int(j))
 
@@ -82,7 +88,9 @@ class Online:
         """``blocks``: another split of the keys than the problem's tiles (the fact tries them all)."""
         self.trace = trace
         p = trace.problem
-        self.blocks: tuple[tuple[int, int], ...] = blocks if blocks is not None else p.tiles
+        blocks = blocks if blocks is not None else p.tiles
+        assert blocks is not None        # no split given: the Trace builds Online only for tiles
+        self.blocks: tuple[tuple[int, int], ...] = blocks
         self.scale_sign = sign(p.scale)
         self.sink = p.sink
         #: the logits before any cap decide the order (tanh is increasing)
@@ -100,7 +108,7 @@ class Online:
         if self._order_step == "scaled" and SINK not in (j, k):
             scores = self.trace.step("scores")     # the scale's sign flips the scores' order
             a, b = scores.fraction(i, j), scores.fraction(i, k)
-            diff = sign(scores[i, j] - scores[i, k]) if a is None else (a > b) - (a < b)
+            diff = sign(scores[i, j] - scores[i, k]) if a is None or b is None else (a > b) - (a < b)
             return diff * self.scale_sign > 0
         x, y = self._pre(i, j), self._pre(i, k)
         if x.is_Rational and y.is_Rational:
@@ -156,23 +164,23 @@ class Online:
         return NEG_INF if best is None else self.value(i, best)
 
     def rescale(self, i: int, b: int) -> sympy.Expr:
-        new = self.states(i)[b].best
+        state = self.states(i)[b]
         if b == 0:      # the sink's initial state m = s, ℓ = 1 meets block 0's maximum
-            return sympy.S.One if self.sink is None else self.term(i, SINK, new)
+            return sympy.S.One if self.sink is None else self.term(i, SINK, state.top)
         old = self.states(i)[b - 1].best
         if old is None:
             return sympy.S.Zero          # e^(−∞): nothing seen before, nothing to rescale
-        return self.term(i, old, new)
+        return self.term(i, old, state.top)
 
     def sink_term(self, i: int, b: int) -> sympy.Expr:
         """The sink's term e^(s − m_b) of running_sum[i, b] (0 without a sink)."""
-        return sympy.S.Zero if self.sink is None else self.term(i, SINK, self.states(i)[b].best)
+        return sympy.S.Zero if self.sink is None else self.term(i, SINK, self.states(i)[b].top)
 
     def running_sum(self, i: int, b: int) -> sympy.Expr:
         key = ("l", i, b)
         if key not in self._cache:
             state = self.states(i)[b]
-            self._cache[key] = sympy.Add(*[self.term(i, j, state.best) for j in state.seen],
+            self._cache[key] = sympy.Add(*[self.term(i, j, state.top) for j in state.seen],
                                          self.sink_term(i, b))
         return self._cache[key]
 
@@ -181,7 +189,7 @@ class Online:
             key = ("O", i, b, c)
             if key not in self._cache:
                 V, state = self.trace.step("V"), self.states(i)[b]
-                self._cache[key] = sympy.Add(*[V[j, c] * self.term(i, j, state.best)
+                self._cache[key] = sympy.Add(*[V[j, c] * self.term(i, j, state.top)
                                                for j in state.seen])
             return self._cache[key]
 
@@ -225,7 +233,7 @@ class Online:
         out = [sympy.S.Zero] * d_v
         for b, state in enumerate(self.states(i)):
             alpha = rounded(self.rescale(i, b)) if rescaled else sympy.S.One
-            fresh = [rounded(self.term(i, j, state.best)) for j in state.new]
+            fresh = [rounded(self.term(i, j, state.top)) for j in state.new]
             total = alpha * total + sympy.Add(*fresh)
             out = [alpha * out[c] + sympy.Add(*[V[j, c] * e for j, e in zip(state.new, fresh)])
                    for c in range(d_v)]

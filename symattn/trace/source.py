@@ -7,6 +7,7 @@ sources and nothing imports back."""
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Callable, Protocol
 
 import sympy
@@ -21,6 +22,10 @@ class Entries(Protocol):
     """A step as a source reads it: exact entries by (row, column)."""
 
     def __getitem__(self, key: tuple[int, int]) -> sympy.Expr: ...
+
+    def fraction(self, i: int, j: int) -> Fraction | None:
+        """An entry as a Fraction when the step is rational, else None (a fast exact compare)."""
+        ...
 
 
 class TraceView(Protocol):

@@ -20,7 +20,7 @@ import sympy
 
 from symattn.numbers.certify import (CertifiedDecimal, Rounding, certify, effective_digits, round_balls,
                              round_ratio)
-from symattn.numbers.masked import NEG_INF
+from symattn.numbers.masked import NEG_INF, Masked
 from symattn.engine.engine import Engine
 from symattn.errors import CertificationError
 from symattn.engine.fixed import fixed_point_decimals
@@ -28,7 +28,7 @@ from symattn.numbers.precision import cap_bits, precision, precisions, undecided
 
 _SOFTMAX_STEPS = frozenset(("exp", "row_sum", "weights", "output"))
 
-Entry = CertifiedDecimal | object  # or NEG_INF
+Entry = CertifiedDecimal | Masked  # Masked: NEG_INF, where the mask removed the key
 
 
 def certify_entries(engine: Engine, step: str, exact: Callable[[int, int], sympy.Expr],
@@ -105,8 +105,8 @@ def _certify(engine: Engine, step: str, exact: Callable[[int, int], sympy.Expr],
     # one policy (symattn.numbers.precision); for places the digits in front of the
     # point are not known up front: the loop doubles past them (the cap
     # leaves room for about 19,000 of them)
-    wanted = effective_digits(rounding)
-    loop = precisions(wanted)
+    digits = effective_digits(rounding)
+    loop = precisions(digits)
     start = None
     settled: set[tuple[int, int]] = set()
 
@@ -131,7 +131,7 @@ def _certify(engine: Engine, step: str, exact: Callable[[int, int], sympy.Expr],
         if prec is None:
             i, cols = next(iter(pending.items()))
             raise undecided(f"{step}[{i}, {cols[0]}]", f"the rounding to {rounding}",
-                            cap_bits(wanted), "it may sit exactly on a rounding boundary")
+                            cap_bits(digits), "it may sit exactly on a rounding boundary")
         start = start or prec
         undecided_: dict[int, list[int]] = {}
         engine.prefetch(step, list(pending), prec)
@@ -139,8 +139,8 @@ def _certify(engine: Engine, step: str, exact: Callable[[int, int], sympy.Expr],
             balls = engine.balls(step, i, prec)
             row = result[i]
             rounded = round_balls([balls[j] for j in cols], rounding)
-            decimals = [d for d, _ in rounded]
-            if None not in decimals and not (may_terminate and any(near for _, near in rounded)):
+            decimals = [d for d, _ in rounded if d is not None]
+            if len(decimals) == len(cols) and not (may_terminate and any(near for _, near in rounded)):
                 # the common case: every ball decided, none near its own decimal
                 row.update(zip(cols, decimals))
                 continue

@@ -320,6 +320,7 @@ def _logit_spec(name: str, problem: Problem) -> StepSpec:
     entry = LOGIT_STEPS[name]
     if name == "bias":
         alibi = problem.alibi
+        assert alibi is not None         # a trace has a bias step only with ALiBi
         slope = unicode_text(alibi.slope)
         slope = slope if alibi.slope.is_Atom else f"({slope})"
         distance, distance_tex = ("|i − j|", "|i - j|") if alibi.symmetric else ("(i − j)", "(i - j)")
@@ -328,6 +329,7 @@ def _logit_spec(name: str, problem: Problem) -> StepSpec:
                         entry.meaning, entry.title)
     if name == "capped":
         logit = "biased" if problem.alibi is not None else "scaled"
+        assert problem.softcap is not None   # ... and a capped step only with a soft-cap
         cap = unicode_text(problem.softcap)
         cap = cap if problem.softcap.is_Atom else f"({cap})"
         return StepSpec(entry.formula.format(cap=cap, logit=logit),

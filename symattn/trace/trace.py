@@ -19,14 +19,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property
-from typing import Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import mpmath
 import sympy
 
 from symattn.numbers.certify import CertifiedDecimal, Rounding
-from symattn.numbers.masked import NEG_INF
+from symattn.numbers.masked import Masked
 from symattn.engine.engine import Engine, ExactMatrix
+from symattn.engine.extra import StepNumbers
 from symattn.errors import SymattnError
 from symattn.problem.problem import Problem
 from symattn.trace.stepcert import certify_entries
@@ -125,7 +126,7 @@ class Step(Displayable):
         return matrix.fraction(self.row_index(i), self.col_index(j))
 
     # -- numbers ------------------------------------------------------------------
-    def decimals(self, rounding: Rounding | int) -> list[list[CertifiedDecimal | object]]:
+    def decimals(self, rounding: Rounding | int) -> list[list[CertifiedDecimal | Masked]]:
         """Every entry correctly rounded, proved with ball arithmetic (NEG_INF where masked)."""
         rounding = _as_rounding(rounding)
         r, c = self.shape
@@ -133,7 +134,7 @@ class Step(Displayable):
                                 {i: list(range(c)) for i in range(r)})
         return [[found[i][j] for j in range(c)] for i in range(r)]
 
-    def row_decimals(self, i: Index, rounding: Rounding | int) -> list[CertifiedDecimal | object]:
+    def row_decimals(self, i: Index, rounding: Rounding | int) -> list[CertifiedDecimal | Masked]:
         """Every entry of one row correctly rounded (certified): the engine works a row at a
         time, so a row costs about what one entry does."""
         ri, c = self.row_index(i), self.shape[1]
@@ -141,7 +142,7 @@ class Step(Displayable):
                                 {ri: list(range(c))})
         return [found[ri][j] for j in range(c)]
 
-    def decimal(self, i: Index, j: Index, rounding: Rounding | int) -> CertifiedDecimal | object:
+    def decimal(self, i: Index, j: Index, rounding: Rounding | int) -> CertifiedDecimal | Masked:
         """One entry correctly rounded (certified)."""
         ri, cj = self.row_index(i), self.col_index(j)
         found = certify_entries(self._trace.engine, self.name, self._exact, _as_rounding(rounding),
@@ -172,8 +173,8 @@ class Step(Displayable):
 
 
 
-def _to_mpf(d: object) -> mpmath.mpf:
-    if d is NEG_INF:
+def _to_mpf(d: CertifiedDecimal | Masked) -> mpmath.mpf:
+    if isinstance(d, Masked):        # NEG_INF: Masked has one instance
         return mpmath.mpf("-inf")
     return mpmath.mpf(d.mantissa) * mpmath.power(10, d.exponent)
 
@@ -199,7 +200,7 @@ class Trace(Displayable):
         steps: list[Step] = []
 
         def add(name: str, shape: tuple[int, int], rows: tuple[str, ...], cols: tuple[str, ...],
-                exact: Callable[[int, int], sympy.Expr], numbers: object = None) -> None:
+                exact: Callable[[int, int], sympy.Expr], numbers: StepNumbers | None = None) -> None:
             entry = spec(name, p)
             steps.append(Step(name, StepInfo(entry.formula, entry.latex, entry.meaning), shape, rows, cols,
                               exact, self))
@@ -384,7 +385,7 @@ class Trace(Displayable):
         return self._shown("text") or repr(self)
 
 
-def attend(problem: Problem | None = None, **inputs: object) -> Trace:
+def attend(problem: Problem | None = None, **inputs: Any) -> Trace:
     """Compute attention exactly: ``attend(problem)`` or ``attend(X=..., W_q=..., ...)``."""
     if problem is None:
         problem = Problem(**inputs)

@@ -24,8 +24,8 @@ def _expected(v: FigureVerdict) -> str | None:
     """The certified rounding at the written precision, entries joined (a row or matrix)."""
     if v.shape is None or v.shape == (1, 1):
         return v.entries[0].expected if v.entries else None
-    values = [e.expected for e in v.entries]
-    return None if any(x is None for x in values) else ", ".join(values)
+    values = [e.expected for e in v.entries if e.expected is not None]
+    return None if len(values) < len(v.entries) else ", ".join(values)
 
 
 def verdict_row(v: FigureVerdict) -> VerdictRow:

@@ -8,12 +8,14 @@ decides what a reader sees, so text, LaTeX, JSON and HTML list the same sections
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 import sympy
 
 from symattn.numbers.certify import CertifiedDecimal, Rounding
+from symattn.numbers.masked import Masked
 from symattn.document.blocks import (
     Chain, Decimal, Document, Exact, Int, LabelledMatrix, Note, Section, Sub, Sym, Words, elide,
 )
@@ -39,7 +41,7 @@ def kind_of(result: MultiHeadResult) -> str:
     return "multi-head" if p.kv_heads == p.heads else "multi-query" if p.kv_heads == 1 else "grouped-query"
 
 
-def _matrix(step: str, symbol, decimals: list[list[CertifiedDecimal]], row_labels, col_labels,
+def _matrix(step: str, symbol, decimals: Sequence[Sequence[CertifiedDecimal | Masked]], row_labels, col_labels,
             caption: str) -> LabelledMatrix:
     n, m = len(decimals), len(decimals[0]) if decimals else 0
     rows, cols = tuple(elide(range(n), LIMIT)), tuple(elide(range(m), LIMIT))
@@ -145,7 +147,7 @@ def heads_json(result: MultiHeadResult, digits: int = 3) -> dict[str, Any]:
     """The machine-readable result (``symattn heads --format json``): exact strings and certified decimals."""
     p, rounding = result.problem, Rounding(digits=digits)
 
-    def both(exact: sympy.MatrixBase, decimals: list[list[CertifiedDecimal]]) -> dict[str, Any]:
+    def both(exact: sympy.MatrixBase, decimals: Sequence[Sequence[CertifiedDecimal | Masked]]) -> dict[str, Any]:
         return {"shape": [exact.rows, exact.cols],
                 "exact": [[sympy.sstr(exact[i, j]) for j in range(exact.cols)] for i in range(exact.rows)],
                 "decimal": [[str(d) for d in row] for row in decimals]}

@@ -135,6 +135,7 @@ def _variant_words(t) -> tuple[str, ...]:
 def worked_row(b: SectionBuilder, i: int) -> list[Block]:
     """Row i block by block: m, the rescale factor, l and O with their numbers."""
     t, p = b.t, b.p
+    assert p.tiles is not None           # the online steps exist only with tiles
     online = t.online
     states = online.states(i)
     V = t.step("V")
@@ -190,7 +191,7 @@ def worked_row(b: SectionBuilder, i: int) -> list[Block]:
             else:
                 parts_l.append(Product((alpha, Sub(Sym("l"), (Int(k - 1),)))))
                 parts_O.append(Product((alpha, Sub(Sym("O"), (Int(k - 1),)))))
-        else:
+        elif why is not None:                     # no rescale factor: why not
             out.append(Note((why,)))
         for j in state.new:
             e = _e(t, i, j, state.best)
@@ -218,6 +219,7 @@ def decode_section(b: SectionBuilder) -> Section:
     t, p = b.t, b.p
     from symattn.trace.decode import work_counts
 
+    assert p.prefill is not None         # the decode steps exist only with decode
     P = p.prefill
     prompt = ", ".join(p.tokens[:P])
     reference = "causal" if p.window is None else "sliding-window"

@@ -42,6 +42,7 @@ def worked_rotation(trace: Trace, name: str, i: int) -> tuple[Note, ...]:
     """Row i of Q_rot (or K_rot) by hand: one line per pair."""
     p = trace.problem
     rope = p.rope
+    assert rope is not None          # Q_rot and K_rot exist only with RoPE
     source = trace.step("Q" if name == "Q_rot" else "K")
     rotated = trace.step(name)
     token = source.row_labels[i]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import sympy
 
@@ -32,6 +33,8 @@ from symattn.trace.steps import SECTION_TITLES, spec
 from symattn.trace.trace import Trace
 
 Index = int | str
+#: every cell of a step, none elided (what ``_Builder.dec`` gives: a Cells with no None)
+Full = tuple[tuple[Math, ...], ...]
 
 EVERY_DOT_PRODUCT_MAX = 9   # at most this many scores: every dot product is written out
 SHORT_SUM = 10              # a written sum of more terms keeps its first three and last two
@@ -72,9 +75,14 @@ def variant_step_sections(trace: Trace, options: DocumentOptions | None = None) 
     them (RoPE's rotations, ALiBi's bias, the soft-cap, a sliding window's mask, online softmax,
     KV-cache decoding): the multi-head document shows them for each head."""
     b = _Builder(trace, options or DocumentOptions())
-    window = [b.masked()] if trace.problem.window is not None else []
+    window = [s for s in [b.masked()] if s is not None] if trace.problem.window is not None else []
     return [*rope_sections(b.t, b.matrix, b.formula, b.dot_rows), *b.logits(), *window,
             *variant_sections(b)]
+
+
+def _built(cell: Math | None) -> Math:
+    assert cell is not None, "a shown cell is built (only elided ones are None)"
+    return cell
 
 
 class _Builder:
@@ -91,13 +99,13 @@ class _Builder:
         self.dot_rows = rows(options.dot_rows, 0)
         self.softmax_rows = rows(options.softmax_rows, n - 1)
         self.output_rows = rows(options.output_rows, 0)
-        self._dec: dict[str, Cells] = {}
+        self._dec: dict[str, Full] = {}
 
     # -- numbers: every one certified ----------------------------------------------------
     def numeric(self, name: str) -> bool:
         return not self.t.symbols_of(name)
 
-    def dec(self, name: str) -> Cells:
+    def dec(self, name: str) -> Full:
         """A step's certified decimals (its exact entries where symbols allow no decimals)."""
         if name not in self._dec:
             step = self.t.step(name)
@@ -143,7 +151,8 @@ class _Builder:
                      for i in range(shape[0]))
 
     def pick(self, values: Sequence[Math | None], order: Sequence[int | None]) -> Row:
-        return Row(tuple(Dots() if j is None else values[j] for j in order))
+        """The shown entries in order (Dots for an elided run); a shown entry is always built."""
+        return Row(tuple(Dots() if j is None else _built(values[j]) for j in order))
 
     def formula(self, name: str, factors: tuple[tuple[int, int], ...] = ()) -> Formula:
         entry, step = spec(name, self.p), self.t.step(name)
@@ -277,6 +286,7 @@ class _Builder:
             step = t.step(name)
             cols = self.shown(p.m)
             mat = self.matrix(name, symbols[name], col_labels=True, exact=written[name])
+            assert mat.exact is not None           # given just above
             children: list = [mat]
             for i in self.dot_rows:
                 children.append(ScaledRow(p.tokens[i],
@@ -369,8 +379,8 @@ class _Builder:
                            (self.matrix("weights", col_labels=True, exact=lambda i, j: self.dec("weights")[i][j],
                                         decimals=False),), formula=formula)
         rows, cols = self.shown(p.n), self.shown(p.m)
-        shades = tuple(tuple(max(0, min(100, d.mantissa)) for d in row)
-                       for row in step.decimals(Rounding(places=2)))
+        shades = tuple(tuple(max(0, min(100, d.mantissa)) for d in row)   # a masked weight is 0, not −∞
+                       for row in cast(list[list[CertifiedDecimal]], step.decimals(Rounding(places=2))))
         exact = self.cells(step.shape, rows, cols, self.weight)
         heat = HeatMap(self.dec("weights"), shades, rows, cols, step.row_labels, step.col_labels, exact)
         return Section("weights", spec("weights", p).title, (heat,), formula=formula)

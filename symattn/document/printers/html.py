@@ -42,10 +42,8 @@ class HtmlPrinter(Printer):
 
     def _cell(self, exact: b.Math | None, decimal: b.Math | None) -> str:
         """A matrix cell: the exact value, its decimal beneath when the two read differently."""
-        if exact is None and decimal is None:
-            return ""
         if exact is None:
-            return self.math(decimal)
+            return "" if decimal is None else self.math(decimal)
         top = self.print(exact)
         if decimal is None:
             return m.math(top)
@@ -170,6 +168,7 @@ class HtmlPrinter(Printer):
                    + ")</span>")
         lead = f"<p>{m.escape(lm.caption[:1].upper() + lm.caption[1:])}:</p>\n" if lm.caption else ""
         exact = lm.exact if lm.exact is not None else lm.decimals
+        assert exact is not None            # a LabelledMatrix shows exact cells, decimals or both
         decimals = None if (lm.integers or lm.exact is None) else lm.decimals
         grid = self._grid(exact, decimals, lm.rows, lm.cols)
         return lead + pg.table(grid, self._labels(lm.row_labels, lm.rows, vertical=True),

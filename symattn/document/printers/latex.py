@@ -334,7 +334,7 @@ class LatexPrinter(Printer):
         wide = len(r.scaled.items) > WIDE or len(p(r.shifted)) > LONG_ROW_SOURCE
         eqs = self._approx_lines(f"\\text{{{r.logit}}}", r.scaled, r.scaled_decimals, wide)
         eqs.append(f"\\max &= {p(r.maximum)} \\quad (\\text{{key {tex_escape(r.maximum_key)}}})"
-                   if r.maximum is not None else
+                   if r.maximum is not None and r.maximum_key is not None else
                    "\\max &: \\text{left open by the symbols, so nothing is subtracted}")
         eqs += self._approx_lines(f"\\text{{shifted}} = \\text{{{r.logit}}} - \\max", r.shifted, r.shifted_decimals, wide)
         long_entries = len(p(r.shifted)) > LONG_ROW_SOURCE
@@ -355,7 +355,7 @@ class LatexPrinter(Printer):
         else:
             eqs.append(f"\\text{{weights}} = \\frac{{e^{{\\text{{shifted}}}}}}{{\\text{{row sum}}}} &\\approx {weights}")
         lines.append(aligned(eqs))
-        if r.exact_weight is not None:
+        if r.exact_weight is not None and r.exact_key is not None and r.exact_weight_decimal is not None:
             key = tex_escape(r.exact_key)
             lines += [f"Exactly, the weight of \\textup{{{key}}} is a fraction of exponentials:",
                       display(f"A_{{\\text{{{token}}},\\,\\text{{{key}}}}} = "
@@ -404,7 +404,7 @@ class LatexPrinter(Printer):
         token = tex_escape(b.token)
         lines = [f"Row \\textup{{{token}}} blends the value rows with its weights:",
                  display(f"{' + '.join(self.print(t) for t in b.terms)} \\approx {self.print(b.result)}")]
-        if b.exact_entry is not None:
+        if b.exact_entry is not None and b.exact_decimal is not None:
             lines += ["Exactly, its first entry is",
                       display(f"O_{{\\text{{{token}}},0}} = {self.print(Approx(b.exact_entry, b.exact_decimal))}")]
         return lines

@@ -195,6 +195,7 @@ class TextPrinter(Printer):
         exact = self._cells(m.exact, rows, cols) if m.exact is not None else None
         dec = self._cells(m.decimals, rows, cols) if m.decimals is not None else None
         first = exact if exact is not None else dec
+        assert first is not None            # a LabelledMatrix shows exact cells, decimals or both
         block = grid(first, m.row_labels, m.col_labels, rows=rows, cols=cols)
         if exact is not None and dec is not None and not m.integers and exact != dec:
             block = side_by_side(block, grid(dec, None, m.col_labels, rows=rows, cols=cols))

@@ -4,14 +4,15 @@ Plain values in, a 0/1 matrix and its kind out; nothing here sees the half-built
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeAlias, cast
 
 import sympy
 
 from symattn.errors import ProblemError
 from symattn.problem.matrix import plain_scalar, rows_of
 
-Matrix = sympy.ImmutableMatrix
+Matrix: TypeAlias = sympy.ImmutableMatrix
 
 
 def parse_window(value: Mapping) -> tuple[int, bool]:
@@ -78,7 +79,8 @@ def causal_window_width(mask: object, n: int) -> int | None:
     """W when a 0/1 matrix (as a rebuilt problem passes it) is the causal band i − W < j ≤ i
     (W = n: the causal mask), else None."""
     try:
-        rows = [[int(x) for x in r] for r in mask]   # type: ignore[union-attr]
+        # duck-typed: anything that is not rows of 0/1 numbers raises, and is no window
+        rows = [[int(x) for x in r] for r in cast(Iterable[Iterable[Any]], mask)]
     except (TypeError, ValueError):
         return None
     if len(rows) != n or any(len(r) != n for r in rows):

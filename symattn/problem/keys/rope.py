@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import sympy
 
@@ -136,9 +137,21 @@ def default_theta(base: sympy.Expr, d: int) -> tuple[sympy.Expr, ...]:
     return tuple(sympy.Pow(base, sympy.Rational(-2 * i, d)) for i in range(d // 2))
 
 
-def rope_statement(problem: object) -> str:
+class HasRope(Protocol):
+    """What the RoPE sentences read of a problem (this layer sits below Problem)."""
+
+    @property
+    def rope(self) -> Rope | None: ...
+
+
+def _rope_of(problem: HasRope) -> Rope:
+    assert problem.rope is not None, "the RoPE sentences are written only for a problem with rope"
+    return problem.rope
+
+
+def rope_statement(problem: HasRope) -> str:
     """One LaTeX sentence for a worksheet: the layout, the frequencies and the positions."""
-    rope: Rope = problem.rope
+    rope = _rope_of(problem)
     pairing = (r"pairs $(0, 1), (2, 3), \dots$" if rope.layout == "interleaved"
                else rf"pairs $(i, i + {rope.d // 2})$")
     theta = ", ".join(sympy.latex(t) for t in rope.theta)
@@ -152,11 +165,11 @@ def rope_statement(problem: object) -> str:
             rf"{keys}.")
 
 
-def rope_text(problem: object) -> str:
+def rope_text(problem: HasRope) -> str:
     """The same sentence in plain Unicode (HTML exports, where the text is escaped)."""
     from symattn.exact.sympytext import unicode_text
 
-    rope: Rope = problem.rope
+    rope = _rope_of(problem)
     keys = ("" if rope.key_positions == rope.positions else
             "; keys at positions " + ", ".join(map(str, rope.key_positions)))
     return (f"{rope.describe()}: before the scores, each pair (x, y) of a query or key at position p "
