@@ -191,3 +191,15 @@ def test_random_heads_match_float64(data, layout, n, d):
     concat, out, avg = numpy_mha(X, Wq, Wk, Wv, Wo, heads, kv_heads)
     assert np.allclose(as_float(result.output_decimals(15)), out, rtol=1e-11, atol=1e-11)
     assert np.allclose(as_float(result.average_weights_decimals(15)), avg, rtol=1e-11, atol=1e-11)
+
+
+def test_the_default_scale_is_written_as_the_lesson_writes_it():
+    """1/√3 in every view, as explain's text and LaTeX write it (SymPy's canonical √3/3 before)."""
+    from clirun import cli
+
+    text = cli("heads").stdout
+    assert "scale 1/√3." in text and "√3/3" not in text
+    page = cli("heads", "--format", "html").stdout
+    assert "scale <math><mfrac><mn>1</mn><msqrt><mn>3</mn></msqrt></mfrac></math>" in page
+    page = cli("explain", "--format", "html").stdout
+    assert "<mo>=</mo><mfrac><mn>1</mn><msqrt><mn>3</mn></msqrt></mfrac></mrow></math>.</p>" in page

@@ -17,7 +17,8 @@ import sympy
 from symattn.numbers.certify import CertifiedDecimal, Rounding
 from symattn.numbers.masked import Masked
 from symattn.document.blocks import (
-    Chain, Decimal, Document, Exact, Int, LabelledMatrix, Note, Section, Sub, Sym, Words, elide,
+    Chain, Decimal, Document, Exact, Frac, Int, LabelledMatrix, Math, Note, Section, Sqrt, Sub, Sym,
+    Words, elide,
 )
 from symattn.document.build.trace import DocumentOptions, variant_step_sections
 from symattn.heads.heads import MultiHeadResult
@@ -109,7 +110,7 @@ def build_heads_document(result: MultiHeadResult, rounding: Rounding | int = 3) 
         words = variant_words(hp, h, p.heads)
         about = Note((f"Query head {h} reads key/value head {p.kv_of[h]}: ",
                       _eq(Sym("d", "k"), Int(hp.d_k)), ", ", _eq(Sym("d", "v"), Int(hp.d_v)),
-                      ", scale ", Exact(hp.scale), "." + (f" Variants: {'; '.join(words)}." if words else "")))
+                      ", scale ", _scale(hp), "." + (f" Variants: {'; '.join(words)}." if words else "")))
         weights = _matrix("weights", Sub(Sym("A"), (Int(h),)), trace.weights.decimals(rounding),
                           hp.tokens, hp.key_tokens, f"the attention weights of head {h}")
         output = _matrix("output", Sub(Sym("O"), (Int(h),)), trace.output.decimals(rounding),
@@ -191,3 +192,10 @@ def _variants_json(p: Problem) -> dict[str, Any]:
     if p.prefill is not None:
         out["decode"] = {"prefill": p.prefill}
     return out
+
+
+def _scale(hp: Problem) -> Math:
+    """The default scale as the lesson writes it, 1/√d_k (not SymPy's √3/3); any other exactly."""
+    if hp.default_scale and hp.d_k > 1 and not sympy.sqrt(hp.d_k).is_Integer:
+        return Frac(Int(1), Sqrt(Int(hp.d_k)))
+    return Exact(hp.scale)
