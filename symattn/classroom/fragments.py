@@ -95,5 +95,5 @@ def key_html(v: VersionAnswers) -> str:
         relation = "≈" if rounded else "="
         out.append(f"<p><b>{q.number}.</b> {escape(q.ask.capitalize())}, \\({q.formula_latex}\\): "
                    f"{escape(symbol if q.step != 'scaled' else 'scaled')} {relation}</p>")
-        out.append(grid_html(q, lambda i, j: escape(values[i][j].text)))
+        out.append(grid_html(q, lambda i, j, values=values: escape(values[i][j].text)))
     return "".join(out)

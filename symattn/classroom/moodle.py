@@ -89,7 +89,7 @@ def _question(v: VersionAnswers, title: str) -> ET.Element:
                    for j, e in enumerate(question.entries[i * cols:(i + 1) * cols])]
                   for i in range(question.shape[0])]
         body += [question_heading(question, cloze_html),
-                 grid_html(question, lambda i, j: fields[i][j], cloze_html)]
+                 grid_html(question, lambda i, j, fields=fields: fields[i][j], cloze_html)]
     text = "".join(body)
     count, expected = len(_FIELD.findall(text)), sum(len(wq) for wq in weights)
     if count != expected:    # user text is neutralised above; this is the proof

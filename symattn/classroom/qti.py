@@ -140,7 +140,7 @@ def manifest_xml(idents: list[str], titles: list[str]) -> str:
     _sub(meta, "schemaversion", text="1.1.3")
     _sub(root, "organizations")
     resources = _sub(root, "resources")
-    for ident, title in zip(idents, titles):
+    for ident, _title in zip(idents, titles):
         dep = f"{ident}_meta"
         res = _sub(resources, "resource", {"identifier": ident, "type": "imsqti_xmlv1p2"})
         _sub(res, "file", {"href": f"{ident}/{ident}.xml"})

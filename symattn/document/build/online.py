@@ -10,7 +10,6 @@ no-cache reference and the work counts.  Every number is a certified decimal.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 import sympy
 
@@ -88,7 +87,6 @@ def online_section(b: SectionBuilder) -> Section:
         " (the rescale factor), then adds its own keys' exponentials against the new maximum. After the last "
         "block, O / l is the output and e^(x − m) / l are the weights, exactly (fact "
         "online-softmax-equals-softmax).", *_variant_words(t)))]
-    scores = t.step("scores")
 
     def running_max(i: int, k: int) -> Math:      # the maximum as the lesson writes it: 12/√3
         best = t.online.states(i)[k].best

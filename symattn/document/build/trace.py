@@ -283,7 +283,6 @@ class _Builder:
         for name in ("bias", "biased", "capped"):
             if name not in t.step_names:
                 continue
-            step = t.step(name)
             cols = self.shown(p.m)
             mat = self.matrix(name, symbols[name], col_labels=True, exact=written[name])
             assert mat.exact is not None           # given just above
@@ -345,7 +344,6 @@ class _Builder:
         t, p = self.t, self.p
         allowed = list(t.allowed(i))
         r = t.row_max(i)
-        scores = t.step("scores")
         shown = allowed if len(allowed) <= self.o.limit else elide(allowed, self.o.limit)
         keys = [j for j in shown if j is not None]
 
