@@ -330,6 +330,21 @@ def test_entries_that_all_need_the_arb_path_are_capped():
     assert small.arb_entries == 16 and np.all(small.output == 1.0)   # the midpoint rounds to even
 
 
+def test_long_double_is_refused_by_the_python_api_too():
+    """Arrays given directly (not read from files) are checked as well: nothing is rounded."""
+    from symattn import floatref
+
+    wide = np.ones((2, 2), dtype=np.longdouble)
+    if wide.dtype.itemsize <= 8:                        # pragma: no cover - long double is double here
+        pytest.skip("long double is float64 on this platform")
+    with pytest.raises(FloatRefError, match="wider than float64"):
+        floatref.correctly_rounded(wide, np.ones((2, 2)), np.ones((2, 2)))
+    with pytest.raises(FloatRefError, match="wider than float64"):
+        floatref.exact_values(wide)
+    with pytest.raises(FloatRefError, match="give float or integer"):
+        floatref.correctly_rounded(np.ones((2, 2), dtype=complex), np.ones((2, 2)), np.ones((2, 2)))
+
+
 def test_integers_past_two_to_the_53_without_object_arrays(tmp_path):
     from symattn import floatref
 

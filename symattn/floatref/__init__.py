@@ -94,6 +94,9 @@ def exact_values(value: Any, mode: str = "binary", *, name: str = "array") -> li
                             "first, e.g. q[0, 0] of a (batch, heads, n, d) tensor")
     if not np.issubdtype(array.dtype, np.floating) and not np.issubdtype(array.dtype, np.integer):
         raise FloatRefError(f"{name} has dtype {array.dtype}: give floats or integers")
+    if array.dtype.kind == "f" and array.dtype.itemsize > 8:
+        raise FloatRefError(f"{name} has dtype {array.dtype} (long double), wider than float64, which "
+                            "would be rounded: convert to float32 or float64")
     rows = []
     for i, row in enumerate(array):
         out = []

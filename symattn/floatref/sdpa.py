@@ -77,6 +77,9 @@ def _array(x: Any, name: str):
         a = a.astype(np.float32)
     if a.dtype.kind not in "fiub":
         raise FloatRefError(f"{name} has dtype {a.dtype}: give float or integer arrays")
+    if a.dtype.kind == "f" and a.dtype.itemsize > 8:
+        raise FloatRefError(f"{name} has dtype {a.dtype} (long double), wider than float64, which "
+                            "floatref would round: convert to float32 or float64")
     if a.dtype.kind in "iu" and a.size and (int(a.max()) > 2 ** 53 or int(a.min()) < -2 ** 53):
         raise FloatRefError(f"{name} holds integers beyond 2^53, which float64 cannot hold exactly: "
                             "give smaller values or floats")
