@@ -17,8 +17,8 @@ from __future__ import annotations
 __all__ = [
     "MAX_ALGEBRAIC_DEGREE", "MAX_ALGEBRAIC_DIGITS", "MAX_ARRAY_BYTES", "MAX_ARRAY_DIMS", "MAX_BITS", "MAX_DECIMAL_EXPONENT", "MAX_DEPTH", "MAX_ENTRIES",
     "MAX_ENTRY_MAGNITUDE", "MAX_EXACT_DIGITS", "MAX_FILE_BYTES", "MAX_FLOAT_ARB_ENTRIES",
-    "MAX_FLOAT_BATCH", "MAX_FLOAT_WEIGHTS", "MAX_FLOAT_WORK", "MAX_HEADS", "MAX_NPY_HEADER_BYTES", "MAX_NPZ_MEMBERS", "MAX_NUMERAL_DIGITS",
-    "MAX_POWER_EXPONENT", "MAX_ROOT_BITS", "MAX_SCORE_MAGNITUDE", "MAX_SIDE", "MAX_SYMBOLIC_SIDE",
+    "MAX_FLOAT_BATCH", "MAX_FLOAT_WEIGHTS", "MAX_FLOAT_WORK", "MAX_HEADS", "MAX_JSON_BYTES", "MAX_NPY_HEADER_BYTES", "MAX_NPZ_MEMBERS", "MAX_NUMERAL_DIGITS",
+    "MAX_POWER_EXPONENT", "MAX_ROOT_BITS", "MAX_ROOT_INDEX", "MAX_SCORE_MAGNITUDE", "MAX_SIDE", "MAX_SYMBOLIC_SIDE",
     "MAX_TEXT_LENGTH", "MAX_VALUE_DIGITS",
 ]
 
@@ -39,6 +39,9 @@ MAX_ROOT_BITS = 2_000           # bits under logs and irrational powers (SymPy f
 MAX_ALGEBRAIC_DEGREE = 8        # product of the root indices of the distinct roots in a value
                                 # (√2·∛3 is 6) and in a whole problem (√2, √3, √5 is 8)
 MAX_ALGEBRAIC_DIGITS = 30       # digits of every rational in a value that has a root
+MAX_ROOT_INDEX = 10_000         # root index q of a power b^(p/q) the engine builds: SymPy writes
+                                # e^(c·log b) as b^c (a scale log(7)*1.00000000000000000001 made
+                                # roots of index 10^20, which flint cannot enclose)
 
 # -- one problem (symattn.problem.problem, symattn.problem.matrix) --------------------------
 MAX_ENTRY_MAGNITUDE = 10**6     # |x| of the entries that make the scores (X, W_q, W_k, X_kv, Q, K), |scale|
@@ -49,6 +52,10 @@ MAX_ENTRIES = 262_144           # entries of one matrix, and queries × keys (51
 MAX_SYMBOLIC_SIDE = 16          # n, m, d_model, d_k, d_v when an input entry is not rational
                                 # (surds, e^x, π, symbols: worked by SymPy, ~n·m² cost)
 MAX_HEADS = 256                 # query heads of one multi-head problem (each is a whole problem)
+
+# -- outputs (symattn.document.trace_json) -----------------------------------------
+MAX_JSON_BYTES = 32 * 1024 * 1024   # the JSON view (explain --format json), estimated before it is
+                                    # built: exact weights grow like n·m² (n = 512: 2.4 GB, 11 GiB)
 
 # -- input files (symattn.problem.tomlfile.read_text) -------------------------------
 MAX_FILE_BYTES = 8 * 1024 * 1024   # one TOML file: a 512×512 Q, K and V of 3-digit decimals fit

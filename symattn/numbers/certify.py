@@ -30,6 +30,8 @@ from sympy.polys.numberfields import minimal_polynomial
 
 from symattn.errors import CertificationError, SymattnError
 from symattn.exact.coerce import to_exact
+from symattn.exact.parser import algebraic_degree
+from symattn.limits import MAX_ALGEBRAIC_DEGREE
 from symattn.numbers.precision import cap_bits, precision, precisions, start_bits, undecided
 
 __all__ = [
@@ -471,6 +473,10 @@ def _short(expr: object, limit: int = 80) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+#: root indices below this go to flint's root; larger ones through exp and log
+_ARB_ROOT_INDEX = 1 << 32
+
+
 def _pow(node: sympy.Pow, base: flint.arb, ex: sympy.Expr, cache: dict) -> flint.arb:
     if isinstance(ex, sympy.Integer):
         return base ** int(ex)                   # exact power of the ball
@@ -478,7 +484,12 @@ def _pow(node: sympy.Pow, base: flint.arb, ex: sympy.Expr, cache: dict) -> flint
         raise _Unsupported(node, "a negative number to a non-integer power is not real "
                                  "(SymPy takes the complex principal value)")
     if isinstance(ex, sympy.Rational):
-        return base.root(int(ex.q)) ** int(ex.p)
+        if ex.q < _ARB_ROOT_INDEX:
+            return base.root(int(ex.q)) ** int(ex.p)
+        # flint's root takes a C unsigned long (32 bits on some platforms): e^((p/q)·log b)
+        if base.is_exact() and base.is_zero():
+            return base
+        return (flint.arb(flint.fmpq(int(ex.p), int(ex.q))) * base.log()).exp()
     return (_arb(ex, cache) * base.log()).exp()  # needs base > 0 (else nan)
 
 
@@ -569,8 +580,8 @@ def _is_algebraic(expr: sympy.Basic) -> bool:
 def _rational_value(expr: sympy.Expr) -> Fraction | None:
     """The value as an exact rational, when the expression is algebraic and
     its minimal polynomial has degree 1; None otherwise or if SymPy fails."""
-    if not _is_algebraic(expr):
-        return None
+    if not _is_algebraic(expr) or algebraic_degree(expr) > MAX_ALGEBRAIC_DEGREE:
+        return None       # a minimal polynomial of degree 10^20 never ends: we know nothing
     try:
         poly = minimal_polynomial(expr, sympy.Dummy("x"), polys=True)
     except Exception:  # noqa: BLE001 - SymPy may fail in many ways; then we know nothing

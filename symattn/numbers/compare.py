@@ -12,6 +12,8 @@ from __future__ import annotations
 import sympy
 from sympy.polys.numberfields import minimal_polynomial
 
+from symattn.exact.parser import algebraic_degree
+from symattn.limits import MAX_ALGEBRAIC_DEGREE
 from symattn.numbers.certify import _short, to_arb
 from symattn.numbers.precision import SIGN_DIGITS, cap_bits, precisions, undecided
 
@@ -30,6 +32,8 @@ def _is_exactly_zero(expr: sympy.Expr) -> bool | None:
         from symattn.problem.keys.rope import trig_is_zero
 
         return trig_is_zero(expr) if expr.has(sympy.cos, sympy.sin) else None
+    if algebraic_degree(expr) > MAX_ALGEBRAIC_DEGREE:
+        return None       # a derived root of index 10^4 (e^(c·log b) = b^c): no minimal polynomial
     x = sympy.Dummy("x")
     try:
         return minimal_polynomial(expr, x) == x
