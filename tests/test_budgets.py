@@ -83,6 +83,23 @@ def test_roots_of_huge_index_are_refused_by_worksheet_and_export(tmp_path, name)
     assert not (tmp_path / "q.xml").exists()
 
 
+POWER_CASES = {   # e^(c·log b) = b^c with a huge integer c: SymPy builds the integer on sight
+    "sink": (BASE + 'sink = "log(7)*500000"\n', "the sink makes the sink's term of row 0"),
+    "alibi-slope": (BASE + 'alibi = { slope = "log(7)*400000" }\n', "the alibi slope makes exp["),
+    "entry": ('Q = [["log(7)*100000", 0], [0, 1]]\nK = [[1, 0], [0, 1]]\nV = [[1, 2], [3, 4]]\nscale = 1\n',
+              "exp[0, 1]"),
+}
+
+
+@pytest.mark.parametrize("name", POWER_CASES)
+@pytest.mark.parametrize("command", [("explain",), ("explain", "--format", "json"), ("facts",)])
+def test_powers_too_long_to_print_are_refused(tmp_path, name, command):
+    """These printed a ValueError traceback (Python's 4,300-digit limit) in explain and facts."""
+    text, words = POWER_CASES[name]
+    line = refused(*command, str(toml(tmp_path, text)))
+    assert words in line and "digits (at most 1,000)" in line
+
+
 def test_the_engine_refuses_before_any_value_is_built():
     with pytest.raises(ProblemError, match="root of index 100,000,000,000,000,000,000"):
         sa.attend(sa.Problem(Q=[[1, 0]], K=[[1, 0], [0, 1]], V=[[1], [2]], scale=f"log(7)*{LONG}"))

@@ -10,11 +10,13 @@ rational power the engine will build is bounded here, from the logarithms'
 coefficients times the score differences, before any value is built; past
 :data:`symattn.limits.MAX_ROOT_INDEX` the problem is refused with one line
 that names the input and the fix.  (The powers' sizes, |c|·log b, are
-bounded by ``EXACT_POWER_DIGITS`` in the engine.)
+bounded by ``EXACT_POWER_DIGITS``: in the engine for the scale and the
+entries, here for the sink and the ALiBi slope.)
 """
 
 from __future__ import annotations
 
+import math
 from math import gcd
 from typing import TYPE_CHECKING
 
@@ -26,22 +28,50 @@ from symattn.limits import MAX_ROOT_INDEX
 if TYPE_CHECKING:  # pragma: no cover
     from symattn.engine.engine import Engine
 
-__all__ = ["check_root_indices", "log_root_index"]
+__all__ = ["check_root_indices", "log_power_digits", "log_root_index"]
 
 
-def _log_coefficients(expr: sympy.Expr) -> list[sympy.Rational]:
-    """The rational c of every term c·log(b) of ``expr`` (what SymPy turns into b^c in e^expr)."""
+def _log_terms(expr: sympy.Expr) -> list[tuple[sympy.Rational, sympy.Expr]]:
+    """(c, b) for every term c·log(b) of ``expr`` with c rational (SymPy turns e^expr into b^c·...)."""
     found = []
     for term in sympy.Add.make_args(sympy.expand_mul(expr)):
         coeff, rest = term.as_coeff_Mul()
         if coeff.is_Rational and isinstance(rest, sympy.log):
-            found.append(coeff)
+            found.append((coeff, rest.args[0]))
     return found
+
+
+def _log_coefficients(expr: sympy.Expr) -> list[sympy.Rational]:
+    return [c for c, _ in _log_terms(expr)]
 
 
 def log_root_index(expr: sympy.Expr) -> int:
     """The largest root index q of the powers b^(p/q) that SymPy builds from e^expr (1: none)."""
     return max((int(c.q) for c in _log_coefficients(expr)), default=1)
+
+
+def log_power_digits(expr: sympy.Expr) -> int:
+    """About the digits of the rational powers b^c (b rational) SymPy builds from e^expr:
+    |c|·(digits of b's numerator and denominator); 0 when there are none."""
+    total = 0.0
+    for c, b in _log_terms(expr):
+        if b.is_Rational and b > 0:
+            total += abs(float(c)) * (math.log10(int(b.p)) + math.log10(int(b.q)))
+    return math.ceil(total)
+
+
+def _check_exponent(expr: sympy.Expr, what: str, where: str) -> None:
+    """One exponent: the root index and the size of the powers SymPy will build from e^expr."""
+    from symattn.engine.engine import EXACT_POWER_DIGITS   # the engine's own budget on b^c
+
+    index = log_root_index(expr)
+    if index > MAX_ROOT_INDEX:
+        raise _refuse(what, where, index)
+    digits = log_power_digits(expr)
+    if digits > EXACT_POWER_DIGITS:
+        verb = "make" if what.endswith("s") else "makes"
+        raise ProblemError(f"{what} {verb} {where} e^(c·log b) = b^c, an exact number of about {digits:,} "
+                           f"digits (at most {EXACT_POWER_DIGITS:,}): make {what} smaller")
 
 
 def _refuse(what: str, where: str, index: int) -> ProblemError:
@@ -86,11 +116,7 @@ def check_root_indices(engine: "Engine") -> None:
         what = "the logarithms in the inputs" if general else "the alibi slope"
         for i, plan in enumerate(engine.rows):
             for j in plan.allowed:
-                index = log_root_index(engine.exponent(i, j))
-                if index > MAX_ROOT_INDEX:
-                    raise _refuse(what, f"exp[{i}, {j}]", index)
+                _check_exponent(engine.exponent(i, j), what, f"exp[{i}, {j}]")
     if p.sink is not None and p.sink.has(sympy.log):
         for i in range(engine.n):
-            index = log_root_index(engine.sink_exponent(i))
-            if index > MAX_ROOT_INDEX:
-                raise _refuse("the sink", f"the sink's term of row {i}", index)
+            _check_exponent(engine.sink_exponent(i), "the sink", f"the sink's term of row {i}")
