@@ -154,6 +154,8 @@ def _fill(handle: BinaryIO, descr: str, order: bool, shape: tuple[int, ...], nby
         raise FloatRefError(f"{where}: its header declares shape {shape} of {descr} ({nbytes:,} bytes) "
                             f"but the data is {'shorter' if done < nbytes else 'longer'}; the file is cut "
                             f"or its header is wrong: save it again with numpy.save")
+    if not array.dtype.isnative:      # '>f4' from a big-endian machine: native order, in place
+        array = array.byteswap(inplace=True).view(array.dtype.newbyteorder("="))
     return array.reshape(shape, order="F" if order else "C")
 
 
