@@ -11,6 +11,7 @@ Peak memory is measured in a subprocess (tracemalloc) against the input and resu
 from __future__ import annotations
 
 import ast
+import math
 import io
 import json
 import struct
@@ -394,3 +395,66 @@ def test_peak_memory_is_a_small_multiple_of_the_input_and_result(tmp_path):
     assert m["data"] == 4 * 512 * 64 * 4
     assert m["read"] < 1.05 * m["data"] + 64 * 1024
     assert m["run"] < 8 * (3 * m["data"] + m["result"])
+
+
+# ------------------------------------------------------------------ fuzzing the reader
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_DESCRS = ["<f8", "<f4", "<f2", ">f4", "|b1", "<i8", "|u1", "<f16", "<c8", "|O", "<U3", "|V4", "<M8[D]",
+           "f8", "<f", "<i3", "", "<f4 ", "x"]
+
+
+@st.composite
+def _hostile_npy(draw) -> bytes:
+    latin1 = st.characters(max_codepoint=255)
+    descr = draw(st.one_of(st.sampled_from(_DESCRS), st.text(latin1, max_size=6)))
+    shape = draw(st.one_of(
+        st.lists(st.integers(0, 5), max_size=3).map(tuple),
+        st.lists(st.integers(-3, 10**12), max_size=4).map(tuple),
+        st.sampled_from([(10**6, 10**6), (2**63,), (True,), [2, 2], "(2,)", None])))
+    header = {"descr": descr, "fortran_order": draw(st.sampled_from([False, True, 0, "x"])), "shape": shape}
+    if draw(st.booleans()):
+        header[draw(st.sampled_from(["extra", "descr "]))] = 1
+    text = repr(header) if draw(st.integers(0, 9)) else draw(st.text(latin1, max_size=80))
+    data = draw(st.binary(max_size=96))
+    blob = npy(text, data, version=draw(st.sampled_from([1, 2])))
+    cut = draw(st.integers(0, len(blob) + 1))
+    return blob[:cut] if draw(st.integers(0, 4)) == 0 else blob
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(_hostile_npy())
+def test_fuzzed_headers_read_as_numpy_or_are_refused(tmp_path_factory, blob):
+    """Any bytes: the array numpy reads (for a dtype floatref accepts), or a FloatRefError of one
+    line; never another exception and never an allocation past the header's checked size."""
+    path = tmp_path_factory.mktemp("fuzz") / "x.npy"
+    path.write_bytes(blob)
+    try:
+        got = read_array(path)
+    except FloatRefError as exc:
+        assert "\n" not in str(exc)
+        return
+    want = np.load(path, allow_pickle=False)
+    assert got.shape == want.shape and np.array_equal(got, want, equal_nan=got.dtype.kind == "f")
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(st.sampled_from(["<f4", "<f8", "<f2", "|b1", "<i4", ">f8"]), st.lists(st.integers(1, 4), min_size=1, max_size=3),
+       st.integers(0, 200), st.integers(0, 255))
+def test_one_byte_changed_in_a_good_file(tmp_path_factory, descr, shape, at, byte):
+    """A byte of a real numpy file changed (mostly in the header): the same contract."""
+    buffer = io.BytesIO()
+    np.save(buffer, np.arange(math.prod(shape)).reshape(shape).astype(descr))
+    blob = bytearray(buffer.getvalue())
+    blob[at % len(blob)] = byte
+    path = tmp_path_factory.mktemp("flip") / "x.npy"
+    path.write_bytes(bytes(blob))
+    try:
+        got = read_array(path)
+    except FloatRefError as exc:
+        assert "\n" not in str(exc)
+        return
+    want = np.load(path, allow_pickle=False)
+    assert got.shape == want.shape and np.array_equal(got, want, equal_nan=got.dtype.kind == "f")
