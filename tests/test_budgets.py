@@ -176,6 +176,20 @@ def test_an_irrational_alibi_slope_meets_the_symbolic_size_cap(tmp_path, slope):
     assert "MAX_SYMBOLIC_SIDE" in refused("explain", str(big))
 
 
+def test_a_symbolic_scale_meets_the_symbolic_size_cap(tmp_path):
+    """A scale with a symbol sent every step through SymPy: 64 × 64 ran past 60 s."""
+    n = limits.MAX_SYMBOLIC_SIDE + 1
+    path = toml(tmp_path, _toml(_random_problem(n), 'scale = "s"\nsymbols = ["s"]\n'))
+    line = refused("explain", str(path))
+    assert "the scale holds the symbols s" in line and "MAX_SYMBOLIC_SIDE" in line
+    data = _random_problem(4)
+    small = sa.attend(sa.Problem(**data, scale="s", symbols=["s"]))
+    s = sympy.Symbol("s", real=True)
+    for j in range(4):                                   # scaled = s · (q_0 · k_j), exactly
+        score = sum(a * b for a, b in zip(data["Q"][0], data["K"][j]))
+        assert sympy.expand(small.scaled[0, j] - s * score) == 0
+
+
 def test_an_irrational_slope_within_the_cap_is_worked_exactly():
     n = limits.MAX_SYMBOLIC_SIDE
     data = _random_problem(n, seed=3)

@@ -251,7 +251,7 @@ def _read_npz(handle: BinaryIO, path: Path, member: str | None):
                                 f"save the arrays again with numpy.savez") from None
 
 
-def read_array(path: str | Path, *, what: str = "an array", member: str | None = None):
+def read_array(path: str | Path, *, what: str = "an array", member: str | None = None) -> Any:
     """The array in a .npy file, or one member of an .npz archive, read on a budget.
 
     ``what`` names the expected input in messages ("the Q array"); ``member``

@@ -333,6 +333,10 @@ class Problem:
         if self.alibi is not None and not self.alibi.slope.is_Rational:
             # every logit compare and tie is then a SymPy one (512 × 512: over 10 minutes)
             self._check_symbolic_size("the alibi slope is not a rational number")
+        for name, value in (("the scale", self.scale), ("the sink", self.sink)):
+            if value is not None and value.free_symbols:   # a symbolic scale: 64 × 64 ran past 60 s
+                names = ", ".join(sorted(str(x) for x in value.free_symbols))
+                self._check_symbolic_size(f"{name} holds the symbols {names}")
         degree = algebraic_degree(*general, self.scale)
         if degree > MAX_ALGEBRAIC_DEGREE:
             raise ProblemError(
