@@ -71,6 +71,7 @@ MAX_ARRAY_DIMS = 8              # dimensions of one array ((batch, heads, rows, 
 MAX_NPY_HEADER_BYTES = 10_000   # the .npy header dict (numpy's own max_header_size)
 MAX_NPZ_MEMBERS = 64            # members listed in one .npz archive
 MAX_FLOAT_BATCH = 4_096         # heads: the product of the broadcast batch dimensions
-MAX_FLOAT_WEIGHTS = 1 << 22     # batch × L × S: the weights computed (2048 × 2048 in one head)
-MAX_FLOAT_WORK = 1 << 29        # batch × L × S × (E + Ev): the multiply-adds of the scores and output
+MAX_FLOAT_WEIGHTS = 1 << 24     # batch × L × S: the weights computed (4096 × 4096 in one head,
+                                # the benchmark's (1, 1, 4096, 128): 3 s CPU, 0.6 GB; docs/benchmarks.md)
+MAX_FLOAT_WORK = 1 << 32        # batch × L × S × (E + Ev): the multiply-adds of the scores and output
 MAX_FLOAT_ARB_ENTRIES = 1 << 15  # entries too near a rounding boundary for float64, decided by arb

@@ -287,8 +287,8 @@ WORK_CASES = {
     # 3 × 64-head arrays of a few KiB that broadcast to 64³ heads
     "broadcast-batch": (dict(Q=(64, 1, 1, 2, 2), K=(1, 64, 1, 2, 2), V=(1, 1, 64, 2, 2)), (), "MAX_FLOAT_BATCH"),
     "batch-just-over": (dict(Q=(limits.MAX_FLOAT_BATCH + 1, 1, 1), K=(1, 1, 1), V=(1, 1, 1)), (), "MAX_FLOAT_BATCH"),
-    "weights": (dict(Q=(1, 4096, 1), K=(1, 4096, 1), V=(1, 4096, 1)), (), "MAX_FLOAT_WEIGHTS"),
-    "work": (dict(Q=(1, 2048, 512), K=(1, 2048, 512), V=(1, 2048, 512)), (), "MAX_FLOAT_WORK"),
+    "weights": (dict(Q=(1, 4097, 1), K=(1, 4097, 1), V=(1, 4097, 1)), (), "MAX_FLOAT_WEIGHTS"),
+    "work": (dict(Q=(1, 2048, 1024), K=(1, 2048, 1024), V=(1, 2048, 1024)), (), "MAX_FLOAT_WORK"),
     "gqa-repeat": (dict(Q=(8192, 1, 1), K=(1, 1, 1), V=(1, 1, 1)), ("--gqa",), "MAX_FLOAT_BATCH"),
     "mask-broadcast": (dict(Q=(1, 2, 2), K=(1, 2, 2), V=(1, 2, 2), M=(64, 64, 2, 2)), (), "does not broadcast"),
 }
@@ -310,10 +310,11 @@ def test_work_caps_are_exact_at_the_edge():
     from symattn.floatref.sdpa import check_budget
 
     check_budget((limits.MAX_FLOAT_BATCH,), 1, 1, 1, 1)
-    check_budget((), 2048, 2048, 64, 64)                 # 2^22 weights, 2^29 multiply-adds
+    check_budget((), 4096, 4096, 128, 128)               # the benchmark's largest: 2^24 weights, 2^32 work
+    check_budget((8,), 1024, 1024, 64, 64)               # and its (1, 8, 1024, 64)
     for batch, L, S, E, words in [((limits.MAX_FLOAT_BATCH + 1,), 1, 1, 1, "MAX_FLOAT_BATCH"),
-                                  ((), 2048, 2049, 1, "MAX_FLOAT_WEIGHTS"),
-                                  ((), 2048, 2048, 64, "MAX_FLOAT_WORK")]:
+                                  ((), 4096, 4097, 1, "MAX_FLOAT_WEIGHTS"),
+                                  ((), 4096, 4096, 128, "MAX_FLOAT_WORK")]:
         with pytest.raises(FloatRefError, match=words):
             check_budget(batch, L, S, E, E + (1 if words == "MAX_FLOAT_WORK" else 0))
 
