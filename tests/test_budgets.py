@@ -59,10 +59,12 @@ ROOT_CASES = {
     "scale-and-alibi": BASE + f'alibi = {{ slope = "1/4" }}\nscale = "log(7)*{LONG}"\n',
     "scale-log-sum": BASE + f'scale = "log(2)*{LONG} + log(3)"\n',
     "scale-just-over": BASE + 'scale = "log(2)/10001"\n',
+    # irrational scores: Δ = 1 − √2 in exp[0, 0], so 7^c · 7^(−c·√2)
+    "scale-irrational-scores": f'Q = [[1, "sqrt(2)"]]\nK = [[2, 0], [1, 1]]\nV = [[1], [2]]\nscale = "log(7)*{LONG}"\n',
 }
 WORDS = {"scale": "the scale", "entry": "the logarithms in the inputs", "sink": "the sink",
          "alibi-slope": "the alibi slope", "scale-and-alibi": "the scale", "scale-log-sum": "the scale",
-         "scale-just-over": "root of index 10,001"}
+         "scale-just-over": "root of index 10,001", "scale-irrational-scores": "the scale"}
 
 
 @pytest.mark.parametrize("name", ROOT_CASES)

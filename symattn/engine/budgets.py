@@ -89,7 +89,8 @@ def check_root_indices(engine: "Engine") -> None:
     c·Δ with Δ = (n_j − n_r)/D over the scores' common denominator, so its root
     index is A / gcd(A, n_j − n_r) with A the denominator of c/D: integers
     only, every allowed entry, no SymPy value built.  Logarithms anywhere else
-    (in the scores, the ALiBi slope, the sink) come with irrational inputs,
+    (in the scores, in the scale with irrational scores, the ALiBi slope, the
+    sink) come with irrational inputs,
     which keep the problem within MAX_SYMBOLIC_SIDE: each exponent is checked.  With a
     soft-cap the exponents are c·tanh(x/c), which SymPy leaves alone."""
     p = engine.problem
@@ -111,9 +112,11 @@ def check_root_indices(engine: "Engine") -> None:
                     if index > MAX_ROOT_INDEX:
                         raise _refuse("the scale", f"exp[{i}, {j}]", index)
     slope = None if p.alibi is None else p.alibi.slope
-    general = not engine.scores.is_rational and engine.scores.general.has(sympy.log)
-    if general or (slope is not None and slope.has(sympy.log)):
-        what = "the logarithms in the inputs" if general else "the alibi slope"
+    logs_in_scores = not engine.scores.is_rational and engine.scores.general.has(sympy.log)
+    irrational_scores = not engine.scores.is_rational and p.scale.has(sympy.log)
+    if logs_in_scores or irrational_scores or (slope is not None and slope.has(sympy.log)):
+        what = "the logarithms in the inputs" if logs_in_scores else \
+            "the scale" if irrational_scores else "the alibi slope"
         for i, plan in enumerate(engine.rows):
             for j in plan.allowed:
                 _check_exponent(engine.exponent(i, j), what, f"exp[{i}, {j}]")
