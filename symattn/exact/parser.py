@@ -65,7 +65,8 @@ from symattn.limits import (MAX_ALGEBRAIC_DEGREE, MAX_ALGEBRAIC_DIGITS, MAX_BITS
                             MAX_POWER_EXPONENT, MAX_ROOT_BITS, MAX_TEXT_LENGTH, MAX_VALUE_DIGITS)
 
 __all__ = ["Call", "Evaluator", "Name", "Node", "Num", "Parser", "Power", "Product", "Sum",
-           "Unary", "algebraic_degree", "check_value", "parse_ast", "parse_expression"]
+           "Unary", "algebraic_degree", "check_value", "minimal_polynomial_affordable", "parse_ast",
+           "parse_expression"]
 
 _HELP = "use numbers, sqrt(...), exp(...), log(...), pi or e"
 
@@ -230,6 +231,20 @@ def algebraic_degree(*values: sympy.Expr) -> int:
     for q in found.values():
         degree *= q
     return degree
+
+
+def minimal_polynomial_affordable(value: sympy.Expr) -> bool:
+    """Whether SymPy's minimal polynomial of ``value`` stays cheap: the caps an input with a
+    root meets (degree ≤ MAX_ALGEBRAIC_DEGREE, ≤ MAX_ALGEBRAIC_DIGITS digits beside its roots).
+
+    Why: exact tests (is it 0? is it rational?) ask for one, and values the engine builds
+    can pass those caps (e^(1540.8·log 3) = 3^1540·3^(4/5), a 735-digit number beside a
+    fifth root, ran for minutes); past them the test answers "not known"."""
+    degree = algebraic_degree(value)
+    if degree > MAX_ALGEBRAIC_DEGREE:
+        return False
+    return degree == 1 or not (_height_bits(value) > _ALGEBRAIC_HEIGHT
+                               or any(_over(r, _ALGEBRAIC_LIMIT) for r in _rationals(value)))
 
 
 def _height_bits(expr: sympy.Expr) -> int:

@@ -30,8 +30,7 @@ from sympy.polys.numberfields import minimal_polynomial
 
 from symattn.errors import CertificationError, SymattnError
 from symattn.exact.coerce import to_exact
-from symattn.exact.parser import algebraic_degree
-from symattn.limits import MAX_ALGEBRAIC_DEGREE
+from symattn.exact.parser import minimal_polynomial_affordable
 from symattn.numbers.precision import cap_bits, precision, precisions, start_bits, undecided
 
 __all__ = [
@@ -580,8 +579,8 @@ def _is_algebraic(expr: sympy.Basic) -> bool:
 def _rational_value(expr: sympy.Expr) -> Fraction | None:
     """The value as an exact rational, when the expression is algebraic and
     its minimal polynomial has degree 1; None otherwise or if SymPy fails."""
-    if not _is_algebraic(expr) or algebraic_degree(expr) > MAX_ALGEBRAIC_DEGREE:
-        return None       # a minimal polynomial of degree 10^20 never ends: we know nothing
+    if not _is_algebraic(expr) or not minimal_polynomial_affordable(expr):
+        return None       # degree 10^20, or 735 digits beside a root: never ends, we know nothing
     try:
         poly = minimal_polynomial(expr, sympy.Dummy("x"), polys=True)
     except Exception:  # noqa: BLE001 - SymPy may fail in many ways; then we know nothing

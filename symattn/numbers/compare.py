@@ -12,8 +12,7 @@ from __future__ import annotations
 import sympy
 from sympy.polys.numberfields import minimal_polynomial
 
-from symattn.exact.parser import algebraic_degree
-from symattn.limits import MAX_ALGEBRAIC_DEGREE
+from symattn.exact.parser import minimal_polynomial_affordable
 from symattn.numbers.certify import _short, to_arb
 from symattn.numbers.precision import SIGN_DIGITS, cap_bits, precisions, undecided
 
@@ -32,7 +31,7 @@ def _is_exactly_zero(expr: sympy.Expr) -> bool | None:
         from symattn.problem.keys.rope import trig_is_zero
 
         return trig_is_zero(expr) if expr.has(sympy.cos, sympy.sin) else None
-    if algebraic_degree(expr) > MAX_ALGEBRAIC_DEGREE:
+    if not minimal_polynomial_affordable(expr):
         return None       # a derived root of index 10^4 (e^(c·log b) = b^c): no minimal polynomial
     x = sympy.Dummy("x")
     try:
