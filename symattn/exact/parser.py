@@ -234,17 +234,19 @@ def algebraic_degree(*values: sympy.Expr) -> int:
 
 
 def minimal_polynomial_affordable(value: sympy.Expr) -> bool:
-    """Whether SymPy's minimal polynomial of ``value`` stays cheap: the caps an input with a
-    root meets (degree ≤ MAX_ALGEBRAIC_DEGREE, ≤ MAX_ALGEBRAIC_DIGITS digits beside its roots).
+    """Whether SymPy's minimal polynomial of ``value`` stays cheap: degree at most
+    MAX_ALGEBRAIC_DEGREE, and with a root, coefficients of at most about 240 digits once
+    multiplied out (twice what the inputs' own caps allow, so products of capped inputs,
+    such as projected scores, keep their exact tests).
 
     Why: exact tests (is it 0? is it rational?) ask for one, and values the engine builds
-    can pass those caps (e^(1540.8·log 3) = 3^1540·3^(4/5), a 735-digit number beside a
-    fifth root, ran for minutes); past them the test answers "not known"."""
+    can pass the input caps: e^(1540.8·log 3) = 3^1540·3^(4/5), a 735-digit number beside
+    a fifth root, took 9 s per call (120 digits: 0.8 s), minutes per view.  Past the bound
+    the test answers "not known" and the precision loop decides."""
     degree = algebraic_degree(value)
     if degree > MAX_ALGEBRAIC_DEGREE:
         return False
-    return degree == 1 or not (_height_bits(value) > _ALGEBRAIC_HEIGHT
-                               or any(_over(r, _ALGEBRAIC_LIMIT) for r in _rationals(value)))
+    return degree == 1 or _height_bits(value) <= 2 * _ALGEBRAIC_HEIGHT
 
 
 def _height_bits(expr: sympy.Expr) -> int:
