@@ -15,10 +15,12 @@ docs/limits.md shows the same numbers.
 from __future__ import annotations
 
 __all__ = [
-    "MAX_ALGEBRAIC_DEGREE", "MAX_ALGEBRAIC_DIGITS", "MAX_BITS", "MAX_DECIMAL_EXPONENT", "MAX_DEPTH", "MAX_ENTRIES",
-    "MAX_ENTRY_MAGNITUDE", "MAX_EXACT_DIGITS", "MAX_FILE_BYTES", "MAX_HEADS", "MAX_NUMERAL_DIGITS",
-    "MAX_POWER_EXPONENT", "MAX_ROOT_BITS", "MAX_SCORE_MAGNITUDE", "MAX_SIDE", "MAX_SYMBOLIC_SIDE",
-    "MAX_TEXT_LENGTH", "MAX_VALUE_DIGITS",
+    "MAX_ALGEBRAIC_DEGREE", "MAX_ALGEBRAIC_DIGITS", "MAX_ARRAY_BYTES", "MAX_ARRAY_DIMS", "MAX_BITS",
+    "MAX_DECIMAL_EXPONENT", "MAX_DEPTH", "MAX_ENTRIES", "MAX_ENTRY_MAGNITUDE", "MAX_EXACT_DIGITS",
+    "MAX_FILE_BYTES", "MAX_FLOAT_ARB_ENTRIES", "MAX_FLOAT_BATCH", "MAX_FLOAT_WEIGHTS",
+    "MAX_FLOAT_WORK", "MAX_HEADS", "MAX_JSON_BYTES", "MAX_NPY_HEADER_BYTES", "MAX_NPZ_MEMBERS",
+    "MAX_NUMERAL_DIGITS", "MAX_POWER_EXPONENT", "MAX_ROOT_BITS", "MAX_ROOT_INDEX",
+    "MAX_SCORE_MAGNITUDE", "MAX_SIDE", "MAX_SYMBOLIC_SIDE", "MAX_TEXT_LENGTH", "MAX_VALUE_DIGITS",
 ]
 
 # -- one expression string (symattn.exact.parser) ---------------------------------
@@ -38,6 +40,9 @@ MAX_ROOT_BITS = 2_000           # bits under logs and irrational powers (SymPy f
 MAX_ALGEBRAIC_DEGREE = 8        # product of the root indices of the distinct roots in a value
                                 # (√2·∛3 is 6) and in a whole problem (√2, √3, √5 is 8)
 MAX_ALGEBRAIC_DIGITS = 30       # digits of every rational in a value that has a root
+MAX_ROOT_INDEX = 10_000         # root index q of a power b^(p/q) the engine builds: SymPy writes
+                                # e^(c·log b) as b^c (a scale log(7)*1.00000000000000000001 made
+                                # roots of index 10^20, which flint cannot enclose)
 
 # -- one problem (symattn.problem.problem, symattn.problem.matrix) --------------------------
 MAX_ENTRY_MAGNITUDE = 10**6     # |x| of the entries that make the scores (X, W_q, W_k, X_kv, Q, K), |scale|
@@ -49,6 +54,24 @@ MAX_SYMBOLIC_SIDE = 16          # n, m, d_model, d_k, d_v when an input entry is
                                 # (surds, e^x, π, symbols: worked by SymPy, ~n·m² cost)
 MAX_HEADS = 256                 # query heads of one multi-head problem (each is a whole problem)
 
+# -- outputs (symattn.document.trace_json) -----------------------------------------
+MAX_JSON_BYTES = 32 * 1024 * 1024   # the JSON view (explain --format json), estimated before it is
+                                    # built: exact weights grow like n·m² (n = 512: 2.4 GB, 11 GiB)
+
 # -- input files (symattn.problem.tomlfile.read_text) -------------------------------
 MAX_FILE_BYTES = 8 * 1024 * 1024   # one TOML file: a 512×512 Q, K and V of 3-digit decimals fit
 # The CSV caps of grading live in symattn.check.grading.grade (MAX_ROWS, MAX_BYTES, ...).
+
+# -- float arrays (symattn.floatref.arrays, symattn.floatref.sdpa) -------------------
+# Measured on the shared 2-core machine (docs/limits.md): the fast path does about 5·10^8
+# multiply-adds a second, costs ~20 bytes per weight and ~0.2-0.5 ms per head, and the
+# exact (arb) path ~30-90 µs per entry it decides.
+MAX_ARRAY_BYTES = 128 * 1024 * 1024   # the data of one .npy array or .npz member, from its header
+MAX_ARRAY_DIMS = 8              # dimensions of one array ((batch, heads, rows, columns) is 4)
+MAX_NPY_HEADER_BYTES = 10_000   # the .npy header dict (numpy's own max_header_size)
+MAX_NPZ_MEMBERS = 64            # members listed in one .npz archive
+MAX_FLOAT_BATCH = 4_096         # heads: the product of the broadcast batch dimensions
+MAX_FLOAT_WEIGHTS = 1 << 24     # batch × L × S: the weights computed (4096 × 4096 in one head,
+                                # the benchmark's (1, 1, 4096, 128): 3 s CPU, 0.6 GB; docs/benchmarks.md)
+MAX_FLOAT_WORK = 1 << 32        # batch × L × S × (E + Ev): the multiply-adds of the scores and output
+MAX_FLOAT_ARB_ENTRIES = 1 << 15  # entries too near a rounding boundary for float64, decided by arb

@@ -95,5 +95,10 @@ def key_html(v: VersionAnswers) -> str:
         relation = "≈" if rounded else "="
         out.append(f"<p><b>{q.number}.</b> {escape(q.ask.capitalize())}, \\({q.formula_latex}\\): "
                    f"{escape(symbol if q.step != 'scaled' else 'scaled')} {relation}</p>")
-        out.append(grid_html(q, lambda i, j, values=values: escape(values[i][j].text)))
+        out.append(grid_html(q, _texts_of(values, escape)))
     return "".join(out)
+
+
+def _texts_of(values: list, escape: Callable[[str], str]) -> Callable[[int, int], str]:
+    """The grid's cell (i, j): one question's certified values, escaped, bound now."""
+    return lambda i, j: escape(values[i][j].text)

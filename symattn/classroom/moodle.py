@@ -15,6 +15,8 @@ feedback is the key: every question's formula and certified answers.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import math
 import re
 import xml.etree.ElementTree as ET
@@ -89,7 +91,7 @@ def _question(v: VersionAnswers, title: str) -> ET.Element:
                    for j, e in enumerate(question.entries[i * cols:(i + 1) * cols])]
                   for i in range(question.shape[0])]
         body += [question_heading(question, cloze_html),
-                 grid_html(question, lambda i, j, fields=fields: fields[i][j], cloze_html)]
+                 grid_html(question, _cell_of(fields), cloze_html)]
     text = "".join(body)
     count, expected = len(_FIELD.findall(text)), sum(len(wq) for wq in weights)
     if count != expected:    # user text is neutralised above; this is the proof
@@ -119,3 +121,8 @@ def moodle_xml(versions: list[VersionAnswers], category: str | None = None,
     for v in versions:
         quiz.append(_question(v, title))
     return xml_document(quiz, MARK, *([f"{MADE_FROM}{made_from}"] if made_from else []))
+
+
+def _cell_of(fields: list[list[str]]) -> Callable[[int, int], str]:
+    """The grid's cell (i, j): one question's Cloze fields, bound now (not the loop's last)."""
+    return lambda i, j: fields[i][j]

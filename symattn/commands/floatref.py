@@ -11,8 +11,6 @@ from symattn.commands import Outcome, deprecated_alias, paper, pdf_or_text
 from symattn.commands.heads import add_format_arguments, chosen_format
 
 ORDER = 60
-#: the most bytes read from one .npy file
-NPY_MAX_BYTES = 1 << 30
 
 
 def _max_ulp(text: str) -> float:
@@ -66,20 +64,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _load(path: str, what: str):
-    from symattn.floatref import FloatRefError
-    from symattn.floatref.sdpa import _numpy
-    from symattn.problem.tomlfile import read_bytes
+    """One array, its header checked against the caps before anything is allocated."""
+    from symattn.floatref.arrays import read_array
 
-    np = _numpy()
-    data = read_bytes(path, what=what, error=FloatRefError, limit=NPY_MAX_BYTES)
-    try:
-        array = np.load(io.BytesIO(data), allow_pickle=False)
-    except (ValueError, OSError, EOFError):
-        raise FloatRefError(f"{path}: not a .npy array of numbers (object arrays are refused); "
-                            f"save {what} with numpy.save") from None
-    if not isinstance(array, np.ndarray):
-        raise FloatRefError(f"{path}: an .npz archive; give one array saved with numpy.save")
-    return array
+    return read_array(path, what=what)
 
 
 def run(args: argparse.Namespace) -> Outcome:

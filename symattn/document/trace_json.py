@@ -45,31 +45,55 @@ def exact_strings(trace: Trace, step: Step) -> list[list[str]]:
     printed once per row, not once per entry), so a 128-token problem takes
     seconds; the value is the same exact number SymPy builds.
     """
+    return [exact_row(trace, step, i) for i in range(step.shape[0])]
+
+
+def exact_row(trace: Trace, step: Step, i: int) -> list[str]:
+    """Row i of :func:`exact_strings`."""
     if step.name not in ("row_sum", "weights", "output"):
-        return [[_text(v) for v in row] for row in step.rows()]
+        return [_text(step[i, j]) for j in range(step.shape[1])]
     exp, V = trace.step("exp"), trace.V
-    out: list[list[str]] = []
-    for i in range(step.shape[0]):
-        allowed = trace.allowed(i)
-        if len(trace.tie_groups(i)) == 1:  # tied row: small exact numbers, print them as SymPy does
-            out.append([_text(step[i, j]) for j in range(step.shape[1])])
+    allowed = trace.allowed(i)
+    if len(trace.tie_groups(i)) == 1:  # tied row: small exact numbers, print them as SymPy does
+        return [_text(step[i, j]) for j in range(step.shape[1])]
+    exps = {j: _text(exp[i, j]) for j in allowed}
+    terms = [exps[j] for j in allowed]
+    if trace.problem.sink is not None:   # the dropped sink column still counts in the sum
+        terms.append(_text(trace.sink_term(i)))
+    total = " + ".join(terms)
+    if step.name == "row_sum":
+        return [total]
+    if step.name == "weights":
+        return [f"{exps[j]}/({total})" if j in exps else "0" for j in range(step.shape[1])]
+    row = []
+    for c in range(step.shape[1]):
+        terms = [f"{_factor(V[j, c])}*{exps[j]}" for j in allowed if V[j, c] != 0]
+        row.append(f"({' + '.join(terms) or '0'})/({total})")
+    return row
+
+
+#: bytes of JSON syntax and indentation around one string of a matrix (`  "...",\n`)
+_ENTRY_OVERHEAD = 10
+
+
+def estimate_json_bytes(trace: Trace, digits: int, *, decimal_only: bool = False) -> int:
+    """About how many bytes :func:`render_json` would write, from three sample rows per step.
+
+    Why: the exact strings of the softmax steps grow like n·m² (every weight
+    spells its row's whole denominator): at n = 512 that is 2.4 GB, 11 GiB of
+    memory and minutes, so the size is known before anything is built.  Rows of
+    one problem are alike (a causal mask's grow linearly: first, middle and
+    last average them); decimals take at most ``digits`` + 7 characters."""
+    total = 0
+    for step in trace.steps:
+        rows, cols = step.shape
+        total += rows * cols * (digits + 7 + _ENTRY_OVERHEAD)
+        if decimal_only:
             continue
-        exps = {j: _text(exp[i, j]) for j in allowed}
-        terms = [exps[j] for j in allowed]
-        if trace.problem.sink is not None:   # the dropped sink column still counts in the sum
-            terms.append(_text(trace.sink_term(i)))
-        total = " + ".join(terms)
-        if step.name == "row_sum":
-            out.append([total])
-        elif step.name == "weights":
-            out.append([f"{exps[j]}/({total})" if j in exps else "0" for j in range(step.shape[1])])
-        else:
-            row = []
-            for c in range(step.shape[1]):
-                terms = [f"{_factor(V[j, c])}*{exps[j]}" for j in allowed if V[j, c] != 0]
-                row.append(f"({' + '.join(terms) or '0'})/({total})")
-            out.append(row)
-    return out
+        sample = sorted({0, rows // 2, rows - 1})
+        sizes = [sum(len(s) + _ENTRY_OVERHEAD for s in exact_row(trace, step, i)) for i in sample]
+        total += rows * sum(sizes) // len(sizes)
+    return total
 
 
 def decimal_strings(trace: Trace, step: Step, rounding: Rounding) -> list[list[str | None]]:
@@ -121,9 +145,35 @@ def trace_to_json(trace: Trace, digits: int, *, decimal_only: bool = False, plac
     }
 
 
+def check_json_size(trace: Trace, digits: int, *, decimal_only: bool = False) -> None:
+    """Refuse a JSON view over MAX_JSON_BYTES, with its estimated size and what would fit."""
+    from symattn.errors import ProblemError
+    from symattn.limits import MAX_JSON_BYTES
+
+    size = estimate_json_bytes(trace, digits, decimal_only=decimal_only)
+    if size <= MAX_JSON_BYTES:
+        return
+    what = "the certified decimals" if decimal_only else \
+        "the exact strings of the weights and outputs grow like n·m²"
+    hint = "use fewer --digits or a smaller problem"
+    if not decimal_only:
+        small = estimate_json_bytes(trace, digits, decimal_only=True)
+        if small <= MAX_JSON_BYTES:
+            hint = f"add --decimal-only (the certified decimals alone, about {_size(small)}) or use a smaller problem"
+        else:
+            hint = "add --decimal-only and use fewer --digits, or use a smaller problem"
+    raise ProblemError(f"the JSON view would be about {_size(size)} ({what}), over the cap of "
+                       f"{_size(MAX_JSON_BYTES)} (MAX_JSON_BYTES): {hint}")
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.1f} MiB"
+
+
 def render_json(trace: Trace, digits: int, *, decimal_only: bool = False, places: int | None = None,
                 worked_rows: list[str] | None = None) -> str:
-    """The JSON text of :func:`trace_to_json`."""
+    """The JSON text of :func:`trace_to_json` (refused past MAX_JSON_BYTES: check_json_size)."""
+    check_json_size(trace, digits, decimal_only=decimal_only)
     return json.dumps(trace_to_json(trace, digits, decimal_only=decimal_only, places=places,
                                     worked_rows=worked_rows),
                       ensure_ascii=False, indent=1) + "\n"

@@ -46,6 +46,7 @@ from typing import Any, Callable, Hashable
 import flint
 import sympy
 
+from symattn.engine.budgets import check_root_indices
 from symattn.problem.keys import rope
 from symattn.numbers.certify import to_arb
 from symattn.numbers.masked import NEG_INF
@@ -178,6 +179,7 @@ class Engine:
         #: steps a variant adds (online softmax, decoding): name -> their numbers
         #: (``known_row(i)``, ``balls(i, prec)``, ``symbols()``; see symattn.trace.stepnumbers)
         self.extra: dict[str, StepNumbers] = {}
+        check_root_indices(self)     # e^(c·log b) = b^c: its root index, before any is built
 
     # -- the row maximum, decided exactly ------------------------------------
     def _allowed(self, i: int) -> tuple[int, ...]:

@@ -37,7 +37,6 @@ from typing import Any
 import flint
 
 from symattn.numbers.certify import CertifiedDecimal, Rounding, effective_digits, round_ball, round_rational
-from symattn.errors import SymattnError
 from symattn.exact.coerce import DecimalText, to_exact
 from symattn.numbers.precision import cap_bits, precision, precisions, undecided
 from symattn.problem.problem import Problem
@@ -94,6 +93,9 @@ def exact_values(value: Any, mode: str = "binary", *, name: str = "array") -> li
                             "first, e.g. q[0, 0] of a (batch, heads, n, d) tensor")
     if not np.issubdtype(array.dtype, np.floating) and not np.issubdtype(array.dtype, np.integer):
         raise FloatRefError(f"{name} has dtype {array.dtype}: give floats or integers")
+    if array.dtype.kind == "f" and array.dtype.itemsize > 8:
+        raise FloatRefError(f"{name} has dtype {array.dtype} (long double), wider than float64, which "
+                            "would be rounded: convert to float32 or float64")
     rows = []
     for i, row in enumerate(array):
         out = []
@@ -358,5 +360,5 @@ def float_report(Q: Any, K: Any, V: Any, result: Any, *, step: str = "output", m
     return FloatReport(report.step, report.fmt, mode, report.entries)
 
 
-from symattn.floatref.sdpa import SDPAReference, correctly_rounded  # noqa: E402  (the SDPA oracle)
-from symattn.floatref.ulp import ULPReport, ulp_report  # noqa: E402
+from symattn.floatref.sdpa import SDPAReference as SDPAReference, correctly_rounded as correctly_rounded  # noqa: E402  (the SDPA oracle, public here)
+from symattn.floatref.ulp import ULPReport as ULPReport, ulp_report as ulp_report  # noqa: E402

@@ -25,8 +25,9 @@ TINY = 2.0 ** -1000      # absorbs every underflow (far below any float32/16 sub
 _INFLATE = 1 + 2.0 ** -20
 #: keys per partial sum: sums and W·V carry γ_{B + S/B + 1} instead of γ_S
 SUM_BLOCK = 256
-#: rows per block: keeps the (rows × S) float64 temporaries near 16 MB each
-BLOCK_ENTRIES = 1 << 21
+#: rows per block: keeps the (rows × S) float64 temporaries near 4 MB each (peak memory a few
+#: times the inputs and the result; measured in tests/test_hostile_arrays.py)
+BLOCK_ENTRIES = 1 << 19
 
 
 def gamma(n: int) -> float:
@@ -60,7 +61,7 @@ def enclose(Q, K, V, allowed, additive, scale: float, scale_err: float) -> Enclo
 
     L, S, Ev = Q.shape[0], K.shape[0], V.shape[1]
     W = np.empty((L, S)), np.empty((L, S))
-    O = np.empty((L, Ev)), np.empty((L, Ev))
+    Out = np.empty((L, Ev)), np.empty((L, Ev))
     empty = np.zeros(L, dtype=bool)
     step = max(1, BLOCK_ENTRIES // max(S, Ev, 1))
     head = _Head(K, V)
@@ -68,8 +69,8 @@ def enclose(Q, K, V, allowed, additive, scale: float, scale_err: float) -> Enclo
         b = min(L, a + step)
         rows = _block(Q[a:b], head, None if allowed is None else allowed[a:b],
                       None if additive is None else additive[a:b], scale, scale_err)
-        W[0][a:b], W[1][a:b], O[0][a:b], O[1][a:b], empty[a:b] = rows
-    return Enclosures(W[0], W[1], O[0], O[1], empty)
+        W[0][a:b], W[1][a:b], Out[0][a:b], Out[1][a:b], empty[a:b] = rows
+    return Enclosures(W[0], W[1], Out[0], Out[1], empty)
 
 
 def _beta(E: int) -> int:

@@ -32,8 +32,8 @@ X_ZERO = -800.0
 EXP_SERIES = 2.0 ** -83
 #: relative error of a table entry exp(k/1024)
 TABLE_REL = 2.0 ** -101
-#: rows per block: (rows × S) double-double temporaries near 8 MB each
-BLOCK_ENTRIES = 1 << 20
+#: rows per block: (rows × S) double-double temporaries near 2 MB each
+BLOCK_ENTRIES = 1 << 18
 
 
 def _up(x):
@@ -89,14 +89,17 @@ def exp_table():
     with precision(160):
         e1 = [_ball_dd(flint.arb(-i).exp()) for i in range(top + 1)]
         e0 = [_ball_dd((flint.arb(j) / 1024).exp()) for j in range(1024)]
-    for hi, lo, err in e1 + e0:
+    for hi, _lo, err in e1 + e0:
         assert err <= 2.0 ** -104 * abs(hi), "the exp table is not accurate enough"
-    m = np.arange(top * 1024 + 1)
-    i = -(-m // 1024)
-    j = i * 1024 - m
-    a = np.array(e1)[i]
-    b = np.array(e0)[j]
-    return dd.mul(a[:, 0], a[:, 1], b[:, 0], b[:, 1])
+    A, B = np.array(e1), np.array(e0)
+    size = top * 1024 + 1
+    hi, lo = np.empty(size), np.empty(size)
+    for start in range(0, size, 1 << 16):          # in chunks: the temporaries stay near 0.5 MB
+        m = np.arange(start, min(size, start + (1 << 16)))
+        i = -(-m // 1024)
+        a, b = A[i], B[i * 1024 - m]
+        hi[m], lo[m] = dd.mul(a[:, 0], a[:, 1], b[:, 0], b[:, 1])
+    return hi, lo
 
 
 def scale_dd(exact) -> tuple[float, float, float]:
@@ -176,10 +179,10 @@ class _Product:
         R, m = _blocked(np.concatenate([X12, X3] + ([] if Xl is None else [Xl]), axis=1),
                         np.concatenate([self.Y3, self.Y] + ([] if Xl is None else [self.Y]), axis=0),
                         self.n)
-        h, l = dd.two_sum(A, B)
-        h, l = dd.add_fp(h, l, C)
-        h, l = dd.add_fp(h, l, R)
-        return h, l, X12, X3, m
+        h, lo = dd.two_sum(A, B)
+        h, lo = dd.add_fp(h, lo, C)
+        h, lo = dd.add_fp(h, lo, R)
+        return h, lo, X12, X3, m
 
 
 def _blocked(X, Y, n: int):

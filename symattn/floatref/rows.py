@@ -101,6 +101,13 @@ def decide_all(pr, w, w_ok, o, o_ok, fmt: BinaryFormat) -> int:
     the integer K and V."""
     import numpy as np
 
+    from symattn.limits import MAX_FLOAT_ARB_ENTRIES
+
+    pending = int((~w_ok).sum() + (~o_ok).sum())
+    if pending > MAX_FLOAT_ARB_ENTRIES:
+        raise FloatRefError(f"{pending:,} entries lie on or too near a rounding boundary of {fmt.name} for "
+                            f"float64 to decide, over the cap of {MAX_FLOAT_ARB_ENTRIES:,} decided exactly "
+                            f"(MAX_FLOAT_ARB_ENTRIES, about 50 µs each); check fewer heads or rows at a time")
     groups: dict[tuple, list[tuple]] = {}
     for idx in np.ndindex(*pr.batch):
         if w_ok[idx].all() and o_ok[idx].all():

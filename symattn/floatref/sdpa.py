@@ -77,10 +77,33 @@ def _array(x: Any, name: str):
         a = a.astype(np.float32)
     if a.dtype.kind not in "fiub":
         raise FloatRefError(f"{name} has dtype {a.dtype}: give float or integer arrays")
-    if a.dtype.kind in "iu" and a.size and int(np.abs(a.astype(object)).max()) > 2 ** 53:
+    if a.dtype.kind == "f" and a.dtype.itemsize > 8:
+        raise FloatRefError(f"{name} has dtype {a.dtype} (long double), wider than float64, which "
+                            "floatref would round: convert to float32 or float64")
+    if a.dtype.kind in "iu" and a.size and (int(a.max()) > 2 ** 53 or int(a.min()) < -2 ** 53):
         raise FloatRefError(f"{name} holds integers beyond 2^53, which float64 cannot hold exactly: "
                             "give smaller values or floats")
     return a
+
+
+def check_budget(batch: tuple, L: int, S: int, E: int, Ev: int) -> None:
+    """Refuse a problem past the float caps (symattn.limits) before anything is allocated.
+
+    Why: tiny inputs whose batch dimensions broadcast, or a long L and S with a small E,
+    ask for work and weights far beyond the inputs' own size (32 GiB from a few KiB)."""
+    from symattn.limits import MAX_FLOAT_BATCH, MAX_FLOAT_WEIGHTS, MAX_FLOAT_WORK
+
+    heads = math.prod(batch)
+    shape = f"batch {tuple(batch)}, L = {L:,}, S = {S:,}, E = {E:,}, Ev = {Ev:,}"
+    if heads > MAX_FLOAT_BATCH:
+        raise FloatRefError(f"the batch dimensions broadcast to {tuple(batch)}, {heads:,} heads, over the cap "
+                            f"of {MAX_FLOAT_BATCH:,} (MAX_FLOAT_BATCH); check a slice of the heads at a time")
+    if heads * L * S > MAX_FLOAT_WEIGHTS:
+        raise FloatRefError(f"{shape} make {heads * L * S:,} weights, over the cap of {MAX_FLOAT_WEIGHTS:,} "
+                            f"(MAX_FLOAT_WEIGHTS); check fewer heads or rows at a time")
+    if heads * L * S * (E + Ev) > MAX_FLOAT_WORK:
+        raise FloatRefError(f"{shape} need {heads * L * S * (E + Ev):,} multiply-adds, over the cap of "
+                            f"{MAX_FLOAT_WORK:,} (MAX_FLOAT_WORK); check fewer heads or rows at a time")
 
 
 def normalise(Q: Any, K: Any, V: Any, attn_mask: Any = None, is_causal: bool = False,
@@ -91,7 +114,7 @@ def normalise(Q: Any, K: Any, V: Any, attn_mask: Any = None, is_causal: bool = F
     for a, n in ((q, "Q"), (k, "K"), (v, "V")):
         if a.ndim < 2:
             raise FloatRefError(f"{n} has shape {a.shape}: give (..., L, E), (..., S, E) and (..., S, Ev) arrays")
-        if a.size and not np.isfinite(a.astype(np.float64)).all():
+        if a.size and not np.isfinite(a).all():
             raise FloatRefError(f"{n} holds inf or NaN: give finite numbers")
     if k.shape[-1] != q.shape[-1]:
         raise FloatRefError(f"Q has E = {q.shape[-1]} but K has E = {k.shape[-1]}: give equal last dimensions")
@@ -99,6 +122,7 @@ def normalise(Q: Any, K: Any, V: Any, attn_mask: Any = None, is_causal: bool = F
         raise FloatRefError(f"K has S = {k.shape[-2]} rows but V has {v.shape[-2]}: give equal key counts")
     if 0 in q.shape or 0 in k.shape or 0 in v.shape:
         raise FloatRefError(f"an input is empty (Q {q.shape}, K {k.shape}, V {v.shape}): give non-empty arrays")
+    kb, vb = k.shape[:-2], v.shape[:-2]
     if enable_gqa:
         if q.ndim < 3 or k.ndim < 3 or v.ndim < 3:
             raise FloatRefError("enable_gqa needs (..., heads, L, E) arrays")
@@ -106,18 +130,21 @@ def normalise(Q: Any, K: Any, V: Any, attn_mask: Any = None, is_causal: bool = F
         if v.shape[-3] != hk or hq % hk:
             raise FloatRefError(f"enable_gqa: Q has {hq} heads, K {hk}, V {v.shape[-3]}: "
                                 "K and V need equal head counts that divide Q's")
-        k = np.repeat(k, hq // hk, axis=-3)   # query head h reads kv head h // (hq / hk)
-        v = np.repeat(v, hq // hk, axis=-3)
+        kb, vb = kb[:-1] + (hq,), vb[:-1] + (hq,)
     try:
-        batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+        batch = np.broadcast_shapes(q.shape[:-2], kb, vb)   # shapes only: nothing allocated
     except ValueError:
         raise FloatRefError(f"the batch dimensions of Q {q.shape}, K {k.shape} and V {v.shape} do not "
                             "broadcast (for grouped-query heads pass enable_gqa=True)") from None
     L, S, E = q.shape[-2], k.shape[-2], q.shape[-1]
+    check_budget(batch, L, S, E, v.shape[-1])
+    if enable_gqa:
+        k = np.repeat(k, hq // hk, axis=-3)   # query head h reads kv head h // (hq / hk)
+        v = np.repeat(v, hq // hk, axis=-3)
     f64 = np.float64
-    Qb = np.broadcast_to(q.astype(f64), batch + q.shape[-2:])
-    Kb = np.broadcast_to(k.astype(f64), batch + k.shape[-2:])
-    Vb = np.broadcast_to(v.astype(f64), batch + v.shape[-2:])
+    Qb = np.broadcast_to(np.asarray(q, dtype=f64), batch + q.shape[-2:])   # no copy of a float64 input
+    Kb = np.broadcast_to(np.asarray(k, dtype=f64), batch + k.shape[-2:])
+    Vb = np.broadcast_to(np.asarray(v, dtype=f64), batch + v.shape[-2:])
     allowed = additive = None
     if is_causal and attn_mask is not None:
         raise FloatRefError("give is_causal=True or attn_mask, not both (as torch's SDPA)")
@@ -316,4 +343,4 @@ def ieee_conversions_hold() -> bool:
     return True
 
 
-__all__ = ["SDPAReference", "correctly_rounded", "normalise"]
+__all__ = ["SDPAReference", "check_budget", "correctly_rounded", "normalise"]

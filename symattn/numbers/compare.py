@@ -13,6 +13,7 @@ import sympy
 from sympy.polys.numberfields import minimal_polynomial
 from sympy.simplify.fu import TR8
 
+from symattn.exact.parser import minimal_polynomial_affordable
 from symattn.numbers.certify import _short, to_arb
 from symattn.numbers.precision import SIGN_DIGITS, cap_bits, precisions, undecided
 
@@ -29,6 +30,8 @@ def _is_exactly_zero(expr: sympy.Expr) -> bool | None:
     solver without bound, so such a number is refused instead."""
     if not expr.is_algebraic:   # cosines and sines of algebraic angles (RoPE scores), or e^β
         return trig_is_zero(expr) if expr.has(sympy.cos, sympy.sin) else exp_sum_is_zero(expr)
+    if not minimal_polynomial_affordable(expr):
+        return None       # a derived root of index 10^4 (e^(c·log b) = b^c): no minimal polynomial
     x = sympy.Dummy("x")
     try:
         return minimal_polynomial(expr, x) == x

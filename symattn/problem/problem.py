@@ -231,7 +231,15 @@ class Problem:
         general = [e for mat in self.inputs.values() if not mat.is_rational
                    for e in mat.entries()]
         if general:
-            self._check_symbolic_size()
+            key = next(k for k, mat in self.inputs.items() if not mat.is_rational)
+            self._check_symbolic_size(f"{key} has entries that are not rational numbers")
+        if self.alibi is not None and not self.alibi.slope.is_Rational:
+            # every logit compare and tie is then a SymPy one (512 × 512: over 10 minutes)
+            self._check_symbolic_size("the alibi slope is not a rational number")
+        for name, value in (("the scale", self.scale), ("the sink", self.sink)):
+            if value is not None and value.free_symbols:   # a symbolic scale: 64 × 64 ran past 60 s
+                names = ", ".join(sorted(str(x) for x in value.free_symbols))
+                self._check_symbolic_size(f"{name} holds the symbols {names}")
         degree = algebraic_degree(*general, self.scale)
         if degree > MAX_ALGEBRAIC_DEGREE:
             raise ProblemError(
@@ -273,17 +281,17 @@ class Problem:
                 f"of {MAX_EXACT_DIGITS:,} (MAX_EXACT_DIGITS): use decimals with fewer places or "
                 "simpler fractions")
 
-    def _check_symbolic_size(self) -> None:
+    def _check_symbolic_size(self, why: str) -> None:
         """An input that is not rational (a surd, e^x, π, a symbol) is worked by SymPy,
-        whose cost grows like n·m² (16×16: about 2 s; 64×64: 90 s): hand-sized only."""
-        key = next(k for k, mat in self.inputs.items() if not mat.is_rational)
+        whose cost grows like n·m² (16×16: about 2 s; 64×64: 90 s): hand-sized only.
+        ``why`` names the input ("Q has entries that are not rational numbers")."""
         sizes = {"queries": self.n, "keys": self.m, "d_k": self.d_k, "d_v": self.d_v}
         if self.d_model is not None:
             sizes["d_model"] = self.d_model
         name, size = max(sizes.items(), key=lambda item: item[1])
         if size > MAX_SYMBOLIC_SIDE:
             raise ProblemError(
-                f"{key} has entries that are not rational numbers, so the problem is worked "
+                f"{why}, so the problem is worked "
                 f"symbolically, which handles at most {MAX_SYMBOLIC_SIDE} queries, keys and "
                 f"columns (MAX_SYMBOLIC_SIDE); {name} is {size}: use decimals or fractions, "
                 "or a smaller problem")

@@ -102,8 +102,7 @@ class HtmlPrinter(Printer):
         if s.d_model:
             dims.append(m.mrow(m.msub(m.mi("d"), m.mi("model")), m.mo("="), m.mn(str(s.d_model))))
         one_over_root = m.mfrac(m.mn("1"), m.msqrt(dk))
-        # 1/√3 as the text and LaTeX say it (the lesson's form), not SymPy's √3/3
-        by_root = m.mfrac(m.mn("1"), m.msqrt(m.mn(str(s.d_k))))
+        by_root = m.mfrac(m.mn("1"), m.msqrt(m.mn(str(s.d_k))))     # 1/√3, as text and LaTeX write it
         scale = (m.math(m.mrow(one_over_root, m.mo("="), by_root)) if s.default_scale
                  else self.math(s.scale) + " (instead of " + m.math(one_over_root) + ")")
         out = [f'<p class="summary">{m.escape(kind)}: {n} quer{"y" if n == 1 else "ies"} '
