@@ -302,3 +302,19 @@ def test_every_template_prints_without_overfull_boxes(template, tmp_path, capsys
     for page in pages(tmp_path / "w" / "version-A-key.pdf"):
         lines = [line for line in page.splitlines() if line.strip() and not line.strip().isdigit()]
         assert lines and not re.fullmatch(r"Question \d+ \(.*\):", lines[-1].strip()), (template, lines[-1])
+
+
+def test_no_common_wrong_answer_is_the_right_answer(tmp_path, capsys):
+    """The lesson's scores are symmetric (checked here in integers), so transposing them gives
+    the key itself: the key must not list transposed-scores as a wrong answer (issue 25)."""
+    example = sa.load_example("i-love-cats")
+    X, W_q, W_k = ([[int(x) for x in row] for row in example.inputs[name].to_sympy().tolist()]
+                   for name in ("X", "W_q", "W_k"))
+    Q = [[sum(X[i][t] * W_q[t][c] for t in range(4)) for c in range(3)] for i in range(3)]
+    K = [[sum(X[i][t] * W_k[t][c] for t in range(4)) for c in range(3)] for i in range(3)]
+    S = [[sum(Q[i][c] * K[j][c] for c in range(3)) for j in range(3)] for i in range(3)]
+    assert S == [list(col) for col in zip(*S)]                     # symmetric
+    status, _, err = cli("worksheet", "--example", "i-love-cats", "-o", str(tmp_path / "w"), capsys=capsys)
+    assert status == 0, err
+    key = (tmp_path / "w" / "version-A-key.tex").read_text(encoding="utf-8")
+    assert "Common wrong answers" in key and "transposed-scores" not in key

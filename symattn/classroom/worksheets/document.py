@@ -32,7 +32,7 @@ from symattn.document.worksheet_blocks import (
     Derivation, Instruction, KeyAnswer, KeyValue, Question, SheetHeader, WrongAnswers,
 )
 from symattn.trace.trace import Trace
-from symattn.classroom.worksheets.wrong_answers import wrong_answers
+from symattn.classroom.worksheets.wrong_answers import answer_texts, wrong_answers
 from symattn.classroom.worksheets.questions import SheetQuestion, ask_text, decode_part, rounding_words
 
 __all__ = ["build_sheet", "build_key", "VersionLike"]
@@ -361,7 +361,10 @@ def build_key(version: VersionLike, questions: list[SheetQuestion], *, derivatio
         from symattn.check.checker import Checker
 
         checker = Checker(trace)
-        table = tuple((q.number, q.step, tuple(wrong_answers(trace, q.step, rounding, checker=checker)))
+        # a mistake that gives the right answer at this rounding is no "wrong answer" (on the
+        # lesson's symmetric scores, transposed-scores is the key itself): left out
+        table = tuple((q.number, q.step, tuple(w for w in wrong_answers(trace, q.step, rounding, checker=checker)
+                                               if w.values != answer_texts(trace, q.step, rounding)))
                       for q in questions)
         table = tuple(row for row in table if row[2])
         if table:
