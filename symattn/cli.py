@@ -15,7 +15,7 @@ import importlib
 import os
 import pkgutil
 import sys
-from typing import Sequence
+from typing import NoReturn, Sequence
 
 import symattn.commands
 from symattn.output import files
@@ -27,7 +27,7 @@ class UsageError(SymattnError):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2, no usage dump
+    def error(self, message: str) -> NoReturn:  # one line, exit 2, no usage dump
         raise UsageError(f"{message} (see '{self.prog} --help')")
 
 

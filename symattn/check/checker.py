@@ -194,9 +194,10 @@ def _align(written: Written, target: _Target, name: str) -> list[tuple]:
                            "write one entry per value")
     if written.labels is not None:
         columns = [c.column for c in target.cells]
-        if None in columns or sorted(written.labels) != sorted(columns):
+        named = [c for c in columns if c is not None]
+        if len(named) != len(columns) or sorted(written.labels) != sorted(named):
             raise SymattnError(f"the labels {', '.join(written.labels)} are not the columns of "
                                f"{name} ({', '.join(str(c) for c in columns)})")
         by_label = dict(zip(written.labels, flat))
-        return [(by_label[c.column], c) for c in target.cells]
+        return [(by_label[column], c) for column, c in zip(named, target.cells)]
     return list(zip(flat, target.cells))

@@ -20,7 +20,7 @@ figure itself.  The rules, in order:
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 from symattn.check.verdict import EntryVerdict, FigureVerdict, MistakeCell, name_mistake, worst
 
@@ -70,7 +70,7 @@ def settled_by_entries(entries: Sequence[EntryVerdict]) -> bool:
 def summarise(target: str, text: str, variant: str | None, shape: tuple[int, int],
               entries: list[EntryVerdict]) -> FigureVerdict:
     """The figure's verdict from its entries' (the entries are updated to agree)."""
-    base = dict(target=target, text=text, variant=variant, entries=entries, shape=shape)
+    base: dict[str, Any] = dict(target=target, text=text, variant=variant, entries=entries, shape=shape)
     one = len(entries) == 1
     wrong = [e for e in entries if not e.right]
     if not wrong:

@@ -191,6 +191,7 @@ def read_figures(text: str, *, source: str = "figures", base_dir: Path | None = 
     if unknown:
         raise FiguresError(f"{source}: unknown key {unknown[0]!r}; the keys are {', '.join(FILE_KEYS)}")
     base = _base_data(data, base_dir, source, required=True)
+    assert base is not None, "required=True raises instead of returning None"
     problems: dict[str | None, Problem] = {}
     try:
         problems[None] = Problem.from_dict(_merge(base, {}), source=f"{source}: the problem")

@@ -342,7 +342,7 @@ def read_figure(text: str, where: str = "figure", *,
         vector = body.startswith("[")
     labels = None
     if len(rows) == 1 and width > 1 and all(_LABELLED.fullmatch(e.strip()) for e in rows[0]):
-        pairs = [_LABELLED.fullmatch(e.strip()).groups() for e in rows[0]]
+        pairs = [m.groups() for e in rows[0] if (m := _LABELLED.fullmatch(e.strip())) is not None]
         labels = tuple(name for name, _ in pairs)
         rows, vector = [[value for _, value in pairs]], True
         if len(set(labels)) != len(labels):

@@ -33,13 +33,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import flint
 import sympy
 
 from symattn.numbers.certify import CertifiedDecimal, Rounding, certify, reround, to_arb
-from symattn.numbers.masked import NEG_INF
+from symattn.numbers.masked import NEG_INF, Masked
 from symattn.numbers.compare import compare
 from symattn.errors import ParseError, SymattnError
 from symattn.exact.sympytext import hand_text
@@ -90,8 +90,8 @@ class Source:
         a, b = self.where(name, i, j)
         return self.step(name)[a, b]
 
-    def decimal(self, name: str, i: int, j: int, rounding: Rounding) -> CertifiedDecimal:
-        """One cell's certified rounding.  Its whole row is certified at once and kept: the
+    def decimal(self, name: str, i: int, j: int, rounding: Rounding) -> CertifiedDecimal | Masked:
+        """One cell's certified rounding (``NEG_INF`` where a mask blocks).  Its whole row is certified at once and kept: the
         cells of a figure (and a mistake's cells, judged for every answer) share their rows.
         A row that fails as a whole (one entry past a cap) falls back to the cell alone."""
         a, b = self.where(name, i, j)
@@ -111,8 +111,8 @@ class Cell:
 
     label: str
     _exact: Callable[[], sympy.Expr]
-    _round: Callable[[Rounding], CertifiedDecimal]
-    _cache: dict = field(default_factory=dict)
+    _round: Callable[[Rounding], CertifiedDecimal | Masked]
+    _cache: dict[object, Any] = field(default_factory=dict)
     column: str | None = None    # the column's token or index, for figures written 'red=0.41'
 
     @property
@@ -136,7 +136,7 @@ class Cell:
             self._cache["hand"] = exact_text(self.exact, hand_text)
         return self._cache["hand"]
 
-    def rounded(self, rounding: Rounding) -> CertifiedDecimal | object:
+    def rounded(self, rounding: Rounding) -> CertifiedDecimal | Masked:
         """The certified rounding, or ``NEG_INF`` where a mask blocks (cached).
 
         A rounding coarser than the cell's 20-digit one is read off it (``reround``, a
@@ -147,15 +147,15 @@ class Cell:
             hit = self._cache[rounding] = self._coarser(rounding) or self._round(rounding)
         return hit
 
-    def _coarser(self, rounding: Rounding) -> CertifiedDecimal | object | None:
-        if rounding == _PROBE or rounding.digits is not None and rounding.digits >= _PROBE.digits:
+    def _coarser(self, rounding: Rounding) -> CertifiedDecimal | Masked | None:
+        if rounding == _PROBE or rounding.digits is not None and rounding.digits >= _PROBE_DIGITS:
             return None
         try:
             fine = self.rounded(_PROBE)
         except SymattnError:
             return None                # the cell's own rounding says what is wrong
-        if fine is NEG_INF:
-            return NEG_INF
+        if isinstance(fine, Masked):   # the one instance, NEG_INF
+            return fine
         return reround(fine, rounding)
 
     def rounded_value(self, rounding: Rounding) -> Fraction | None:
@@ -164,7 +164,7 @@ class Cell:
         key = ("value", rounding)
         if key not in self._cache:
             r = self.rounded(rounding)
-            self._cache[key] = None if r is NEG_INF else r.as_fraction()
+            self._cache[key] = None if isinstance(r, Masked) else r.as_fraction()
         return self._cache[key]
 
     @property
@@ -173,7 +173,8 @@ class Cell:
         return self.rounded(_PROBE) is NEG_INF
 
 
-_PROBE = Rounding(digits=20)   # the screen verdicts use too: one certification per cell
+_PROBE_DIGITS = 20
+_PROBE = Rounding(digits=_PROBE_DIGITS)   # the screen verdicts use too: one certification per cell
 
 
 def exact_text(expr: sympy.Expr, printer: Callable[[sympy.Expr], str] = sympy.sstr) -> str:
@@ -381,14 +382,14 @@ def resolve(spec: TargetSpec, source: Source) -> tuple[tuple[int, int], list[Cel
         shape = ev.shape(spec.node) or (1, 1)
         ref = spec.step_ref
         if ref is not None and (ref[1] or ev.is_step(ref[0])):
-            return shape, _step_cells(spec, source, shape)
+            return shape, _step_cells(spec, ref, source)
         cells = []
         for i in range(shape[0]):
             for j in range(shape[1]):
                 ev.pos = (i, j)
                 label = _label(spec.text, shape, i, j)
                 value = _checked(spec, label, ev(spec.node))
-                cells.append(Cell(label, (lambda v=value: v), (lambda r, v=value: _round(v, r))))
+                cells.append(Cell(label, _constant(value), _rounder(value)))
         return shape, cells
     except ParseError as exc:
         raise TargetError(str(exc)) from None
@@ -398,8 +399,16 @@ def resolve(spec: TargetSpec, source: Source) -> tuple[tuple[int, int], list[Cel
         raise TargetError(f"target {spec.text!r}: {exc}") from None
 
 
-def _round(value: sympy.Expr, rounding: Rounding) -> CertifiedDecimal | object:
+def _round(value: sympy.Expr, rounding: Rounding) -> CertifiedDecimal | Masked:
     return NEG_INF if value is sympy.S.NegativeInfinity else certify(value, rounding)
+
+
+def _constant(value: sympy.Expr) -> Callable[[], sympy.Expr]:
+    return lambda: value
+
+
+def _rounder(value: sympy.Expr) -> Callable[[Rounding], CertifiedDecimal | Masked]:
+    return lambda rounding: _round(value, rounding)
 
 
 def _label(text: str, shape: tuple[int, int], i: int, j: int) -> str:
@@ -408,8 +417,9 @@ def _label(text: str, shape: tuple[int, int], i: int, j: int) -> str:
     return f"{text}[{i}, {j}]"
 
 
-def _step_cells(spec: TargetSpec, source: Source, shape: tuple[int, int]) -> list[Cell]:
-    name, keys = spec.step_ref
+def _step_cells(spec: TargetSpec, ref: tuple[str, tuple[str | int, ...]],
+                source: Source) -> list[Cell]:
+    name, keys = ref
     _Eval(spec, source).need_step(name, spec.node)
     rows, cols = source.labels(name)
     if not keys:
@@ -419,10 +429,15 @@ def _step_cells(spec: TargetSpec, source: Source, shape: tuple[int, int]) -> lis
         positions = [(i, j) for j in range(len(cols))]
     else:
         positions = [(_key_index(source, name, keys[0], 0), _key_index(source, name, keys[1], 1))]
-    return [Cell(f"{name}[{rows[i]}, {cols[j]}]",
-                 (lambda i=i, j=j: source.exact(name, i, j)),
-                 (lambda r, i=i, j=j: source.decimal(name, i, j, r)), column=cols[j])
+    return [Cell(f"{name}[{rows[i]}, {cols[j]}]", *_step_cell(source, name, i, j),
+                 column=cols[j])
             for i, j in positions]
+
+
+def _step_cell(source: Source, name: str, i: int, j: int
+               ) -> tuple[Callable[[], sympy.Expr], Callable[[Rounding], CertifiedDecimal | Masked]]:
+    """A step cell's exact value and rounding, read from ``source`` when first asked."""
+    return (lambda: source.exact(name, i, j)), (lambda rounding: source.decimal(name, i, j, rounding))
 
 
 def iter_cells(shape: tuple[int, int], cells: list[Cell]) -> Iterator[tuple[int, int, Cell]]:

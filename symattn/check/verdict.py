@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Sequence
+from typing import Any, Iterator, Sequence
 
 import sympy
 
@@ -26,6 +26,7 @@ from symattn.numbers.certify import CertifiedDecimal, Rounding, certify
 from symattn.check.figures import Entry, WrittenExact, WrittenInfinity, WrittenNumber
 from symattn.check.targets import Cell
 from symattn.numbers.compare import equal
+from symattn.numbers.masked import Masked
 
 __all__ = ["CODES", "RIGHT", "EntryVerdict", "FigureVerdict", "MistakeCell", "MistakeSet",
            "blank", "invalid", "judge_entry", "name_mistake", "worst"]
@@ -149,7 +150,7 @@ class MistakeSet:
         self._by: dict[Rounding, dict[Fraction, list[MistakeCell]]] = {}
         self._neg_inf: list[MistakeCell] | None = None
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[MistakeCell]:
         return iter(self.cells)
 
     def matching(self, w: WrittenNumber) -> list[MistakeCell]:
@@ -191,7 +192,7 @@ def _safe_neg_inf(cell: Cell) -> bool:
         return False
 
 
-def _as_set(mistakes: Sequence[MistakeCell]) -> MistakeSet:
+def _as_set(mistakes: Sequence[MistakeCell] | MistakeSet) -> MistakeSet:
     return mistakes if isinstance(mistakes, MistakeSet) else MistakeSet(mistakes)
 
 
@@ -236,22 +237,22 @@ def _is_tie(cell: Cell, w: WrittenNumber) -> bool:
     return abs(w.value - Fraction(int(x.p), int(x.q))) * 2 == w.unit
 
 
-def judge_entry(written: Entry, cell: Cell, mistakes: Sequence[MistakeCell], *,
+def judge_entry(written: Entry, cell: Cell, mistakes: Sequence[MistakeCell] | MistakeSet, *,
                 quiet: bool = False) -> EntryVerdict:
     """Judge one written entry against its exact cell; list the mistakes that give it.
 
     ``quiet``: the same verdict without the exact value in its message (printing an exact
     softmax weight is most of the cost of judging a number), for callers that read only
     the codes and the mistakes (choosing worksheet versions)."""
-    mistakes = _as_set(mistakes)
+    found = _as_set(mistakes)
     if isinstance(written, WrittenInfinity):
-        return _judge_infinity(written, cell, mistakes)
+        return _judge_infinity(written, cell, found)
     if isinstance(written, WrittenExact):
-        return _judge_exact(written, cell, mistakes)
-    return _judge_number(written, cell, mistakes, quiet)
+        return _judge_exact(written, cell, found)
+    return _judge_number(written, cell, found, quiet)
 
 
-def _masked_base(w: Entry, cell: Cell) -> dict:
+def _masked_base(w: Entry, cell: Cell) -> dict[str, Any]:
     return dict(label=cell.label, written=w.text, exact="-oo", expected="-inf",
                 shown=_show(cell))
 
@@ -283,8 +284,8 @@ def _judge_exact(w: WrittenExact, cell: Cell, mistakes: MistakeSet) -> EntryVerd
         return EntryVerdict(code="wrong", matches=matches, **_masked_base(w, cell),
                             message=_masked_message(t, cell))
     shown = _show(cell)
-    base = dict(label=cell.label, written=w.text, exact=cell.text, expected=None, shown=shown,
-                matches=matches)
+    base: dict[str, Any] = dict(label=cell.label, written=w.text, exact=cell.text, expected=None,
+                                shown=shown, matches=matches)
     if _same(w.value, screen, cell):
         return EntryVerdict(code="exact", message=f"{t} is exactly {cell.label}", **base)
     return EntryVerdict(code="wrong", message=f"{t} is not {cell.label}; the right value "
@@ -294,15 +295,16 @@ def _judge_exact(w: WrittenExact, cell: Cell, mistakes: MistakeSet) -> EntryVerd
 def _judge_number(w: WrittenNumber, cell: Cell, mistakes: MistakeSet,
                   quiet: bool = False) -> EntryVerdict:
     matches, t = mistakes.matching(w), _quote(w.text)
-    value = cell.rounded_value(w.rounding)
+    r = cell.rounded(w.rounding)
     at = _precision(w)
-    if value is None:
+    if isinstance(r, Masked):
         return EntryVerdict(code="wrong", matches=matches, at=at, **_masked_base(w, cell),
                             message=_masked_message(t, cell))
-    r = cell.rounded(w.rounding)
+    value = cell.rounded_value(w.rounding)   # cached: compared per answer
+    assert value is not None, "r is a number, so is its value"
     shown = "the right value" if quiet else _show(cell)
-    base = dict(label=cell.label, written=w.text, exact="" if quiet else cell.text,
-                expected=r.text, at=at, shown=shown, matches=matches)
+    base: dict[str, Any] = dict(label=cell.label, written=w.text, exact="" if quiet else cell.text,
+                                expected=r.text, at=at, shown=shown, matches=matches)
     if value == w.value or _is_tie(cell, w):
         if r.exact and value == w.value:
             return EntryVerdict(code="exact", message=f"{t} is exactly {cell.label}", **base)
@@ -316,6 +318,7 @@ def _judge_number(w: WrittenNumber, cell: Cell, mistakes: MistakeSet,
         # had nothing to round, so it is wrong (see docs/checking.md, "last-digit")
         truncated, finer = _truncation(cell, w, value)
         if truncated:
+            assert finer is not None, "a decided truncation comes with the rounding that decided it"
             how = f"{t} is {finer.text} truncated (a truncation: digits cut instead of rounded)"
         elif truncated is False:
             how = f"{t} is one unit off in the last place, not a truncation"
@@ -343,6 +346,7 @@ def _plain(r: CertifiedDecimal) -> str:
 def _finer(rounding: Rounding, extra: int) -> Rounding:
     if rounding.places is not None:
         return Rounding(places=rounding.places + extra)
+    assert rounding.digits is not None, "a Rounding has exactly one of digits and places"
     return Rounding(digits=rounding.digits + extra)
 
 
@@ -362,6 +366,7 @@ def _truncation(cell: Cell, w: WrittenNumber,
         return False, None                 # farther from zero than r: rounded the wrong way
     for extra in _FINER:
         finer = cell.rounded(_finer(w.rounding, extra))
+        assert not isinstance(finer, Masked), "the cell rounded to a number at the written precision"
         f = finer.as_fraction()
         if abs(f) != abs(value):
             return abs(f) < abs(value), finer

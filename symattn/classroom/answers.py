@@ -25,7 +25,7 @@ from symattn.numbers.certify import CertifiedDecimal, Rounding
 from symattn.check.checker import Checker
 from symattn.check.targets import Cell
 from symattn.check.verdict import MistakeCell
-from symattn.numbers.masked import NEG_INF
+from symattn.numbers.masked import NEG_INF, Masked
 from symattn.errors import SymattnError
 from symattn.problem.problem import Problem
 from symattn.trace.trace import Trace, attend
@@ -122,7 +122,7 @@ class Entry:
     def right(self, rounding: Rounding) -> CertifiedDecimal:
         """The certified right value at ``rounding``."""
         value = self.cell.rounded(rounding)
-        if value is NEG_INF:
+        if isinstance(value, Masked):   # NEG_INF, the one instance
             raise ClassroomError(f"{self.target} is −∞ (a masked position): not a question")
         return value
 
@@ -360,7 +360,10 @@ def load_versions(source: str | Path | None, example: str | None, rounding: Roun
             v = version_answers(Problem.from_toml_text(text, source=str(path)), rounding, questions,
                                 vid, text)
             v.code = codes.get(vid)
-            v.points = _points(points, v) if saved is None else saved.points(vid)
+            if saved is not None:
+                v.points = saved.points(vid)
+            elif points is not None:        # always: saved is None only when points are given
+                v.points = _points(points, v)
             total += v.boxes
             check_total(total, str(folder))
             out.append(v)
@@ -387,8 +390,8 @@ def _points(text: str, v: VersionAnswers) -> dict[str, Fraction]:
 
 def given_inputs(trace: Trace) -> list[tuple[str, sympy.Matrix, tuple[str, ...] | None]]:
     """The matrices a sheet gives (X and the W's, or Q, K and V), with row labels for data rows."""
-    names = [n for n in ("X", "X_kv", "W_q", "W_k", "W_v") if n in trace.step_names] or ["Q", "K", "V"]
-    out = []
+    names: list[str] = [n for n in ("X", "X_kv", "W_q", "W_k", "W_v") if n in trace.step_names] or ["Q", "K", "V"]
+    out: list[tuple[str, sympy.Matrix, tuple[str, ...] | None]] = []
     for name in names:
         step = trace.step(name)
         rows = tuple(step.row_labels) if name in ("X", "X_kv", "Q", "K", "V") else None

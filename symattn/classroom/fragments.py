@@ -47,7 +47,9 @@ def intro_html(v: VersionAnswers, esc: Escape = escape) -> str:
              else f"the scores are multiplied by the scale {esc(unicode_text(p.scale))}")
     parts = [f"<p>Here \\(d_k = {p.d_k}\\) and {scale}."]
     if p.mask is not None:
-        parts.append(f" Mask: {esc(p.mask_description)} (1 = may attend); a blocked position "
+        description = p.mask_description
+        assert description is not None, "a masked problem names its mask"
+        parts.append(f" Mask: {esc(description)} (1 = may attend); a blocked position "
                      "gets weight 0.")
     if p.sink is not None:
         parts.append(f" Sink logit s = {esc(unicode_text(p.sink))}: each row's softmax "

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from symattn.output import files
@@ -108,7 +109,7 @@ def _owner(manifest: str) -> files.Owned:
 _IDENTITY = "# " + MADE_FROM
 
 
-def write_folder(out: str, contents: dict[str, str | bytes], manifest: str,
+def write_folder(out: str, contents: Mapping[str, str | bytes], manifest: str,
                  identity: str | None = None, force: bool = False) -> list[str]:
     """Write ``contents`` (file name → data) as the folder ``out``, with a manifest.
 

@@ -91,7 +91,8 @@ def grade(data: dict, versions: dict[str, str], settings: dict) -> None:
             right[q.step] = right.get(q.step, 0) + (sheet == "right")
             if sheet in ("coarse", "finer"):
                 lines.append(f"<li><code>{escape(e.target)}</code>: {escape(_precision_note(v, e, str(text), sheet))}</li>")
-            elif verdict.code == "mistake" and plausible(verdict.mistake, verdict.mistake_detail):
+            elif verdict.code == "mistake" and verdict.mistake is not None \
+                    and plausible(verdict.mistake, verdict.mistake_detail):   # a mistake is named
                 lines.append(f"<li><code>{escape(e.target)}</code>: "
                              f"{escape(describe(verdict.mistake, verdict.mistake_detail))}</li>")
             elif verdict.code == "last-digit":
@@ -127,7 +128,9 @@ def sheet_verdict(v: VersionAnswers, e, text: str, verdict) -> str:
 def _precision_note(v: VersionAnswers, e, text: str, sheet: str) -> str:
     from symattn.classroom.selfcheck_data import canonical, places_of
 
-    places = canonical(text)[1]
+    typed = canonical(text)
+    assert typed is not None, "a precision note is only for a decimal typed (coarse or finer)"
+    places = typed[1]
     here = places_of(e.right(v.rounding))
     at = f"{places} decimal place{'s' if places != 1 else ''}"
     asked = f"the sheet asks for {v.rounding} ({here} decimal place{'s' if here != 1 else ''} here)"

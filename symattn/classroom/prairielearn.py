@@ -34,7 +34,7 @@ _NAMESPACE = uuid.UUID("6c1f5e0a-3d0c-4c55-9a51-53796d617474")
 def _settings(versions: list[VersionAnswers], random: bool) -> dict:
     v = versions[0]
     r = v.rounding
-    settings = {"rounding": {"digits": r.digits} if r.digits is not None else {"places": r.places},
+    settings: dict[str, object] = {"rounding": {"digits": r.digits} if r.digits is not None else {"places": r.places},
                 "questions": [q.step for q in v.questions], "random": random, "title": v.title}
     codes = {w.vid: w.code for w in versions if w.code}
     if codes and not random:

@@ -208,7 +208,9 @@ def _intro(v: VersionAnswers) -> str:
     else:
         parts.append(" and the scores are multiplied by the scale " + M.math(M.exact(p.scale)) + ".")
     if p.mask is not None:
-        parts.append(f" Mask: {escape(p.mask_description)} (1 = may attend); a blocked position "
+        description = p.mask_description
+        assert description is not None, "a masked problem names its mask"
+        parts.append(f" Mask: {escape(description)} (1 = may attend); a blocked position "
                      "gets weight 0.")
     if p.sink is not None:
         parts.append(f" Sink logit {M.math(M.mi('s'), M.mo('='), M.exact(p.sink))}: each row's "

@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> Outcome:
     from symattn.document.build.facts import build_facts_document
     from symattn.document.formats import print_document
 
-    title = "Facts about attention" + (f": {problem.title}" if getattr(problem, "title", None) else "")
+    title = "Facts about attention" + (f": {problem.title}" if problem is not None and problem.title else "")
     return pdf_or_text(args, print_document(build_facts_document(proofs, title), fmt,
                                             fragment=args.fragment, paper=paper(args)), status)
 

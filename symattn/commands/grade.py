@@ -90,11 +90,12 @@ def run(args: argparse.Namespace) -> Outcome:
     status = 1 if report.invalid_count else 0
     summary = summary_text(report, str(path)) if args.output or args.summary else ""
     if args.output is not None:
+        data: str | bytes = text
         if args.pdf:
             from symattn.commands import compile_pdf
 
-            text = compile_pdf(text, args.output)   # reruns TeX: the longtables need two passes
-        files.write_atomically(text, args.output, error=GradeError)
+            data = compile_pdf(text, args.output)   # reruns TeX: the longtables need two passes
+        files.write_atomically(data, args.output, error=GradeError)
         text = ""
     if args.summary is not None:
         files.write_atomically(summary, args.summary, error=GradeError)

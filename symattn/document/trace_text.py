@@ -30,8 +30,8 @@ class TextOptions:
 
 def document_options(options: TextOptions) -> DocumentOptions:
     """The terminal's choices: one worked row each (or the --rows), dot products of those rows only."""
-    dot = (options.dot_row,) if options.dot_row is not None else None
-    soft = (options.softmax_row,) if options.softmax_row is not None else None
+    dot: tuple[int | str, ...] | None = (options.dot_row,) if options.dot_row is not None else None
+    soft: tuple[int | str, ...] | None = (options.softmax_row,) if options.softmax_row is not None else None
     if options.rows:
         dot = soft = tuple(options.rows)
     rounding = Rounding(places=options.places) if options.places is not None else Rounding(digits=options.digits)

@@ -338,7 +338,7 @@ class Versions:
         info = self.info()
         if version in info:
             return version
-        files = self._files(self.folder)
+        files = self._files(self.folder) if self.folder is not None else {}
         if version in files:
             path = files[version]
             return next(v for v, i in info.items() if i.path == path)
@@ -381,6 +381,7 @@ class Versions:
         if self.single is not None:
             return Checker(self.single)
         vid = self.resolve(version)
+        assert vid is not None, "resolve gives None only for a single problem"
         if vid != version:
             return self.checker(vid)
         return Checker(Problem.from_toml(self.info()[vid].path))

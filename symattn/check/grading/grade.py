@@ -295,7 +295,7 @@ def grade(versions: Versions, data: bytes | str, source: str = "submissions", *,
     refuse_unused_points(points, [t for _, t in targets], source, GradeError)
     if not versions.needs_version:
         versions.checker(None)     # the one problem must be gradable, or nothing is graded
-    written = [_short(cells[v_col].strip()) if v_col is not None and v_col < len(cells) else None
+    written: list[str | None] = [_short(cells[v_col].strip()) if v_col is not None and v_col < len(cells) else None
                for cells in rows] if versions.needs_version else [None]
     _refused_headers(_usable_checkers(versions, written), [t for _, t in targets], source)
     source_of_points = "given" if points is not None else "default"
@@ -328,12 +328,13 @@ def grade(versions: Versions, data: bytes | str, source: str = "submissions", *,
                 row.verdicts.append(invalid(target, answer, problem_error))
                 continue
             if target not in bad:
-                bad[target] = _column_error(checker, target)
-                if bad[target] is not None:
+                bad[target] = unusable = _column_error(checker, target)
+                if unusable is not None:
                     where = f" (version {version})" if versions.needs_version else ""
-                    report.column_errors.setdefault(target, bad[target] + where)
-            if bad[target] is not None:
-                row.verdicts.append(invalid(target, answer, bad[target]))
+                    report.column_errors.setdefault(target, unusable + where)
+            unusable = bad[target]
+            if unusable is not None:
+                row.verdicts.append(invalid(target, answer, unusable))
             else:
                 answer = spreadsheet.decimal_comma(answer, _target_size(checker, target), semicolons)
                 row.verdicts.append(judge(checker, target, answer))

@@ -57,17 +57,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from functools import cached_property
-from typing import Callable
+from functools import cached_property, partial
+from typing import Any, Callable
 
 import sympy
 
 from symattn.numbers.certify import CertifiedDecimal, Rounding, certify
+from symattn.numbers.masked import Masked
 from symattn.check.mistakes.logits import logit_variants
 from symattn.check.mistakes.rope import rope_variants
 from symattn.check.mistakes.online import online_mistakes
-from symattn.check.targets import Cell, Source, TargetSpec, resolve
-from symattn.exact.parser import Node
+from symattn.check.targets import Cell, Index, Source, TargetSpec, resolve
+from symattn.exact.parser import Name, Node
 from symattn.check.verdict import MistakeCell
 from symattn.errors import SymattnError
 from symattn.problem.problem import Problem
@@ -101,7 +102,7 @@ class Mistake:
 
 def _rebuild(p: Problem, **changes: object) -> Problem:
     """The base problem with some keys changed (inputs as exact matrices)."""
-    keys: dict[str, object] = {k: m.to_sympy() for k, m in p.inputs.items()}
+    keys: dict[str, Any] = {k: m.to_sympy() for k, m in p.inputs.items()}   # Problem's keywords
     keys.update(tokens=list(p.tokens), key_tokens=list(p.key_tokens), scale=p.scale,
                 mask=_mask_rows(p), **p.variant_keys, rope=p.rope)
     keys.update(changes)
@@ -125,11 +126,16 @@ def _mask_rows(p: Problem, transpose: bool = False) -> list[list[int]] | None:
 def _direct(trace: Trace, Q: object, K: object, **changes: object) -> Problem:
     """A Q, K, V problem from a trace's values (for changes below the projections)."""
     p = trace.problem
-    keys: dict[str, object] = dict(Q=Q, K=K, V=trace.V.matrix, tokens=list(p.tokens),
+    keys: dict[str, Any] = dict(Q=Q, K=K, V=trace.V.matrix, tokens=list(p.tokens),
                                    key_tokens=list(p.key_tokens), scale=p.scale,
                                    mask=_mask_rows(p), **p.variant_keys)
     keys.update(changes)
     return Problem(**keys)
+
+
+def _rational(d: CertifiedDecimal | Masked) -> sympy.Rational:
+    assert isinstance(d, CertifiedDecimal), "exp, weights: never −∞ (e^−∞ = 0); scores: only masked"
+    return sympy.Rational(d.mantissa, 10**-d.exponent)
 
 
 class _ScaledSource(Source):
@@ -147,7 +153,7 @@ class _ScaledSource(Source):
         value = super().exact(name, i, j)
         return self.factor * value if name in self.steps else value
 
-    def decimal(self, name: str, i: int, j: int, rounding: Rounding) -> CertifiedDecimal:
+    def decimal(self, name: str, i: int, j: int, rounding: Rounding) -> CertifiedDecimal | Masked:
         if name not in self.steps:
             return super().decimal(name, i, j, rounding)
         return certify(self.exact(name, i, j), rounding)
@@ -171,7 +177,7 @@ class _RoundedExpSource(Source):
     def _rounded(self, i: int) -> list[Fraction]:
         if self._exp is None:
             rows = self.trace.exp.decimals(Rounding(places=self.places))
-            self._exp = [[d.as_fraction() for d in row] for row in rows]
+            self._exp = [[Fraction(int(r.p), int(r.q)) for r in map(_rational, row)] for row in rows]
         return self._exp[i]
 
     def _value(self, name: str, i: int, j: int) -> Fraction | None:
@@ -186,7 +192,8 @@ class _RoundedExpSource(Source):
         V = self.trace.V
         if not V.is_rational:
             return None          # surds in V: the hand product is not a rational; not modelled
-        return sum((w * V.fraction(k, j) for k, w in enumerate(row)), Fraction(0)) / total
+        column = (V.fraction(k, j) for k in range(len(row)))   # every one a Fraction: V is rational
+        return sum((w * v for w, v in zip(row, column) if v is not None), Fraction(0)) / total
 
     def exact(self, name: str, i: int, j: int) -> sympy.Expr:
         if name not in self.STEPS:
@@ -196,7 +203,7 @@ class _RoundedExpSource(Source):
             raise SymattnError(f"row {i}: rounded exponentials give no rational value here")
         return sympy.Rational(value.numerator, value.denominator)
 
-    def decimal(self, name: str, i: int, j: int, rounding: Rounding) -> CertifiedDecimal:
+    def decimal(self, name: str, i: int, j: int, rounding: Rounding) -> CertifiedDecimal | Masked:
         if name not in self.STEPS:
             return super().decimal(name, i, j, rounding)
         value = self._value(name, i, j)
@@ -215,13 +222,13 @@ class _RoundedWeightsSource(Source):
     def __init__(self, trace: Trace, places: int) -> None:
         super().__init__(trace)
         self.places = places
-        self._rows: dict[int, list[sympy.Rational]] = {}
+        self._weight_rows: dict[int, list[sympy.Rational]] = {}   # not Source._rows (a cache)
 
     def _weights(self, i: int) -> list[sympy.Rational]:
-        if not self._rows:
+        if not self._weight_rows:
             for r, row in enumerate(self.trace.weights.decimals(Rounding(places=self.places))):
-                self._rows[r] = [sympy.Rational(d.mantissa, 10**-d.exponent) for d in row]
-        return self._rows[i]
+                self._weight_rows[r] = [_rational(d) for d in row]
+        return self._weight_rows[i]
 
     def exact(self, name: str, i: int, j: int) -> sympy.Expr:
         if name != "output":
@@ -229,7 +236,7 @@ class _RoundedWeightsSource(Source):
         V = self.trace.V
         return sympy.Add(*[w * V[k, j] for k, w in enumerate(self._weights(i))])
 
-    def decimal(self, name: str, i: int, j: int, rounding: Rounding) -> CertifiedDecimal:
+    def decimal(self, name: str, i: int, j: int, rounding: Rounding) -> CertifiedDecimal | Masked:
         if name != "output":
             return super().decimal(name, i, j, rounding)
         return certify(self.exact(name, i, j), rounding)
@@ -258,7 +265,7 @@ class _ZeroedAfterSoftmaxSource(Source):
                                if self.base.is_allowed(i, k)])
         return super().exact(name, i, j)
 
-    def decimal(self, name: str, i: int, j: int, rounding: Rounding) -> CertifiedDecimal:
+    def decimal(self, name: str, i: int, j: int, rounding: Rounding) -> CertifiedDecimal | Masked:
         if name == "weights" and self.base.is_allowed(i, j):
             return super().decimal(name, i, j, rounding)
         if name in self.STEPS:
@@ -274,8 +281,7 @@ class Mistakes:
         self.problem = trace.problem
         self._early: dict[tuple[str, int], Mistake | None] = {}
         self._cells: dict[tuple[str, str, str], list[Cell] | None] = {}
-        self._base = Source(trace)   # one for every target's wrong-step cells: its rows are
-        #                              certified once (a Source keeps the rows it certified)
+        self._base = Source(trace)   # every target's wrong-step cells: its rows certified once
 
     # -- the fixed variants ------------------------------------------------------
     def _attempt(self, build: Callable[[], Problem]) -> Trace | None:
@@ -324,7 +330,7 @@ class Mistakes:
                                      c / p.d_k)):
             if same_scale:
                 continue
-            trace = self._attempt(lambda s=scale: _rebuild(p, scale=s))
+            trace = self._attempt(partial(_rebuild, p, scale=scale))
             if trace is not None:
                 out.append(Mistake(code, detail, _AFTER_SCORES, Source(trace)))
                 unscaled = trace if code == "unscaled" else unscaled
@@ -382,7 +388,7 @@ class Mistakes:
             for other in (width + 1, width - 1):
                 if other < 1:
                     continue
-                trace = self._attempt(lambda w=other: _rebuild(p, mask={"window": w, "causal": causal}))
+                trace = self._attempt(partial(_rebuild, p, mask={"window": other, "causal": causal}))
                 if trace is not None:
                     out.append(Mistake("window-off-by-one",
                                        f"a window of {other} key{'s' if other != 1 else ''} instead of {width}",
@@ -416,8 +422,7 @@ class Mistakes:
         rounding = Rounding(places=places)
         rows = []
         for i, row in enumerate(t.step(step).decimals(rounding)):
-            rows.append([sympy.Rational(d.mantissa, 10**-d.exponent)
-                         if t.is_allowed(i, j) else 0 for j, d in enumerate(row)])
+            rows.append([_rational(d) if t.is_allowed(i, j) else 0 for j, d in enumerate(row)])
         identity = sympy.eye(p.m)
         trace = self._attempt(lambda: _direct(t, sympy.Matrix(rows), identity, scale=1))
         if trace is None:
@@ -438,8 +443,8 @@ class Mistakes:
             if ("online", k) not in self._early:     # the running sums' exponentials rounded
                 found = online_mistakes(self.trace, [k])[1:]
                 self._early[("online", k)] = Mistake(*found[0]) if found else None
-            if self._early[("online", k)] is not None:
-                out.append(self._early[("online", k)])
+            if (online := self._early[("online", k)]) is not None:
+                out.append(online)
         return out
 
     # -- cells of a target ----------------------------------------------------------
@@ -491,4 +496,5 @@ class Mistakes:
 
 def _renamed(spec: TargetSpec, other: str) -> Node:
     """The same (indexed) step reference, naming another step."""
+    assert isinstance(spec.node, (Name, Index)), "only a step reference is renamed"
     return replace(spec.node, name=other)

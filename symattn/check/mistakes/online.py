@@ -17,6 +17,7 @@ import re
 import sympy
 
 from symattn.numbers.certify import CertifiedDecimal, Rounding, certify
+from symattn.numbers.masked import Masked
 from symattn.check.targets import Source
 from symattn.trace.trace import Trace
 
@@ -29,8 +30,9 @@ class OnlineMistakeSource(Source):
     def __init__(self, trace: Trace, *, rescaled: bool = True, places: int | None = None) -> None:
         super().__init__(trace)
         self.rescaled, self.places = rescaled, places
-        names = {"running_sum", "output",
-                 *(f"running_output_{b}" for b in range(len(trace.problem.tiles)))}
+        tiles = trace.problem.tiles
+        assert tiles is not None, "online mistakes are made only for a tiled trace"
+        names = {"running_sum", "output", *(f"running_output_{b}" for b in range(len(tiles)))}
         if not rescaled:
             names |= {"weights", "rescale"}
         self.steps = frozenset(names)
@@ -57,7 +59,7 @@ class OnlineMistakeSource(Source):
         a, b = self.where(name, i, j)
         return self._value(name, a, b)
 
-    def decimal(self, name: str, i: int, j: int, rounding: Rounding) -> CertifiedDecimal:
+    def decimal(self, name: str, i: int, j: int, rounding: Rounding) -> CertifiedDecimal | Masked:
         if name not in self.steps:
             return super().decimal(name, i, j, rounding)
         return certify(self.exact(name, i, j), rounding)
@@ -67,7 +69,7 @@ def online_mistakes(trace: Trace, places: list[int]) -> list[tuple[str, str, fro
     """(code, detail, steps, source) of each online mistake of a tiled trace (none without tiles)."""
     if trace.problem.tiles is None:
         return []
-    out = []
+    out: list[tuple[str, str, frozenset[str], Source]] = []
     plain = OnlineMistakeSource(trace, rescaled=False)
     out.append(("online-no-rescale", "running sum and output not rescaled by e^(m_old − m_new) "
                 "when the maximum grows", plain.steps, plain))

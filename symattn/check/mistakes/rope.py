@@ -13,7 +13,7 @@ from typing import Callable
 import sympy
 
 from symattn.problem.problem import Problem
-from symattn.problem.keys.rope import rotate
+from symattn.problem.keys.rope import Rope, rotate
 from symattn.trace.trace import Trace
 
 _AFTER_SCORES = ("scores", "scaled", "masked", "shifted", "exp", "row_sum", "weights", "output")
@@ -45,7 +45,7 @@ def rope_variants(trace: Trace, attempt: Callable[[Callable[[], Problem]], Trace
         lambda: p.rebuilt(rope=degrees))
     if p.d_v == p.d_k:
         add("rope-on-values", "V rotated by the key positions too", frozenset(("output",)),
-            lambda: Problem(Q=trace.Q.matrix, K=trace.K.matrix, V=_rotated_values(trace),
+            lambda: Problem(Q=trace.Q.matrix, K=trace.K.matrix, V=_rotated_values(trace, rope),
                             tokens=list(p.tokens),
                             key_tokens=list(p.key_tokens), scale=p.scale, mask=p.mask_value,
                             **p.variant_keys, rope=rope))
@@ -56,9 +56,8 @@ def rope_variants(trace: Trace, attempt: Callable[[Callable[[], Problem]], Trace
     return out
 
 
-def _rotated_values(trace: Trace) -> sympy.ImmutableMatrix:
+def _rotated_values(trace: Trace, rope: Rope) -> sympy.ImmutableMatrix:
     """V with each row turned as its key is (the student's rotation applied to V)."""
     from symattn.problem.matrix import ExactMatrix
 
-    rope = trace.problem.rope
     return rotate(ExactMatrix.from_sympy(trace.V.matrix), rope.key_positions, rope).to_sympy()

@@ -55,10 +55,19 @@ _LABELLED_COLUMNS = frozenset(("scores", "scaled", "weights", "bias", "biased", 
 
 
 class VersionLike(Protocol):
-    vid: str
-    code: str
-    seed: int | None
-    trace: Trace
+    """What a sheet or key is built from (read only: a frozen Version is one)."""
+
+    @property
+    def vid(self) -> str: ...
+
+    @property
+    def code(self) -> str: ...
+
+    @property
+    def seed(self) -> int | None: ...
+
+    @property
+    def trace(self) -> Trace: ...
 
     @property
     def stem(self) -> str: ...
@@ -86,7 +95,7 @@ def _total(questions: list[SheetQuestion]) -> str | None:
 
 
 def _given(trace: Trace) -> Section:
-    names = [n for n in ("X", "X_kv", "W_q", "W_k", "W_v") if n in trace.step_names] or ["Q", "K", "V"]
+    names: list[str] = [n for n in ("X", "X_kv", "W_q", "W_k", "W_v") if n in trace.step_names] or ["Q", "K", "V"]
     blocks = []
     symbols = {"X": Sym("X"), "X_kv": Sym("X", "kv"), "W_q": Sym("W", "q"), "W_k": Sym("W", "k"),
                "W_v": Sym("W", "v"), "Q": Sym("Q"), "K": Sym("K"), "V": Sym("V")}
@@ -201,6 +210,7 @@ def _angle_hint(p) -> Instruction | None:
 
 def _blocks_instruction(trace: Trace) -> Instruction:
     p = trace.problem
+    assert p.tiles is not None, "the blocks are explained only for a tiled problem"
     blocks = ", ".join("(" + ", ".join(p.key_tokens[a:b]) + ")" for a, b in p.tiles)
     return Instruction("Blocks", (
         f"the online softmax reads the keys in blocks {blocks}, numbered from 0. For each query, after "

@@ -17,8 +17,9 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
-from symattn.numbers.certify import Rounding
+from symattn.numbers.certify import CertifiedDecimal, Rounding
 from symattn.errors import SymattnError, WorksheetError  # noqa: F401 (WorksheetError: its old home)
 from symattn.problem.problem import Problem
 from symattn.trace.trace import Trace
@@ -39,7 +40,7 @@ class RandomSpec:
     key_tokens: tuple[str, ...] | None = None
     cross: bool = False                 # keys and values from their own embeddings X_kv
     projected: bool = True              # X with W_q, W_k, W_v (else Q, K, V directly)
-    mask: str | list | None = None
+    mask: str | dict | list | None = None   # 'causal', a window table or the 0/1 rows
     scale: str | None = None            # None: the standard 1/√d_k
     x_range: tuple[int, int] = (0, 2)   # entries of X
     w_range: tuple[int, int] = (-1, 1)  # entries of W_q, W_k, W_v (or of Q, K, V given directly)
@@ -76,6 +77,7 @@ def variant_values(problem: Problem) -> tuple[tuple[str, object], ...]:
     keys: list[tuple[str, object]] = []
     if problem.alibi is not None:
         alibi = _plain(problem.alibi.value)
+        assert isinstance(alibi, dict), "ALiBi's value is a table, and _plain keeps a table one"
         keys.append(("alibi", alibi if alibi.get("symmetric") else {"slope": alibi["slope"]}))
     for name, value in (("sink", problem.sink), ("softcap", problem.softcap)):
         if value is not None:
@@ -87,7 +89,7 @@ def variant_values(problem: Problem) -> tuple[tuple[str, object], ...]:
     return tuple(keys)
 
 
-def spec_from_problem(problem: Problem, **options: object) -> RandomSpec:
+def spec_from_problem(problem: Problem, **options: Any) -> RandomSpec:
     """Random versions shaped like a given problem (its sizes, tokens, mask, scale and variant
     keys: a sliding window stays a window, RoPE, ALiBi, a sink, tiles and decoding are kept)."""
     mask: str | dict | list | None = None
@@ -162,7 +164,9 @@ def _hand_friendly(trace: Trace, spec: RandomSpec) -> bool:
     weights = trace.step("weights").decimals(Rounding(digits=3))
     for i, row in enumerate(weights):
         for j in trace.allowed(i):
-            if row[j].as_fraction() < spec.min_weight:
+            w = row[j]
+            assert isinstance(w, CertifiedDecimal), "a weight is never −∞ (e^−∞ = 0)"
+            if w.as_fraction() < spec.min_weight:
                 return False
     return True
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from symattn.numbers.certify import CertifiedDecimal, Rounding
 from symattn.check.checker import Checker
+from symattn.check.targets import Cell
 from symattn.numbers.masked import NEG_INF
 from symattn.trace.trace import Trace
 from symattn.document.worksheet_blocks import Grid, WrongAnswer
@@ -89,18 +90,19 @@ def wrong_answers(trace: Trace, step: str, rounding: Rounding, *,
     right = answer_texts(trace, step, rounding)
     rows, cols = target.shape
     per_cell = checker.mistakes.cells(target.spec, target.shape, rounding.places, codes)
-    variants: dict[tuple[str, str], list] = {}
+    variants: dict[tuple[str, str], list[Cell | None]] = {}   # a variant's cell at each place
     for k, cells in enumerate(per_cell):
         for m in cells:
             if m.code == "wrong-step" or codes is not None and m.code not in codes:
                 continue
             variants.setdefault((m.code, m.detail), [None] * (rows * cols))[k] = m.cell
     chosen: dict[str, WrongAnswer] = {}
-    for (code, detail), cells in variants.items():
-        if any(c is None for c in cells):
+    for (code, detail), places in variants.items():
+        covered = [c for c in places if c is not None]
+        if len(covered) != len(places):
             continue                       # a variant that does not cover the whole answer
         try:
-            flat = [_text(c.rounded(rounding)) for c in cells]
+            flat = [_text(c.rounded(rounding)) for c in covered]
         except Exception:   # noqa: BLE001 - a variant that cannot be certified explains nothing
             continue
         grid = tuple(tuple(flat[i * cols:(i + 1) * cols]) for i in range(rows))

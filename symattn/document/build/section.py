@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from symattn.document.blocks import Cells, Formula, LabelledMatrix, Math
+from symattn.document.blocks import Formula, LabelledMatrix, Math
 from symattn.problem.problem import Problem
 from symattn.trace.trace import Trace
 
@@ -20,7 +20,8 @@ class SectionBuilder(Protocol):
     p: Problem
     softmax_rows: list[int]
 
-    def dec(self, name: str) -> Cells: ...
+    def dec(self, name: str) -> tuple[tuple[Math, ...], ...]:
+        """Every cell of a step (none elided), as the derivation's builder gives them."""
 
     def formula(self, name: str, factors: tuple[tuple[int, int], ...] = ()) -> Formula: ...
 

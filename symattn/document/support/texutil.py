@@ -45,8 +45,8 @@ def _greek(ch: str) -> str | None:
             if letter not in _GREEK:
                 return None
             if case == "upper":
-                if letter in _GREEK_UPPER:
-                    tex = _GREEK_TEX.get(letter, letter)
+                tex = _GREEK_TEX.get(letter, letter)
+                if letter in _GREEK_UPPER and tex is not None:   # omicron (None) has no capital
                     return f"\\ensuremath{{\\{tex[0].upper() + tex[1:]}}}"
                 return _LATIN_LOOKALIKE.get(letter)
             tex = _GREEK_TEX.get(letter, letter)
@@ -101,8 +101,8 @@ def decimal_latex(d: CertifiedDecimal | object, scientific: bool = False) -> str
         return f"{sign}{lead} \\times 10^{{{power}}}"
     text = d.text
     if "e" in text:
-        lead, power = text.split("e")
-        return f"{lead} \\times 10^{{{int(power)}}}"
+        lead, exponent = text.split("e")
+        return f"{lead} \\times 10^{{{int(exponent)}}}"
     return text
 
 
