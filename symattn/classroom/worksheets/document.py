@@ -28,6 +28,7 @@ from symattn.document.blocks import (
 from symattn.document.build.trace import DocumentOptions, build_document
 from symattn.numbers.masked import NEG_INF
 from symattn.document.support.texutil import tex_escape, tex_token
+from symattn.classroom.worksheets.layouts import LAYOUTS, Layout
 from symattn.document.worksheet_blocks import (
     Derivation, Instruction, KeyAnswer, KeyValue, Question, SheetHeader, WrongAnswers,
 )
@@ -327,8 +328,10 @@ def _formula(trace: Trace, step: str) -> str:
     return trace.step(step).info.latex
 
 
-def build_sheet(version: VersionLike, questions: list[SheetQuestion]) -> Document:
-    """The student's sheet of one version (no seed, no file name: only the version code)."""
+def build_sheet(version: VersionLike, questions: list[SheetQuestion], *,
+                layout: Layout = LAYOUTS["standard"]) -> Document:
+    """The student's sheet of one version (no seed, no file name: only the version code), in
+    ``layout``'s working space, answer boxes and spacing."""
     trace = version.trace
     rounding = questions[0].rounding if questions else Rounding(digits=3)
     steps = [q.step for q in questions]
@@ -341,14 +344,15 @@ def build_sheet(version: VersionLike, questions: list[SheetQuestion]) -> Documen
         cells = _key_cells(trace, q.step, rounding)
         asked.append(Question(q.number, q.step, _what(q.step), _formula(trace, q.step), q.shape,
                               q.row_labels, _columns(q), _points_text(q), _box_chars(cells),
-                              _work_cm(q.step)))
+                              round(_work_cm(q.step) * layout.work_scale, 1), layout.box_em,
+                              layout.after_question))
     return Document(_title(version), (header, _given(trace), rules,
                                       Section("questions", "Questions", tuple(asked), numbered=False)),
                     {"kind": "worksheet", "code": version.code})
 
 
 def build_key(version: VersionLike, questions: list[SheetQuestion], *, derivation: bool = True,
-              mistakes: bool = True) -> Document:
+              mistakes: bool = True, layout: Layout = LAYOUTS["standard"]) -> Document:
     """The teacher's key of one version: the sheet's questions answered, the common wrong answers,
     the worked derivation."""
     trace = version.trace
@@ -382,7 +386,8 @@ def build_key(version: VersionLike, questions: list[SheetQuestion], *, derivatio
             children.append(Section("wrong-answers", "Common wrong answers",
                                     (Note(("What each modelled mistake gives, rounded as the sheet asks; "
                                            "symattn check and grade name these mistakes.",)),
-                                     WrongAnswers(table, rounding)), numbered=False))
+                                     WrongAnswers(table, rounding, layout.wrong_gap,
+                                                  layout.wrong_per_line, layout.wrong_words)), numbered=False))
     if derivation:
         doc = build_document(trace, DocumentOptions(rounding=rounding))
         children.append(Section("derivation", "Worked derivation", (Derivation(doc),), numbered=False))
