@@ -110,7 +110,9 @@ def read_alibi(value: object, symbols: bool | Sequence[str], n: int = 0, m: int 
     if value is None or value is False:
         return None
     if isinstance(value, Alibi):   # built in Python (the alibi-sign mistake flips its slope)
-        value = value.value
+        _positions(value.positions, "positions", n)
+        _positions(value.key_positions, "key_positions", m)
+        return value
     if not isinstance(value, Mapping):
         value = {"slope": value}
     unknown = [k for k in value if k not in ALIBI_KEYS]
