@@ -12,7 +12,7 @@ import json
 import pytest
 
 import symattn as sa
-from tests.clirun import cli
+from clirun import cli
 
 IRRATIONAL = dict(Q=[["sqrt(2)", "1/10"], ["-1/4", "1"]], K=[["1", "sqrt(2)"], ["1/2", "0"]],
                   V=[["1/10", "sqrt(2)"], ["-1/4", "1"]], tokens=["a", "b"])

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.clirun import cli
+from clirun import cli
 
 
 @pytest.mark.parametrize("fmt", ["text", "json", "latex", "html"])
