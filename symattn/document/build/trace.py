@@ -251,7 +251,9 @@ class _Builder:
         children: list = []
         if p.default_scale:
             root = sympy.sqrt(p.d_k)
-            children.append(ScaleNote(p.d_k, self.certified(root), bool(root.is_Rational)))
+            # √4 is exactly 2: a rational root is written as itself, with "=", not as a decimal
+            children.append(ScaleNote(p.d_k, hf.factor(root), True) if root.is_Rational
+                            else ScaleNote(p.d_k, self.certified(root), False))
         symbol = (Frac(Sym("S"), Sqrt(Sym("d_k"))) if p.default_scale
                   else Product((hf.factor(p.scale), Sym("S"))))
         rows = tuple(sorted({r for r in self.shown(p.n) if r is not None} | set(self.dot_rows)))

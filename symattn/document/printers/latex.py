@@ -294,7 +294,8 @@ class LatexPrinter(Printer):
                 else "The dot products of the worked rows:", aligned(eqs)]
 
     def _print_ScaleNote(self, s: ScaleNote) -> list[str]:
-        return [f"$d_k = {s.d_k}$, so every score is divided by $\\sqrt{{{s.d_k}}} \\approx {self.print(s.root)}$"
+        relation = "=" if s.rational else "\\approx"
+        return [f"$d_k = {s.d_k}$, so every score is divided by $\\sqrt{{{s.d_k}}} {relation} {self.print(s.root)}$"
                 + (" (a rational scale: the scores stay fractions)." if s.rational
                    else ", written as a person writes it:")]
 

@@ -221,7 +221,8 @@ class TextPrinter(Printer):
         return lines
 
     def _print_ScaleNote(self, s: ScaleNote) -> list[str]:
-        return [f"   d_k = {s.d_k}, so every score is divided by √{s.d_k} ≈ {self.print(s.root)}"]
+        relation = "=" if s.rational else "≈"
+        return [f"   d_k = {s.d_k}, so every score is divided by √{s.d_k} {relation} {self.print(s.root)}"]
 
     def _print_ScaledRow(self, r: ScaledRow) -> list[str]:
         return ["", f"   Row {r.token!r}: {self.print(r.scores)} → "
