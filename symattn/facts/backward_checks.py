@@ -23,6 +23,8 @@ from symattn.trace.trace import Trace
 MAX_EXACT = 8
 #: bits of the balls of an instance check that no exact test decides
 BALL_BITS = 256
+#: seconds of exact zero tests per check; past them a difference is decided by its ball only
+EXACT_BUDGET = 1.0
 
 
 # ------------------------------------------------------------------ helpers
@@ -44,9 +46,8 @@ def no_backward(trace: Trace | None) -> tuple[Line, ...] | None:
 class Verdict:
     """How the differences of one check were decided: exactly, by balls, or not at all."""
 
-    def __init__(self, budget: float = 1.0) -> None:
-        #: seconds of exact zero tests; past them a difference is checked by its ball only
-        self.deadline = time.monotonic() + budget
+    def __init__(self, budget: float | None = None) -> None:
+        self.deadline = time.monotonic() + (EXACT_BUDGET if budget is None else budget)
         self.exact = 0
         self.by_balls = 0
         self.radius: flint.arb | None = None
