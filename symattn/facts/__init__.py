@@ -28,6 +28,7 @@ from symattn.facts.symbolic import softmax, symbol_matrix, symbol_vector
 from symattn.facts.rope_facts import rope_relative_position
 from symattn.facts.variant_facts import sink_forms_agree, window_is_a_mask
 from symattn.facts.online_facts import kv_cache_equals_causal_row, online_softmax_equals_softmax
+from symattn.facts.backward_facts import BACKWARD_FACTS
 from symattn.heads.heads import MultiHeadProblem
 from symattn.problem.problem import Problem
 from symattn.trace.trace import Trace
@@ -52,6 +53,7 @@ FACTS: dict[str, Callable[[Trace | None, Claims | None], Proof]] = {
     "online-softmax-equals-softmax": online_softmax_equals_softmax,
     "kv-cache-equals-causal-row": kv_cache_equals_causal_row,
     "rope-relative-position": rope_relative_position,
+    **BACKWARD_FACTS,
 }
 
 

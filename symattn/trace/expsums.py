@@ -144,7 +144,10 @@ class Grad:
         return self + other.times(sympy.S.NegativeOne)
 
     def __mul__(self, other: "Grad") -> "Grad":
-        """The product of two row-local values of the same row."""
+        """The product of two row-local values of the same row (an empty one is exactly 0:
+        a masked weight, or a dP entry against a zero value row)."""
+        if not self.parts or not other.parts:
+            return Grad({})
         (row, a), = self.parts.items()
         (other_row, b), = other.parts.items()
         assert row == other_row, "only values of one row multiply"
