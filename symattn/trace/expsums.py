@@ -144,7 +144,9 @@ class Grad:
         return self + other.times(sympy.S.NegativeOne)
 
     def __mul__(self, other: "Grad") -> "Grad":
-        """The product of two row-local values of the same row."""
+        """The product of two row-local values of the same row (0 when either is 0: a masked weight)."""
+        if not self.parts or not other.parts:
+            return Grad({})
         (row, a), = self.parts.items()
         (other_row, b), = other.parts.items()
         assert row == other_row, "only values of one row multiply"
