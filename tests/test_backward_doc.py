@@ -171,3 +171,94 @@ def test_a_grad_output_of_the_wrong_shape_is_one_line_naming_the_key_and_the_fix
         assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
         assert "backward grad_output is 3×2" in lines[0]
         assert "give one row per query and 3 columns" in lines[0]
+
+
+def test_json_holds_the_backward_steps_like_the_forward_ones_at_30_digits(trace):
+    import json
+
+    import sympy
+
+    result = cli("explain", "--example", "backward", "--format", "json", "--digits", "30")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    names = [n for n in BACKWARD_STEP_ORDER if n in trace.step_names]
+    assert list(data["steps"])[-len(names):] == names
+    _P, _dP, D, dS, *_ = numpy_backward()
+    for name in names:
+        entry, step = data["steps"][name], trace.step(name)
+        assert entry["shape"] == list(step.shape) and entry["formula"] == spec(name, trace.problem).formula
+        assert entry["decimal"] == [[str(d) for d in row] for row in step.decimals(sa.Rounding(digits=30))]
+        assert sympy.sympify(entry["exact"][2][0]) == sympy.sympify(str(step[2, 0]))
+    assert all(close(entry, D[i], 15) for i, (entry,) in enumerate(data["steps"]["row_dot"]["decimal"]))
+    assert all(close(x, dS[i, j], 14) for i, row in enumerate(data["steps"]["d_logits"]["decimal"])
+               for j, x in enumerate(row))
+
+
+def test_the_document_json_carries_the_backward_sections_and_the_worked_row(trace):
+    from symattn.document.build.trace import DocumentOptions, build_document
+    from symattn.document.printers.json import document_json
+
+    doc = document_json(build_document(trace, DocumentOptions(softmax_rows=("cats",))))
+    keys = [s["key"] for s in doc["sections"]]
+    assert keys[keys.index("checks") + 1:] == ["backward", *[n for n in BACKWARD_STEP_ORDER if n in trace.step_names]]
+    logits = next(s for s in doc["sections"] if s["key"] == "d_logits")
+    assert logits["formula"]["shape"] == [3, 3] and logits["blocks"][0]["type"] == "LabelledMatrix"
+    assert [b["type"] for b in logits["blocks"][1:]] == ["Note"] * 5
+
+
+@pytest.fixture(scope="module")
+def html_page(tmp_path_factory):
+    result = cli("explain", "--example", "backward", "--format", "html")
+    assert result.returncode == 0, result.stderr
+    path = tmp_path_factory.mktemp("backward") / "backward.html"
+    path.write_text(result.stdout, encoding="utf-8")
+    return path, result.stdout
+
+
+def test_html_is_typeset_mathml_with_every_backward_section_in_chromium(trace, html_page, tmp_path):
+    from browser import shared_browser
+
+    path, html = html_page
+    shown = shared_browser().open(path)
+    try:
+        page = shown.page
+        shown.assert_clean()
+        section = page.locator("#sec-d_logits")
+        assert section.locator("h2").inner_text().endswith("Logit gradient")
+        sizes = section.locator("math").evaluate_all(
+            "els => els.map(e => { const r = e.getBoundingClientRect(); return [r.width, r.height]; })")
+        assert len(sizes) >= 15 and all(w > 0 and h > 0 for w, h in sizes)
+        # ∂p_j/∂z_k is stacked: a fraction laid out as MathML, not as unknown inline tags
+        assert section.locator("mfrac").first.evaluate(
+            "f => { const [a, b] = f.children; return a.getBoundingClientRect().bottom "
+            "<= b.getBoundingClientRect().top + 1; }")
+        # nothing of the section runs off the page (at 3 digits; at 30 it overflows as the forward's do)
+        assert section.evaluate("s => s.scrollWidth <= s.clientWidth + 1")
+        text = section.inner_text()
+        for d in trace.step("d_logits").decimals(sa.Rounding(digits=3))[2]:
+            assert str(d).lstrip("-") in text           # MathML: the minus is its own <mo>
+        for name in (n for n in BACKWARD_STEP_ORDER if n in trace.step_names):
+            assert page.locator(f"#sec-{name} h2").count() == 1, name
+        section.screenshot(path=str(tmp_path / "d_logits.png"))
+    finally:
+        shown.close()
+    wide = cli("explain", "--example", "backward", "--format", "html", "--digits", "30").stdout
+    for name in ("d_logits", "d_Q", "row_dot"):
+        for row in trace.step(name).decimals(sa.Rounding(digits=30)):
+            assert all(f"<mn>{d}</mn>" in wide or f"<mn>{str(d).lstrip('-')}</mn>" in wide for d in row), name
+
+
+def test_latex_compiles_and_the_pdf_shows_the_worked_row(trace, tmp_path):
+    from test_pdf import need_tex, pdf_text
+
+    need_tex()
+    result = cli("explain", "--example", "backward", "--pdf", "-o", str(tmp_path / "backward.pdf"))
+    assert result.returncode == 0, result.stderr
+    text = " ".join(pdf_text(tmp_path / "backward.pdf").split())
+    assert "Row 'cats' by hand, through the softmax's Jacobian" in text.replace("’", "'")
+    for title in ("Logit gradient", "Value gradient", "Query gradient", "Embedding gradient"):
+        assert title in text
+    for d in trace.step("d_logits").decimals(sa.Rounding(digits=3))[2]:
+        assert str(d).replace("-", MINUS) in text or str(d) in text
+    tex = cli("explain", "--example", "backward", "--format", "latex", "--digits", "30").stdout
+    assert r"\partial" in tex and "[U+" not in tex          # every character typeset, none shown as a code
