@@ -15,6 +15,8 @@ certified roundings of the exact values.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import sympy
 
 from symattn.document import handforms as hf
@@ -125,7 +127,7 @@ def _minus(a: Math, c: Math) -> Sum:
     return Sum((a, size if negative else Neg(size)))
 
 
-def _shorten(terms: list[Math]) -> tuple[Math, ...]:
+def _shorten(terms: Sequence[Math]) -> tuple[Math, ...]:
     return tuple(terms) if len(terms) <= SHORT else (*terms[:3], Dots(), *terms[-2:])
 
 
@@ -202,7 +204,7 @@ def _partial(num: Sym, den: Sym) -> Math:
     return Frac(Sym("∂" + num.name, num.sub), Sym("∂" + den.name, den.sub))
 
 
-def _joined(items: list[Math]) -> tuple[str | Math, ...]:
+def _joined(items: Sequence[Math]) -> tuple[str | Math, ...]:
     parts: list[str | Math] = []
     for k, item in enumerate(items):
         if k:
