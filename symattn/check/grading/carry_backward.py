@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Callable
 
 import sympy
+from sympy import Matrix
 
 from symattn.check.figures import Written, WrittenNumber
 from symattn.numbers.certify import certify
@@ -34,7 +35,6 @@ __all__ = ["BACKWARD_CHAIN", "follows_backward"]
 #: the backward steps a carried-forward answer can be, in the order they are computed
 BACKWARD_CHAIN = ("d_output", "d_V", "d_weights", "row_dot", "d_logits", "d_scores", "d_Q", "d_K")
 
-Matrix = sympy.Matrix
 _WHOLE = frozenset(("d_V", "d_K"))     # a column of them mixes every query row
 
 
