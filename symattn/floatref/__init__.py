@@ -46,9 +46,11 @@ from symattn.floatref.errors import FloatRefError
 #: precision p (bits, with the hidden bit) and minimum normal exponent of each format
 FORMATS: dict[str, tuple[int, int]] = {
     "float64": (53, -1022), "float32": (24, -126), "float16": (11, -14), "bfloat16": (8, -126),
+    "float8_e4m3fn": (4, -6), "float8_e5m2": (3, -14),
 }
 #: significant digits that tell neighbouring floats apart (shown in reports)
-_SHOW_DIGITS = {"float64": 17, "float32": 9, "float16": 5, "bfloat16": 4}
+_SHOW_DIGITS = {"float64": 17, "float32": 9, "float16": 5, "bfloat16": 4, "float8_e4m3fn": 3,
+                "float8_e5m2": 3}
 
 
 def _numpy():
@@ -76,7 +78,8 @@ def format_of(value: Any) -> str:
     else:
         name = str(_as_array(value).dtype)
     if name not in FORMATS:
-        raise FloatRefError(f"the array is {name}; give float64, float32, float16 or bfloat16 values")
+        raise FloatRefError(f"the array is {name}; give float64, float32, float16, bfloat16 or "
+                            "float8_e4m3fn/float8_e5m2 (ml_dtypes) values")
     return name
 
 
