@@ -361,7 +361,9 @@ def _exp(Xh, Xl):
     Th, Tl = exp_table()
     tiny = ~(Xh >= X_TABLE)
     zero = ~(Xh >= X_ZERO)
-    x = np.where(tiny, 0.0, Xh)
+    # x > 2^-40 only in rows already refused (``bad``: scores past about 2^13, whose lo part
+    # alone exceeds 2^-40): computed as 0 there so the table index stays in range
+    x = np.where(tiny | ~(Xh <= 2.0 ** -40), 0.0, Xh)
     k = np.rint(x * 1024.0)                                 # ≤ 0: x ≤ 0
     r0 = x - k / 1024.0                                     # exact (Sterbenz), |r0| ≤ 2^-11
     rh, rl = dd.two_sum(r0, np.where(tiny, 0.0, Xl))
