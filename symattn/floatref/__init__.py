@@ -65,8 +65,8 @@ def _as_array(value: Any):
     """A numpy array from a numpy array, a torch tensor or nested lists (floats)."""
     if hasattr(value, "detach") and hasattr(value, "cpu"):  # a torch tensor, without importing torch
         tensor = value.detach().cpu()
-        if str(tensor.dtype) == "torch.bfloat16":
-            tensor = tensor.float()  # exact: every bfloat16 is a float32
+        if str(tensor.dtype) in ("torch.bfloat16", "torch.float8_e4m3fn", "torch.float8_e5m2"):
+            tensor = tensor.float()  # exact: every bfloat16 and fp8 value is a float32
         value = tensor.numpy()
     return _numpy().asarray(value)
 
@@ -365,3 +365,4 @@ def float_report(Q: Any, K: Any, V: Any, result: Any, *, step: str = "output", m
 
 from symattn.floatref.sdpa import SDPAReference as SDPAReference, correctly_rounded as correctly_rounded  # noqa: E402  (the SDPA oracle, public here)
 from symattn.floatref.ulp import ULPReport as ULPReport, ulp_report as ulp_report  # noqa: E402
+from symattn.floatref.hard import HardCase as HardCase, hard_cases as hard_cases  # noqa: E402
