@@ -294,3 +294,20 @@ def test_fp8_inputs_via_ml_dtypes():
     for i, row in enumerate(mp_output(*f)):
         assert [float(x) for x in ref.output[i]] == [rne(x, "float8_e4m3fn") for x in row]
     assert fr.format_of(np.zeros(2, ml.float8_e5m2)) == "float8_e5m2"
+
+
+def test_scores_near_float32_max_go_to_arb_without_an_index_error():
+    # |q·k| ≈ 3·10^37: past the fast paths (fast64's exp table was once indexed out of range)
+    q = np.array([[3e18, 1.0]], np.float32)
+    k = np.array([[1e19, 0.0], [-1e19, 1.0], [1e19, 2.0 ** -10]], np.float32)
+    v = np.array([[1.0], [2.0], [4.0]], np.float32)
+    ref = fr.correctly_rounded(q, k, v, scale=1.0, return_lse=True)
+    t = [Fraction(float(q[0, 0])) * Fraction(float(k[j, 0])) + Fraction(float(q[0, 1])) * Fraction(float(k[j, 1]))
+         for j in range(3)]
+    with mpmath.workprec(400):
+        ts = [mpmath.mpf(x.numerator) / x.denominator for x in t]
+        top = max(ts)
+        w = [mpmath.exp(x - top) for x in ts]
+        o = mpmath.fsum(a * b for a, b in zip(w, (1, 2, 4))) / mpmath.fsum(w)
+        assert float(ref.output[0, 0]) == rne(o, "float32")
+        assert float(ref.lse[0]) == rne(top + mpmath.log(mpmath.fsum(w)), "float32")

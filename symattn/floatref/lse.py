@@ -32,7 +32,8 @@ from typing import Any
 
 import flint
 
-from symattn.floatref.binary import BinaryFormat, round_ball, round_fraction
+from symattn.floatref.binary import BINARY_FORMATS, BinaryFormat, round_ball, round_fraction
+from symattn.floatref.errors import FloatRefError
 from symattn.floatref.rows import _scale_ball, _scale_parts, dyadic_matrix
 from symattn.numbers.precision import precision, precisions, undecided
 
@@ -151,3 +152,82 @@ class _Rows:
         if not self.ok[1, i] and y == 0 and n & (n - 1) == 0:
             lse2[i], self.ok[1, i] = round_fraction(Fraction(n.bit_length() - 1), self.fmt) + 0.0, True
         return bool(self.ok[:, i].all())
+
+
+class LSEReport:
+    """A candidate LSE (…, L) against the correctly rounded one, row by row.
+
+    ``ulps``: each row's distance (got − RN(x))/ulp(RN(x)) in ``fmt`` from the correctly rounded
+    value, within ½ ulp of its error against the exact x (0 on fully masked rows, which are
+    skipped: torch stores −inf there, FlashAttention-2 +inf).  ``other_base_ulps``: the same
+    against the other base's LSE, so a kernel that mixed up the bases is recognised."""
+
+    def __init__(self, got: Any, ref: Any, base: str = "e") -> None:
+        import numpy as np
+
+        if base not in ("e", "2"):
+            raise FloatRefError(f"the LSE base is {base!r}: use 'e' (natural, as FlashAttention) or '2'")
+        if ref.lse is None:
+            raise FloatRefError("the reference has no LSE: call correctly_rounded(..., return_lse=True)")
+        want = ref.lse if base == "e" else ref.lse2
+        other = ref.lse2 if base == "e" else ref.lse
+        got = np.asarray(got)
+        if got.shape != want.shape:
+            raise FloatRefError(f"the candidate LSE has shape {got.shape}, but one per query row is "
+                                f"{want.shape}")
+        self.base, self.fmt = base, ref.lse_dtype
+        fmt = BINARY_FORMATS[self.fmt]
+        self.live = ~np.asarray(ref.fully_masked)
+        g = got.astype(np.float64)
+        self.nonfinite = ~np.isfinite(g) & self.live
+        g = np.where(self.nonfinite, want, g)
+        self.got, self.want = g, want.astype(np.float64)
+        self.ulps = np.where(self.live, (g - self.want) / ulp_array(self.want, fmt), 0.0)
+        o = other.astype(np.float64)
+        self.other_base_ulps = np.where(self.live, (g - o) / ulp_array(o, fmt), 0.0)
+
+    @property
+    def max_ulps(self) -> float:
+        import numpy as np
+
+        return float(np.abs(self.ulps).max()) if self.ulps.size else 0.0
+
+    def over(self, max_ulp: float):
+        """Rows proved to be more than ``max_ulp`` ulps from the exact LSE (a boolean array)."""
+        import numpy as np
+
+        return (np.abs(self.ulps) - 0.5 > max_ulp) | self.nonfinite
+
+    def matches_other_base(self, max_ulp: float) -> bool:
+        import numpy as np
+
+        return bool(self.other_base_ulps.size) and bool((np.abs(self.other_base_ulps) <= max_ulp + 0.5).all())
+
+    def worst(self, count: int = 5) -> list[tuple[tuple[int, ...], float, float, float]]:
+        """(index, got, correctly rounded, ulps) of the rows farthest from the reference."""
+        import numpy as np
+
+        order = np.argsort(-np.abs(self.ulps).reshape(-1), kind="stable")[:max(0, count)]
+        out = []
+        for k in order.tolist():
+            at = tuple(int(v) for v in np.unravel_index(k, self.ulps.shape))
+            if self.live[at]:
+                out.append((at, float(self.got[at]), float(self.want[at]), float(self.ulps[at])))
+        return out
+
+    def to_json(self, max_ulp: float | None = None) -> dict[str, Any]:
+        return {"base": self.base, "format": self.fmt, "rows": int(self.live.sum()),
+                "max_ulps_from_correctly_rounded": self.max_ulps,
+                "rows_over_max_ulp": None if max_ulp is None else int(self.over(max_ulp).sum()),
+                "nonfinite_rows": int(self.nonfinite.sum()),
+                "matches_other_base": self.matches_other_base(0.5 if max_ulp is None else max_ulp),
+                "worst": [{"index": list(i), "got": g, "correctly_rounded": w, "ulps": u}
+                          for i, g, w, u in self.worst()]}
+
+
+def ulp_array(x: Any, fmt: BinaryFormat) -> Any:
+    """ulp(x) in ``fmt`` for a float64 array: 2^(max(e, e_min) − p + 1), 2^e ≤ |x| < 2^(e+1)."""
+    import numpy as np
+
+    _, e = np.frexp(np.where(np.isfinite(x), x, 0.0))
+    return np.ldexp(1.0, np.maximum(e - 1, fmt.e_min) - fmt.p + 1)

@@ -22,6 +22,7 @@ from typing import Any
 
 from symattn.floatref import format_of
 from symattn.floatref.errors import FloatRefError
+from symattn.floatref.lse import LSEReport
 from symattn.floatref.sdpa import correctly_rounded, normalise
 from symattn.floatref.ulp import BIN_EDGES, ULPReport, ulp_report
 
@@ -233,38 +234,24 @@ def _alignment_hint(y, asked, Q, K, V, fmt: str, max_ulp: float, sdpa, ulp_scale
 
 
 def _lse_lines(got, ref, base, max_ulp: float, problems: list[str]) -> list[str]:
-    import numpy as np
-
-    want = ref.lse if base == "e" else ref.lse2
-    other = ref.lse2 if base == "e" else ref.lse
+    try:
+        rep = LSEReport(got, ref, "e" if base == "e" else "2")
+    except FloatRefError as err:
+        problems.append(str(err))
+        return []
     fmt = ref.lse_dtype
-    if got.shape != want.shape:
-        problems.append(f"the candidate lse has shape {got.shape}, but one per query row is {want.shape}")
+    if rep.nonfinite.any():
+        problems.append(f"the lse is inf or NaN on {int(rep.nonfinite.sum())} rows with keys")
+    over = rep.over(max_ulp) & ~rep.nonfinite
+    if not over.any():
         return []
-    live = ~ref.fully_masked                        # no key: −inf (torch) or +inf (FlashAttention-2)
-    g = got.astype(np.float64)
-    finite = np.isfinite(g) | ~live
-    if not finite.all():
-        problems.append(f"the lse is inf or NaN on {int((~finite).sum())} rows with keys, first at "
-                        f"{_indices(np.argwhere(~finite))}")
-        g = np.where(finite, g, want)
-    w = want.astype(np.float64)
-    d = np.where(live, (g - w) / _ulp(w, fmt), 0.0)
-    if not (np.abs(d) - 0.5 > max_ulp).any():
-        return []
-    order = np.argsort(-np.abs(d).reshape(-1))[:5]
     name = "base e (natural)" if base == "e" else "base 2"
-    problems.append(f"lse ({name}, {fmt}): {int((np.abs(d) - 0.5 > max_ulp).sum())} of {int(live.sum())} rows "
-                    f"are more than {max_ulp:g} ulp from the correctly rounded value "
-                    f"(max {float(np.abs(d).max()):.3g} ulp)")
+    problems.append(f"lse ({name}, {fmt}): {int(over.sum())} of {int(rep.live.sum())} rows are more than "
+                    f"{max_ulp:g} ulp from the correctly rounded value (max {rep.max_ulps:.3g} ulp)")
     lines = ["  lse worst rows (distance from the correctly rounded value, within ½ ulp of the exact error):"]
-    for k in order.tolist():
-        at = np.unravel_index(k, d.shape)
-        lines.append(f"    {[int(v) for v in at]}: got {_show(float(g[at]), fmt)}, correctly rounded "
-                     f"{_show(float(w[at]), fmt)}; {float(d[at]):+.3g} ulp")
-    o = other.astype(np.float64)
-    d2 = np.where(live, np.abs(g - o) / _ulp(o, fmt), 0.0)
-    if float(d2.max()) <= max_ulp + 0.5:
+    for at, g, w, u in rep.worst():
+        lines.append(f"    {list(at)}: got {_show(g, fmt)}, correctly rounded {_show(w, fmt)}; {u:+.3g} ulp")
+    if rep.matches_other_base(max_ulp):
         lines.append("  the candidate matches the " + ("base-2" if base == "e" else "natural (base e)")
                      + " LSE instead: the kernel mixes up the bases (lse2 = lse / ln 2); pass lse_base="
                      + ("2" if base == "e" else "'e'") + " if that is what it stores")
