@@ -78,7 +78,7 @@ def _array(x: Any, name: str):
     np = _numpy()
     if hasattr(x, "detach") and hasattr(x, "cpu"):  # a torch tensor, without importing torch
         t = x.detach().cpu()
-        x = (t.float() if str(t.dtype) == "torch.bfloat16" else t).numpy()
+        x = (t.float() if str(t.dtype) in ("torch.bfloat16", "torch.float8_e4m3fn", "torch.float8_e5m2") else t).numpy()
     a = np.asarray(x)
     if a.dtype.name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):  # ml_dtypes: exact in float32
         a = a.astype(np.float32)

@@ -133,8 +133,9 @@ def ulp_report(out: Any, Q: Any, K: Any, V: Any, *, step: str = "output", dtype:
             diff = (y[idx] - hi) - lo
             mid = hi
         else:
-            enc = fast.enclose(pr.Q[idx], pr.K[idx], pr.V[idx], allowed, additive, pr.scale_f, pr.scale_err)
-            mid, rad = (enc.output, enc.output_rad) if step == "output" else (enc.weights, enc.weights_rad)
+            enc32 = fast.enclose(pr.Q[idx], pr.K[idx], pr.V[idx], allowed, additive, pr.scale_f, pr.scale_err)
+            mid, rad = ((enc32.output, enc32.output_rad) if step == "output"
+                        else (enc32.weights, enc32.weights_rad))
             diff = y[idx] - mid
         unit = _ulp(mid, fmt)
         with np.errstate(invalid="ignore", divide="ignore"):
