@@ -367,5 +367,6 @@ def float_report(Q: Any, K: Any, V: Any, result: Any, *, step: str = "output", m
 
 
 from symattn.floatref.sdpa import SDPAReference as SDPAReference, correctly_rounded as correctly_rounded  # noqa: E402  (the SDPA oracle, public here)
+from symattn.floatref.sdpa import causal_pattern as causal_pattern  # noqa: E402
 from symattn.floatref.ulp import ULPReport as ULPReport, ulp_report as ulp_report  # noqa: E402
 from symattn.floatref.hard import HardCase as HardCase, hard_cases as hard_cases  # noqa: E402

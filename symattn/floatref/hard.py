@@ -79,8 +79,9 @@ def hard_cases(dtype: str = "float32", heads: int = 4, L: int = 256, E: int = 64
     for n, what in ((heads, "heads"), (L, "L"), (E, "E")):
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise FloatRefError(f"{what} is {n!r}: give a positive integer")
-    if L < BLOCK or E < 4:
-        raise FloatRefError(f"L = {L}, E = {E}: the cases need L ≥ {BLOCK} and E ≥ 4")
+    if L < 2 * BLOCK or E < 4:
+        raise FloatRefError(f"L = {L}, E = {E}: the cases need L ≥ {2 * BLOCK} (two key blocks of "
+                            f"{BLOCK}) and E ≥ 4")
     fmt = BINARY_FORMATS[dtype]
     big = float(fmt.max_finite)
     ulp1 = 2.0 ** (1 - fmt.p)                               # the ulp of 1
