@@ -29,6 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("symattn.engine",),
     ("symattn.trace",),
     ("symattn.check", "symattn.floatref"),
+    ("symattn.testing",),               # the kernel test gate: floatref's references as assertions
     ("symattn.heads",),
     ("symattn.facts",),
     ("symattn.document",),
