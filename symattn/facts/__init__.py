@@ -74,7 +74,7 @@ def _general_only(name: str, claims: Claims | None, why_text: str | None = None,
     """A plain-softmax fact on a problem with a sink: its general proof, and why the
     problem's own data are not checked against it (they obey the sink's forms instead)."""
     proof = FACTS[name](None, None)
-    why = Line(f"not checked on this problem{' or the claims' if claims is not None else ''}: "
+    why = Line.written(f"not checked on this problem{' or the claims' if claims is not None else ''}: "
                + (why_text or "it has a sink logit, so its weights sum to less than 1 and this "
                   "fact about the plain softmax does not apply (see sink-forms-agree)"),
                why_tex or r"\text{not checked: the problem has a sink logit}")
