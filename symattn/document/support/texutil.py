@@ -21,7 +21,7 @@ _SPECIAL = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "$": r"\$", "&": 
             "≈": r"\ensuremath{\approx}", "ᵀ": r"\ensuremath{^\top}", "≤": r"\ensuremath{\le}",
             "≥": r"\ensuremath{\ge}", "<": r"\ensuremath{<}", ">": r"\ensuremath{>}",
             "⋯": r"\ensuremath{\cdots}", "…": r"\ldots{}", "|": r"\textbar{}", "\"": r"\textquotedbl{}",
-            "€": r"\texteuro{}", "∂": r"\ensuremath{\partial}", "∘": r"\ensuremath{\circ}",
+            "€": r"\texteuro{}", "∘": r"\ensuremath{\circ}",
             "‖": r"\ensuremath{\|}",
             # verdict marks (a fact's heading, a class's grades)
             "✓": r"\ensuremath{\checkmark}", "✗": r"\ensuremath{\times}",
