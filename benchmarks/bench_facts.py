@@ -39,9 +39,9 @@ EDGE = {
     "causal-16": "Q = [" + ", ".join(f"[{i % 3}, {i % 2}]" for i in range(16)) + "]\nK = [" +
                  ", ".join(f"[{(i + 1) % 3}, {i % 2}]" for i in range(16)) + "]\nV = [" +
                  ", ".join(f"[{i}]" for i in range(16)) + ']\nmask = "causal"\n',
-    "decode-6": "Q = [" + ", ".join(f"[{i % 3}, {(i + 1) % 2}]" for i in range(6)) + "]\nK = [" +
-                ", ".join(f"[{(i + 2) % 3}, {i % 2}]" for i in range(6)) + "]\nV = [" +
-                ", ".join(f"[{i}]" for i in range(6)) + "]\ndecode = {prefill = 3}\n",
+    "decode-6": "X = [" + ", ".join(f"[{i % 3}, {(i + 1) % 2}]" for i in range(6)) + "]\n"
+                "W_q = [[1, 0], [0, 1]]\nW_k = [[0, 1], [1, 1]]\nW_v = [[1, 0], [0, 1]]\n"
+                "decode = {prefill = 3}\n",
 }
 
 
