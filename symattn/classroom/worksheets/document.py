@@ -27,7 +27,7 @@ from symattn.document.blocks import (
 )
 from symattn.document.build.trace import DocumentOptions, build_document
 from symattn.numbers.masked import NEG_INF
-from symattn.document.support.texutil import tex_escape
+from symattn.document.support.texutil import tex_escape, tex_token
 from symattn.document.worksheet_blocks import (
     Derivation, Instruction, KeyAnswer, KeyValue, Question, SheetHeader, WrongAnswers,
 )
@@ -211,14 +211,15 @@ def _angle_hint(p) -> Instruction | None:
 def _blocks_instruction(trace: Trace) -> Instruction:
     p = trace.problem
     assert p.tiles is not None, "the blocks are explained only for a tiled problem"
-    blocks = ", ".join("(" + ", ".join(p.key_tokens[a:b]) + ")" for a, b in p.tiles)
+    blocks = ", ".join("(" + ", ".join(map(repr, p.key_tokens[a:b])) + ")" for a, b in p.tiles)
+    blocks_tex = ", ".join("(" + ", ".join(map(tex_token, p.key_tokens[a:b])) + ")" for a, b in p.tiles)
     return Instruction("Blocks", (
         f"the online softmax reads the keys in blocks {blocks}, numbered from 0. For each query, after "
         "block b: the running maximum m_b is the largest logit so far; the rescale factor is "
         "r_b = e^(m_(b−1) − m_b) (1 for block 0, and 1 whenever the maximum does not grow); the "
         "running sum is l_b = r_b·l_(b−1) + Σ e^(x_j − m_b) over the keys j of block b. The weights "
         "are e^(x_j − m_last) / l_last.",),
-        r"the online softmax reads the keys in blocks " + tex_escape(blocks) + r", numbered from 0. "
+        r"the online softmax reads the keys in blocks " + blocks_tex + r", numbered from 0. "
         r"For each query, after block $b$: the running maximum $m_b$ is the largest logit so far; "
         r"the rescale factor is $r_b = e^{m_{b-1} - m_b}$ ($1$ for block $0$, and $1$ whenever the "
         r"maximum does not grow); the running sum is $l_b = r_b\,l_{b-1} + \sum_{j \in b} "
@@ -228,7 +229,7 @@ def _blocks_instruction(trace: Trace) -> Instruction:
 def _decode_instruction(trace: Trace) -> Instruction:
     p = trace.problem
     P = p.prefill
-    prompt = ", ".join(p.tokens[:P])
+    prompt = ", ".join(map(repr, p.tokens[:P]))
     counts = ("Work counts for the decode steps: rows_cached and rows_recomputed are the rows projected "
               "with the cache (q, k, v of the new token) and without it (every row again); dots_cached "
               "and dots_recomputed are the score dot products with the cache (one row) and without it "
@@ -238,7 +239,7 @@ def _decode_instruction(trace: Trace) -> Instruction:
             "caches. A decode step for token t projects only its own row x_t (q_t = x_t·W_q, k_t = x_t·W_k, "
             "v_t = x_t·W_v), appends k_t and v_t to the caches, and lets q_t attend over every cached key "
             "(no mask is needed: the cache holds only earlier tokens and t itself). ")
-    latex = (f"the first {P} tokens ({tex_escape(prompt)}) are the prompt: their keys and values are "
+    latex = (f"the first {P} tokens ({', '.join(map(tex_token, p.tokens[:P]))}) are the prompt: their keys and values are "
              r"already in the caches. A decode step for token $t$ projects only its own row $x_t$ "
              r"($q_t = x_t W_q$, $k_t = x_t W_k$, $v_t = x_t W_v$), appends $k_t$ and $v_t$ to the "
              r"caches, and lets $q_t$ attend over every cached key (no mask is needed: the cache holds "

@@ -37,8 +37,10 @@ class HtmlPrinter(HtmlMath, Printer):
         return m.math(self.print(node), display=display)
 
     def inline(self, parts: tuple[str | b.Math, ...]) -> str:
-        """Running text: strings escaped, math nodes inline."""
-        return "".join(m.escape(p) if isinstance(p, str) else self.math(p) for p in parts)
+        """Running text: strings escaped, token names set apart as code, math nodes inline."""
+        return "".join(m.escape(p) if isinstance(p, str) else
+                       f'<code class="token">{m.escape(p.name)}</code>' if isinstance(p, b.Token) else
+                       self.math(p) for p in parts)
 
     def _cell(self, exact: b.Math | None, decimal: b.Math | None) -> str:
         """A matrix cell: the exact value, its decimal beneath when the two read differently."""
@@ -186,7 +188,7 @@ class HtmlPrinter(HtmlMath, Printer):
         out = ["<p>" + ("Each score is a dot product, a sum of products in index order:" if d.every
                         else "The dot products of the worked rows:") + "</p>"]
         for token, query, products in d.rows:
-            out.append(f'<p>Row <span class="token">{m.escape(token)}</span>, query '
+            out.append(f'<p>Row <code class="token">{m.escape(token)}</code>, query '
                        f"{m.math(m.mrow(m.mi('q'), m.mo('='), self.print(query)))}:</p>")
             items = []
             for p in products:
@@ -196,7 +198,7 @@ class HtmlPrinter(HtmlMath, Printer):
                 lhs = m.msub(m.mi("S"), m.mrow(m.token(p.token), m.mo(","), m.token(p.key_token)))
                 items.append("<li>" + m.math(m.mrow(lhs, m.mo("="), self.print(p.products), m.mo("="),
                                                     self.print(p.value))) +
-                             f' <span class="note">(key of {m.escape(p.key_token)}: '
+                             f' <span class="note">(key of <code class="token">{m.escape(p.key_token)}</code>: '
                              f"{self.math(p.key)})</span></li>")
             out.append('<ul class="steps">' + "".join(items) + "</ul>")
         return "\n".join(out) + "\n"
@@ -211,7 +213,7 @@ class HtmlPrinter(HtmlMath, Printer):
 
     def _print_ScaledRow(self, s: b.ScaledRow) -> str:
         chain = m.mrow(self.print(s.scores), m.mo("\u2192"), *self.approx(s.scaled, s.decimals))
-        return f'<p>Row <span class="token">{m.escape(s.token)}</span>: {m.math(chain)}.</p>\n'
+        return f'<p>Row <code class="token">{m.escape(s.token)}</code>: {m.math(chain)}.</p>\n'
 
     def _print_SoftmaxRule(self, s: b.SoftmaxRule) -> str:
         z = lambda idx: m.msub(m.mi("z"), m.mi(idx))  # noqa: E731
@@ -226,14 +228,16 @@ class HtmlPrinter(HtmlMath, Printer):
                 + m.math(rule, display=True) + "\n")
 
     def _print_SoftmaxRow(self, s: b.SoftmaxRow) -> str:
-        out = [f'<h3>Row <span class="token">{m.escape(s.token)}</span></h3>']
+        out = [f'<h3>Row <code class="token">{m.escape(s.token)}</code></h3>']
         if s.blocked:
-            out.append(f"<p>The mask blocks {m.escape(', '.join(s.blocked))}: weight exactly 0.</p>")
+            blocked = ", ".join(f'<code class="token">{m.escape(k)}</code>' for k in s.blocked)
+            out.append(f"<p>The mask blocks {blocked}: weight exactly 0.</p>")
         rows: list[tuple[str, str | None]] = [
             (s.logit, m.mrow(*self.approx(s.scaled, s.scaled_decimals)))]
         if s.maximum is not None:
             ties = [k for k in s.ties if k != s.maximum_key]
-            where = f" (key {s.maximum_key}" + (f"; tied with {', '.join(ties)}" if ties else "") + ")"
+            where = f" (key “{s.maximum_key}”" + (f"; tied with {', '.join(f'“{t}”' for t in ties)}"
+                                                  if ties else "") + ")"
             rows.append(("maximum", m.mrow(self.print(s.maximum), '<mspace width="0.5em"></mspace>',
                                            m.mtext(where.strip()))))
         else:
@@ -252,7 +256,7 @@ class HtmlPrinter(HtmlMath, Printer):
                    f'{m.escape(s.token)}"><tbody>{body}</tbody></table></div>')
         if s.exact_weight is not None and s.exact_key is not None:
             lhs = m.msub(m.mi("A"), m.mrow(m.token(s.token), m.mo(","), m.token(s.exact_key)))
-            out.append(f'<p>Exactly, the weight of <span class="token">{m.escape(s.exact_key)}</span> is a '
+            out.append(f'<p>Exactly, the weight of <code class="token">{m.escape(s.exact_key)}</code> is a '
                        "fraction of exponentials:</p>")
             out.append(m.math(m.mrow(lhs, m.mo("="), *self.approx(s.exact_weight, s.exact_weight_decimal)),
                               display=True))
@@ -293,7 +297,7 @@ class HtmlPrinter(HtmlMath, Printer):
         else:
             popup = m.mrow(where, m.mo("="), self.print(decimal))
             words = self.plain(decimal)
-        title = f"weight of query {h.row_labels[i]} on key {h.col_labels[j]}: {words}"
+        title = f"weight of query “{h.row_labels[i]}” on key “{h.col_labels[j]}”: {words}"
         return pg.HeatCell(shown, h.shades[i][j] or 0, m.math(popup), title)
 
     def plain(self, node: b.Math) -> str:
@@ -302,7 +306,7 @@ class HtmlPrinter(HtmlMath, Printer):
         return print_text(node)
 
     def _print_Blend(self, bl: b.Blend) -> str:
-        out = [f'<p>Row <span class="token">{m.escape(bl.token)}</span> blends the value rows with its '
+        out = [f'<p>Row <code class="token">{m.escape(bl.token)}</code> blends the value rows with its '
                "weights:</p>",
                m.math(m.mrow(*self.approx(m.sum_of(self.print(t) for t in bl.terms), bl.result)),
                       display=True)]

@@ -199,13 +199,13 @@ class LatexPrinter(Printer):
         return text
 
     def words(self, parts) -> str:
-        """Running text: strings escaped, token names upright, other math inline."""
+        """Running text: strings escaped, token names set apart (typewriter), other math inline."""
         out = []
         for part in parts:
             if isinstance(part, str):
                 out.append(tex_escape(part))
             elif isinstance(part, Token):
-                out.append(f"\\textup{{{tex_escape(part.name)}}}")
+                out.append(f"\\texttt{{{tex_escape(part.name)}}}")
             elif isinstance(part, Row):   # in a sentence: plain brackets, a line may break after a comma
                 out.append(inline("[" + ",\\allowbreak\\ ".join(self.print(x) for x in part.items) + "]"))
             else:
@@ -291,7 +291,7 @@ class LatexPrinter(Printer):
     def _print_WorkedProjection(self, w: WorkedProjection) -> list[str]:
         token = tex_escape(w.token)
         terms = " + ".join(self.print(t) for t in w.terms)
-        return [f"By hand, the query of \\textup{{{token}}} is its embedding times $W_q$:",
+        return [f"By hand, the query of \\texttt{{{token}}} is its embedding times $W_q$:",
                 display(f"q_{{\\text{{{token}}}}} = {terms} = {self.print(w.result)}")]
 
     def _print_DotProducts(self, d: DotProducts) -> list[str]:
@@ -314,10 +314,10 @@ class LatexPrinter(Printer):
 
     def _print_ScaledRow(self, r: ScaledRow) -> list[str]:
         if len(r.scores.items) > WIDE:   # three lines: the scores, scaled, their decimals
-            return [f"Row \\textup{{{tex_escape(r.token)}}}:",
+            return [f"Row \\texttt{{{tex_escape(r.token)}}}:",
                     aligned([f"&{self.print(r.scores)}", f"\\to {{}}&{self.print(r.scaled)}",
                              f"\\approx {{}}&{self.print(r.decimals)}"])]
-        return [f"Row \\textup{{{tex_escape(r.token)}}}: "
+        return [f"Row \\texttt{{{tex_escape(r.token)}}}: "
                 + inline(f"{self.print(r.scores)} \\to {self.print(Approx(r.scaled, r.decimals))}") + "."]
 
     def _print_SoftmaxRule(self, rule: SoftmaxRule) -> list[str]:
@@ -338,16 +338,16 @@ class LatexPrinter(Printer):
     def _print_SoftmaxRow(self, r: SoftmaxRow) -> list[str]:
         p = self.print
         token = tex_escape(r.token)
-        lines = [f"\\paragraph{{Row \\textup{{{token}}}.}}"]
+        lines = [f"\\paragraph{{Row \\texttt{{{token}}}.}}"]
         if r.blocked:
-            lines.append("The mask blocks " + ", ".join(f"\\textup{{{tex_escape(b)}}}" for b in r.blocked)
+            lines.append("The mask blocks " + ", ".join(f"\\texttt{{{tex_escape(b)}}}" for b in r.blocked)
                          + ": weight exactly 0.")
         terms = [r"\cdots" if t is None else t for t in (self._exponential(e) for e in r.exponentials)]
         terms = [t for k, t in enumerate(terms) if t != r"\cdots" or k == 0 or terms[k - 1] != r"\cdots"]
         # many keys, or long entries (tanh of surds): decimals go on a line of their own
         wide = len(r.scaled.items) > WIDE or len(p(r.shifted)) > LONG_ROW_SOURCE
         eqs = self._approx_lines(f"\\text{{{r.logit}}}", r.scaled, r.scaled_decimals, wide)
-        eqs.append(f"\\max &= {p(r.maximum)} \\quad (\\text{{key {tex_escape(r.maximum_key)}}})"
+        eqs.append(f"\\max &= {p(r.maximum)} \\quad (\\text{{key \\texttt{{{tex_escape(r.maximum_key)}}}}})"
                    if r.maximum is not None and r.maximum_key is not None else
                    "\\max &: \\text{left open by the symbols, so nothing is subtracted}")
         eqs += self._approx_lines(f"\\text{{shifted}} = \\text{{{r.logit}}} - \\max", r.shifted, r.shifted_decimals, wide)
@@ -371,7 +371,7 @@ class LatexPrinter(Printer):
         lines.append(aligned(eqs))
         if r.exact_weight is not None and r.exact_key is not None and r.exact_weight_decimal is not None:
             key = tex_escape(r.exact_key)
-            lines += [f"Exactly, the weight of \\textup{{{key}}} is a fraction of exponentials:",
+            lines += [f"Exactly, the weight of \\texttt{{{key}}} is a fraction of exponentials:",
                       display(f"A_{{\\text{{{token}}},\\,\\text{{{key}}}}} = "
                               f"{p(Approx(r.exact_weight, r.exact_weight_decimal))}")]
         return lines
@@ -416,7 +416,7 @@ class LatexPrinter(Printer):
 
     def _print_Blend(self, b: Blend) -> list[str]:
         token = tex_escape(b.token)
-        lines = [f"Row \\textup{{{token}}} blends the value rows with its weights:",
+        lines = [f"Row \\texttt{{{token}}} blends the value rows with its weights:",
                  display(f"{' + '.join(self.print(t) for t in b.terms)} \\approx {self.print(b.result)}")]
         if b.exact_entry is not None and b.exact_decimal is not None:
             lines += ["Exactly, its first entry is",

@@ -252,14 +252,14 @@ class TextPrinter(Printer):
         exact = (f"   exactly: weights[{r.token}, {r.exact_key}] = {p(r.exact_weight)}"
                  if r.exact_weight is not None else None)
         if r.maximum is None:
-            lines = [*blocked, f"   {r.logit}[{r.token}] = {p(r.scaled)}   (keys {', '.join(r.keys)})",
+            lines = [*blocked, f"   {r.logit}[{r.token}] = {p(r.scaled)}   (keys {', '.join(map(repr, r.keys))})",
                      "   The symbols leave the row maximum open, so nothing is subtracted:",
                      f"   exp = e^{r.logit} here, which gives the same weights.",
                      f"   row_sum = {p(r.row_sum)}"]
             return lines + ([exact.replace("exactly: ", "")] if exact else [])
         exps = ", ".join(self._exponential(e) for e in r.exponentials)
         lines = [*blocked,
-                 f"   {r.logit}[{r.token}] = {p(Approx(r.scaled, r.scaled_decimals))}   (keys {', '.join(r.keys)})",
+                 f"   {r.logit}[{r.token}] = {p(Approx(r.scaled, r.scaled_decimals))}   (keys {', '.join(map(repr, r.keys))})",
                  f"   row maximum: {p(r.maximum)} (key {r.maximum_key!r})",
                  f"   shifted = {r.logit} − max = {p(Approx(r.shifted, r.shifted_decimals))}",
                  f"   exponentials: {exps}",

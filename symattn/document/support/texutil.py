@@ -83,6 +83,12 @@ def _char(ch: str) -> str:
     return f"{{\\ttfamily[U+{code:04X}]}}"
 
 
+def tex_token(name: str) -> str:
+    """A token name in running text, set apart as code (``the weight of \\texttt{the}``), so a
+    token that is an English word does not read as part of the sentence."""
+    return f"\\texttt{{{tex_escape(name)}}}"
+
+
 def tex_escape(text: str) -> str:
     """Plain text made safe for LaTeX (token names, titles): it always compiles.  A run of
     hyphens stays hyphens (``--max-ulp``, not an en dash)."""
