@@ -6,6 +6,7 @@ import argparse
 import io
 import json
 import math
+from typing import Callable
 
 from symattn.commands import Outcome, deprecated_alias, paper, pdf_or_text
 from symattn.commands.heads import add_format_arguments, chosen_format
@@ -23,14 +24,20 @@ def _max_ulp(text: str) -> float:
     return value
 
 
-def _scale(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--scale must be a number, got {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"--scale must be finite, got {text!r}")
-    return value
+def _finite(flag: str, example: str, why: str = "") -> Callable[[str], float]:
+    """An argparse type: a finite float for ``flag``, else a one-line error naming it."""
+    def read(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} must be a number{example}, got {text!r}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{flag} must be finite{why}, got {text!r}")
+        return value
+    return read
+
+
+_scale = _finite("--scale", "")
 
 
 #: the formats floatref rounds to (floatref.binary.BINARY_FORMATS, listed here to keep the parser cheap)
@@ -44,15 +51,7 @@ def _align(text: str) -> str:
     return name
 
 
-def _mask_value(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--mask-value must be a number such as -5e4, got {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"--mask-value must be finite (blocked keys are -inf without it), "
-                                         f"got {text!r}")
-    return value
+_mask_value = _finite("--mask-value", " such as -5e4", " (blocked keys are -inf without it)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -55,7 +55,7 @@ class Verdict:
 
     def zero(self, difference: sympy.Expr, where: Any) -> bool:
         """Whether ``difference`` is 0: exactly when an exact test decides, else by a ball."""
-        d = sympy.sympify(difference)
+        d = sympy.Integer(difference) if isinstance(difference, int) else difference   # an exact value, never text
         if d == 0:
             self.exact += 1
             return True

@@ -51,7 +51,7 @@ class ExpSum:
 
     @classmethod
     def constant(cls, c: sympy.Expr) -> "ExpSum":
-        return cls({ZERO_KEY: sympy.sympify(c)})
+        return cls({ZERO_KEY: sympy.Integer(c) if isinstance(c, int) else c})   # never parses text
 
     @classmethod
     def of(cls, pairs: Iterable[tuple[Key, sympy.Expr]]) -> "ExpSum":
