@@ -25,6 +25,7 @@ from symattn.limits import (MAX_ALGEBRAIC_DEGREE, MAX_ENTRIES, MAX_EXACT_DIGITS,
 from symattn.problem.matrix import (ExactMatrix, plain_scalar, check_magnitude, check_symbols,
                             exact_matrix)
 from symattn.exact.parser import algebraic_degree
+from symattn.problem.keys.backward import parse_backward
 from symattn.problem.keys.decode import parse_decode
 from symattn.problem.keys.mask import is_causal_rows, parse_mask, parse_window
 from symattn.problem.keys.rope import parse_rope
@@ -38,7 +39,7 @@ Matrix: TypeAlias = sympy.ImmutableMatrix
 PROBLEM_KEYS = (
     "title", "about", "X", "W_q", "W_k", "W_v", "X_kv", "Q", "K", "V",
     "tokens", "key_tokens", "scale", "mask", "sink", "rope", "alibi", "softcap", "symbols",
-    "tiles", "decode",
+    "tiles", "decode", "backward",
 )
 
 def _shape(m: Matrix) -> str:
@@ -98,6 +99,7 @@ class Problem:
         rope: object = None,
         tiles: object = None,
         decode: object = None,
+        backward: object = None,
         alibi: object = None,
         softcap: object = None,
         title: str | None = None,
@@ -165,7 +167,7 @@ class Problem:
                             if self.scale.is_Rational else self.scale, "scale")
         self.sink = None if sink is None else self._scalar(sink, "sink", symbols)
         #: ALiBi's slope and form (symattn.problem.keys.logits.Alibi), or None
-        self.alibi = read_alibi(alibi, symbols)
+        self.alibi = read_alibi(alibi, symbols, n=self.n, m=self.m)
         #: the soft-cap c of capped = c·tanh(logit / c), or None
         self.softcap = read_softcap(softcap)
         #: the validated RoPE key (symattn.problem.keys.rope.Rope), or None
@@ -199,6 +201,9 @@ class Problem:
         else:
             self.tiles = None
         self.tiles_value = list(tiles) if isinstance(tiles, Sequence) else tiles   # None, B or points
+        #: what the gradient is taken of (symattn.problem.keys.backward.Backward), or None: forward only
+        self.backward = None if backward is None else parse_backward(backward, n=self.n, d_v=self.d_v,
+                                                                     symbols=symbols)
 
     @staticmethod
     def _scalar(value: object, where: str, symbols: bool | Sequence[str]) -> sympy.Expr:
@@ -219,7 +224,7 @@ class Problem:
             return flint.arb(0)
         slope = self.alibi.slope_rational
         ball = flint.arb(slope) if slope is not None else check_scale_ball(self.alibi.slope)
-        return flint.arb(0) if ball is None else abs(ball) * (max(self.n, self.m) - 1)
+        return flint.arb(0) if ball is None else abs(ball) * self.alibi.max_distance(self.n, self.m)
 
     # -- validation --------------------------------------------------------
     def _check_size_caps(self) -> None:
@@ -427,6 +432,7 @@ class Problem:
                        mask=self.mask_value, title=self.title,
                        sink=None if self.sink is None else self.sink.subs(mapping),
                        tiles=self.tiles_value, decode=self.decode_value, rope=self.rope,
+                       backward=None if self.backward is None else _subs_backward(self.backward.value, mapping),
                        alibi=None if self.alibi is None else
                        {**self.alibi.value, "slope": self.alibi.slope.subs(mapping)},
                        softcap=self.softcap)
@@ -437,7 +443,7 @@ class Problem:
         RoPE kept unless changed; tiles and decode left out, since they do not change any value)."""
         keys: dict[str, Any] = {k: m.to_sympy() for k, m in self.inputs.items()}   # Problem checks them
         keys.update(tokens=list(self.tokens), key_tokens=list(self.key_tokens), scale=self.scale,
-                    mask=self.mask_value, **self.variant_keys, rope=self.rope)
+                    mask=self.mask_value, **self.variant_keys, rope=self.rope, backward=self.backward)
         keys.update(changes)
         return Problem(**keys)
 
@@ -487,3 +493,7 @@ class Problem:
         title = f" {self.title!r}" if self.title else ""
         return (f"<Problem{title} {kind}: {self.n} queries × {self.m} keys, "
                 f"d_k={self.d_k}, d_v={self.d_v}, scale={self.scale}>")
+
+
+def _subs_backward(value: dict, mapping: dict) -> dict:
+    return {k: v.subs(mapping) if isinstance(v, sympy.Basic) else v for k, v in value.items()}

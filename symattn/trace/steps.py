@@ -14,6 +14,7 @@ from fractions import Fraction
 import sympy
 
 from symattn.problem.problem import Problem
+from symattn.trace.backward_steps import backward_on, backward_table
 
 
 @dataclass(frozen=True)
@@ -155,10 +156,16 @@ WORK_SPEC = StepSpec("decode_work = [rows with cache, rows without, dot products
                      "Work counts")
 
 
+#: the backward pass (symattn.trace.backward), filled in per problem by backward_on
+BACKWARD_STEPS: dict[str, StepSpec] = backward_table(StepSpec)
+
+
 def variant_spec(name: str) -> StepSpec | None:
     """The table's entry for a step a variant adds (its block or token filled in), else None."""
     import re
 
+    if name in BACKWARD_STEPS:
+        return BACKWARD_STEPS[name]
     if name in ONLINE_STEPS:
         return ONLINE_STEPS[name]
     if name == "decode_work":
@@ -261,6 +268,8 @@ ONLINE_SINK_STEPS: dict[str, StepSpec] = {
 
 def _variant_on(entry: StepSpec, name: str, problem: Problem) -> StepSpec:
     """A variant step's entry on this problem's logits (biased, capped) and with its sink."""
+    if name in BACKWARD_STEPS:
+        return backward_on(entry, name, problem, StepSpec)
     if problem.sink is not None and name in ONLINE_SINK_STEPS:
         entry = ONLINE_SINK_STEPS[name]
     if name.startswith("decode_"):

@@ -31,6 +31,7 @@ from symattn.engine.extra import StepNumbers
 from symattn.errors import SymattnError
 from symattn.problem.problem import Problem
 from symattn.trace.stepcert import certify_entries
+from symattn.trace.backward import BackwardSteps
 from symattn.trace.decode import Decode
 from symattn.trace.display import Displayable
 from symattn.trace.online import Online
@@ -252,6 +253,9 @@ class Trace(Displayable):
         if p.prefill is not None:    # KV-cache decoding, beside the plain causal steps
             self.decode = Decode(self)
             self.decode.add_steps(add)
+        if p.backward is not None:   # the gradient, after every forward step
+            self.backward = BackwardSteps(self, engine)
+            self.backward.add_steps(add)
         self._steps = {s.name: s for s in steps}
 
     # -- access -------------------------------------------------------------------

@@ -7,7 +7,8 @@ student's own earlier answer, through the same engine: the student's
 ``scores``/``scaled``/``shifted`` rows become a Problem (Q = those rows,
 K = the identity, the base scale for scores and 1 otherwise), and ``weights``
 given for the output become the student's own product weights·V.  A match
-is the mistake ``carried-forward``, with the earlier answer named.
+is the mistake ``carried-forward``, with the earlier answer named.  The backward
+steps carry the same way (``symattn.check.grading.carry_backward``).
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from typing import Sequence
 
 import sympy
 
-from symattn.numbers.certify import certify
 from symattn.check.checker import FigureVerdict
 from symattn.check.figures import Written, WrittenInfinity, WrittenNumber, read_figure
+from symattn.check.grading.carry_backward import BACKWARD_CHAIN, entries_match, follows_backward
 from symattn.check.targets import Source, TargetSpec, parse_target, resolve
 from symattn.numbers.compare import equal
 from symattn.errors import SymattnError
@@ -30,6 +31,7 @@ __all__ = ["carry_forward"]
 
 CHAIN = ("scores", "scaled", "shifted", "exp", "row_sum", "weights", "output")
 _AS_INPUT = ("scores", "scaled", "shifted")      # rows that can stand in for Q·Kᵀ
+ORDER = (*CHAIN, *BACKWARD_CHAIN)                # the backward pass after the forward
 
 
 @lru_cache(maxsize=256)     # a class's columns, parsed once (not once per student row)
@@ -39,7 +41,7 @@ def _ref(text: str) -> tuple[TargetSpec, str, tuple] | None:
     except SymattnError:
         return None
     ref = spec.step_ref
-    if ref is None or ref[0] not in CHAIN or len(ref[1]) > 1:
+    if ref is None or ref[0] not in ORDER or len(ref[1]) > 1:
         return None
     return spec, ref[0], ref[1]
 
@@ -97,16 +99,7 @@ def _output_from_weights(trace: Trace, keys: tuple, values: list[list[sympy.Expr
     if any(v.is_infinite for row in values for v in row):
         return False
     product = sympy.Matrix(values) * trace.V.matrix
-    entries = written.entries
-    if len(entries) != len(product):
-        return False
-    for w, value in zip(entries, list(product)):
-        if isinstance(w, WrittenNumber):
-            if certify(value, w.rounding).as_fraction() != w.value:
-                return False
-        elif not equal(w.value, value):
-            return False
-    return True
+    return entries_match(written.entries, list(product))
 
 
 def carry_forward(trace: Trace, targets: Sequence[str], verdicts: list[FigureVerdict],
@@ -125,7 +118,7 @@ def carry_forward(trace: Trace, targets: Sequence[str], verdicts: list[FigureVer
             if uref is None or u == k or earlier.right or earlier.code in ("invalid", "blank"):
                 continue
             _, ustep, ukeys = uref
-            if CHAIN.index(ustep) >= CHAIN.index(step) or ukeys != keys:
+            if ORDER.index(ustep) >= ORDER.index(step) or ukeys != keys:
                 continue
             key = (spec.text, targets[u], earlier.text, verdict.text)
             if key not in cache:
@@ -159,4 +152,4 @@ def _follows(trace: Trace, spec: TargetSpec, step: str, keys: tuple, ustep: str,
         return cache[cells_key] is not None and _matches(written, cache[cells_key])
     if ustep == "weights" and step == "output":
         return _output_from_weights(trace, keys, values, written)
-    return False
+    return follows_backward(trace, step, keys, ustep, values, written)

@@ -64,6 +64,7 @@ import sympy
 
 from symattn.numbers.certify import CertifiedDecimal, Rounding, certify
 from symattn.numbers.masked import Masked
+from symattn.check.mistakes.backward import BACKWARD_CODES, BackwardMistakes
 from symattn.check.mistakes.logits import logit_variants
 from symattn.check.mistakes.rope import rope_variants
 from symattn.check.mistakes.online import online_mistakes
@@ -81,7 +82,7 @@ MISTAKE_CODES = ("unscaled", "scaled-by-d_k", "transposed-scores", "softmax-over
                  "wrong-step", "early-rounding", "mask-after-softmax", "masked-by-zero",
                  "window-off-by-one", "online-no-rescale", "rope-layout", "rope-degrees",
                  "rope-on-values", "rope-query-only", "alibi-sign", "alibi-scaled",
-                 "softcap-missing", "sink-renormalized", "sink-kept")
+                 "softcap-missing", "sink-renormalized", "sink-kept", *BACKWARD_CODES)
 
 _AFTER_SCORES = frozenset(("scaled", "masked", "shifted", "exp", "row_sum", "weights", "output"))
 _SOFTMAX = frozenset(("exp", "row_sum", "weights", "output"))
@@ -274,11 +275,11 @@ class _ZeroedAfterSoftmaxSource(Source):
 
 
 class Mistakes:
-    """Every named mistake of one problem, built lazily and once."""
+    """Every named mistake of one problem (the backward pass's: ``mistakes.backward``), built lazily and once."""
 
     def __init__(self, trace: Trace) -> None:
-        self.trace = trace
-        self.problem = trace.problem
+        self.trace, self.problem = trace, trace.problem
+        self._backward = BackwardMistakes(trace, self._attempt)
         self._early: dict[tuple[str, int], Mistake | None] = {}
         self._cells: dict[tuple[str, str, str], list[Cell] | None] = {}
         self._base = Source(trace)   # every target's wrong-step cells: its rows certified once
@@ -302,16 +303,13 @@ class Mistakes:
             return None
         t = self.trace
         Q, K = _qk(t)
-        return self._attempt(lambda: _direct(t, K, Q,
-                                             tokens=list(p.key_tokens), key_tokens=list(p.tokens)))
+        return self._attempt(lambda: _direct(t, K, Q, tokens=list(p.key_tokens), key_tokens=list(p.tokens)))
 
     @cached_property
     def _column_softmax(self) -> Trace | None:
-        p = self.problem
-        t = self.trace
+        p, t = self.problem, self.trace
         Q, K = _qk(t)
-        return self._attempt(lambda: _direct(t, K, Q, tokens=list(p.key_tokens),
-                                             key_tokens=list(p.tokens),
+        return self._attempt(lambda: _direct(t, K, Q, tokens=list(p.key_tokens), key_tokens=list(p.tokens),
                                              mask=_mask_rows(p, transpose=True)))
 
     @cached_property
@@ -359,6 +357,7 @@ class Mistakes:
         out += [Mistake(code, detail, steps, Source(trace))
                 for code, detail, steps, trace in logit_variants(self.trace, self._attempt)]
         out += [Mistake(*found) for found in online_mistakes(self.trace, [])]
+        out += [Mistake(*found) for found in self._backward.fixed()]
         if p.n == p.d_v:
             out.append(Mistake("transposed-output", "the output matrix transposed",
                                frozenset(("output",)), Source(self.trace, frozenset(("output",)))))
@@ -445,6 +444,7 @@ class Mistakes:
                 self._early[("online", k)] = Mistake(*found[0]) if found else None
             if (online := self._early[("online", k)]) is not None:
                 out.append(online)
+            out += [Mistake(*found) for found in self._backward.early(k)]
         return out
 
     # -- cells of a target ----------------------------------------------------------

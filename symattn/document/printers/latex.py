@@ -11,14 +11,15 @@ from symattn.document.blocks import (
     Approx, Blend, Chain, Check, Decimal, Document, DotProducts, Dots, Exact, Exp, Factor, Frac, Func, HeatMap,
     Int, LabelledMatrix, Math, Mul, Neg, Note, Product, Row, ScaledRow, ScaleNote, Section, Seq, SigmaSum,
     SoftmaxRow, SoftmaxRule, Sqrt, Sub, Sum, Summary, Sym, Token, WorkedProjection, Words,
-    ProofLines, Table, Verdicts,
+    ProofLines, Sup, Table, Verdicts,
 )
+from symattn.notation.nodes import RELATIONS
 from symattn.document.printers.base import Printer, section_numbers
 from symattn.exact.sympytext import latex_text
 from symattn.document.support.heatmap import heatmap
 from symattn.document.support.texutil import decimal_latex, matrix_latex, tex_escape
 
-_RELATIONS = {"=": "=", "≈": r"\approx", "≤": r"\le", "≥": r"\ge", "→": r"\to"}
+_RELATIONS = RELATIONS
 
 
 def display(math: str) -> str:
@@ -80,7 +81,7 @@ class LatexPrinter(Printer):
 
     def _print_Sym(self, node: Sym, **ctx) -> str:
         name = node.name if node.name.isascii() else tex_escape(node.name)   # θ: \theta
-        name = rf"\tilde {name}" if node.accent == "tilde" else name
+        name = rf"\{node.accent}{{{name}}}" if node.accent in ("tilde", "hat", "bar") else name
         return f"{name}_{{{node.sub}}}" if node.sub else name
 
     def _print_Words(self, node: Words, **ctx) -> str:
@@ -134,7 +135,8 @@ class LatexPrinter(Printer):
         for k, f in enumerate(node.factors):
             if k:
                 text += "" if isinstance(f, Sqrt) else (r"\," if isinstance(f, (Exp, Exact)) else " ")
-            text += self.print(f, **ctx)
+            part = self.print(f, **ctx)
+            text += fenced(part) if k and isinstance(f, (Sum, Neg)) else part
         return text
 
     def _print_Product(self, node: Product, **ctx) -> str:
@@ -158,7 +160,12 @@ class LatexPrinter(Printer):
         return text
 
     def _print_SigmaSum(self, node: SigmaSum, **ctx) -> str:
-        return f"\\sum_{node.index} {self.print(node.body, **ctx)}"
+        index = node.index if len(node.index) == 1 else \
+            "{" + "".join(f" {RELATIONS[c]} " if c in RELATIONS else c for c in node.index) + "}"
+        body = self.print(node.body, **ctx)
+        if isinstance(node.body, Sum):
+            body = fenced(body)
+        return f"\\sum_{index} {body}"
 
     def _print_Row(self, node: Row, **ctx) -> str:
         return r"\left[" + ",\\ ".join(self.print(x, **ctx) for x in node.items) + r"\right]"
@@ -173,6 +180,12 @@ class LatexPrinter(Printer):
         else:
             index = "{" + ",\\,".join(indices) + "}"
         return f"{self.print(node.base, **ctx)}_{index}"
+
+    def _print_Sup(self, node: Sup, **ctx) -> str:
+        base = self.print(node.base, **ctx)
+        if isinstance(node.base, (Sum, Neg, Frac, Product, Mul)):
+            base = fenced(base)
+        return f"{{{base}}}^{{{self.print(node.script, **ctx)}}}"
 
     def _print_Approx(self, node: Approx, **ctx) -> str:
         exact, approx = self.print(node.exact, **ctx), self.print(node.approx, **ctx)
@@ -294,7 +307,8 @@ class LatexPrinter(Printer):
                 else "The dot products of the worked rows:", aligned(eqs)]
 
     def _print_ScaleNote(self, s: ScaleNote) -> list[str]:
-        return [f"$d_k = {s.d_k}$, so every score is divided by $\\sqrt{{{s.d_k}}} \\approx {self.print(s.root)}$"
+        relation = "=" if s.rational else "\\approx"
+        return [f"$d_k = {s.d_k}$, so every score is divided by $\\sqrt{{{s.d_k}}} {relation} {self.print(s.root)}$"
                 + (" (a rational scale: the scores stay fractions)." if s.rational
                    else ", written as a person writes it:")]
 
@@ -424,8 +438,9 @@ class LatexPrinter(Printer):
         return lines
 
     # -- results other than a Trace ---------------------------------------------------
-    @staticmethod
-    def _proof_line(line) -> str:
+    def _proof_line(self, line) -> str:
+        if line.parts:
+            return self.words(line.parts)
         return f"${line.latex}$" if line.latex else tex_escape(line.text)
 
     def _print_ProofLines(self, p: ProofLines) -> list[str]:
