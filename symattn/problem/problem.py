@@ -24,8 +24,8 @@ from symattn.exact.parser import algebraic_degree
 from symattn.limits import (MAX_ALGEBRAIC_DEGREE, MAX_ENTRIES, MAX_EXACT_DIGITS,
                             MAX_SCORE_MAGNITUDE, MAX_SYMBOLIC_SIDE)
 from symattn.problem.keys.context import KeyContext
-from symattn.problem.keys.table import (KEY_NAMES, KEYS, ParsedKeys, read_order, substitute,
-                                        symbols_in)
+from symattn.problem.keys.table import (DIRECT_INPUTS, KEY_NAMES, KEYS, PROJECTED_INPUTS,
+                                        ParsedKeys, read_order, substitute, symbols_in)
 from symattn.problem.keys.tokens import check_printable
 from symattn.problem.matrix import ExactMatrix, exact_matrix
 from symattn.problem.tomlfile import parse_toml, read_text
@@ -35,9 +35,7 @@ Matrix: TypeAlias = sympy.ImmutableMatrix
 #: The keys a problem file or dict may hold (the key table's names, in its order).
 PROBLEM_KEYS = KEY_NAMES
 _KEYWORDS = tuple(k.name for k in KEYS if k.keyword)
-#: the inputs of a projected problem (X_kv optional) and of one given directly
-_PROJECTED = ("X", "W_q", "W_k", "W_v", "X_kv")
-_DIRECT = ("Q", "K", "V")
+_PROJECTED, _DIRECT = PROJECTED_INPUTS, DIRECT_INPUTS   # X, W_q, W_k, W_v, X_kv; Q, K, V
 
 
 def _keywords(keys: Mapping[str, object]) -> dict[str, object]:
@@ -85,6 +83,7 @@ class Problem(ParsedKeys):
     see :mod:`symattn.problem.keys.logits`.
     ``symbols`` names the symbols that strings may use (``["a", "x_1"]``, or
     True for any); SymPy expressions passed directly may hold symbols anyway.
+    Every keyword is a row of the key table (:mod:`symattn.problem.keys.table`), read there.
     """
 
     def __init__(self, **keys: object) -> None:
@@ -125,7 +124,7 @@ class Problem(ParsedKeys):
     def _read_inputs(self, given: Mapping[str, object], symbols: bool | Sequence[str]) -> None:
         """The input matrices, exact, and the sizes they give (n, m, d_model, d_k, d_v)."""
         if any(given[k] is not None for k in _PROJECTED):
-            for key in _PROJECTED[:4]:
+            for key in (k for k in _PROJECTED if k != "X_kv"):   # X_kv alone is optional
                 if given[key] is None:
                     raise ProblemError(f"{key} is missing: X, W_q, W_k and W_v go together")
             for key in _PROJECTED:

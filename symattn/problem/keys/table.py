@@ -34,7 +34,7 @@ from symattn.problem.keys.tiles import tiles_key
 from symattn.problem.keys.tokens import key_tokens_key, tokens_key
 
 Matrix: TypeAlias = sympy.ImmutableMatrix
-__all__ = ["Key", "KEYS", "KEY_NAMES", "CAPS_ORDER", "ParsedKeys", "by_name", "read_order",
+__all__ = ["Key", "KEYS", "KEY_NAMES", "PROJECTED_INPUTS", "DIRECT_INPUTS", "CAPS_ORDER", "ParsedKeys", "by_name", "read_order",
            "per_head_keys", "heads_shared_keys", "version_keys", "substitute", "symbols_in"]
 
 Getter = Callable[[Any], object]
@@ -50,7 +50,8 @@ class Key:
 
     name: str
     doc: str
-    #: "title" (about the problem), "input" (a matrix, read by Problem itself) or "key"
+    #: "meta" (how the problem is named and read: title, about, symbols), "input" (a matrix,
+    #: read by Problem itself) or "key"
     kind: str = "key"
     #: plain value and context in, the Problem attributes it sets out (None: Problem reads it)
     read: Reader | None = None
@@ -76,15 +77,17 @@ class Key:
     #: place in a version's file (0: the versions draw it themselves or leave it out)
     in_versions: int = 0
     written: Getter | None = None
+    #: an input's role: "projected" (X with the W's, X_kv optional) or "direct" (Q, K, V)
+    role: str = ""
     #: Problem(...) takes it as a keyword (``about`` is read from files only)
     keyword: bool = True
     #: the keyword's default
     default: object = None
 
 
-def _input(name: str, doc: str) -> Key:
+def _input(name: str, doc: str, role: str) -> Key:
     return Key(name, doc, kind="input", value=lambda p: _matrix(p, name), substitute=True,
-               shared=name == "X_kv")
+               shared=name == "X_kv", role=role)
 
 
 def _matrix(p: Any, name: str) -> object:
@@ -107,17 +110,17 @@ def _alibi_written(p: Any) -> object:
 
 
 KEYS: tuple[Key, ...] = (
-    Key("title", "the problem's title", kind="title", value=lambda p: p.title, rebuilt=False),
-    Key("about", "one line on the problem (files only; Problem does not take it)", kind="title",
+    Key("title", "the problem's title", kind="meta", value=lambda p: p.title, rebuilt=False),
+    Key("about", "one line on the problem (files only; Problem does not take it)", kind="meta",
         keyword=False),
-    _input("X", "the embeddings, n × d_model"),
-    _input("W_q", "the query projection"),
-    _input("W_k", "the key projection"),
-    _input("W_v", "the value projection"),
-    _input("X_kv", "the embeddings of the keys and values (cross-attention)"),
-    _input("Q", "the queries, given directly"),
-    _input("K", "the keys, given directly"),
-    _input("V", "the values, given directly"),
+    _input("X", "the embeddings, n × d_model", "projected"),
+    _input("W_q", "the query projection", "projected"),
+    _input("W_k", "the key projection", "projected"),
+    _input("W_v", "the value projection", "projected"),
+    _input("X_kv", "the embeddings of the keys and values (cross-attention)", "projected"),
+    _input("Q", "the queries, given directly", "direct"),
+    _input("K", "the keys, given directly", "direct"),
+    _input("V", "the values, given directly", "direct"),
     Key("tokens", "the queries' names", read=tokens_key, order=1, value=lambda p: list(p.tokens),
         shared=True),
     Key("key_tokens", "the keys' names", read=key_tokens_key, order=2,
@@ -138,7 +141,7 @@ KEYS: tuple[Key, ...] = (
         free=_alibi_free, variant=True, per_head=3, in_versions=1, written=_alibi_written),
     Key("softcap", "Gemma 2's soft-cap c·tanh(logit / c)", read=softcap_key, order=6,
         value=lambda p: p.softcap, variant=True, per_head=4, in_versions=3),
-    Key("symbols", "the symbols strings may use", kind="title", default=()),
+    Key("symbols", "the symbols strings may use", kind="meta", default=()),
     Key("tiles", "FlashAttention's key blocks (online softmax)", read=tiles_key, order=11,
         value=lambda p: p.tiles_value, rebuilt=False, per_head=6, in_versions=4),
     Key("decode", "KV-cache decoding after a prompt of P tokens", read=decode_key, order=8,
@@ -151,6 +154,9 @@ KEYS: tuple[Key, ...] = (
 
 #: The keys a problem file or dict may hold, in the order the unknown-key error lists them.
 KEY_NAMES: tuple[str, ...] = tuple(k.name for k in KEYS)
+#: The inputs of a projected problem (X, W_q, W_k, W_v; X_kv optional) and of a direct one.
+PROJECTED_INPUTS: tuple[str, ...] = tuple(k.name for k in KEYS if k.role == "projected")
+DIRECT_INPUTS: tuple[str, ...] = tuple(k.name for k in KEYS if k.role == "direct")
 
 
 class ParsedKeys:
