@@ -14,12 +14,14 @@ are 2-D (L × E) or batched (…, L, E) with the same leading shape.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 from symattn.errors import SymattnError
 from symattn.floatref import attend_mask, exact_values
+from symattn.floatref.sdpa import causal_pattern
 from symattn.floatref.binary import BINARY_FORMATS, BinaryFormat, round_ball, round_fraction
 from symattn.floatref.errors import FloatRefError
 from symattn.numbers.precision import precision
@@ -42,6 +44,13 @@ class BackwardReference:
     lse: Any
     dtype: str
     traces: tuple[Trace, ...]
+    #: (…, L) each query row's condition number κ = Σ_j P·(|dP| + |D|) / Σ_j P·|dP − D| (float64
+    #: estimates; ∞ where dP − D cancels exactly, 1 where nothing cancels)
+    condition: Any = None
+    #: {"dQ", "dK", "dV"}: each entry's sum of absolute terms, the scale float errors grow with
+    scales: Any = None
+    #: True for the gradient *given* a kernel's saved O and lse (``given=``)
+    conditional: bool = False
 
 
 def _numpy():
@@ -52,12 +61,30 @@ def _numpy():
 
 def correctly_rounded_backward(Q: Any, K: Any, V: Any, dO: Any, *, dtype: str = "float32",
                                is_causal: bool = False, attn_mask: Any = None, scale: Any = None,
-                               mode: str = "binary") -> BackwardReference:
-    """dQ, dK, dV of ``softmax(scale·Q·Kᵀ)·V`` against ``dO``, each entry correctly rounded to ``dtype``."""
-    np = _numpy()
+                               mode: str = "binary", causal_align: str = "top_left",
+                               enable_gqa: bool = False, mask_value: float | None = None,
+                               given: dict[str, Any] | None = None) -> BackwardReference:
+    """dQ, dK, dV of ``softmax(scale·Q·Kᵀ + mask)·V`` against ``dO``, each entry correctly rounded.
+
+    ``given={"out": O, "lse": lse}`` (a kernel's own saved output and natural log-sum-exp):
+    the exact gradient of FlashAttention's backward recipe on them instead (P = e^(t − lse),
+    D = rowsum(dO ∘ O); :mod:`symattn.floatref.conditional`).  ``causal_align``,
+    ``enable_gqa`` and ``mask_value`` as :func:`symattn.floatref.correctly_rounded`; the last
+    two need ``given`` (the engine's exact path has no finite sentinels or head groups).
+    ``condition`` holds each query row's condition number (the cancellation in dP − D)."""
     fmt = BINARY_FORMATS.get(dtype)
     if fmt is None:
         raise FloatRefError(f"dtype is {dtype!r}: use one of {', '.join(BINARY_FORMATS)}")
+    if given is not None:
+        if mode != "binary":
+            raise FloatRefError("given= reads the kernel's arrays by their binary values: drop mode='text'")
+        return _conditional(Q, K, V, dO, fmt, given, dict(
+            attn_mask=attn_mask, is_causal=is_causal, scale=_float_scale(scale, need=True),
+            enable_gqa=enable_gqa, causal_align=causal_align, mask_value=mask_value))
+    if enable_gqa or mask_value is not None:
+        raise FloatRefError("enable_gqa and mask_value need given={'out': O, 'lse': lse} (the kernel's "
+                            "saved forward): the exact engine has no head groups or finite sentinels")
+    np = _numpy()
     arrays = {name: np.asarray(_plain(value)) for name, value in (("Q", Q), ("K", K), ("V", V), ("dO", dO))}
     lead = arrays["Q"].shape[:-2]
     for name, array in arrays.items():
@@ -70,15 +97,17 @@ def correctly_rounded_backward(Q: Any, K: Any, V: Any, dO: Any, *, dtype: str = 
                             "(MAX_BACKWARD_SLICES): check fewer heads at a time")
     if is_causal and attn_mask is not None:
         raise FloatRefError("give is_causal=True or attn_mask, not both")
-    mask: object = "causal" if is_causal else None if attn_mask is None else attend_mask(attn_mask)
-    if isinstance(scale, float):
-        scale = Fraction(scale)
+    L, S = arrays["Q"].shape[-2], arrays["K"].shape[-2]
+    mask: object = None if attn_mask is None else attend_mask(attn_mask)
+    if is_causal:
+        mask = "causal" if causal_align == "top_left" and L == S else causal_pattern(L, S, causal_align).astype(int).tolist()
+    exact_scale = Fraction(scale) if isinstance(scale, float) else scale
     out: dict[str, Any] = {}
     traces = []
     for idx in slices:
         inputs = {k: exact_values(arrays[k][idx], mode, name=k) for k in ("Q", "K", "V", "dO")}
         try:
-            problem = Problem(Q=inputs["Q"], K=inputs["K"], V=inputs["V"], scale=scale, mask=mask,
+            problem = Problem(Q=inputs["Q"], K=inputs["K"], V=inputs["V"], scale=exact_scale, mask=mask,
                               backward={"grad_output": inputs["dO"]})
         except SymattnError as exc:
             raise FloatRefError(f"slice {idx}: {exc}" if idx else str(exc)) from None
@@ -90,7 +119,92 @@ def correctly_rounded_backward(Q: Any, K: Any, V: Any, dO: Any, *, dtype: str = 
                 out[name] = np.empty(lead + rounded.shape)
             out[name][idx] = rounded
     out["lse"] = out["lse"][..., 0]
-    return BackwardReference(out["dQ"], out["dK"], out["dV"], out["lse"], fmt.name, tuple(traces))
+    condition = _exact_conditioning(arrays, mode, attn_mask, is_causal, scale, causal_align)
+    return BackwardReference(out["dQ"], out["dK"], out["dV"], out["lse"], fmt.name, tuple(traces),
+                             *condition)
+
+
+def _float_scale(scale: Any, need: bool) -> float | None:
+    """The scale as the float normalise takes (a Fraction only when a float holds it exactly)."""
+    if scale is None or isinstance(scale, (int, float)):
+        return scale
+    if isinstance(scale, Fraction) and Fraction(float(scale)) == scale:
+        return float(scale)
+    if need:
+        raise FloatRefError(f"scale is {scale!r}: with given=, give a float (read by its binary value)")
+    return None
+
+
+def _exact_conditioning(arrays: dict, mode: str, attn_mask: Any, is_causal: bool, scale: Any,
+                        causal_align: str) -> tuple[Any, Any]:
+    """(condition, scales) from the float64 reference forward (estimates; None when the scale
+    or the text-read inputs have no float SDPA problem)."""
+    from symattn.floatref.conditional import conditioning
+    from symattn.floatref.sdpa import correctly_rounded, normalise
+
+    fscale = _float_scale(scale, need=False)
+    if mode != "binary" or (scale is not None and fscale is None):
+        return None, None
+    np = _numpy()
+    sdpa = dict(attn_mask=attn_mask, is_causal=is_causal, scale=fscale, causal_align=causal_align)
+    pr = normalise(arrays["Q"], arrays["K"], arrays["V"], **sdpa)
+    ref = correctly_rounded(arrays["Q"], arrays["K"], arrays["V"], dtype="float64", **sdpa)
+    P = np.nan_to_num(ref.weights.astype(np.float64))
+    return conditioning(pr, np.asarray(arrays["dO"], dtype=np.float64), P, ref.output.astype(np.float64))
+
+
+def _conditional(Q: Any, K: Any, V: Any, dO: Any, fmt: BinaryFormat, given: dict[str, Any],
+                 sdpa: dict[str, Any]) -> BackwardReference:
+    """The recipe's gradients on a kernel's saved O and lse (symattn.floatref.conditional)."""
+    from symattn.floatref.conditional import conditional_backward, conditioning, probabilities
+    from symattn.floatref.sdpa import _array, correctly_rounded, normalise
+
+    np = _numpy()
+    if not isinstance(given, dict) or set(given) != {"out", "lse"}:
+        keys = sorted(given) if isinstance(given, dict) else type(given).__name__
+        raise FloatRefError(f"given has {keys}: give {{'out': O, 'lse': lse}}, the kernel's saved output "
+                            "and natural log-sum-exp")
+    pr = normalise(Q, K, V, **sdpa)
+    kq, kk = _array(Q, "Q").shape, _array(K, "K").shape
+    group = kq[-3] // kk[-3] if sdpa["enable_gqa"] else 1
+    kv_batch = pr.batch[:-1] + (pr.batch[-1] // group,) if group > 1 else pr.batch
+    for name, a in (("K", _array(K, "K")), ("V", _array(V, "V"))):
+        if a.shape[:-2] != kv_batch:
+            raise FloatRefError(f"{name} has shape {a.shape}: the backward needs K and V with Q's batch "
+                                f"shape {pr.batch} (or its heads grouped, enable_gqa), not broadcast")
+    if math.prod(pr.batch) > MAX_BACKWARD_SLICES:
+        raise FloatRefError(f"{math.prod(pr.batch):,} heads is over the cap of {MAX_BACKWARD_SLICES} "
+                            "(MAX_BACKWARD_SLICES): check fewer heads at a time")
+    L, Ev = pr.Q.shape[-2], pr.V.shape[-1]
+    arrays = {}
+    for name, value, shape in (("dO", dO, pr.batch + (L, Ev)), ("out", given["out"], pr.batch + (L, Ev)),
+                               ("lse", given["lse"], pr.batch + (L,))):
+        a = _array(value, name if name == "dO" else f"given[{name!r}]").astype(np.float64)
+        if a.shape != shape:
+            raise FloatRefError(f"{'dO' if name == 'dO' else 'given[' + repr(name) + ']'} has shape {a.shape}: "
+                                f"give {shape}")
+        arrays[name] = a
+    ref = correctly_rounded(Q, K, V, dtype=fmt.name, return_lse=True, **sdpa)
+    live = ~np.asarray(ref.fully_masked)
+    for name in ("dO", "out", "lse"):
+        rows = np.isfinite(arrays[name]) if name == "lse" else np.isfinite(arrays[name]).all(axis=-1)
+        bad = live & ~rows if name != "dO" else ~rows
+        if bad.any():
+            at = [int(v) for v in np.argwhere(bad)[0]]
+            what = "dO" if name == "dO" else f"given[{name!r}]"
+            raise FloatRefError(f"{what} holds inf or NaN at row {at}: give finite values on rows that "
+                                "attend to some key")
+        if name != "dO":
+            arrays[name] = np.where(live if name == "lse" else live[..., None], arrays[name], 0.0)
+    dQ, dK, dV = conditional_backward(pr, arrays["dO"], arrays["out"], arrays["lse"], fmt, group, kv_batch)
+    P = probabilities(pr, arrays["lse"])
+    condition, scales = conditioning(pr, arrays["dO"], P, arrays["out"])
+    if group > 1:
+        shape = kv_batch + (group,)
+        scales = {**scales, **{k: scales[k].reshape(shape + scales[k].shape[-2:]).sum(axis=-3)
+                               for k in ("dK", "dV")}}
+    return BackwardReference(dQ, dK, dV, ref.lse.astype(np.float64), fmt.name, (), condition, scales,
+                             conditional=True)
 
 
 def _plain(value: Any) -> Any:
