@@ -182,7 +182,9 @@ def test_condition_numbers_against_their_definition():
             P = [mpmath.exp(x - mpmath.mpf(lse[0, i])) for x in t]
             D = sum(mpmath.mpf(dO[0, i, c]) * mpmath.mpf(Ok[0, i, c]) for c in range(3))
             dP = [sum(mpmath.mpf(dO[0, i, c]) * mpmath.mpf(V[0, j, c]) for c in range(3)) for j in range(4)]
-            kappa = sum(p * (abs(d) + abs(D)) for p, d in zip(P, dP)) / sum(p * abs(d - D) for p, d in zip(P, dP))
+            dPabs = [sum(abs(mpmath.mpf(dO[0, i, c]) * mpmath.mpf(V[0, j, c])) for c in range(3)) for j in range(4)]
+            Dabs = sum(abs(mpmath.mpf(dO[0, i, c]) * mpmath.mpf(Ok[0, i, c])) for c in range(3))
+            kappa = sum(p * (a + Dabs) for p, a in zip(P, dPabs)) / sum(p * abs(d - D) for p, d in zip(P, dP))
             assert g.condition[0, i] == pytest.approx(float(kappa), rel=1e-12)
     plain = correctly_rounded_backward(Q[0], K[0], V[0], dO[0], dtype="float64")
     assert plain.condition.shape == (4,) and plain.condition == pytest.approx(g.condition[0], rel=1e-6)

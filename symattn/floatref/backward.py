@@ -51,6 +51,21 @@ class BackwardReference:
     scales: Any = None
     #: True for the gradient *given* a kernel's saved O and lse (``given=``)
     conditional: bool = False
+    #: ``balls(name, index, prec)``: an arb ball of the exact entry (None: use ``traces``)
+    balls: Any = None
+
+    def exact_ball(self, name: str, index: tuple, prec: int) -> Any:
+        """The arb ball of the exact value of ``name`` ('dQ', 'dK' or 'dV') at ``index``, at
+        ``prec`` bits (call inside :func:`symattn.numbers.precision.precision`): what a report
+        certifies the exact value from."""
+        if self.balls is not None:
+            return self.balls(name, tuple(index), prec)
+        lead = self.dQ.shape[:-2]
+        at = tuple(index[:-2])
+        k = 0
+        for n, size in zip(at, lead):
+            k = k * size + n
+        return self.traces[k].enclosure("d_" + name[1], index[-2], prec)[index[-1]]
 
 
 def _numpy():
@@ -196,7 +211,7 @@ def _conditional(Q: Any, K: Any, V: Any, dO: Any, fmt: BinaryFormat, given: dict
                                 "attend to some key")
         if name != "dO":
             arrays[name] = np.where(live if name == "lse" else live[..., None], arrays[name], 0.0)
-    dQ, dK, dV = conditional_backward(pr, arrays["dO"], arrays["out"], arrays["lse"], fmt, group, kv_batch)
+    dQ, dK, dV, balls = conditional_backward(pr, arrays["dO"], arrays["out"], arrays["lse"], fmt, group, kv_batch)
     P = probabilities(pr, arrays["lse"])
     condition, scales = conditioning(pr, arrays["dO"], P, arrays["out"])
     if group > 1:
@@ -204,7 +219,7 @@ def _conditional(Q: Any, K: Any, V: Any, dO: Any, fmt: BinaryFormat, given: dict
         scales = {**scales, **{k: scales[k].reshape(shape + scales[k].shape[-2:]).sum(axis=-3)
                                for k in ("dK", "dV")}}
     return BackwardReference(dQ, dK, dV, ref.lse.astype(np.float64), fmt.name, (), condition, scales,
-                             conditional=True)
+                             conditional=True, balls=balls)
 
 
 def _plain(value: Any) -> Any:

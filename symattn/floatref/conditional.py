@@ -134,9 +134,10 @@ def algebraic_value(terms, scaled: bool, s_rational: Fraction | None) -> tuple[b
 
 
 def conditional_backward(pr: Any, dO: Any, out: Any, lse: Any, fmt: BinaryFormat, group: int,
-                         kv_batch: tuple) -> tuple[Any, Any, Any]:
+                         kv_batch: tuple) -> tuple[Any, Any, Any, Any]:
     """dQ (batch…, L, E), dK and dV (kv_batch…, S, ·) of the recipe on the given O and lse, each
-    entry correctly rounded to ``fmt`` (float64 arrays holding the format's values)."""
+    entry correctly rounded to ``fmt`` (float64 arrays holding the format's values), and a
+    function ``ball(name, index, prec)``: the arb ball of one exact entry (for certified reports)."""
     np = _np()
     s_rational, s_exact = _scale_parts(pr)
     heads = {idx: _Head(pr, idx, dO, out, lse) for idx in np.ndindex(*pr.batch)}
@@ -176,7 +177,20 @@ def conditional_backward(pr: Any, dO: Any, out: Any, lse: Any, fmt: BinaryFormat
             idx, r, c = min(left)
             raise FloatRefError(f"{name}{list(idx + (r, c))} sits on a {fmt.name} rounding boundary as "
                                 f"far as {_PRECISIONS[-1]} bits show: it cannot be rounded here")
-    return result["dQ"], result["dK"], result["dV"]
+    return result["dQ"], result["dK"], result["dV"], _ball_function(heads, members, s_exact)
+
+
+def _ball_function(heads: dict, members: dict, s_exact: Any):
+    def ball(name: str, index: tuple, prec: int) -> flint.arb:
+        """The ball of entry ``index`` of dQ, dK or dV at ``prec`` bits (call inside precision)."""
+        idx, r, c = tuple(index[:-2]), index[-2], index[-1]
+        s = _scale_ball(s_exact)
+        k = ("dQ", "dK", "dV").index(name)
+        total = flint.arb(0)
+        for h in ([idx] if name == "dQ" else members[idx]):
+            total += heads[h].balls(s, prec)[k][r, c]
+        return total
+    return ball
 
 
 def _exact_pass(todo: dict, result: dict, heads: dict, members: dict, s_rational, fmt) -> None:
@@ -195,15 +209,19 @@ def _exact_pass(todo: dict, result: dict, heads: dict, members: dict, s_rational
 
 def conditioning(pr: Any, dO: Any, P: Any, out: Any) -> tuple[Any, dict[str, Any]]:
     """Per-row condition numbers of the backward and each gradient entry's scale, in float64
-    (estimates, not proved): κ_i = Σ_j P_ij·(|dP_ij| + |D_i|) / Σ_j P_ij·|dP_ij − D_i|, how much
-    dP − D cancels in row i (∞ when it cancels exactly, 1 when nothing does), and the sums of
-    absolute terms each entry is made of — the size a float kernel's rounding errors scale with.
-    ``P``: the probabilities (0 where blocked), ``out``: the O that D is taken from."""
+    (estimates, not proved).  With |dP|_ij = Σ_c |dO_ic·V_jc| and |D|_i = Σ_c |dO_ic·O_ic| (the
+    products dP − D is summed from), κ_i = Σ_j P_ij·(|dP|_ij + |D|_i) / Σ_j P_ij·|dP_ij − D_i|:
+    how much row i's dP − D cancels (∞ when it cancels exactly, 1 when nothing does; a row with
+    no key or dO = 0 is 1).  The scales are each entry's sum of the absolute values of its terms
+    (s·Σ_j P_ij·(|dP|_ij + |D|_i)·|K_jc| for dQ, and so on), the size a float kernel's rounding
+    errors have.  ``P``: the probabilities (0 where blocked), ``out``: the O that D is taken from."""
     np = _np()
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        o = np.nan_to_num(out)
         dP = np.einsum("...lc,...sc->...ls", dO, pr.V)
-        D = np.einsum("...lc,...lc->...l", dO, np.nan_to_num(out))
-        absterm = P * (np.abs(dP) + np.abs(D)[..., None])
+        D = np.einsum("...lc,...lc->...l", dO, o)
+        absterm = P * (np.einsum("...lc,...sc->...ls", np.abs(dO), np.abs(pr.V))
+                       + np.einsum("...lc,...lc->...l", np.abs(dO), np.abs(o))[..., None])
         num, den = absterm.sum(axis=-1), np.abs(P * (dP - D[..., None])).sum(axis=-1)
         kappa = np.where(num == 0, 1.0, np.where(den == 0, np.inf, num / np.where(den == 0, 1.0, den)))
         s = pr.scale_f
