@@ -106,6 +106,9 @@ def correctly_rounded_backward(Q: Any, K: Any, V: Any, dO: Any, *, dtype: str = 
         if array.ndim < 2 or array.shape[:-2] != lead:
             raise FloatRefError(f"{name} has shape {array.shape}: give (…, L, E) arrays with the same "
                                 f"leading shape as Q {arrays['Q'].shape}")
+    want = lead + (arrays["Q"].shape[-2], arrays["V"].shape[-1])
+    if arrays["dO"].shape != want:
+        raise FloatRefError(f"dO has shape {arrays['dO'].shape}: give the output's shape {want} (…, L, Ev)")
     slices = list(np.ndindex(*lead)) if lead else [()]
     if len(slices) > MAX_BACKWARD_SLICES:
         raise FloatRefError(f"{len(slices):,} (batch × heads) slices is over the cap of {MAX_BACKWARD_SLICES} "
