@@ -79,7 +79,9 @@ def correctly_rounded_backward(Q: Any, K: Any, V: Any, dO: Any, *, dtype: str = 
                                mode: str = "binary", causal_align: str = "top_left",
                                enable_gqa: bool = False, mask_value: float | None = None,
                                given: dict[str, Any] | None = None) -> BackwardReference:
-    """dQ, dK, dV of ``softmax(scale·Q·Kᵀ + mask)·V`` against ``dO``, each entry correctly rounded.
+    """dQ, dK, dV of ``softmax(scale·Q·Kᵀ + mask)·V`` against ``dO``, each entry correctly rounded
+    to ``dtype`` (float64, float32, float16, bfloat16, float8_e4m3fn or float8_e5m2; inputs of any
+    of these, ml_dtypes' arrays or torch tensors).
 
     ``given={"out": O, "lse": lse}`` (a kernel's own saved output and natural log-sum-exp):
     the exact gradient of FlashAttention's backward recipe on them instead (P = e^(t − lse),
@@ -226,12 +228,15 @@ def _conditional(Q: Any, K: Any, V: Any, dO: Any, fmt: BinaryFormat, given: dict
 
 
 def _plain(value: Any) -> Any:
-    """A torch tensor as a numpy array (duck-typed: torch is never imported here)."""
+    """A torch tensor as a numpy array (duck-typed: torch is never imported here); bfloat16 and
+    fp8 values (torch's or ml_dtypes') widened to float32, which holds each exactly."""
     if hasattr(value, "detach") and hasattr(value, "cpu"):
         tensor = value.detach().cpu()
-        if str(tensor.dtype) == "torch.bfloat16":
+        if str(tensor.dtype) in ("torch.bfloat16", "torch.float8_e4m3fn", "torch.float8_e5m2"):
             tensor = tensor.float()
         return tensor.numpy()
+    if getattr(getattr(value, "dtype", None), "name", None) in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+        return value.astype("float32")
     return value
 
 
