@@ -221,3 +221,30 @@ def test_bad_given_arrays_are_refused():
     with pytest.raises(FloatRefError, match="not broadcast"):
         correctly_rounded_backward(np.repeat(Q, 2, 0), K, V, np.repeat(dO, 2, 0),
                                    given={"out": np.repeat(Ok, 2, 0), "lse": np.repeat(lse, 2, 0)})
+
+
+def test_round_balls_agrees_with_the_exact_rounding_near_boundaries():
+    """The float64 shortcut never decides a ball the exact rounding would not, nor differently:
+    balls around float32 and bfloat16 midpoints (exact, ± a few float64 ulps), tiny and subnormal."""
+    import flint
+
+    from symattn.floatref.binary import BINARY_FORMATS, round_ball
+    from symattn.floatref.conditional import round_balls
+
+    rng = np.random.default_rng(8)
+    balls = []
+    for x in rng.standard_normal(200).astype(np.float32):
+        mid = float(x) + float(np.spacing(x)) / 2                # a float32 midpoint, exactly
+        for k in (-3, -1, 0, 1, 3):
+            for rad in (0.0, 2.0 ** -60, float(np.spacing(mid))):
+                balls.append(flint.arb(float(np.nextafter(mid, np.inf * k)) if k else mid, rad))
+    balls += [flint.arb(2.0 ** -1074, 2.0 ** -1074), flint.arb(-(2.0 ** -150), 0), flint.arb(2.0 ** -150)]
+    for name in ("float32", "bfloat16"):
+        fmt = BINARY_FORMATS[name]
+        fast = round_balls(balls, fmt)
+        assert sum(y is not None for y in fast) > 100
+        assert name != "float32" or any(y is None for y in fast)   # balls on a midpoint stay undecided
+        for b, y in zip(balls, fast):
+            assert y == round_ball(b, fmt) or (y is None and round_ball(b, fmt) is None), (b, y)
+            if y == 0:
+                assert str(y) == "0.0"                             # +0, never -0

@@ -22,7 +22,7 @@ from typing import Any
 from symattn.errors import SymattnError
 from symattn.floatref import attend_mask, exact_values
 from symattn.floatref.sdpa import causal_pattern
-from symattn.floatref.binary import BINARY_FORMATS, BinaryFormat, round_ball, round_fraction
+from symattn.floatref.binary import BINARY_FORMATS, BinaryFormat, round_fraction
 from symattn.floatref.errors import FloatRefError
 from symattn.numbers.precision import precision
 from symattn.problem.problem import Problem
@@ -243,6 +243,8 @@ def _plain(value: Any) -> Any:
 def rounded_step(trace: Trace, name: str, fmt: BinaryFormat) -> Any:
     """Every entry of a step rounded to ``fmt``, proved: balls whose ends round alike, else the
     exact rational entry."""
+    from symattn.floatref.conditional import round_balls
+
     np = _numpy()
     step = trace.step(name)
     rows, cols = step.shape
@@ -253,8 +255,7 @@ def rounded_step(trace: Trace, name: str, fmt: BinaryFormat) -> Any:
             balls = trace.enclosure(name, i, prec)
             left = []
             with precision(prec):     # the ball's ends are taken at its own precision
-                for j in pending:
-                    y = round_ball(balls[j], fmt)
+                for j, y in zip(pending, round_balls([balls[j] for j in pending], fmt)):
                     if y is None:
                         left.append(j)
                     else:

@@ -158,19 +158,17 @@ def conditional_backward(pr: Any, dO: Any, out: Any, lse: Any, fmt: BinaryFormat
             s = _scale_ball(s_exact)
             balls = {idx: head.balls(s, prec) for idx, head in heads.items()}
             for name, k in (("dQ", 0), ("dK", 1), ("dV", 2)):
+                keys = list(todo[name])
+                if name == "dQ":
+                    entries = [balls[idx][0][r, c] for idx, r, c in keys]
+                else:
+                    entries = [sum((balls[h][k][r, c] for h in members[idx]), flint.arb(0)) for idx, r, c in keys]
                 left = set()
-                for idx, r, c in todo[name]:
-                    if name == "dQ":
-                        ball = balls[idx][0][r, c]
-                    else:
-                        ball = flint.arb(0)
-                        for h in members[idx]:
-                            ball += balls[h][k][r, c]
-                    y = round_ball(ball, fmt)
+                for key, y in zip(keys, round_balls(entries, fmt)):
                     if y is None:
-                        left.add((idx, r, c))
+                        left.add(key)
                     else:
-                        result[name][idx + (r, c)] = y + 0.0
+                        result[name][key[0] + key[1:]] = y + 0.0
                 todo[name] = left
     for name, left in todo.items():
         if left:
@@ -191,6 +189,33 @@ def _ball_function(heads: dict, members: dict, s_exact: Any):
             total += heads[h].balls(s, prec)[k][r, c]
         return total
     return ball
+
+
+def round_balls(balls: list, fmt: BinaryFormat) -> list[float | None]:
+    """:func:`round_ball` of many balls, most decided in float64 first (formats narrower than
+    float64): each ball's midpoint and radius as floats, the radius widened by 2^-50 of the
+    midpoint (the two conversions to float and the ends' own roundings) plus the least
+    subnormal, and both ends rounded with numpy; where they agree, no rounding boundary of
+    ``fmt`` lies in the ball.  The rest go through the exact :func:`round_ball`."""
+    np = _np()
+    out: list[float | None] = [None] * len(balls)
+    rest = range(len(balls))
+    if fmt.name != "float64" and balls:
+        from symattn.floatref.binary import round_array
+
+        mid = np.array([float(b.mid()) for b in balls])
+        rad = np.array([float(b.rad()) for b in balls])
+        with np.errstate(invalid="ignore", over="ignore"):
+            wide = (rad + np.abs(mid) * 2.0 ** -50) * (1 + 2.0 ** -50) + 2.0 ** -1072
+            lo, hi = round_array(mid - wide, fmt), round_array(mid + wide, fmt)
+            ok = np.isfinite(mid) & np.isfinite(wide) & (lo == hi) & np.isfinite(hi)
+        for i in np.nonzero(ok)[0].tolist():
+            out[i] = float(hi[i]) + 0.0
+        rest = np.nonzero(~ok)[0].tolist()
+    for i in rest:
+        y = round_ball(balls[i], fmt)
+        out[i] = None if y is None else y + 0.0          # zeros are +0, as floatref's references
+    return out
 
 
 def _exact_pass(todo: dict, result: dict, heads: dict, members: dict, s_rational, fmt) -> None:
