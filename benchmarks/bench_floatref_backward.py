@@ -66,8 +66,8 @@ def run(shape, skip_plain: bool) -> None:
     rng = np.random.default_rng(0)
     Q, K, V, dO = (rng.standard_normal(shape).astype(np.float32) for _ in range(4))
     base = cpu(lambda: numpy_backward(*(a.astype(np.float64) for a in (Q, K, V, dO))), repeat=3)
-    O, lse = kernel_forward(Q, K, V)
-    given = cpu(lambda: correctly_rounded_backward(Q, K, V, dO, given={"out": O, "lse": lse}))
+    out, lse = kernel_forward(Q, K, V)
+    given = cpu(lambda: correctly_rounded_backward(Q, K, V, dO, given={"out": out, "lse": lse}))
     row = f"{str(tuple(shape)):>18}  numpy64 {base:9.4f} s  given {given:9.2f} s ({given / base:9.0f}×)"
     if not skip_plain and shape[-2] <= 64:
         plain = cpu(lambda: correctly_rounded_backward(Q, K, V, dO))
