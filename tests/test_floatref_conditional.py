@@ -248,3 +248,10 @@ def test_round_balls_agrees_with_the_exact_rounding_near_boundaries():
             assert y == round_ball(b, fmt) or (y is None and round_ball(b, fmt) is None), (b, y)
             if y == 0:
                 assert str(y) == "0.0"                             # +0, never -0
+
+
+def test_the_conditional_reference_has_a_budget():
+    Q = np.zeros((2, 1024, 1), np.float32)
+    K = np.zeros((2, 600, 1), np.float32)
+    with pytest.raises(FloatRefError, match=r"1,228,800 \(query, key\) pairs .* over the cap of 1,048,576"):
+        correctly_rounded_backward(Q, K, K, Q, given={"out": Q, "lse": Q[..., 0]})

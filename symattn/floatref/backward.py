@@ -30,6 +30,9 @@ from symattn.trace.trace import Trace
 
 #: the most (batch × heads) slices one call works: each is an exact trace of its own
 MAX_BACKWARD_SLICES = 256
+#: the most (query, key) pairs over all heads the conditional reference (``given=``) evaluates as
+#: arb balls: 2^20, about 10 s of CPU (0.15 s at one 128 × 128 head, benchmarks/bench_floatref_backward.py)
+MAX_CONDITIONAL_PAIRS = 1 << 20
 _PRECISIONS = (64, 128, 256, 512, 1024, 2048, 4096, 8192)
 
 
@@ -196,6 +199,11 @@ def _conditional(Q: Any, K: Any, V: Any, dO: Any, fmt: BinaryFormat, given: dict
         raise FloatRefError(f"{math.prod(pr.batch):,} heads is over the cap of {MAX_BACKWARD_SLICES} "
                             "(MAX_BACKWARD_SLICES): check fewer heads at a time")
     L, Ev = pr.Q.shape[-2], pr.V.shape[-1]
+    pairs = math.prod(pr.batch) * L * pr.K.shape[-2]
+    if pairs > MAX_CONDITIONAL_PAIRS:
+        raise FloatRefError(f"{pairs:,} (query, key) pairs over all heads is over the cap of "
+                            f"{MAX_CONDITIONAL_PAIRS:,} (MAX_CONDITIONAL_PAIRS) for the conditional reference: "
+                            "check fewer heads or rows at a time")
     arrays = {}
     for name, value, shape in (("dO", dO, pr.batch + (L, Ev)), ("out", given["out"], pr.batch + (L, Ev)),
                                ("lse", given["lse"], pr.batch + (L,))):

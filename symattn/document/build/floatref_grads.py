@@ -54,21 +54,23 @@ def build_grads_document(report: "GradsReport", *, max_ulp: float | None = None)
     cond = r.reference.condition
     if cond is not None and cond.size:
         about.append(f"rows' condition κ (the cancellation in dP − D) up to {float(cond.max()):.3g}: "
-                     "a row with a large κ has a large relative error in a right kernel too")
+                     "a row with a large κ has a large relative error in a right kernel too; an entry's "
+                     "κ is its scale / |exact| (the correctly rounded values are in --json)")
     sections = [Section("summary", "Summary", tuple(Note((line,)) for line in about))]
     names = tuple(r.grads)
     rows = tuple((b,) + tuple(str(r.grads[n].histogram[k]) for n in names) for k, b in enumerate(_bins()))
     sections.append(Section("histogram", "Distances", (Table(
         "", ("|distance|",) + names, rows, numeric=(False,) + (True,) * len(names)),)))
     digits = _DIGITS.get(r.fmt, 17)
-    worst = tuple((f"{g.name}{list(w.index)}", f"{w.got:.{digits}g}", w.exact, f"{w.correctly_rounded:.{digits}g}",
-                   f"{w.distance:.3g}", f"{w.kappa_entry:.3g}", f"{w.kappa_row:.3g}")
+    worst = tuple((f"{g.name}[{','.join(str(i) for i in w.index)}]", f"{w.got:.{digits}g}", w.exact,
+                   f"{w.distance:.3g}",
+                   f"{w.kappa_entry:.3g}, {w.kappa_row:.3g}")
                   for g in r.grads.values() for w in g.worst)
     if worst:
         sections.append(Section("worst", "Worst entries", (Table(
-            "worst entries: the exact values are certified decimals; κ_entry = scale / |exact|, κ_row the "
-            "query rows' κ", ("entry", f"{r.fmt} value", "exact", "correctly rounded", "distance", "κ_entry",
-                              "κ_row"), worst, numeric=(False,) + (True,) * 6),)))
+            "exact: certified decimals; κ: the entry's, its rows'",
+            ("entry", f"{r.fmt} value", "exact", "distance", "κ entry, row"), worst,
+            numeric=(False,) + (True,) * 4),)))
     if max_ulp is not None:
         sections.append(Section("gate", "Verdict", (Note((grads_gate_line(r, max_ulp),)),)))
     return Report(f"Errors of {r.fmt} SDPA gradients", tuple(sections),
