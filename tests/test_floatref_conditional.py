@@ -216,7 +216,7 @@ def test_bad_given_arrays_are_refused():
     nan[0, 1, 0] = np.nan
     with pytest.raises(FloatRefError, match=r"given\['out'\] holds inf or NaN at row \[0, 1\]"):
         correctly_rounded_backward(Q, K, V, dO, given={"out": nan, "lse": lse})
-    with pytest.raises(FloatRefError, match="need given="):
+    with pytest.raises(FloatRefError, match="mask_value needs given="):
         correctly_rounded_backward(Q, K, V, dO, mask_value=-5e4)
     with pytest.raises(FloatRefError, match="not broadcast"):
         correctly_rounded_backward(np.repeat(Q, 2, 0), K, V, np.repeat(dO, 2, 0),
@@ -255,3 +255,23 @@ def test_the_conditional_reference_has_a_budget():
     K = np.zeros((2, 600, 1), np.float32)
     with pytest.raises(FloatRefError, match=r"1,228,800 \(query, key\) pairs .* over the cap of 1,048,576"):
         correctly_rounded_backward(Q, K, K, Q, given={"out": Q, "lse": Q[..., 0]})
+
+
+def test_gqa_without_given_sums_the_exact_gradients_of_a_group():
+    """4 query heads over 2 kv heads: dK, dV of a kv head are the exact sums over its two query
+    heads (each head's gradient from the complex-step mpmath reference, summed at 60 digits)."""
+    rng = np.random.default_rng(13)
+    Q, dO = (rng.standard_normal((4, 3, 2)).astype(np.float32) for _ in range(2))
+    K, V = (rng.standard_normal((2, 3, 2)).astype(np.float32) for _ in range(2))
+    g = correctly_rounded_backward(Q, K, V, dO, enable_gqa=True)
+    assert g.dQ.shape == (4, 3, 2) and g.dK.shape == (2, 3, 2) and g.scales["dK"].shape == (2, 3, 2)
+    exact = lambda A: [[Fraction(float(x)) for x in row] for row in A]  # noqa: E731
+    heads = [gradients(Ref(Q=exact(Q[h]), K=exact(K[h // 2]), V=exact(V[h // 2]), grad_output=exact(dO[h])),
+                       dps=60) for h in range(4)]
+    with mpmath.workdps(60):
+        for name, mine in (("d_K", g.dK), ("d_V", g.dV)):
+            want = np.array([[[_round(heads[2 * k][name][j][c] + heads[2 * k + 1][name][j][c], 24, -126)
+                               for c in range(2)] for j in range(3)] for k in range(2)])
+            np.testing.assert_array_equal(mine, want, err_msg=name)
+        want = np.array([[[_round(x, 24, -126) for x in row] for row in heads[h]["d_Q"]] for h in range(4)])
+        np.testing.assert_array_equal(g.dQ, want)

@@ -154,3 +154,21 @@ def test_torch_like_tensors_and_the_conditional_reference():
     tensors = [FakeTensor(x) for x in grads + [Q, K, V, dO]]
     report = assert_attention_grads_close(*tensors, given={"out": FakeTensor(O), "lse": lse}, max_ulp=2)
     assert report.reference.conditional and report.fmt == "float32"
+
+
+def test_gqa_kernels_judged_without_given():
+    """A GQA backward (2 query heads per kv head; dK, dV summed over each group) passes; the
+    same kernel with the scale missing fails, its worst dK entries certified from the summed balls."""
+    Q, _, _, dO = _inputs(heads=4, seed=7)
+    _, K, V, _ = _inputs(heads=2, seed=8)
+
+    def gqa(bug=None):
+        dq, dk, dv = backward(Q, np.repeat(K, 2, 0), np.repeat(V, 2, 0), dO, bug=bug)
+        return dq, dk.reshape(2, 2, 4, 3).sum(1), dv.reshape(2, 2, 4, 2).sum(1)
+
+    assert_attention_grads_close(*gqa(), Q, K, V, dO, enable_gqa=True)
+    with pytest.raises(AttentionGradsMismatch) as info:
+        assert_attention_grads_close(*gqa("no-scale"), Q, K, V, dO, enable_gqa=True)
+    right = gqa()[1]
+    m = re.search(r"dK\[(\d), (\d), (\d)\]: got \S+, exact (\S+),", str(info.value))
+    assert float(m.group(4)) == pytest.approx(right[tuple(int(m.group(k)) for k in (1, 2, 3))], rel=1e-13)

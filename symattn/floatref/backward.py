@@ -89,8 +89,9 @@ def correctly_rounded_backward(Q: Any, K: Any, V: Any, dO: Any, *, dtype: str = 
     ``given={"out": O, "lse": lse}`` (a kernel's own saved output and natural log-sum-exp):
     the exact gradient of FlashAttention's backward recipe on them instead (P = e^(t − lse),
     D = rowsum(dO ∘ O); :mod:`symattn.floatref.conditional`).  ``causal_align``,
-    ``enable_gqa`` and ``mask_value`` as :func:`symattn.floatref.correctly_rounded`; the last
-    two need ``given`` (the engine's exact path has no finite sentinels or head groups).
+    ``enable_gqa`` and ``mask_value`` as :func:`symattn.floatref.correctly_rounded` (dK, dV per kv
+    head, summed exactly over its query heads); ``mask_value`` needs ``given`` (the engine's
+    exact path has no finite sentinels).
     ``condition`` holds each query row's condition number (the cancellation in dP − D)."""
     fmt = BINARY_FORMATS.get(dtype)
     if fmt is None:
@@ -101,12 +102,15 @@ def correctly_rounded_backward(Q: Any, K: Any, V: Any, dO: Any, *, dtype: str = 
         return _conditional(Q, K, V, dO, fmt, given, dict(
             attn_mask=attn_mask, is_causal=is_causal, scale=_float_scale(scale, need=True),
             enable_gqa=enable_gqa, causal_align=causal_align, mask_value=mask_value))
-    if enable_gqa or mask_value is not None:
-        raise FloatRefError("enable_gqa and mask_value need given={'out': O, 'lse': lse} (the kernel's "
-                            "saved forward): the exact engine has no head groups or finite sentinels")
+    if mask_value is not None:
+        raise FloatRefError("mask_value needs given={'out': O, 'lse': lse} (the kernel's saved forward): "
+                            "the exact engine has no finite sentinels")
     np = _numpy()
     arrays = {name: np.asarray(_plain(value)) for name, value in (("Q", Q), ("K", K), ("V", V), ("dO", dO))}
     lead = arrays["Q"].shape[:-2]
+    group = _gqa_group(arrays, lead) if enable_gqa else 1
+    if group > 1:                         # query head h reads kv head h // group (torch's enable_gqa)
+        arrays["K"], arrays["V"] = (np.repeat(arrays[n], group, axis=-3) for n in ("K", "V"))
     for name, array in arrays.items():
         if array.ndim < 2 or array.shape[:-2] != lead:
             raise FloatRefError(f"{name} has shape {array.shape}: give (…, L, E) arrays with the same "
@@ -125,8 +129,7 @@ def correctly_rounded_backward(Q: Any, K: Any, V: Any, dO: Any, *, dtype: str = 
     if is_causal:
         mask = "causal" if causal_align == "top_left" and L == S else causal_pattern(L, S, causal_align).astype(int).tolist()
     exact_scale = Fraction(scale) if isinstance(scale, float) else scale
-    out: dict[str, Any] = {}
-    traces = []
+    traces = {}
     for idx in slices:
         inputs = {k: exact_values(arrays[k][idx], mode, name=k) for k in ("Q", "K", "V", "dO")}
         try:
@@ -134,17 +137,62 @@ def correctly_rounded_backward(Q: Any, K: Any, V: Any, dO: Any, *, dtype: str = 
                               backward={"grad_output": inputs["dO"]})
         except SymattnError as exc:
             raise FloatRefError(f"slice {idx}: {exc}" if idx else str(exc)) from None
-        trace = Trace(problem)
-        traces.append(trace)
-        for name, step in (("dQ", "d_Q"), ("dK", "d_K"), ("dV", "d_V"), ("lse", "lse")):
-            rounded = rounded_step(trace, step, fmt)
+        traces[idx] = Trace(problem)
+    out = _rounded_gradients(traces, lead, group, fmt)
+    condition, scales = _exact_conditioning(arrays, mode, attn_mask, is_causal, scale, causal_align)
+    if group > 1 and scales is not None:
+        scales = {**scales, **{k: _group_sum(scales[k], group) for k in ("dK", "dV")}}
+    return BackwardReference(out["dQ"], out["dK"], out["dV"], out["lse"], fmt.name, tuple(traces.values()),
+                             condition, scales, balls=_trace_balls(traces, group))
+
+
+def _gqa_group(arrays: dict, lead: tuple) -> int:
+    """Query heads per kv head for enable_gqa (K, V: (…, H_kv, S, ·), Q: (…, H_q, L, E))."""
+    k = arrays["K"]
+    if len(lead) < 1 or k.ndim < 3 or k.shape[:-3] != lead[:-1] or arrays["V"].shape[:-2] != k.shape[:-2] \
+            or lead[-1] % k.shape[-3]:
+        raise FloatRefError(f"enable_gqa: Q has shape {arrays['Q'].shape}, K {k.shape}, V {arrays['V'].shape}: "
+                            "give (…, H_q, L, E) and (…, H_kv, S, ·) with H_kv dividing H_q")
+    return lead[-1] // k.shape[-3]
+
+
+def _group_sum(a: Any, group: int) -> Any:
+    """(…, H_q, S, ·) summed over each kv head's query heads: (…, H_q / group, S, ·)."""
+    return a.reshape(a.shape[:-3] + (a.shape[-3] // group, group) + a.shape[-2:]).sum(axis=-3)
+
+
+def _members(idx: tuple, group: int) -> list[tuple]:
+    """The query-head slices that read kv slice ``idx``."""
+    return [idx[:-1] + (idx[-1] * group + k,) for k in range(group)] if group > 1 else [idx]
+
+
+def _rounded_gradients(traces: dict, lead: tuple, group: int, fmt: BinaryFormat) -> dict[str, Any]:
+    """dQ and lse per query head; dK and dV per kv head, summed exactly over its query heads."""
+    np = _numpy()
+    out: dict[str, Any] = {}
+    kv_lead = lead[:-1] + (lead[-1] // group,) if group > 1 else lead
+    for name, step, shape in (("dQ", "d_Q", lead), ("lse", "lse", lead), ("dK", "d_K", kv_lead),
+                              ("dV", "d_V", kv_lead)):
+        for idx in (np.ndindex(*shape) if shape else [()]):
+            owners = [idx] if name in ("dQ", "lse") else _members(idx, group)
+            rounded = rounded_sum([traces[h] for h in owners], step, fmt)
             if name not in out:
-                out[name] = np.empty(lead + rounded.shape)
+                out[name] = np.empty(shape + rounded.shape)
             out[name][idx] = rounded
     out["lse"] = out["lse"][..., 0]
-    condition = _exact_conditioning(arrays, mode, attn_mask, is_causal, scale, causal_align)
-    return BackwardReference(out["dQ"], out["dK"], out["dV"], out["lse"], fmt.name, tuple(traces),
-                             *condition)
+    return out
+
+
+def _trace_balls(traces: dict, group: int):
+    def ball(name: str, index: tuple, prec: int) -> Any:
+        """The exact entry's ball: dK and dV summed over the kv head's query heads."""
+        idx, i, j = tuple(index[:-2]), index[-2], index[-1]
+        owners = [idx] if name == "dQ" else _members(idx, group)
+        total = 0
+        for h in owners:
+            total = traces[h].enclosure("d_" + name[1], i, prec)[j] + total
+        return total
+    return ball
 
 
 def _float_scale(scale: Any, need: bool) -> float | None:
@@ -251,19 +299,27 @@ def _plain(value: Any) -> Any:
 def rounded_step(trace: Trace, name: str, fmt: BinaryFormat) -> Any:
     """Every entry of a step rounded to ``fmt``, proved: balls whose ends round alike, else the
     exact rational entry."""
+    return rounded_sum([trace], name, fmt)
+
+
+def rounded_sum(traces: list[Trace], name: str, fmt: BinaryFormat) -> Any:
+    """Every entry of the sum of one step over several traces (a GQA kv head's query heads)
+    rounded to ``fmt``, proved: summed balls whose ends round alike, else the exact sum when it
+    is rational."""
     from symattn.floatref.conditional import round_balls
 
     np = _numpy()
-    step = trace.step(name)
-    rows, cols = step.shape
+    rows, cols = traces[0].step(name).shape
     out = np.empty((rows, cols))
     for i in range(rows):
         pending = list(range(cols))
         for prec in _PRECISIONS:
-            balls = trace.enclosure(name, i, prec)
-            left = []
-            with precision(prec):     # the ball's ends are taken at its own precision
-                for j, y in zip(pending, round_balls([balls[j] for j in pending], fmt)):
+            with precision(prec):     # the balls are summed and their ends taken at this precision
+                parts = [t.enclosure(name, i, prec) for t in traces]
+                balls = [sum(p[j] for p in parts[1:]) + parts[0][j] if len(parts) > 1 else parts[0][j]
+                         for j in pending]
+                left = []
+                for j, y in zip(pending, round_balls(balls, fmt)):
                     if y is None:
                         left.append(j)
                     else:
@@ -272,7 +328,7 @@ def rounded_step(trace: Trace, name: str, fmt: BinaryFormat) -> Any:
             if not pending:
                 break
         for j in pending:
-            exact = step[i, j]
+            exact = sum((t.step(name)[i, j] for t in traces[1:]), traces[0].step(name)[i, j])
             if not exact.is_Rational:
                 raise FloatRefError(f"{name}[{i}, {j}] sits on a {fmt.name} rounding boundary as far as "
                                     f"{_PRECISIONS[-1]} bits show, and is not a rational number: it cannot "
