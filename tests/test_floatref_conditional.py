@@ -275,3 +275,9 @@ def test_gqa_without_given_sums_the_exact_gradients_of_a_group():
             np.testing.assert_array_equal(mine, want, err_msg=name)
         want = np.array([[[_round(x, 24, -126) for x in row] for row in heads[h]["d_Q"]] for h in range(4)])
         np.testing.assert_array_equal(g.dQ, want)
+
+
+def test_public_from_floatref():
+    from symattn import floatref
+
+    assert floatref.correctly_rounded_backward is correctly_rounded_backward

@@ -20,7 +20,6 @@ from fractions import Fraction
 from typing import Any
 
 from symattn.errors import SymattnError
-from symattn.floatref import attend_mask, exact_values
 from symattn.floatref.sdpa import causal_pattern
 from symattn.floatref.binary import BINARY_FORMATS, BinaryFormat, round_fraction
 from symattn.floatref.errors import FloatRefError
@@ -102,6 +101,8 @@ def correctly_rounded_backward(Q: Any, K: Any, V: Any, dO: Any, *, dtype: str = 
         return _conditional(Q, K, V, dO, fmt, given, dict(
             attn_mask=attn_mask, is_causal=is_causal, scale=_float_scale(scale, need=True),
             enable_gqa=enable_gqa, causal_align=causal_align, mask_value=mask_value))
+    from symattn.floatref import attend_mask, exact_values     # the package's own readers (no cycle)
+
     if mask_value is not None:
         raise FloatRefError("mask_value needs given={'out': O, 'lse': lse} (the kernel's saved forward): "
                             "the exact engine has no finite sentinels")
