@@ -311,7 +311,9 @@ class ProofLines(Block):
 @dataclass(frozen=True)
 class VerdictRow:
     """The verdict on one written figure: ``mark`` is ✓ (right), ✗ (not) or ! (unreadable);
-    ``expected`` the certified rounding at the written precision (entries joined by ", ")."""
+    ``expected`` the certified rounding at the written precision (entries joined by ", ").
+    ``says`` is ``message`` as words and math nodes and ``expected_math`` the rounding as a
+    node, for the printers that typeset math (LaTeX, HTML); the terminal keeps the strings."""
 
     target: str
     variant: str | None
@@ -322,6 +324,8 @@ class VerdictRow:
     message: str
     expected: str | None = None
     mistake: str | None = None
+    says: tuple[str | Math, ...] = ()
+    expected_math: Math | None = None
 
 
 @dataclass(frozen=True)

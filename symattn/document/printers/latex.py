@@ -457,10 +457,10 @@ class LatexPrinter(Printer):
             code = f"\\textbf{{{tex_escape(r.code)}}}" + (f": {tex_escape(r.mistake)}" if r.mistake else "")
             written = tex_escape(" ".join(r.text.split()))
             item = f"  \\item[{marks.get(r.mark, tex_escape(r.mark))}] {name}: {written} --- {code}"
-            if r.expected is not None and not r.right:
-                item += f"; expected {tex_escape(r.expected)}"
+            if r.expected is not None and not r.right:   # the rounding and the message typeset as math
+                item += f"; expected {inline(self.print(r.expected_math)) if r.expected_math else tex_escape(r.expected)}"
             if not r.right:
-                item += f"\\\\\n  {{\\small {tex_escape(r.message)}}}"
+                item += f"\\\\\n  {{\\small {self.words(r.says) if r.says else tex_escape(r.message)}}}"
             lines.append(item)
         lines.append(r"\end{itemize}")
         return lines
