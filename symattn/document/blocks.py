@@ -38,7 +38,7 @@ from typing import Union
 
 from symattn.notation.nodes import (   # the math nodes live below facts/ and document/
     Approx, Chain, Decimal, Dots, Exact, Exp, Factor, Frac, Func, Int, Math, Mul, Neg, Product, Row,
-    Seq, SigmaSum, Sqrt, Sub, Sum, Sup, Sym, Token, Words,
+    Seq, SigmaSum, Sqrt, Sub, Sum, Sup, Sym, Token, Words, Group,
 )
 from symattn.numbers.certify import Rounding
 
@@ -46,6 +46,7 @@ __all__ = [
     # math nodes
     "Math", "Int", "Exact", "Decimal", "Sym", "Words", "Token", "Dots", "Neg", "Frac", "Sqrt", "Exp",
     "Mul", "Product", "Factor", "Sum", "SigmaSum", "Row", "Seq", "Sub", "Sup", "Approx", "Chain", "Func",
+    "Group",
     # blocks
     "Block", "Document", "Section", "Formula", "Summary", "Note", "LabelledMatrix", "WorkedProjection",
     "DotProduct", "DotProducts", "ScaleNote", "ScaledRow", "SoftmaxRule", "SoftmaxRow", "HeatMap",
