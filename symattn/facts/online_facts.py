@@ -30,7 +30,7 @@ from symattn.numbers.compare import compare, equal
 from symattn.facts import notation as nt
 from symattn.facts.claims import Claims
 from symattn.facts.proof import Line, Proof
-from symattn.notation.nodes import Dots, Factor, Math, Neg, Seq, Sub, Sym
+from symattn.notation.nodes import Dots, Factor, Group, Math, Neg, Seq, Sub, Sym
 from symattn.facts.softmax_facts import same
 from symattn.facts.symbolic import is_zero
 from symattn.trace.online import Online
@@ -84,7 +84,7 @@ def _decoded() -> Math:
                     nt.sym("V", "0..t"))
     full = nt.times(nt.fn("softmax", nt.plus(nt.frac(nt.dot(nt.sym("Q"), nt.T(nt.sym("K"))), root), nt.sym("M"))),
                     nt.sym("V"))
-    return nt.rel(step, "=", Sub(Factor(full), (nt.sym("t"),)))
+    return nt.rel(step, "=", Sub(Group(full), (nt.sym("t"),)))
 
 
 def _within(claimed, exact: sympy.Expr) -> bool:
