@@ -129,3 +129,23 @@ def test_no_facts_page_prints_raw_math(name):
         assert "<math" in section, key
     text = print_document(doc, "text")
     assert "\\" not in text and not RAW_MARKERS.search(text.replace("Σ_", "Σ"))
+
+
+def test_variant_and_backward_proofs_render_as_mathml_in_chromium(tmp_path):
+    """The online-softmax and backward proofs laid out by Chromium: their fractions stacked, their
+    sums with a visible Σ, offline and without errors."""
+    page = print_document(build_facts_document(check_facts(sa.load_example("online-softmax"))), "html")
+    path = tmp_path / "facts.html"
+    path.write_text(page, encoding="utf-8")
+    rendered = shared_browser().open(path)
+    try:
+        rendered.assert_clean()
+        measure = "els => els.map(e => { const r = e.getBoundingClientRect(); return [r.width, r.height]; })"
+        for key in ("online-softmax-equals-softmax", "kv-cache-equals-causal-row", "d-V-column-sums"):
+            fractions = rendered.page.eval_on_selector_all(f"#sec-fact-{key} math mfrac", measure)
+            sums = rendered.page.eval_on_selector_all(f"#sec-fact-{key} math msub > mo", measure)
+            assert fractions or key == "d-V-column-sums", key
+            assert all(w > 5 and h > 15 for w, h in fractions), (key, fractions)
+            assert sums and all(w > 3 and h > 5 for w, h in sums), (key, sums)
+    finally:
+        rendered.close()
