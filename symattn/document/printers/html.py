@@ -340,12 +340,13 @@ class HtmlPrinter(HtmlMath, Printer):
         for r in v.rows:
             name = r.target + (f" ({r.variant})" if r.variant else "")
             verdict = f"{r.mark} {r.code}"
+            expected = self.math(r.expected_math) if r.expected_math is not None else m.escape(r.expected or "")
             rows.append(f'<tr class="{"right" if r.right else "not-right"}">'
                         f'<th scope="row"><code>{m.escape(name)}</code></th>'
                         f"<td><code>{m.escape(' '.join(r.text.split()))}</code></td>"
                         f'<td aria-label="{words.get(r.mark, r.mark)}: {m.escape(r.code)}">{m.escape(verdict)}</td>'
-                        f"<td>{m.escape(r.expected or '')}</td><td>{m.escape(r.mistake or '')}</td>"
-                        f'<td class="left">{m.escape(r.message)}</td></tr>')
+                        f"<td>{expected}</td><td>{m.escape(r.mistake or '')}</td>"
+                        f'<td class="left">{self.inline(r.says) if r.says else m.escape(r.message)}</td></tr>')
         return (f'<div class="scroll"><table class="verdicts"><thead><tr>{head}</tr></thead>'
                 f'<tbody>{"".join(rows)}</tbody></table></div>\n')
 
