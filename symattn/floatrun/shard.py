@@ -127,6 +127,10 @@ def _judge(shard: Shard, options: Options) -> dict[str, Any]:
     tensors = {"out": judge.forward(arrays, s, rows, options.worst)}
     if "lse" in arrays:
         tensors["lse"] = judge.lse(arrays, s, rows, options.worst)
+    risky = rows[1] if rows is not None and rows[1] else sampling.risky_rows(q, k, s)
+    for role in ("out", "lse"):                 # which hard-case pattern each worst row matches
+        for w in tensors.get(role, {}).get("worst", []):
+            w["pattern"] = [reason for reason, at in risky.items() if w["index"][0] in at]
     grads = [g for g in ("dq", "dk", "dv") if g in arrays]
     if options.backward and grads and "do" in arrays and rows is None:
         tensors.update(judge.backward(arrays, s, grads, options.worst))
