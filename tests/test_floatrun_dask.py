@@ -1,0 +1,97 @@
+"""floatref-run on a real dask.distributed LocalCluster (2 worker processes), a client killed with
+SIGKILL and resumed, and the report opened in Chromium (issue 22)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from floatrun_dumps import make_dump
+from symattn.cli import main
+
+pytest.importorskip("dask.distributed")
+pytest.importorskip("safetensors")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _children() -> set[int]:
+    import psutil
+
+    return {p.pid for p in psutil.Process().children(recursive=True)   # multiprocessing's own tracker stays
+            if "resource_tracker" not in " ".join(p.cmdline())}
+
+
+def test_a_local_cluster_of_two_workers_gives_the_serial_summary(tmp_path, capsys):
+    make_dump(tmp_path / "dump", wrong=True, backward=True, L=4, E=2)
+    args = ["floatref-run", str(tmp_path / "dump"), "--causal", "--max-ulp", "4", "--quiet"]
+    before = _children()
+    start = time.monotonic()
+    assert main(args + ["--workers", "2", "-o", str(tmp_path / "dask")]) == 1
+    assert time.monotonic() - start < 300
+    assert main(args + ["--serial", "-o", str(tmp_path / "serial")]) == 1
+    out = capsys.readouterr().out
+    assert "(8 computed, 0 reused)" in out
+    dask = json.loads((tmp_path / "dask" / "summary.json").read_text())
+    serial = json.loads((tmp_path / "serial" / "summary.json").read_text())
+    assert dask["heads"] == serial["heads"] and len(dask["heads"]) == 8
+    assert dask["run"]["engine"] == "dask (2 local workers)" and serial["run"]["engine"] == "serial"
+    assert {h["shard"] for h in dask["heads"] if h["exceeds"]} == {"L1.H2"}
+    assert {"dq", "dk", "dv", "out"} <= set(dask["heads"][0]["tensors"])
+    deadline = time.monotonic() + 30                 # the cluster's processes are gone
+    while _children() - before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _children() - before == set()
+
+
+def test_a_client_killed_with_sigkill_resumes_without_recomputing_a_finished_shard(tmp_path):
+    make_dump(tmp_path / "dump", layers=4, heads=4, L=48, E=8)
+    command = [sys.executable, "-m", "symattn", "floatref-run", str(tmp_path / "dump"), "--causal", "--serial",
+               "--quiet", "-o", str(tmp_path / "report")]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    shards = tmp_path / "report" / "shards"
+    child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and child.poll() is None:
+        if shards.is_dir() and len(list(shards.glob("*.json"))) >= 3:
+            break
+        time.sleep(0.01)
+    child.send_signal(signal.SIGKILL)
+    child.communicate(timeout=60)
+    finished = len(list(shards.glob("*.json")))
+    assert finished >= 3
+    rerun = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode in (0, 1), rerun.stderr
+    assert f"({16 - finished} computed, {finished} reused)" in rerun.stdout
+    assert len(list(shards.glob("*.json"))) == 16
+    assert json.loads((tmp_path / "report" / "summary.json").read_text())["shards"]["total"] == 16
+
+
+def test_the_report_page_renders_offline_in_chromium(tmp_path, capsys):
+    from browser import shared_browser
+
+    make_dump(tmp_path / "dump", wrong=True)
+    (tmp_path / "dump" / "L0.H9.pt").write_bytes(b"\x80\x04K\x01.")
+    main(["floatref-run", str(tmp_path / "dump"), "--causal", "--max-ulp", "4", "--serial", "--quiet",
+          "-o", str(tmp_path / "report")])
+    capsys.readouterr()
+    shown = shared_browser().open(tmp_path / "report" / "index.html")
+    try:
+        shown.assert_clean()
+        page = shown.page
+        heat = page.locator("table.heat").first
+        assert heat.locator("tbody tr").count() == 2
+        assert "✗" in heat.locator("tbody tr").nth(1).inner_text()
+        assert page.locator("td.ink-light").count() >= 1
+        assert "torch.save pickle" in page.inner_text("body")
+        shot = os.environ.get("SYMATTN_SCREENSHOTS")
+        page.screenshot(path=str(Path(shot) / "floatref-run.png") if shot else str(tmp_path / "page.png"),
+                        full_page=True)
+    finally:
+        shown.close()
