@@ -95,3 +95,27 @@ def test_the_report_page_renders_offline_in_chromium(tmp_path, capsys):
                         full_page=True)
     finally:
         shown.close()
+
+
+def test_a_worker_killed_mid_run_has_its_shards_retried_elsewhere(tmp_path):
+    from dask.distributed import Client, LocalCluster
+
+    from symattn import floatrun
+
+    make_dump(tmp_path / "dump", layers=2, heads=4, L=48, E=8)
+    options = floatrun.Options(causal="top-left")
+    killed: list[int] = []
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        pids = client.run(os.getpid)
+
+        def progress(done, total, name, seconds):
+            if not killed:                                  # after the first shard: one worker dies
+                killed.append(sorted(pids.values())[0])
+                os.kill(killed[0], signal.SIGKILL)
+
+        report = floatrun.run(tmp_path / "dump", options, engine="dask", client=client, progress=progress)
+        assert client.status == "running"                   # the caller's client is left open
+    assert killed and report.bad == [] and len(report.heads) == 8
+    assert report.run["engine"] == "dask (the caller's client)" and report.run["computed"] == 8
+    assert report.heads == floatrun.run(tmp_path / "dump", options).heads

@@ -92,7 +92,7 @@ class Plan:
     settings: dict[str, Any] = field(default_factory=dict)
 
 
-def plan(root: str | Path) -> Plan:
+def plan(root: str | os.PathLike) -> Plan:
     """The shards of a dump folder (default layout, or its manifest.toml)."""
     folder = Path(root)
     if not folder.is_dir():
@@ -122,7 +122,7 @@ def plan(root: str | Path) -> Plan:
     return out
 
 
-def _cap(out: Plan, root: str | Path) -> None:
+def _cap(out: Plan, root: str | os.PathLike) -> None:
     if len(out.shards) > MAX_SHARDS:
         raise FloatRefError(f"{root}: {len(out.shards):,} shards, over the cap of {MAX_SHARDS:,} (MAX_SHARDS); "
                             "check part of the model at a time")

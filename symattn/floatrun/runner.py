@@ -97,8 +97,9 @@ def store(folder: Path | None, result: dict[str, Any]) -> None:
 
 def run_plan(plan: Plan, options: Options, *, cache: Path | None = None, engine: str = "serial",
              workers: int | None = None, scheduler: str | None = None,
-             progress: Progress | None = None) -> Outcome:
-    """Every shard of the plan, computed or reused; engine 'serial' (no Dask) or 'dask'."""
+             progress: Progress | None = None, client: Any = None) -> Outcome:
+    """Every shard of the plan, computed or reused; engine 'serial' (no Dask) or 'dask' (on
+    ``client``, a dask.distributed Client of the caller's, which is left open, when given)."""
     memo: dict[str, str] = {}
     keys = {s.name: shard_key(s, options, memo) for s in plan.shards}
     outcome = Outcome(engine=engine)
@@ -112,8 +113,10 @@ def run_plan(plan: Plan, options: Options, *, cache: Path | None = None, engine:
             todo.append(shard)
     outcome.reused = len(found)
     start, total = time.monotonic(), len(todo)
+    if client is not None:
+        engine = outcome.engine = "dask"
     stream = (_serial(todo, options) if engine == "serial"
-              else _dask(todo, options, workers, scheduler, outcome))
+              else _dask(todo, options, workers, scheduler, outcome, client))
     for done, result in enumerate(stream, 1):
         result["key"] = keys[result["shard"]]
         store(cache, result)
@@ -131,7 +134,7 @@ def _serial(todo: Iterable[Shard], options: Options) -> Iterator[dict[str, Any]]
 
 
 def _dask(todo: list[Shard], options: Options, workers: int | None, scheduler: str | None,
-          outcome: Outcome) -> Iterator[dict[str, Any]]:
+          outcome: Outcome, given: Any = None) -> Iterator[dict[str, Any]]:
     """The shards on Dask, yielded as they finish; the cluster is closed however the loop ends."""
     try:
         import logging
@@ -142,9 +145,11 @@ def _dask(todo: list[Shard], options: Options, workers: int | None, scheduler: s
                             "(or --serial to run in this process)") from None
     if not todo:
         return
-    cluster = None
+    cluster = client = None
     try:
-        if scheduler:
+        if given is not None:
+            client = given
+        elif scheduler:
             try:
                 client = Client(scheduler, timeout=CONNECT_SECONDS)
             except (OSError, TimeoutError) as exc:
@@ -155,8 +160,10 @@ def _dask(todo: list[Shard], options: Options, workers: int | None, scheduler: s
             cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                                    dashboard_address=None, silence_logs=logging.ERROR)
             client = Client(cluster)
-        outcome.engine = f"dask ({scheduler or f'{len(cluster.workers)} local workers' if cluster else ''})"
-        outcome.dashboard = client.dashboard_link if scheduler else None
+        where = ("the caller's client" if given is not None else scheduler if scheduler
+                 else f"{n} local workers")
+        outcome.engine = f"dask ({where})"
+        outcome.dashboard = None if cluster is not None else client.dashboard_link
         futures = client.map(check_shard, todo, [options] * len(todo), pure=False,
                              key=[f"floatref-run-{s.name}-{os.getpid()}-{time.monotonic_ns()}" for s in todo])
         names = {f.key: s.name for f, s in zip(futures, todo)}
@@ -169,7 +176,7 @@ def _dask(todo: list[Shard], options: Options, workers: int | None, scheduler: s
                        "head": int(name.split(".H")[1]), "status": "bad",
                        "error": f"{name}: the worker failed ({type(exc).__name__}: {str(exc)[:200]})"}
     finally:
-        if "client" in locals():
+        if client is not None and given is None:
             client.close()
         if cluster is not None:
             cluster.close()

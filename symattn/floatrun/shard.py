@@ -131,7 +131,7 @@ def _judge(shard: Shard, options: Options) -> dict[str, Any]:
     for role in ("out", "lse"):                 # which hard-case pattern each worst row matches
         for w in tensors.get(role, {}).get("worst", []):
             w["pattern"] = [reason for reason, at in risky.items() if w["index"][0] in at]
-    grads = [g for g in ("dq", "dk", "dv") if g in arrays]
+    grads: list[str] = [g for g in ("dq", "dk", "dv") if g in arrays]
     if options.backward and grads and "do" in arrays and rows is None:
         tensors.update(judge.backward(arrays, s, grads, options.worst))
     return {"dtype": s["dtype"], "causal": s["causal"],
