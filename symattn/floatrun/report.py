@@ -108,7 +108,7 @@ def build_report(dump: str, options: dict[str, Any], max_ulp: float | None, outc
         heads.append({"shard": b.name, "layer": layer, "head": head, "status": "bad", "error": b.error,
                       "exceeds": False, "max_ulp": None})
     heads.sort(key=lambda h: (h["layer"], h["head"]))
-    run = {"engine": outcome.engine, "computed": outcome.computed, "reused": outcome.reused}
+    run = {"engine": outcome.ran_on, "computed": outcome.computed, "reused": outcome.reused}
     if outcome.dashboard:
         run["dashboard"] = outcome.dashboard
     return RunReport(dump, options, max_ulp, tuple(heads), run)

@@ -41,7 +41,7 @@ class Outcome:
     results: list[dict[str, Any]] = field(default_factory=list)
     computed: int = 0
     reused: int = 0
-    engine: str = "serial"
+    ran_on: str = "serial"
     dashboard: str | None = None
 
 
@@ -102,7 +102,7 @@ def run_plan(plan: Plan, options: Options, *, cache: Path | None = None, engine:
     ``client``, a dask.distributed Client of the caller's, which is left open, when given)."""
     memo: dict[str, str] = {}
     keys = {s.name: shard_key(s, options, memo) for s in plan.shards}
-    outcome = Outcome(engine=engine)
+    outcome = Outcome(ran_on=engine)
     found: dict[str, dict[str, Any]] = {}
     todo = []
     for shard in plan.shards:
@@ -114,7 +114,7 @@ def run_plan(plan: Plan, options: Options, *, cache: Path | None = None, engine:
     outcome.reused = len(found)
     start, total = time.monotonic(), len(todo)
     if client is not None:
-        engine = outcome.engine = "dask"
+        engine = outcome.ran_on = "dask"
     stream = (_serial(todo, options) if engine == "serial"
               else _dask(todo, options, workers, scheduler, outcome, client))
     for done, result in enumerate(stream, 1):
@@ -162,7 +162,7 @@ def _dask(todo: list[Shard], options: Options, workers: int | None, scheduler: s
             client = Client(cluster)
         where = ("the caller's client" if given is not None else scheduler if scheduler
                  else f"{n} local workers")
-        outcome.engine = f"dask ({where})"
+        outcome.ran_on = f"dask ({where})"
         outcome.dashboard = None if cluster is not None else client.dashboard_link
         futures = client.map(check_shard, todo, [options] * len(todo), pure=False,
                              key=[f"floatref-run-{s.name}-{os.getpid()}-{time.monotonic_ns()}" for s in todo])
