@@ -258,3 +258,38 @@ def test_a_sampled_run_judges_only_those_rows(tmp_path, capsys):
     rows = head["rows"]
     assert rows["rule"] == "sample:5+risky" and rows["of"] == 40 and 5 < rows["count"] < 40
     assert head["tensors"]["out"]["entries"] == rows["count"] * made["L0.H0"]["v"].shape[1]
+
+
+def test_ctrl_c_stops_with_the_finished_shards_kept_and_a_rerun_resumes(tmp_path, capsys, monkeypatch):
+    from symattn.floatrun import runner
+
+    make_dump(tmp_path / "dump")
+    real, calls = runner.check_shard, []
+
+    def interrupted(shard, options):
+        calls.append(shard.name)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(shard, options)
+
+    monkeypatch.setattr(runner, "check_shard", interrupted)
+    args = (tmp_path / "dump", "--serial", "--quiet", "-o", tmp_path / "report")
+    status, _, err = run_cli(capsys, *args)
+    assert status == 130 and "2 finished shards kept" in err and "Traceback" not in err
+    assert len(list((tmp_path / "report" / "shards").glob("*.json"))) == 2
+    monkeypatch.setattr(runner, "check_shard", real)
+    status, out, _ = run_cli(capsys, *args)
+    assert status == 0 and "(6 computed, 2 reused)" in out
+
+
+def test_shards_a_killed_swap_left_in_its_staging_folder_are_taken_back(tmp_path, capsys):
+    make_dump(tmp_path / "dump", layers=1, heads=2)
+    args = (tmp_path / "dump", "--serial", "--quiet", "-o", tmp_path / "report")
+    run_cli(capsys, *args)
+    staging = tmp_path / ".report.symattn-new-999999999-x"          # no such process: a killed run's
+    (staging / "shards").mkdir(parents=True)
+    (tmp_path / "report" / "shards" / "L0.H1.json").rename(staging / "shards" / "L0.H1.json")
+    (staging / ".symattn-staging").write_bytes(
+        b"symattn: a folder being built; it is removed when the folder is swapped in\n")
+    status, out, _ = run_cli(capsys, *args)
+    assert status == 0 and "(0 computed, 2 reused)" in out and not staging.exists()

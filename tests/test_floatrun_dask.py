@@ -119,3 +119,22 @@ def test_a_worker_killed_mid_run_has_its_shards_retried_elsewhere(tmp_path):
     assert killed and report.bad == [] and len(report.heads) == 8
     assert report.run["engine"] == "dask (the caller's client)" and report.run["computed"] == 8
     assert report.heads == floatrun.run(tmp_path / "dump", options).heads
+
+
+def test_an_existing_scheduler_is_used_from_dask_scheduler_address(tmp_path, capsys, monkeypatch):
+    from dask.distributed import LocalCluster
+
+    make_dump(tmp_path / "dump", layers=1, heads=2)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", cluster.scheduler_address)
+        status = main(["floatref-run", str(tmp_path / "dump"), "--quiet", "-o", str(tmp_path / "report")])
+        assert len(cluster.workers) == 1                   # the cluster is the caller's: still there
+    assert status == 0
+    run = json.loads((tmp_path / "report" / "summary.json").read_text())["run"]
+    assert run.pop("dashboard", "http://").startswith("http://")     # the scheduler's, when it says it has one
+    assert run == {"engine": f"dask ({cluster.scheduler_address})", "computed": 2, "reused": 0}
+    monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", "tcp://127.0.0.1:1")
+    monkeypatch.setattr("symattn.floatrun.runner.CONNECT_SECONDS", 2)
+    status = main(["floatref-run", str(tmp_path / "dump"), "--quiet", "--worst", "1", "-o", str(tmp_path / "report")])
+    err = capsys.readouterr().err
+    assert status == 2 and "cannot connect" in err and len(err.strip().splitlines()) == 1

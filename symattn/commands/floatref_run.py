@@ -139,8 +139,14 @@ def run(args: argparse.Namespace) -> Outcome:
     if not args.quiet and engine == "dask":
         print(f"floatref-run: {len(planned.shards)} shards on "
               f"{scheduler or 'a local Dask cluster'}", file=sys.stderr, flush=True)
-    outcome = run_plan(planned, options, cache=cache, engine=engine, workers=args.workers,
-                       scheduler=scheduler, progress=_progress(args.quiet))
+    try:
+        outcome = run_plan(planned, options, cache=cache, engine=engine, workers=args.workers,
+                           scheduler=scheduler, progress=_progress(args.quiet))
+    except KeyboardInterrupt:
+        kept = len(list(cache.glob("*.json")))
+        print(f"floatref-run: stopped; {kept} finished shards kept in {cache} (run the same command "
+              "again to resume)", file=sys.stderr)
+        raise
     if outcome.dashboard and not args.quiet:
         print(f"floatref-run: the Dask dashboard was {outcome.dashboard}", file=sys.stderr)
     report = build_report(args.dump, options.key(), args.max_ulp, outcome, planned.bad)

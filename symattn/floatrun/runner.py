@@ -19,7 +19,7 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Generator, Iterable
 
 from symattn.floatref.errors import FloatRefError
 from symattn.floatrun.dump import Plan, Shard
@@ -117,24 +117,27 @@ def run_plan(plan: Plan, options: Options, *, cache: Path | None = None, engine:
         engine = outcome.ran_on = "dask"
     stream = (_serial(todo, options) if engine == "serial"
               else _dask(todo, options, workers, scheduler, outcome, client))
-    for done, result in enumerate(stream, 1):
-        result["key"] = keys[result["shard"]]
-        store(cache, result)
-        found[result["shard"]] = result
-        outcome.computed += 1
-        if progress is not None:
-            progress(done, total, result["shard"], time.monotonic() - start)
+    try:
+        for done, result in enumerate(stream, 1):
+            result["key"] = keys[result["shard"]]
+            store(cache, result)
+            found[result["shard"]] = result
+            outcome.computed += 1
+            if progress is not None:
+                progress(done, total, result["shard"], time.monotonic() - start)
+    finally:                    # Ctrl-C, a bad --scheduler: the cluster is closed, finished shards kept
+        stream.close()
     outcome.results = [found[s.name] for s in plan.shards]
     return outcome
 
 
-def _serial(todo: Iterable[Shard], options: Options) -> Iterator[dict[str, Any]]:
+def _serial(todo: Iterable[Shard], options: Options) -> Generator[dict[str, Any], None, None]:
     for shard in todo:
         yield check_shard(shard, options)
 
 
 def _dask(todo: list[Shard], options: Options, workers: int | None, scheduler: str | None,
-          outcome: Outcome, given: Any = None) -> Iterator[dict[str, Any]]:
+          outcome: Outcome, given: Any = None) -> Generator[dict[str, Any], None, None]:
     """The shards on Dask, yielded as they finish; the cluster is closed however the loop ends."""
     try:
         import logging
@@ -163,7 +166,8 @@ def _dask(todo: list[Shard], options: Options, workers: int | None, scheduler: s
         where = ("the caller's client" if given is not None else scheduler if scheduler
                  else f"{n} local workers")
         outcome.ran_on = f"dask ({where})"
-        outcome.dashboard = None if cluster is not None else client.dashboard_link
+        if cluster is None and "dashboard" in (client.scheduler_info().get("services") or {}):
+            outcome.dashboard = client.dashboard_link       # only when the scheduler serves one
         futures = client.map(check_shard, todo, [options] * len(todo), pure=False,
                              key=[f"floatref-run-{s.name}-{os.getpid()}-{time.monotonic_ns()}" for s in todo])
         names = {f.key: s.name for f, s in zip(futures, todo)}
