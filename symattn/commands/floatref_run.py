@@ -151,8 +151,9 @@ def run(args: argparse.Namespace) -> Outcome:
         print(f"floatref-run: the Dask dashboard was {outcome.dashboard}", file=sys.stderr)
     report = build_report(args.dump, options.key(), args.max_ulp, outcome, planned.bad)
     summary = json.dumps(report.to_json(), indent=1, allow_nan=False) + "\n"
-    html = print_document(build_run_document(report), "html")
-    folder.finish(args.report_dir, {"summary.json": summary, "index.html": html})
+    document = build_run_document(report)
+    html, text = print_document(document, "html"), print_document(document, "text")
+    folder.finish(args.report_dir, {"summary.json": summary, "index.html": html, "report.txt": text})
     for bad in report.bad:
         print(f"symattn: error: {bad['error']}", file=sys.stderr)
     if args.json:                        # stdout stays one JSON document; the end line on stderr

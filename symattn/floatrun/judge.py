@@ -14,6 +14,17 @@ from typing import Any
 from symattn.floatref.errors import FloatRefError
 
 
+#: significant digits that tell neighbouring values of a format apart (the kernel's value as shown)
+SHOW_DIGITS = {"float64": 17, "float32": 9, "float16": 5, "bfloat16": 4, "float8_e4m3fn": 3, "float8_e5m2": 3}
+
+
+def shown(x: float, fmt: str) -> str:
+    """A kernel's float as a decimal at its format's digits (rounded by the certified path)."""
+    from symattn.numbers.certify import Rounding, round_rational
+
+    return str(round_rational(Fraction(float(x)), Rounding(digits=SHOW_DIGITS.get(fmt, 17))))
+
+
 def _np():
     import numpy
 
@@ -52,6 +63,7 @@ def forward(arrays: dict[str, Any], s: dict[str, Any], rows: Any, worst: int) ->
             "histogram": list(report.histogram), "skipped_rows": report.skipped_rows,
             "reference": "exact",
             "worst": [{"index": [back(w.index[0]), int(w.index[1])], "float": repr(float(w.got)),
+                       "shown": report.shown(w),
                        "exact": w.exact, "ulps": w.ulps, "relative": w.relative} for w in report.worst]}
 
 
@@ -105,7 +117,7 @@ def lse(arrays: dict[str, Any], s: dict[str, Any], rows: Any, worst: int) -> dic
         raise FloatRefError("lse holds inf or NaN on a row that has keys")
     err = np.where(live, ulps_of(y, np.where(live, want, 0.0), fmt), 0.0)
     back = (lambda i: i) if picked is None else (lambda i: int(picked[i]))
-    chosen = [{"index": [back(i)], "float": repr(float(y[i])), "exact": repr(float(want[i])) + " (RN)",
+    chosen = [{"index": [back(i)], "float": repr(float(y[i])), "shown": shown(y[i], fmt), "exact": repr(float(want[i])) + " (RN)",
                "ulps": f"{err[i]:+.3g}", "relative": None} for (i,) in _worst_indices(err, live, worst)]
     return _summary(err, y, want, live, chosen, int((~live).sum()))
 
@@ -151,15 +163,16 @@ def _certified(trace: Any, step: str, i: int, j: int, got: float, fmt: str) -> d
     from symattn.numbers.precision import precision, precisions
 
     exact = trace.step(step)[i, j]
-    shown = Rounding(digits=9)
+    nine = Rounding(digits=9)
     if exact.is_Rational:
         x = Fraction(int(exact.p), int(exact.q))
-        text = str(round_rational(x, shown))
+        text = str(round_rational(x, nine))
         from symattn.floatref import ulp_of
 
         ulps = str(round_rational((Fraction(got) - x) / ulp_of(x, fmt), Rounding(digits=3)))
         rel = None if x == 0 else str(round_rational((Fraction(got) - x) / abs(x), Rounding(digits=3)))
-        return {"index": [i, j], "float": repr(float(got)), "exact": text, "ulps": ulps, "relative": rel}
+        return {"index": [i, j], "float": repr(float(got)), "shown": shown(got, fmt), "exact": text,
+                "ulps": ulps, "relative": rel}
 
     def ball(prec: int):
         return trace.enclosure(step, i, prec)[j]
@@ -167,9 +180,9 @@ def _certified(trace: Any, step: str, i: int, j: int, got: float, fmt: str) -> d
     decided = None
     for prec in precisions(20):
         with precision(prec):
-            decided = round_ball(ball(prec), shown)
+            decided = round_ball(ball(prec), nine)
         if decided is not None:
             break
     u, rel_d = errors_from_ball(ball, Fraction(got), fmt, Rounding(digits=3))
-    return {"index": [i, j], "float": repr(float(got)), "exact": str(decided), "ulps": str(u),
+    return {"index": [i, j], "float": repr(float(got)), "shown": shown(got, fmt), "exact": str(decided), "ulps": str(u),
             "relative": str(rel_d)}

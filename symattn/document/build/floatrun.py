@@ -118,7 +118,7 @@ def _worst(r: "RunReport") -> Table | None:
     if not found:
         return None
     found.sort(key=lambda x: (-x[0], x[1], x[2]))
-    rows = tuple((shard, ROLE_NAMES.get(role, role), str(w["index"]), w["float"], w["exact"], w["ulps"],
+    rows = tuple((shard, ROLE_NAMES.get(role, role), str(w["index"]), w.get("shown", w["float"]), w["exact"], w["ulps"],
                   w.get("relative") or "—", ", ".join(w.get("pattern") or []) or "—")
                  for _, shard, role, w, ref in found[:WORST_SHOWN])
     return Table("exact values and errors certified", ("shard", "tensor", "entry", "kernel", "exact", "error (ulp)", "relative",
