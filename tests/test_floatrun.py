@@ -293,3 +293,25 @@ def test_shards_a_killed_swap_left_in_its_staging_folder_are_taken_back(tmp_path
         b"symattn: a folder being built; it is removed when the folder is swapped in\n")
     status, out, _ = run_cli(capsys, *args)
     assert status == 0 and "(0 computed, 2 reused)" in out and not staging.exists()
+
+
+def test_row_blocks_give_each_head_the_summary_of_the_whole_head(tmp_path, capsys):
+    make_dump(tmp_path / "dump", layers=1, heads=3, L=10, wrong=True, seed=4)
+    whole = floatrun.run(tmp_path / "dump", floatrun.Options(causal="top-left"), max_ulp=4)
+    status, out, _ = run_cli(capsys, tmp_path / "dump", "--causal", "--blocks", 4, "--max-ulp", 4, "--serial",
+                             "--quiet", "-o", tmp_path / "report")
+    assert "12 computed" in out
+    assert sorted(p.name for p in (tmp_path / "report" / "shards").iterdir())[:2] == [
+        "L0.H0.b0of4.json", "L0.H0.b1of4.json"]
+    blocked = summary(tmp_path / "report")["heads"]
+    assert [h["shard"] for h in blocked] == ["L0.H0", "L0.H1", "L0.H2"]
+    for a, b in zip(whole.heads, blocked):
+        ta, tb = a["tensors"]["out"], b["tensors"]["out"]
+        for key in ("entries", "max_ulp", "histogram", "correctly_rounded", "exceeds"):
+            assert ta[key] == tb[key], key
+        assert tb["mean_ulp"] == pytest.approx(ta["mean_ulp"], rel=1e-12)
+        assert [w["index"] for w in ta["worst"]] == [w["index"] for w in tb["worst"]]
+        assert b["rows"] == {"rule": "4 row blocks", "count": 10, "of": 10}
+    status, _, err = run_cli(capsys, tmp_path / "dump", "--blocks", 2, "--rows", "sample:3", "--serial",
+                             "-o", tmp_path / "report")
+    assert status == 2 and "give one of them" in err

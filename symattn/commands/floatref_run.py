@@ -91,6 +91,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="exit 1 when some entry's error is proved to exceed N ulps")
     parser.add_argument("--rows", type=_rows, default="all", metavar="RULE",
                         help="all (default), sample:N, or sample:N+risky: a seeded sample plus the risky rows")
+    parser.add_argument("--blocks", type=_count("--blocks", 1), default=1, metavar="B",
+                        help="split each head's rows into B shards (long heads; the forward and LSE only)")
     parser.add_argument("--seed", type=_count("--seed", 0), default=0, help="the sample's seed (default 0)")
     parser.add_argument("--worst", type=_count("--worst", 0), default=5, metavar="K",
                         help="certify the K worst entries per tensor (default 5)")
@@ -129,7 +131,11 @@ def run(args: argparse.Namespace) -> Outcome:
     from symattn.floatrun.report import build_report
     from symattn.floatrun.runner import run_plan
 
-    options = floatrun.Options(dtype=args.dtype, causal=args.causal, scale=args.scale, worst=args.worst,
+    if args.blocks > 1 and args.rows != "all":
+        from symattn.floatref.errors import FloatRefError
+
+        raise FloatRefError("--blocks splits every row into shards and --rows samples them: give one of them")
+    options = floatrun.Options(blocks=args.blocks, dtype=args.dtype, causal=args.causal, scale=args.scale, worst=args.worst,
                                rows=args.rows, seed=args.seed, backward=args.backward)
     planned = plan(args.dump)                       # a bad dump is refused before -o is touched
     cache = folder.prepare(args.report_dir)

@@ -67,10 +67,20 @@ class Shard:
     root: str
     sources: tuple[Source, ...]
     settings: tuple[tuple[str, Any], ...] = ()     # manifest defaults: dtype, causal, scale, mask
+    block: int = 0                                 # this shard's rows: block ``block`` of ``blocks``
+    blocks: int = 1
+
+    @property
+    def head_name(self) -> str:
+        return f"L{self.layer}.H{self.head}"
 
     @property
     def name(self) -> str:
-        return f"L{self.layer}.H{self.head}"
+        return self.head_name + (f".b{self.block}of{self.blocks}" if self.blocks > 1 else "")
+
+    def row_range(self, L: int) -> tuple[int, int]:
+        """The rows of an L-row head this shard checks (equal blocks, the last ones one shorter)."""
+        return self.block * L // self.blocks, (self.block + 1) * L // self.blocks
 
     def files(self) -> list[str]:
         return sorted({s.file for s in self.sources} | ({m[0]} if (m := dict(self.settings).get("mask")) else set()))

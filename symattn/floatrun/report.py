@@ -99,10 +99,48 @@ def _head(result: dict[str, Any], max_ulp: float | None) -> dict[str, Any]:
     return head
 
 
+def _merge_tensors(parts: list[dict[str, Any]], worst: int) -> dict[str, Any]:
+    """One tensor's summary over a head's row blocks (each entry is in exactly one block)."""
+    entries = sum(t["entries"] for t in parts)
+    found = sorted((w for t in parts for w in t["worst"]), key=lambda w: -abs(float(w["ulps"])))
+    return {"entries": entries, "max_ulp": max(t["max_ulp"] for t in parts),
+            "mean_ulp": sum(t["mean_ulp"] * t["entries"] for t in parts) / entries if entries else 0.0,
+            "resolution": max(t["resolution"] for t in parts),
+            "correctly_rounded": sum(t["correctly_rounded"] for t in parts),
+            "histogram": [sum(c) for c in zip(*(t["histogram"] for t in parts))],
+            "skipped_rows": sum(t["skipped_rows"] for t in parts), "reference": parts[0]["reference"],
+            "worst": found[:worst]}
+
+
+def merge_blocks(results: list[dict[str, Any]], worst: int) -> list[dict[str, Any]]:
+    """The row blocks of each head as one head (a bad block makes its head bad)."""
+    groups: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    for r in results:
+        groups.setdefault((r["layer"], r["head"]), []).append(r)
+    out = []
+    for (layer, head), parts in groups.items():
+        if len(parts) == 1:
+            out.append(parts[0])
+            continue
+        base = {"shard": f"L{layer}.H{head}", "layer": layer, "head": head}
+        bad = [p for p in parts if p["status"] != "ok"]
+        if bad:
+            out.append({**base, "status": "bad", "error": bad[0]["error"]})
+            continue
+        roles = [role for role in parts[0]["tensors"] if all(role in p["tensors"] for p in parts if p["tensors"])]
+        live = [p for p in parts if p["tensors"]]
+        out.append({**base, "status": "ok", "dtype": parts[0]["dtype"], "causal": parts[0]["causal"],
+                    "rows": {"rule": f"{len(parts)} row blocks", "count": sum(p["rows"]["count"] for p in parts),
+                             "of": parts[0]["rows"]["of"]},
+                    "tensors": {role: _merge_tensors([p["tensors"][role] for p in live], worst) for role in roles}})
+    return out
+
+
 def build_report(dump: str, options: dict[str, Any], max_ulp: float | None, outcome: Outcome,
                  refused: list[BadShard]) -> RunReport:
     """The report of a run: its shards' results and the files refused while planning."""
-    heads = [_head(dict(r), max_ulp) for r in outcome.results]
+    merged = merge_blocks(outcome.results, int(options.get("worst", 5)))
+    heads = [_head(dict(r), max_ulp) for r in merged]
     for b in refused:
         layer, head = (int(x) for x in b.name[1:].split(".H"))
         heads.append({"shard": b.name, "layer": layer, "head": head, "status": "bad", "error": b.error,

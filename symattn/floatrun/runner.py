@@ -17,7 +17,7 @@ import hashlib
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Generator, Iterable
 
@@ -101,11 +101,12 @@ def run_plan(plan: Plan, options: Options, *, cache: Path | None = None, engine:
     """Every shard of the plan, computed or reused; engine 'serial' (no Dask) or 'dask' (on
     ``client``, a dask.distributed Client of the caller's, which is left open, when given)."""
     memo: dict[str, str] = {}
-    keys = {s.name: shard_key(s, options, memo) for s in plan.shards}
+    shards = [replace(s, block=b, blocks=options.blocks) for s in plan.shards for b in range(options.blocks)]
+    keys = {s.name: shard_key(s, options, memo) for s in shards}
     outcome = Outcome(ran_on=engine)
     found: dict[str, dict[str, Any]] = {}
     todo = []
-    for shard in plan.shards:
+    for shard in shards:
         hit = cached(cache, shard, keys[shard.name])
         if hit is not None:
             found[shard.name] = hit
@@ -127,7 +128,7 @@ def run_plan(plan: Plan, options: Options, *, cache: Path | None = None, engine:
                 progress(done, total, result["shard"], time.monotonic() - start)
     finally:                    # Ctrl-C, a bad --scheduler: the cluster is closed, finished shards kept
         stream.close()
-    outcome.results = [found[s.name] for s in plan.shards]
+    outcome.results = [found[s.name] for s in shards]
     return outcome
 
 
@@ -170,14 +171,14 @@ def _dask(todo: list[Shard], options: Options, workers: int | None, scheduler: s
             outcome.dashboard = client.dashboard_link       # only when the scheduler serves one
         futures = client.map(check_shard, todo, [options] * len(todo), pure=False,
                              key=[f"floatref-run-{s.name}-{os.getpid()}-{time.monotonic_ns()}" for s in todo])
-        names = {f.key: s.name for f, s in zip(futures, todo)}
+        names = {f.key: s for f, s in zip(futures, todo)}
         for future in as_completed(futures):
             try:
                 yield future.result()
             except Exception as exc:     # a worker's own failure (not bad data): the shard is reported
-                name = names[future.key]
-                yield {"shard": name, "layer": int(name[1:].split(".")[0]),
-                       "head": int(name.split(".H")[1]), "status": "bad",
+                shard = names[future.key]
+                name = shard.name
+                yield {"shard": name, "layer": shard.layer, "head": shard.head, "status": "bad",
                        "error": f"{name}: the worker failed ({type(exc).__name__}: {str(exc)[:200]})"}
     finally:
         if client is not None and given is None:

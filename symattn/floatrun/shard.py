@@ -38,10 +38,11 @@ class Options:
     rows: str = "all"                  # "all" or "sample:N+risky"
     seed: int = 0
     backward: bool = True
+    blocks: int = 1                    # split each head's rows into this many shards (forward only)
 
     def key(self) -> dict[str, Any]:
         return {"dtype": self.dtype, "causal": self.causal, "scale": self.scale, "worst": self.worst,
-                "rows": self.rows, "seed": self.seed, "backward": self.backward}
+                "rows": self.rows, "seed": self.seed, "backward": self.backward, "blocks": self.blocks}
 
 
 def pin_flint_threads() -> None:
@@ -123,7 +124,15 @@ def _judge(shard: Shard, options: Options) -> dict[str, Any]:
     arrays = load(shard)
     s = _settings(shard, options, arrays)
     q, k = arrays["q"], arrays["k"]
-    rows = sampling.choose_rows(options.rows, options.seed, q, k, s)
+    rows: tuple[list[int], dict[str, list[int]]] | None
+    if shard.blocks > 1:
+        a, b = shard.row_range(int(q.shape[0]))
+        if a == b:                          # more blocks than rows: this one has none
+            return {"dtype": s["dtype"], "causal": s["causal"], "tensors": {},
+                    "rows": {"rule": f"block {shard.block} of {shard.blocks}", "count": 0, "of": int(q.shape[0])}}
+        rows = (list(range(a, b)), {})
+    else:
+        rows = sampling.choose_rows(options.rows, options.seed, q, k, s)
     tensors = {"out": judge.forward(arrays, s, rows, options.worst)}
     if "lse" in arrays:
         tensors["lse"] = judge.lse(arrays, s, rows, options.worst)
@@ -135,7 +144,8 @@ def _judge(shard: Shard, options: Options) -> dict[str, Any]:
     if options.backward and grads and "do" in arrays and rows is None:
         tensors.update(judge.backward(arrays, s, grads, options.worst))
     return {"dtype": s["dtype"], "causal": s["causal"],
-            "rows": None if rows is None else {"rule": options.rows, "seed": options.seed,
+            "rows": None if rows is None else {"rule": options.rows if shard.blocks == 1 else
+                                               f"block {shard.block} of {shard.blocks}", "seed": options.seed,
                                                "count": len(rows[0]), "of": int(q.shape[0]),
                                                "risky": rows[1]},
             "tensors": tensors}
