@@ -138,3 +138,35 @@ def test_an_existing_scheduler_is_used_from_dask_scheduler_address(tmp_path, cap
     status = main(["floatref-run", str(tmp_path / "dump"), "--quiet", "--worst", "1", "-o", str(tmp_path / "report")])
     err = capsys.readouterr().err
     assert status == 2 and "cannot connect" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_bfloat16_dump_runs_in_a_fresh_process_as_the_issue_writes_it(tmp_path):
+    """The headline command, in a subprocess (ml_dtypes not imported beforehand): bfloat16
+    safetensors with the backward; one head's row 2 scaled by 1.03 (about 4 ulp of bfloat16)."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    from floatrun_dumps import grads64, sdpa64
+
+    bf = ml_dtypes.bfloat16
+    rng = np.random.default_rng(2)
+    (tmp_path / "dump").mkdir()
+    for h in range(2):
+        q, k, v, do = (rng.standard_normal((6, 4)).astype(bf) for _ in range(4))
+        wide = [x.astype(np.float32) for x in (q, k, v, do)]
+        out = sdpa64(*wide[:3], True).astype(bf)
+        if h == 1:
+            out[2] = (out[2].astype(np.float32) * 1.03).astype(bf)
+        grads = {g: x.astype(bf) for g, x in grads64(*wide, True).items()}
+        save_file(dict(q=q, k=k, v=v, out=out, do=do, **grads), str(tmp_path / "dump" / f"L0.H{h}.safetensors"))
+    done = subprocess.run([sys.executable, "-m", "symattn", "floatref-run", str(tmp_path / "dump"), "--dtype",
+                           "bfloat16", "--causal", "--max-ulp", "4", "--serial", "-o", str(tmp_path / "report")],
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr
+    assert "FAIL: 2 shards (2 computed, 0 reused), 1 failing" in done.stdout
+    heads = json.loads((tmp_path / "report" / "summary.json").read_text())["heads"]
+    assert [h["shard"] for h in heads if h["exceeds"]] == ["L0.H1"]
+    assert heads[0]["dtype"] == "bfloat16" and set(heads[0]["tensors"]) == {"out", "dq", "dk", "dv"}
+    assert heads[1]["tensors"]["out"]["worst"][0]["index"][0] == 2
+    assert all(heads[0]["tensors"][g]["max_ulp"] <= 1 for g in ("dq", "dk", "dv"))

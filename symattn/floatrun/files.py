@@ -167,6 +167,12 @@ def read_arrays(path: Path, names: list[str]) -> dict[str, Any]:
             raise FloatRefError(f"{path}: no array {missing[0]!r} (it has {', '.join(sorted(header)[:12])}); "
                                 "name the arrays q, k, v, out (do, dq, dk, dv, lse) or describe them in "
                                 "manifest.toml")
+        if any(header[n][0] in ("BF16", "F8_E4M3", "F8_E5M2") for n in names):
+            try:                              # numpy learns bfloat16 and fp8 from ml_dtypes
+                import ml_dtypes  # noqa: F401
+            except ImportError:
+                raise FloatRefError(f"{path}: bfloat16 and fp8 arrays need ml_dtypes: "
+                                    "pip install 'symattn[distributed]'") from None
         try:
             from safetensors import safe_open
         except ImportError:

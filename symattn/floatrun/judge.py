@@ -107,7 +107,9 @@ def lse(arrays: dict[str, Any], s: dict[str, Any], rows: Any, worst: int) -> dic
         raise FloatRefError(f"lse has shape {tuple(got.shape)}: give one value per query row, ({q.shape[0]},)")
     picked = None if rows is None else rows[0]
     qs, ys = (q, got) if picked is None else (q[picked], got[picked])
-    fmt = floatref.format_of(ys)
+    fmt = s.get("lse_format") or floatref.format_of(ys)
+    if fmt not in floatref.FORMATS:
+        raise FloatRefError(f"lse is {fmt}; give float32, bfloat16, float16 or float64 values")
     ref = floatref.correctly_rounded(qs, k, v, dtype=s["dtype"], scale=s["scale"], return_lse=True,
                                      lse_dtype=fmt, **_mask_args(s, q.shape[0], k.shape[0], rows))
     want = ref.lse.astype(np.float64)

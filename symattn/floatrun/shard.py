@@ -96,6 +96,14 @@ def load(shard: Shard) -> dict[str, Any]:
         got = read_arrays(path, [a for _, a in names])
         for role, array in names:
             arrays[role] = _two_d(got[array], role, f"{path}[{array}]")
+    formats = {}
+    for role, a in arrays.items():       # bfloat16 and fp8 (ml_dtypes) widened to float32: exact
+        formats[role] = str(a.dtype)
+        if formats[role] in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+            import numpy as np
+
+            arrays[role] = a.astype(np.float32)
+    arrays["formats"] = formats
     return arrays
 
 
@@ -103,7 +111,10 @@ def _settings(shard: Shard, options: Options, arrays: dict[str, Any]) -> dict[st
     from symattn import floatref
 
     manifest = dict(shard.settings)
-    dtype = options.dtype or manifest.get("dtype") or floatref.format_of(arrays["out"])
+    dtype = options.dtype or manifest.get("dtype") or arrays["formats"]["out"]
+    if dtype not in floatref.FORMATS:
+        raise FloatRefError(f"{shard.name}: out is {dtype}; give --dtype, or float32, bfloat16, float16 "
+                            "or float64 arrays")
     causal = options.causal if options.causal is not None else manifest.get("causal")
     if causal == "none":
         causal = None
@@ -115,7 +126,8 @@ def _settings(shard: Shard, options: Options, arrays: dict[str, Any]) -> dict[st
         mask = _two_d(mask, "mask", f"{file}[{array}]")
         if causal is not None:
             raise FloatRefError(f"{shard.name}: the manifest gives a mask and causal; give one of them")
-    return {"dtype": dtype, "causal": causal, "scale": scale, "mask": mask}
+    return {"dtype": dtype, "causal": causal, "scale": scale, "mask": mask,
+            "lse_format": arrays["formats"].get("lse")}
 
 
 def _judge(shard: Shard, options: Options) -> dict[str, Any]:

@@ -72,7 +72,11 @@ def _heat(r: "RunReport", role: str) -> Table | None:
                 shade.append(_shade(t["max_ulp"], top))
         rows.append(tuple(row))
         shades.append(tuple(shade))
-    return Table(f"worst |error| in ulps of {ROLE_NAMES.get(role, role)}, per layer (rows) and head (columns)",
+    rounded = any(t.get("reference") == "correctly rounded" for t in cells.values())
+    what = (f"worst distance in ulps of {ROLE_NAMES.get(role, role)} from its correctly rounded value "
+            "(the exact error is within 0.5 ulp of it)" if rounded else
+            f"worst |error| in ulps of {ROLE_NAMES.get(role, role)}")
+    return Table(f"{what}, per layer (rows) and head (columns)",
                  ("layer", *(f"H{h}" for h in heads)), tuple(rows), numeric=(False,) + (True,) * len(heads),
                  shades=tuple(shades),
                  legend=f"shading: 0 ulp white to {top:g} ulp or more darkest (log scale); "
