@@ -258,6 +258,9 @@ def test_a_sampled_run_judges_only_those_rows(tmp_path, capsys):
     rows = head["rows"]
     assert rows["rule"] == "sample:5+risky" and rows["of"] == 40 and 5 < rows["count"] < 40
     assert head["tensors"]["out"]["entries"] == rows["count"] * made["L0.H0"]["v"].shape[1]
+    text = (tmp_path / "report" / "report.txt").read_text()
+    assert f"rows checked in 1 heads: {rows['count']} of 40 (a seeded sample plus the risky rows: " in text
+    assert "first and last" in text
 
 
 def test_ctrl_c_stops_with_the_finished_shards_kept_and_a_rerun_resumes(tmp_path, capsys, monkeypatch):

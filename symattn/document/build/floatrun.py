@@ -40,6 +40,12 @@ def _summary(r: "RunReport") -> Section:
              "value (to within each head's resolution), the gradients' and the LSE's measured from the "
              "correctly rounded value (to within 0.5 ulp); a head fails when an error less its resolution "
              "exceeds the gate"]
+    sampled = [h for h in r.heads if isinstance(h.get("rows"), dict) and "risky" in h["rows"]]
+    if sampled:
+        reasons = sorted({reason for h in sampled for reason in h["rows"]["risky"]})
+        counts = sorted({(h["rows"]["count"], h["rows"]["of"]) for h in sampled})
+        lines.append(f"rows checked in {len(sampled)} heads: {', '.join(f'{c} of {n}' for c, n in counts[:4])}"
+                     f" (a seeded sample{' plus the risky rows: ' + ', '.join(reasons) if reasons else ''})")
     if r.run:
         lines.append(f"run: {r.run.get('engine')}, {r.run.get('computed', 0)} shards computed, "
                      f"{r.run.get('reused', 0)} reused from an earlier run")
