@@ -350,6 +350,10 @@ class Table(Block):
     rows: tuple[tuple[str | Math, ...], ...]
     numeric: tuple[bool, ...] = ()
     prose: int | None = None
+    #: a heat map: each body cell's shade in whole percents (0 white .. 100 darkest; None unshaded,
+    #: the row header included), on the scale ``legend`` states; HTML shades, text and LaTeX show the values
+    shades: tuple[tuple[int | None, ...], ...] | None = None
+    legend: str = ""
 
 
 @dataclass(frozen=True)

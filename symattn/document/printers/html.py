@@ -361,13 +361,19 @@ class HtmlPrinter(HtmlMath, Printer):
                 return ' class="left"'
             return ' class="num"' if k < len(t.numeric) and t.numeric[k] else ""
 
+        def td(r: int, k: int, c) -> str:
+            shade = t.shades[r][k] if t.shades is not None and k < len(t.shades[r]) else None
+            return f"<td{css(k) if shade is None else pg.shaded(shade)}>{cell(c)}</td>"
+
         head = "".join(f'<th scope="col"{css(k)}>{m.escape(h)}</th>' for k, h in enumerate(t.header))
         rows = "".join("<tr>" + "".join(f'<th scope="row"{css(0)}>{cell(c)}</th>' if k == 0
-                                        else f"<td{css(k)}>{cell(c)}</td>" for k, c in enumerate(row))
-                       + "</tr>" for row in t.rows)
+                                        else td(r, k, c) for k, c in enumerate(row))
+                       + "</tr>" for r, row in enumerate(t.rows))
         caption = f"<caption>{m.escape(t.caption)}</caption>" if t.caption else ""
-        return (f'<div class="scroll"><table class="results">{caption}<thead><tr>{head}</tr></thead>'
-                f"<tbody>{rows}</tbody></table></div>\n")
+        kind = "results heat" if t.shades is not None else "results"
+        legend = f'<p class="legend">{m.escape(t.legend)}</p>\n' if t.legend else ""
+        return (f'<div class="scroll"><table class="{kind}">{caption}<thead><tr>{head}</tr></thead>'
+                f"<tbody>{rows}</tbody></table></div>\n{legend}")
 
 
 def print_html(doc: b.Document) -> str:

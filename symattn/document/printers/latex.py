@@ -488,7 +488,7 @@ class LatexPrinter(Printer):
                   f"\\begin{{longtable}}[l]{{@{{}}{' '.join(spec)}@{{}}}}", r"\toprule", head, r"\midrule",
                   r"\endhead", *(" & ".join(cell(c, k) for k, c in enumerate(row)) + r" \\" for row in t.rows),
                   r"\bottomrule", r"\end{longtable}}", ""]
-        return lines
+        return lines + ([f"{{\\small {tex_escape(t.legend)}}}\\par", ""] if t.legend else [])
 
 
 def print_latex(node: Document | Math, *, header: bool = True) -> str:

@@ -324,7 +324,7 @@ class TextPrinter(Printer):
         for r in rows:
             cells = [c.rjust(w) if right[k] else c.ljust(w) for k, (c, w) in enumerate(zip(r, widths))]
             lines.append((self.margin + "  ".join(cells)).rstrip())
-        return lines
+        return lines + ([self.margin + t.legend] if t.legend else [])
 
     def _print_Report(self, doc: Report) -> str:
         """The listing: the title, then every section's blocks without headings; notes unwrapped."""
