@@ -26,11 +26,13 @@ from symattn.numbers.compare import equal
 from symattn.errors import SymattnError
 from symattn.problem.problem import Problem
 from symattn.trace.trace import Trace, attend
+from symattn.vocab import Step
 
 __all__ = ["carry_forward"]
 
-CHAIN = ("scores", "scaled", "shifted", "exp", "row_sum", "weights", "output")
-_AS_INPUT = ("scores", "scaled", "shifted")      # rows that can stand in for Q·Kᵀ
+#: the forward chain a carried-forward answer follows (masked is not carried: its blocked −∞ are not a slip)
+CHAIN = tuple(s for s in Step.span(Step.SCORES, Step.OUTPUT) if s is not Step.MASKED)
+_AS_INPUT = (Step.SCORES, Step.SCALED, Step.SHIFTED)      # rows that can stand in for Q·Kᵀ
 ORDER = (*CHAIN, *BACKWARD_CHAIN)                # the backward pass after the forward
 
 

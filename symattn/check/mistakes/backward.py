@@ -41,6 +41,7 @@ from symattn.numbers.certify import CertifiedDecimal, Rounding, certify
 from symattn.numbers.masked import Masked
 from symattn.problem.problem import Problem
 from symattn.trace.trace import Trace
+from symattn.vocab import Step, StepKind
 
 __all__ = ["BACKWARD_CODES", "BackwardMistakes", "GRADIENTS"]
 
@@ -49,11 +50,9 @@ BACKWARD_CODES = ("forgot-row-dot", "row-dot-as-row-sum", "dp-not-transposed", "
                   "unscaled-forward", "gradient-ascent")
 
 #: every step a flipped sign changes (the gradients; lse and loss are not gradients)
-GRADIENTS = frozenset(("d_output", "d_V", "d_weights", "row_dot", "d_logits", "d_scores",
-                       "d_Q_rot", "d_K_rot", "d_Q", "d_K", "d_sink", "d_W_q", "d_W_k", "d_W_v",
-                       "d_X", "d_X_kv"))
-_EVERY = frozenset(("lse", "loss", *GRADIENTS))
-_AFTER_DS = ("d_scores", "d_Q", "d_K")
+GRADIENTS = frozenset(Step.of_kind(StepKind.GRADIENT))
+_EVERY = frozenset(Step.backward())
+_AFTER_DS = (Step.D_SCORES, Step.D_Q, Step.D_K)
 _MAX_SCORES = 256
 
 Found = tuple[str, str, frozenset[str], Source]

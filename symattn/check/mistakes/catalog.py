@@ -74,6 +74,7 @@ from symattn.check.verdict import MistakeCell
 from symattn.errors import SymattnError
 from symattn.problem.problem import Problem
 from symattn.trace.trace import Trace, attend
+from symattn.vocab import Step
 
 __all__ = ["Mistake", "Mistakes", "MISTAKE_CODES"]
 
@@ -84,9 +85,10 @@ MISTAKE_CODES = ("unscaled", "scaled-by-d_k", "transposed-scores", "softmax-over
                  "rope-on-values", "rope-query-only", "alibi-sign", "alibi-scaled",
                  "softcap-missing", "sink-renormalized", "sink-kept", *BACKWARD_CODES)
 
-_AFTER_SCORES = frozenset(("scaled", "masked", "shifted", "exp", "row_sum", "weights", "output"))
-_SOFTMAX = frozenset(("exp", "row_sum", "weights", "output"))
-_AFTER_MASK = frozenset(("masked", "shifted", "exp", "row_sum", "weights", "output"))
+_AFTER_SCORES = frozenset(Step.span(Step.SCALED, Step.OUTPUT))
+_SOFTMAX = frozenset(Step.span(Step.EXP, Step.OUTPUT))
+_AFTER_MASK = frozenset(Step.span(Step.MASKED, Step.OUTPUT))
+_AFTER_WEIGHTS = frozenset(Step.span(Step.WEIGHTS, Step.OUTPUT))
 _EARLY_PLACES = (2, 3)       # always tried, besides the places the figure is written at
 _MAX_EARLY_PLACES = 6
 
@@ -168,7 +170,7 @@ class _RoundedExpSource(Source):
     student's arithmetic on rounded numbers), not a second softmax.
     """
 
-    STEPS = frozenset(("row_sum", "weights", "output"))
+    STEPS = frozenset(Step.span(Step.ROW_SUM, Step.OUTPUT))
 
     def __init__(self, trace: Trace, places: int) -> None:
         super().__init__(trace)
@@ -251,7 +253,7 @@ class _ZeroedAfterSoftmaxSource(Source):
     (the rows now sum to less than 1).
     """
 
-    STEPS = frozenset(("weights", "output"))
+    STEPS = _AFTER_WEIGHTS
 
     def __init__(self, unmasked: Trace, base: Trace) -> None:
         super().__init__(unmasked)
@@ -334,15 +336,13 @@ class Mistakes:
                 unscaled = trace if code == "unscaled" else unscaled
         if self._swapped is not None:
             out.append(Mistake("transposed-scores", "K·Qᵀ instead of Q·Kᵀ, or W_q and W_k swapped",
-                               frozenset(("scores", *_AFTER_SCORES)), Source(self._swapped)))
+                               frozenset(Step.span(Step.SCORES, Step.OUTPUT)), Source(self._swapped)))
         if self._column_softmax is not None:
             out.append(Mistake("softmax-over-columns", "each column sums to 1, not each row",
-                               frozenset(("weights",)),
-                               Source(self._column_softmax, frozenset(("weights",)))))
+                               frozenset((Step.WEIGHTS,)), Source(self._column_softmax, frozenset((Step.WEIGHTS,)))))
         if unscaled is not None:
             out.append(Mistake("scaled-after-softmax", "softmax(Q·Kᵀ) divided by √d_k",
-                               frozenset(("weights", "output")),
-                               _ScaledSource(unscaled, p.scale / c, frozenset(("weights", "output")))))
+                               _AFTER_WEIGHTS, _ScaledSource(unscaled, p.scale / c, _AFTER_WEIGHTS)))
         e_trace = self._attempt(lambda: _rebuild(p, scale=p.scale * sympy.log(sympy.Rational(27, 10))))
         if e_trace is not None:
             out.append(Mistake("e-as-2.7", "powers of 2.7 instead of e", _SOFTMAX,
@@ -381,7 +381,7 @@ class Mistakes:
         by_zero = self._attempt(lambda: _direct(t, zeroed, sympy.eye(p.m), mask=None))
         if by_zero is not None:
             out.append(Mistake("masked-by-zero", "blocked scores set to 0 instead of −∞",
-                               frozenset(("shifted", *_SOFTMAX)), Source(by_zero)))
+                               frozenset(Step.span(Step.SHIFTED, Step.OUTPUT)), Source(by_zero)))
         if p.window is not None:
             width, causal = p.window
             for other in (width + 1, width - 1):
@@ -426,7 +426,7 @@ class Mistakes:
         trace = self._attempt(lambda: _direct(t, sympy.Matrix(rows), identity, scale=1))
         if trace is None:
             return None
-        later = {"scaled": frozenset(("shifted", *_SOFTMAX)), "shifted": _SOFTMAX}[step]
+        later = {"scaled": frozenset(Step.span(Step.SHIFTED, Step.OUTPUT)), "shifted": _SOFTMAX}[step]
         return Mistake("early-rounding", detail, later, Source(trace))
 
     def early_for(self, places: int | None) -> list[Mistake]:

@@ -32,8 +32,10 @@ import sympy
 from symattn.problem.keys.logits import Alibi
 from symattn.problem.problem import Problem
 from symattn.trace.trace import Trace
+from symattn.vocab import Step, StepKind
 
-_LOGITS = ("masked", "shifted", "exp", "row_sum", "weights", "output")
+_LOGITS = Step.span(Step.MASKED, Step.OUTPUT)
+_WITH_LOGITS = (*Step.of_kind(StepKind.LOGIT), *_LOGITS)   # bias, biased, capped and the rest
 
 Variant = tuple[str, str, frozenset[str], Trace]
 
@@ -51,19 +53,17 @@ def logit_variants(trace: Trace, attempt: Callable[[Callable[[], Problem]], Trac
 
     if p.alibi is not None:
         alibi = p.alibi
-        add("alibi-sign", "the bias added with the wrong sign, +slope·(i − j)",
-            ("bias", "biased", "capped", *_LOGITS),
+        add("alibi-sign", "the bias added with the wrong sign, +slope·(i − j)", _WITH_LOGITS,
             lambda: p.rebuilt(alibi=Alibi(-alibi.slope, alibi.symmetric)))
         if p.scale != 1 and p.scale.is_positive:
-            add("alibi-scaled", "the bias added before the scaling, so it is scaled too",
-                ("bias", "biased", "capped", *_LOGITS),
+            add("alibi-scaled", "the bias added before the scaling, so it is scaled too", _WITH_LOGITS,
                 lambda: p.rebuilt(alibi={**alibi.value, "slope": alibi.slope * p.scale}))
     if p.softcap is not None:
         add("softcap-missing", "the soft-cap c·tanh(x/c) left out", _LOGITS,
             lambda: p.rebuilt(softcap=None))
     if p.sink is not None:
         add("sink-renormalized", "the sink's column dropped and the rest renormalised to sum 1",
-            ("row_sum", "weights", "output"), lambda: p.rebuilt(sink=None))
+            Step.span(Step.ROW_SUM, Step.OUTPUT), lambda: p.rebuilt(sink=None))
     return out
 
 

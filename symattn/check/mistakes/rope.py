@@ -15,9 +15,10 @@ import sympy
 from symattn.problem.problem import Problem
 from symattn.problem.keys.rope import Rope, rotate
 from symattn.trace.trace import Trace
+from symattn.vocab import Step, StepKind
 
-_AFTER_SCORES = ("scores", "scaled", "masked", "shifted", "exp", "row_sum", "weights", "output")
-ROTATED = frozenset(("Q_rot", "K_rot", *_AFTER_SCORES))
+_AFTER_SCORES = Step.span(Step.SCORES, Step.OUTPUT)
+ROTATED = frozenset((*Step.of_kind(StepKind.ROTATION), *_AFTER_SCORES))
 
 Variant = tuple[str, str, frozenset[str], Trace]
 
@@ -51,7 +52,7 @@ def rope_variants(trace: Trace, attempt: Callable[[Callable[[], Problem]], Trace
                             **p.variant_keys, rope=rope))
     if any(rope.key_positions):
         add("rope-query-only", "only Q rotated (K left as it is)",
-            frozenset(("K_rot", *_AFTER_SCORES)),
+            frozenset((Step.K_ROT, *_AFTER_SCORES)),
             lambda: p.rebuilt(rope={**rope.as_value(), "key_positions": [0] * p.m}))
     return out
 

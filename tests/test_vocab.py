@@ -1,0 +1,98 @@
+"""The closed vocabularies as enums (issue 19, item 4): they cover the tables, their queries give
+the lists they replaced, and they write exactly the strings they replaced (JSON, str, format, repr).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import symattn as sa
+from symattn.trace import steps as table
+from symattn.trace.trace import attend
+from symattn.vocab import Step, StepKind, kind_of
+
+SINGLE_HEAD = ("i-love-cats", "alibi", "backward", "i-love-cats-causal", "kv-cache", "off-by-one-softmax",
+               "online-softmax", "rope", "sliding-window", "softcap")
+
+
+# -- Step: the step table and the traces --------------------------------------------------------
+
+def table_names() -> set[str]:
+    """Every step name the step table describes (its ``Q given`` rows are Q's, its templates patterns)."""
+    names = {k.removesuffix(" given") for k in table.STEPS}
+    for extra in (table.SINK_STEPS, table.LOGIT_STEPS, table.ROPE_STEPS, table.ONLINE_SINK_STEPS,
+                  table.BACKWARD_STEPS):
+        names |= set(extra)
+    names |= {k for k in table.ONLINE_STEPS if "{" not in k}
+    return names | {"decode_work"}
+
+
+def test_every_step_of_the_table_is_a_member_and_every_member_is_in_the_table():
+    assert table_names() == {s.value for s in Step}
+
+
+def test_every_step_of_every_example_has_a_kind():
+    for name in SINGLE_HEAD:
+        trace = attend(sa.load_example(name))
+        unnamed = [s for s in trace.step_names if kind_of(s) is None]
+        assert unnamed == [], (name, unnamed)
+    assert kind_of("running_output_3") is StepKind.ONLINE
+    assert kind_of("decode_4_K_cache") is StepKind.DECODE
+    assert kind_of("weight") is None and kind_of("running_output_") is None
+
+
+def test_the_order_is_the_traces_order():
+    """Step.order is the order each trace holds its steps in (X_kv, listed with the data, aside)."""
+    for name in SINGLE_HEAD:
+        members = [Step(s) for s in attend(sa.load_example(name)).step_names
+                   if s in Step.__members__.values() and s != "X_kv"]
+        assert [s.order for s in members] == sorted(s.order for s in members), name
+
+
+def test_the_queries_give_the_lists_they_replaced():
+    """Each query against the hand-kept tuple it replaced, written out here independently."""
+    assert Step.span(Step.SCALED, Step.OUTPUT) == ("scaled", "masked", "shifted", "exp", "row_sum",
+                                                  "weights", "output")
+    assert Step.span(Step.SCORES, Step.OUTPUT) == ("scores", "scaled", "masked", "shifted", "exp",
+                                                  "row_sum", "weights", "output")
+    assert Step.span(Step.EXP, Step.OUTPUT) == ("exp", "row_sum", "weights", "output")
+    assert Step.span(Step.MASKED, Step.ROW_SUM) == ("masked", "shifted", "exp", "row_sum")
+    assert Step.span(Step.SCALED, Step.SHIFTED) == ("scaled", "masked", "shifted")
+    assert Step.of_kind(StepKind.LOGIT) == ("bias", "biased", "capped")
+    assert Step.of_kind(StepKind.EMBEDDING, StepKind.WEIGHT) == ("X", "X_kv", "W_q", "W_k", "W_v")
+    assert Step.of_kind(StepKind.PROJECTION) == ("Q", "K", "V")
+    assert set(Step.of_kind(StepKind.ROTATION, StepKind.LOGIT, StepKind.ONLINE)) == {
+        "Q_rot", "K_rot", "bias", "biased", "capped", "running_max", "rescale", "running_sum"}
+    assert set(Step.plain()) == {"X", "W_q", "W_k", "W_v", "X_kv", "Q", "K", "V", "scores", "scaled",
+                                 "masked", "shifted", "exp", "row_sum", "weights", "output"}
+    assert Step.backward() == ("lse", "loss", "d_output", "d_V", "d_weights", "row_dot", "d_logits",
+                               "d_scores", "d_Q_rot", "d_K_rot", "d_Q", "d_K", "d_sink", "d_W_q", "d_W_k",
+                               "d_W_v", "d_X", "d_X_kv")
+    assert set(Step.of_kind(StepKind.GRADIENT)) == set(Step.backward()) - {"lse", "loss"}
+
+
+def test_a_span_leaves_out_the_variant_steps_between():
+    assert "bias" not in Step.span(Step.SCALED, Step.OUTPUT)
+    assert "Q_rot" not in Step.span(Step.Q, Step.SCORES)
+    assert Step.span(Step.OUTPUT, Step.SCORES) == ()
+
+
+@pytest.mark.parametrize("member, text", [(Step.X_KV, "X_kv"), (Step.SCORES, "scores"),
+                                          (Step.D_W_Q, "d_W_q")])
+def test_a_step_writes_its_string(member, text):
+    assert member == text and hash(member) == hash(text) and Step(text) is member
+    assert json.dumps(member) == json.dumps(text)
+    assert json.dumps({member: [member]}, ensure_ascii=False) == json.dumps({text: [text]})
+    assert (str(member), f"{member}", f"{member:>8}", "{}".format(member), "%s" % member) == (
+        text, text, f"{text:>8}", text, text)
+    assert repr(member) == repr(text) and f"{member!r}" == repr(text)
+
+
+def test_explain_json_names_its_steps_with_the_plain_strings():
+    from symattn.document.trace_json import trace_to_json
+
+    trace = attend(sa.load_example("backward"))
+    text = json.dumps(trace_to_json(trace, 3))
+    assert '"d_W_q"' in text and '"d_X"' in text and "Step." not in text
