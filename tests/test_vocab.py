@@ -96,3 +96,29 @@ def test_explain_json_names_its_steps_with_the_plain_strings():
     trace = attend(sa.load_example("backward"))
     text = json.dumps(trace_to_json(trace, 3))
     assert '"d_W_q"' in text and '"d_X"' in text and "Step." not in text
+
+
+# -- Verdict -----------------------------------------------------------------------------------
+
+def test_the_verdict_codes_are_the_stable_ones_best_to_worst():
+    from symattn.check import CODES, RIGHT
+    from symattn.check.codes import Verdict
+    from symattn.check.verdict import worst
+
+    assert CODES == ("exact", "rounded", "last-digit", "mistake", "wrong", "invalid", "blank")
+    assert tuple(Verdict) == CODES and RIGHT == {"exact", "rounded"}
+    assert worst(["rounded", "mistake", "last-digit"]) == "mistake"
+    assert [v.right for v in Verdict] == [True, True, False, False, False, False, False]
+
+
+def test_the_checker_gives_verdict_members_that_write_the_old_json():
+    from symattn.check import Checker
+    from symattn.check.codes import Verdict
+
+    lesson = Checker(sa.load_example("i-love-cats"))
+    v = lesson.check("weights[love]", "0.00 / 0.98 / 0.02")
+    assert v.code is Verdict.MISTAKE and [type(e.code) for e in v.entries] == [Verdict] * 3
+    assert (v.code, v.mistake) == ("mistake", "unscaled") and repr(v.code) == "'mistake'"
+    text = json.dumps(v.to_json(), ensure_ascii=False)
+    assert '"verdict": "mistake", "mistake": "unscaled"' in text and "Verdict." not in text
+    assert lesson.check("weights[love]", "0.00, 0.91, 0.09").code is Verdict.ROUNDED

@@ -27,6 +27,7 @@ from fractions import Fraction
 from typing import Sequence
 
 from symattn.check.checker import FigureVerdict
+from symattn.check.codes import Verdict
 from symattn.check.targets import parse_target
 from symattn.errors import SymattnError
 
@@ -101,7 +102,7 @@ def answer_credit(verdict: FigureVerdict, carry: str = "no-credit") -> Fraction:
         return Fraction(1)
     if verdict.mistake == "carried-forward" and carry == "credit":
         return Fraction(1)
-    if verdict.code in ("invalid", "blank") or not verdict.entries:
+    if verdict.code in (Verdict.INVALID, Verdict.BLANK) or not verdict.entries:
         return Fraction(0)
     return Fraction(sum(1 for e in verdict.entries if e.right), len(verdict.entries))
 
