@@ -122,3 +122,60 @@ def test_the_checker_gives_verdict_members_that_write_the_old_json():
     text = json.dumps(v.to_json(), ensure_ascii=False)
     assert '"verdict": "mistake", "mistake": "unscaled"' in text and "Verdict." not in text
     assert lesson.check("weights[love]", "0.00, 0.91, 0.09").code is Verdict.ROUNDED
+
+
+# -- MistakeCode -------------------------------------------------------------------------------
+
+def catalogue_tables() -> set[str]:
+    """The codes the catalog's and the backward's docstring tables list (a row: ``code``  the change)."""
+    import re
+
+    from symattn.check.mistakes import backward, catalog
+
+    found = set()
+    for module in (catalog, backward):
+        found |= set(re.findall(r"^``([a-z0-9.\-_]+)``\s", module.__doc__ or "", re.M))
+    return found
+
+
+def test_every_catalogued_mistake_has_a_code_and_every_code_is_catalogued():
+    from symattn.check.codes import MistakeCode, MistakeFamily
+    from symattn.check.mistakes.backward import BACKWARD_CODES
+    from symattn.check.mistakes.catalog import MISTAKE_CODES
+
+    assert catalogue_tables() == set(MISTAKE_CODES) == {c.value for c in MistakeCode.catalogued()}
+    assert len(MISTAKE_CODES) == 32 and set(BACKWARD_CODES) <= set(MISTAKE_CODES)
+    assert BACKWARD_CODES == ("forgot-row-dot", "row-dot-as-row-sum", "dp-not-transposed",
+                              "dv-not-transposed", "dk-not-transposed", "backward-unscaled",
+                              "backward-scaled-twice", "unscaled-forward", "gradient-ascent")
+    assert MistakeCode.of_family(MistakeFamily.GRADING, MistakeFamily.HEADS) == (
+        "carried-forward", "other-version", "gqa-tiled")
+
+
+@pytest.mark.parametrize("name", SINGLE_HEAD)
+def test_every_mistake_the_catalog_builds_is_named_by_a_member(name):
+    from symattn.check.codes import MistakeCode
+    from symattn.check.mistakes.catalog import Mistakes
+
+    mistakes = Mistakes(attend(sa.load_example(name)))
+    built = [*mistakes.fixed, *mistakes.early_for(3)]
+    assert built and all(type(m.code) is MistakeCode for m in built), name
+
+
+def test_the_worksheets_sets_of_mistakes_are_the_ones_they_were():
+    from symattn.classroom.worksheets.wrong_answers import SEPARATED, VARIANT_MISTAKES
+
+    assert SEPARATED == {"unscaled", "scaled-by-d_k", "transposed-scores", "softmax-over-columns",
+                         "scaled-after-softmax", "values-from-keys", "transposed-output", "early-rounding",
+                         "mask-after-softmax", "masked-by-zero", "window-off-by-one"}
+    assert VARIANT_MISTAKES["rope"] == {"rope-layout", "rope-degrees", "rope-query-only", "rope-on-values"}
+
+
+def test_a_named_mistake_writes_its_string():
+    from symattn.check import Checker
+    from symattn.check.codes import MistakeCode
+
+    v = Checker(sa.load_example("i-love-cats")).check("weights[love]", "0.00 / 0.98 / 0.02")
+    assert v.mistake is MistakeCode.UNSCALED and repr(v.mistake) == "'unscaled'"
+    assert json.dumps({"mistake": v.mistake}) == '{"mistake": "unscaled"}'
+    assert f"{MistakeCode.E_AS_2_7} {MistakeCode.SCALED_BY_D_K!r}" == "e-as-2.7 'scaled-by-d_k'"

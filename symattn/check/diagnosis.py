@@ -28,13 +28,13 @@ import re
 from typing import Any, Sequence
 
 from symattn.check.verdict import EntryVerdict, FigureVerdict, MistakeCell, name_mistake, worst
-from symattn.check.codes import Verdict
+from symattn.check.codes import MistakeCode, Verdict
 
 __all__ = ["summarise", "settled_by_entries"]
 
 _LIST = 12   # values shown in a figure's message
 #: the mistake that explains a last-digit slip by its cause (rule 2)
-_EARLY_ROUNDING = "early-rounding"
+_EARLY_ROUNDING = MistakeCode.EARLY_ROUNDING
 _PLACES = re.compile(r"rounded to (\d+) place")
 
 
@@ -51,8 +51,8 @@ def _common(entries: Sequence[EntryVerdict]) -> list[MistakeCell]:
 
 def _named(ms: Sequence[MistakeCell]) -> str:
     """Mistake names for a message: early roundings (often several) are counted."""
-    plain = [m.name for m in ms if m.code != "early-rounding"]
-    early = [m.name for m in ms if m.code == "early-rounding"]
+    plain = [m.name for m in ms if m.code != MistakeCode.EARLY_ROUNDING]
+    early = [m.name for m in ms if m.code == MistakeCode.EARLY_ROUNDING]
     if early:
         more = len(early) - 1
         plain.append(early[0] if not more else

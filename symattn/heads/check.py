@@ -25,12 +25,12 @@ import re
 from dataclasses import replace
 
 from symattn.check.checker import Checker, FigureVerdict, invalid
-from symattn.check.codes import Verdict
+from symattn.check.codes import MistakeCode, Verdict
 from symattn.heads.heads import MultiHeadProblem, MultiHeadResult
 
 __all__ = ["HeadsChecker", "GQA_TILED"]
 
-GQA_TILED = "gqa-tiled"
+GQA_TILED = MistakeCode.GQA_TILED
 _TARGET = re.compile(r"^\s*head\s+(\d{1,4})\s*:\s*(\S.*)$", re.IGNORECASE)
 
 

@@ -19,7 +19,7 @@ from typing import Sequence
 import sympy
 
 from symattn.check.checker import FigureVerdict
-from symattn.check.codes import Verdict
+from symattn.check.codes import MistakeCode, Verdict
 from symattn.check.figures import Written, WrittenInfinity, WrittenNumber, read_figure
 from symattn.check.grading.carry_backward import BACKWARD_CHAIN, entries_match, follows_backward
 from symattn.check.targets import Source, TargetSpec, parse_target, resolve
@@ -131,7 +131,7 @@ def carry_forward(trace: Trace, targets: Sequence[str], verdicts: list[FigureVer
                 except (SymattnError, ArithmeticError, ValueError, RecursionError):
                     cache[key] = False   # not followable: the verdict stands as judged
             if cache[key]:
-                verdict.code, verdict.mistake = Verdict.MISTAKE, "carried-forward"
+                verdict.code, verdict.mistake = Verdict.MISTAKE, MistakeCode.CARRIED_FORWARD
                 verdict.mistake_detail = f"right for your own {targets[u]} = {earlier.text}"
                 verdict.message = (f"{verdict.text} follows correctly from your {targets[u]} "
                                    f"= {earlier.text}, which is not right; {verdict.message}")

@@ -17,7 +17,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from symattn.check.grading.credit import exact_points, show_points
-from symattn.check.codes import Verdict
+from symattn.check.codes import MistakeCode, Verdict
 
 if TYPE_CHECKING:
     from symattn.check.grading.grade import GradeReport
@@ -68,7 +68,7 @@ def summarise(report: "GradeReport") -> dict:
             blanks.append({"student": row.student, "line": row.line, "targets": empty})
     others = []
     for row in report.rows:
-        hits = Counter(v.mistake_detail for v in row.verdicts if v.mistake == "other-version")
+        hits = Counter(v.mistake_detail for v in row.verdicts if v.mistake == MistakeCode.OTHER_VERSION)
         if hits:
             vid, n = hits.most_common(1)[0]
             others.append({"student": row.student, "line": row.line, "version": row.version,

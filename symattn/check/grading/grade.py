@@ -37,7 +37,7 @@ from fractions import Fraction
 from symattn.check import spreadsheet
 from symattn.check.grading.carry import carry_forward
 from symattn.check.checker import Checker, FigureVerdict, invalid
-from symattn.check.codes import Verdict
+from symattn.check.codes import MistakeCode, Verdict
 from symattn.check.verdict import blank
 from symattn.check.grading.credit import (CARRY_POLICIES, answer_credit, column_points, exact_points,
                                          refuse_unused_points)
@@ -93,7 +93,7 @@ class StudentRow:
 def mistake_name(verdict: FigureVerdict) -> str:
     """The mistake as the report shows it: its code, and for ``other-version`` which one
     (``other-version: B``)."""
-    if verdict.mistake == "other-version" and verdict.mistake_detail:
+    if verdict.mistake == MistakeCode.OTHER_VERSION and verdict.mistake_detail:
         return f"other-version: {verdict.mistake_detail}"
     return verdict.mistake or ""
 

@@ -32,6 +32,7 @@ import sympy
 from symattn.problem.keys.logits import Alibi
 from symattn.problem.problem import Problem
 from symattn.trace.trace import Trace
+from symattn.check.codes import MistakeCode
 from symattn.vocab import Step, StepKind
 
 _LOGITS = Step.span(Step.MASKED, Step.OUTPUT)
@@ -53,16 +54,16 @@ def logit_variants(trace: Trace, attempt: Callable[[Callable[[], Problem]], Trac
 
     if p.alibi is not None:
         alibi = p.alibi
-        add("alibi-sign", "the bias added with the wrong sign, +slope·(i − j)", _WITH_LOGITS,
+        add(MistakeCode.ALIBI_SIGN, "the bias added with the wrong sign, +slope·(i − j)", _WITH_LOGITS,
             lambda: p.rebuilt(alibi=Alibi(-alibi.slope, alibi.symmetric)))
         if p.scale != 1 and p.scale.is_positive:
-            add("alibi-scaled", "the bias added before the scaling, so it is scaled too", _WITH_LOGITS,
+            add(MistakeCode.ALIBI_SCALED, "the bias added before the scaling, so it is scaled too", _WITH_LOGITS,
                 lambda: p.rebuilt(alibi={**alibi.value, "slope": alibi.slope * p.scale}))
     if p.softcap is not None:
-        add("softcap-missing", "the soft-cap c·tanh(x/c) left out", _LOGITS,
+        add(MistakeCode.SOFTCAP_MISSING, "the soft-cap c·tanh(x/c) left out", _LOGITS,
             lambda: p.rebuilt(softcap=None))
     if p.sink is not None:
-        add("sink-renormalized", "the sink's column dropped and the rest renormalised to sum 1",
+        add(MistakeCode.SINK_RENORMALIZED, "the sink's column dropped and the rest renormalised to sum 1",
             Step.span(Step.ROW_SUM, Step.OUTPUT), lambda: p.rebuilt(sink=None))
     return out
 

@@ -15,6 +15,7 @@ import sympy
 from symattn.problem.problem import Problem
 from symattn.problem.keys.rope import Rope, rotate
 from symattn.trace.trace import Trace
+from symattn.check.codes import MistakeCode
 from symattn.vocab import Step, StepKind
 
 _AFTER_SCORES = Step.span(Step.SCORES, Step.OUTPUT)
@@ -38,20 +39,20 @@ def rope_variants(trace: Trace, attempt: Callable[[Callable[[], Problem]], Trace
 
     if rope.d >= 4:      # with one pair the two layouts are the same
         other = "half" if rope.layout == "interleaved" else "interleaved"
-        add("rope-layout", f"the {other} pairing instead of {rope.layout}", ROTATED,
+        add(MistakeCode.ROPE_LAYOUT, f"the {other} pairing instead of {rope.layout}", ROTATED,
             lambda: p.rebuilt(rope={**rope.as_value(), "layout": other}))
     degrees = {**rope.as_value(), "theta": [t * sympy.pi / 180 for t in rope.theta]}
     degrees.pop("base", None)
-    add("rope-degrees", "the angles p·θ_i read as degrees (θ_i·π/180)", ROTATED,
+    add(MistakeCode.ROPE_DEGREES, "the angles p·θ_i read as degrees (θ_i·π/180)", ROTATED,
         lambda: p.rebuilt(rope=degrees))
     if p.d_v == p.d_k:
-        add("rope-on-values", "V rotated by the key positions too", frozenset(("output",)),
+        add(MistakeCode.ROPE_ON_VALUES, "V rotated by the key positions too", frozenset(("output",)),
             lambda: Problem(Q=trace.Q.matrix, K=trace.K.matrix, V=_rotated_values(trace, rope),
                             tokens=list(p.tokens),
                             key_tokens=list(p.key_tokens), scale=p.scale, mask=p.mask_value,
                             **p.variant_keys, rope=rope))
     if any(rope.key_positions):
-        add("rope-query-only", "only Q rotated (K left as it is)",
+        add(MistakeCode.ROPE_QUERY_ONLY, "only Q rotated (K left as it is)",
             frozenset((Step.K_ROT, *_AFTER_SCORES)),
             lambda: p.rebuilt(rope={**rope.as_value(), "key_positions": [0] * p.m}))
     return out
