@@ -11,13 +11,13 @@ import pytest
 import symattn as sa
 from symattn.trace import steps as table
 from symattn.trace.trace import attend
-from symattn.vocab import Step, StepKind, kind_of
+from symattn.vocab import StepName, StepKind, kind_of
 
 SINGLE_HEAD = ("i-love-cats", "alibi", "backward", "i-love-cats-causal", "kv-cache", "off-by-one-softmax",
                "online-softmax", "rope", "sliding-window", "softcap")
 
 
-# -- Step: the step table and the traces --------------------------------------------------------
+# -- StepName: the step table and the traces --------------------------------------------------------
 
 def table_names() -> set[str]:
     """Every step name the step table describes (its ``Q given`` rows are Q's, its templates patterns)."""
@@ -30,7 +30,7 @@ def table_names() -> set[str]:
 
 
 def test_every_step_of_the_table_is_a_member_and_every_member_is_in_the_table():
-    assert table_names() == {s.value for s in Step}
+    assert table_names() == {s.value for s in StepName}
 
 
 def test_every_step_of_every_example_has_a_kind():
@@ -44,45 +44,45 @@ def test_every_step_of_every_example_has_a_kind():
 
 
 def test_the_order_is_the_traces_order():
-    """Step.order is the order each trace holds its steps in (X_kv, listed with the data, aside)."""
+    """StepName.order is the order each trace holds its steps in (X_kv, listed with the data, aside)."""
     for name in SINGLE_HEAD:
-        members = [Step(s) for s in attend(sa.load_example(name)).step_names
-                   if s in Step.__members__.values() and s != "X_kv"]
+        members = [StepName(s) for s in attend(sa.load_example(name)).step_names
+                   if s in StepName.__members__.values() and s != "X_kv"]
         assert [s.order for s in members] == sorted(s.order for s in members), name
 
 
 def test_the_queries_give_the_lists_they_replaced():
     """Each query against the hand-kept tuple it replaced, written out here independently."""
-    assert Step.span(Step.SCALED, Step.OUTPUT) == ("scaled", "masked", "shifted", "exp", "row_sum",
+    assert StepName.span(StepName.SCALED, StepName.OUTPUT) == ("scaled", "masked", "shifted", "exp", "row_sum",
                                                   "weights", "output")
-    assert Step.span(Step.SCORES, Step.OUTPUT) == ("scores", "scaled", "masked", "shifted", "exp",
+    assert StepName.span(StepName.SCORES, StepName.OUTPUT) == ("scores", "scaled", "masked", "shifted", "exp",
                                                   "row_sum", "weights", "output")
-    assert Step.span(Step.EXP, Step.OUTPUT) == ("exp", "row_sum", "weights", "output")
-    assert Step.span(Step.MASKED, Step.ROW_SUM) == ("masked", "shifted", "exp", "row_sum")
-    assert Step.span(Step.SCALED, Step.SHIFTED) == ("scaled", "masked", "shifted")
-    assert Step.of_kind(StepKind.LOGIT) == ("bias", "biased", "capped")
-    assert Step.of_kind(StepKind.EMBEDDING, StepKind.WEIGHT) == ("X", "X_kv", "W_q", "W_k", "W_v")
-    assert Step.of_kind(StepKind.PROJECTION) == ("Q", "K", "V")
-    assert set(Step.of_kind(StepKind.ROTATION, StepKind.LOGIT, StepKind.ONLINE)) == {
+    assert StepName.span(StepName.EXP, StepName.OUTPUT) == ("exp", "row_sum", "weights", "output")
+    assert StepName.span(StepName.MASKED, StepName.ROW_SUM) == ("masked", "shifted", "exp", "row_sum")
+    assert StepName.span(StepName.SCALED, StepName.SHIFTED) == ("scaled", "masked", "shifted")
+    assert StepName.of_kind(StepKind.LOGIT) == ("bias", "biased", "capped")
+    assert StepName.of_kind(StepKind.EMBEDDING, StepKind.WEIGHT) == ("X", "X_kv", "W_q", "W_k", "W_v")
+    assert StepName.of_kind(StepKind.PROJECTION) == ("Q", "K", "V")
+    assert set(StepName.of_kind(StepKind.ROTATION, StepKind.LOGIT, StepKind.ONLINE)) == {
         "Q_rot", "K_rot", "bias", "biased", "capped", "running_max", "rescale", "running_sum"}
-    assert set(Step.plain()) == {"X", "W_q", "W_k", "W_v", "X_kv", "Q", "K", "V", "scores", "scaled",
+    assert set(StepName.plain()) == {"X", "W_q", "W_k", "W_v", "X_kv", "Q", "K", "V", "scores", "scaled",
                                  "masked", "shifted", "exp", "row_sum", "weights", "output"}
-    assert Step.backward() == ("lse", "loss", "d_output", "d_V", "d_weights", "row_dot", "d_logits",
+    assert StepName.backward() == ("lse", "loss", "d_output", "d_V", "d_weights", "row_dot", "d_logits",
                                "d_scores", "d_Q_rot", "d_K_rot", "d_Q", "d_K", "d_sink", "d_W_q", "d_W_k",
                                "d_W_v", "d_X", "d_X_kv")
-    assert set(Step.of_kind(StepKind.GRADIENT)) == set(Step.backward()) - {"lse", "loss"}
+    assert set(StepName.of_kind(StepKind.GRADIENT)) == set(StepName.backward()) - {"lse", "loss"}
 
 
 def test_a_span_leaves_out_the_variant_steps_between():
-    assert "bias" not in Step.span(Step.SCALED, Step.OUTPUT)
-    assert "Q_rot" not in Step.span(Step.Q, Step.SCORES)
-    assert Step.span(Step.OUTPUT, Step.SCORES) == ()
+    assert "bias" not in StepName.span(StepName.SCALED, StepName.OUTPUT)
+    assert "Q_rot" not in StepName.span(StepName.Q, StepName.SCORES)
+    assert StepName.span(StepName.OUTPUT, StepName.SCORES) == ()
 
 
-@pytest.mark.parametrize("member, text", [(Step.X_KV, "X_kv"), (Step.SCORES, "scores"),
-                                          (Step.D_W_Q, "d_W_q")])
+@pytest.mark.parametrize("member, text", [(StepName.X_KV, "X_kv"), (StepName.SCORES, "scores"),
+                                          (StepName.D_W_Q, "d_W_q")])
 def test_a_step_writes_its_string(member, text):
-    assert member == text and hash(member) == hash(text) and Step(text) is member
+    assert member == text and hash(member) == hash(text) and StepName(text) is member
     assert json.dumps(member) == json.dumps(text)
     assert json.dumps({member: [member]}, ensure_ascii=False) == json.dumps({text: [text]})
     assert (str(member), f"{member}", f"{member:>8}", "{}".format(member), "%s" % member) == (
@@ -95,7 +95,7 @@ def test_explain_json_names_its_steps_with_the_plain_strings():
 
     trace = attend(sa.load_example("backward"))
     text = json.dumps(trace_to_json(trace, 3))
-    assert '"d_W_q"' in text and '"d_X"' in text and "Step." not in text
+    assert '"d_W_q"' in text and '"d_X"' in text and "Step" not in text
 
 
 # -- Verdict -----------------------------------------------------------------------------------

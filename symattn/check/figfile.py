@@ -28,15 +28,15 @@ from symattn.exact.coerce import DecimalText
 from symattn.examples import example_names, example_text
 from symattn.problem.problem import PROBLEM_KEYS, Problem
 from symattn.problem.tomlfile import load_toml, parse_toml, read_text
-from symattn.vocab import Step, StepKind
+from symattn.vocab import StepName, StepKind
 
 __all__ = ["FigureSpec", "FiguresFile", "FiguresError", "example_figures", "figure_example_names",
            "load_figures", "read_figures"]
 
 FILE_KEYS = ("title", "about", "example", "problem", "variant", "figure")
 FIGURE_KEYS = ("target", "text", "variant", "note")
-_PROJECTED = Step.of_kind(StepKind.EMBEDDING, StepKind.WEIGHT)
-_DIRECT = Step.of_kind(StepKind.PROJECTION)
+_PROJECTED = StepName.of_kind(StepKind.EMBEDDING, StepKind.WEIGHT)
+_DIRECT = StepName.of_kind(StepKind.PROJECTION)
 _FIGURES_PACKAGE = "symattn.examples"
 
 

@@ -29,7 +29,7 @@ from symattn.check.codes import MistakeCode
 from symattn.numbers.masked import NEG_INF, Masked
 from symattn.errors import SymattnError
 from symattn.problem.problem import Problem
-from symattn.vocab import Step, StepKind
+from symattn.vocab import StepName, StepKind
 from symattn.trace.trace import Trace, attend
 
 __all__ = ["ASK", "QUESTIONS", "Answer", "ClassroomError", "Entry", "MAX_BOXES", "MAX_TOTAL_BOXES", "check_total", "Question", "VersionAnswers",
@@ -392,11 +392,11 @@ def _points(text: str, v: VersionAnswers) -> dict[str, Fraction]:
 
 def given_inputs(trace: Trace) -> list[tuple[str, sympy.Matrix, tuple[str, ...] | None]]:
     """The matrices a sheet gives (X and the W's, or Q, K and V), with row labels for data rows."""
-    names: list[str] = [n for n in Step.of_kind(StepKind.EMBEDDING, StepKind.WEIGHT) if n in trace.step_names] \
-        or list(Step.of_kind(StepKind.PROJECTION))
+    names: list[str] = [n for n in StepName.of_kind(StepKind.EMBEDDING, StepKind.WEIGHT) if n in trace.step_names] \
+        or list(StepName.of_kind(StepKind.PROJECTION))
     out: list[tuple[str, sympy.Matrix, tuple[str, ...] | None]] = []
     for name in names:
         step = trace.step(name)
-        rows = tuple(step.row_labels) if name in Step.of_kind(StepKind.EMBEDDING, StepKind.PROJECTION) else None
+        rows = tuple(step.row_labels) if name in StepName.of_kind(StepKind.EMBEDDING, StepKind.PROJECTION) else None
         out.append((name, step.matrix, rows))
     return out

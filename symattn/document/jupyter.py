@@ -12,7 +12,7 @@ from symattn.numbers.certify import Rounding
 from symattn.document import step_text as forms
 from symattn.document.support.texutil import cell_text, elide, matrix_latex, tex_escape
 from symattn.trace.trace import Step, Trace
-from symattn.vocab import Step as StepName, StepKind
+from symattn.vocab import StepName, StepKind
 
 EXACT_ENTRIES_MAX = 16   # weights/output with more entries show decimals only (exact forms grow fast)
 #: steps whose columns are not named by keys (d_model, d_k or d_v columns; the row sums' one)

@@ -27,10 +27,10 @@ from symattn.engine.powers import EXACT_POWER_DIGITS, _as_sympy, _power, _too_bi
 from symattn.numbers.compare import equal
 from symattn.numbers.masked import NEG_INF
 from symattn.problem.matrix import fmpq_to_sympy
-from symattn.vocab import Step, StepKind
+from symattn.vocab import StepName, StepKind
 
-_LOGITS = frozenset(Step.of_kind(StepKind.LOGIT))   # ALiBi's bias, the biased and capped scores
-_BEFORE_SOFTMAX = frozenset(Step.span(Step.SCALED, Step.SHIFTED))   # scaled, masked, shifted
+_LOGITS = frozenset(StepName.of_kind(StepKind.LOGIT))   # ALiBi's bias, the biased and capped scores
+_BEFORE_SOFTMAX = frozenset(StepName.span(StepName.SCALED, StepName.SHIFTED))   # scaled, masked, shifted
 
 
 class AlgebraicValues(ExactEntries):

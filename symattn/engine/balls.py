@@ -13,9 +13,9 @@ from symattn.engine.algebraic import AlgebraicValues
 from symattn.numbers.certify import to_arb
 from symattn.numbers.masked import NEG_INF
 from symattn.numbers.precision import precision
-from symattn.vocab import Step, StepKind
+from symattn.vocab import StepName, StepKind
 
-_LOGITS = frozenset(Step.of_kind(StepKind.LOGIT))   # ALiBi's bias, the biased and capped scores
+_LOGITS = frozenset(StepName.of_kind(StepKind.LOGIT))   # ALiBi's bias, the biased and capped scores
 
 
 class Balls(AlgebraicValues):

@@ -39,10 +39,10 @@ from symattn.problem.keys.backward import Backward, Loss
 from symattn.trace.backward_balls import backward_balls
 from symattn.trace.expsums import ExpSum, Grad, Key, RowFrac, total
 from symattn.trace.source import AddStep, TraceView
-from symattn.vocab import Step
+from symattn.vocab import StepName
 
 #: the backward steps in the order the Trace holds them (those a problem has)
-BACKWARD_STEP_ORDER = Step.backward()
+BACKWARD_STEP_ORDER = StepName.backward()
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -92,7 +92,7 @@ class BackwardSteps:
             name = step.value             # the Trace's names stay plain strings
             if name == "loss" and not self.spec.has_loss:
                 continue
-            if name in (Step.D_Q_ROT, Step.D_K_ROT) and self.rope is None:
+            if name in (StepName.D_Q_ROT, StepName.D_K_ROT) and self.rope is None:
                 continue
             if name == "d_sink" and p.sink is None:
                 continue

@@ -36,7 +36,7 @@ from symattn.trace.decode import Decode
 from symattn.trace.display import Displayable
 from symattn.trace.online import Online
 from symattn.trace.steps import spec
-from symattn.vocab import Step as StepName
+from symattn.vocab import StepName
 
 Index = int | str
 

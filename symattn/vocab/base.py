@@ -9,7 +9,7 @@ class Vocabulary(StrEnum):
     """A ``StrEnum`` whose ``repr`` is its string's too.
 
     Why: members flow into messages that quote names with ``!r`` (``no step named 'scores'``);
-    with the enum's own ``repr`` (``<Step.SCORES: 'scores'>``) a converted name would change
+    with the enum's own ``repr`` (``<StepName.SCORES: 'scores'>``) a converted name would change
     what users read.  ``str``, ``format``, ``==``, ``hash`` and ``json.dumps`` already give
     the plain string."""
 

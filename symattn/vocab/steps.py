@@ -1,9 +1,9 @@
-"""Every step's name as a :class:`Step`, with its kind and its place in the computation.
+"""Every step's name as a :class:`StepName`, with its kind and its place in the computation.
 
 The step table (``symattn.trace.steps``) says how each step is written; this says which steps
 there are and what kind each is, so the subsets the code uses — the softmax's steps, the steps
-after the scores, the gradients — are queries (``Step.span(Step.EXP, Step.OUTPUT)``,
-``Step.of_kind(StepKind.GRADIENT)``) instead of hand-kept tuples that drift when a step is
+after the scores, the gradients — are queries (``StepName.span(StepName.EXP, StepName.OUTPUT)``,
+``StepName.of_kind(StepKind.GRADIENT)``) instead of hand-kept tuples that drift when a step is
 added.  It sits below ``problem/`` and ``engine/`` because both name steps (the input keys
 ``X``, ``W_q``, …; the engine's per-step rules); it imports nothing.
 
@@ -11,7 +11,7 @@ Two families are named by a pattern, not by a member: ``running_output_<b>`` (on
 key block of the online softmax) and ``decode_<t>_<part>`` (the decode steps of token t);
 :func:`kind_of` knows them too.
 
-The members are listed in the order of the computation, which is :attr:`Step.order`: the
+The members are listed in the order of the computation, which is :attr:`StepName.order`: the
 inputs (the data ``X``, ``X_kv``, then the weights), the projections, RoPE's rotations, the
 scores, the logit variants (ALiBi, the soft-cap), the mask, the softmax, the output, the
 online softmax's and decoding's own steps, then the backward pass in the order the Trace
@@ -26,7 +26,7 @@ from enum import StrEnum
 
 from symattn.vocab.base import Vocabulary
 
-__all__ = ["Step", "StepKind", "kind_of"]
+__all__ = ["StepName", "StepKind", "kind_of"]
 
 
 class StepKind(StrEnum):
@@ -54,13 +54,13 @@ PLAIN_KINDS = frozenset((StepKind.EMBEDDING, StepKind.WEIGHT, StepKind.PROJECTIO
 BACKWARD_KINDS = frozenset((StepKind.BACKWARD, StepKind.GRADIENT))
 
 
-class Step(Vocabulary):
+class StepName(Vocabulary):
     """A step's name.  It is its string everywhere (``==``, ``hash``, JSON, ``str``, ``repr``)."""
 
     _value_: str
     kind: StepKind
 
-    def __new__(cls, value: str, kind: StepKind) -> Step:
+    def __new__(cls, value: str, kind: StepKind) -> StepName:
         member = str.__new__(cls, value)
         member._value_ = value
         member.kind = kind
@@ -116,30 +116,30 @@ class Step(Vocabulary):
         return _ORDER[self]
 
     @classmethod
-    def of_kind(cls, *kinds: StepKind) -> tuple[Step, ...]:
+    def of_kind(cls, *kinds: StepKind) -> tuple[StepName, ...]:
         """The steps of these kinds, in the order of the computation."""
         return tuple(s for s in cls if s.kind in kinds)
 
     @classmethod
-    def plain(cls) -> tuple[Step, ...]:
+    def plain(cls) -> tuple[StepName, ...]:
         """The steps of plain attention (no variant key: no RoPE, logit variant, tiles, decode
         or backward), in order."""
         return tuple(s for s in cls if s.kind in PLAIN_KINDS)
 
     @classmethod
-    def backward(cls) -> tuple[Step, ...]:
+    def backward(cls) -> tuple[StepName, ...]:
         """The backward pass's steps, in the order the Trace holds them."""
         return tuple(s for s in cls if s.kind in BACKWARD_KINDS)
 
     @classmethod
-    def span(cls, first: Step, last: Step) -> tuple[Step, ...]:
+    def span(cls, first: StepName, last: StepName) -> tuple[StepName, ...]:
         """Plain attention's steps from ``first`` to ``last`` (both included), in order:
         ``span(EXP, OUTPUT)`` is the softmax's exponentials, row sums, weights and output."""
         return tuple(s for s in cls.plain() if first.order <= s.order <= last.order)
 
 
-_ORDER: dict[Step, int] = {s: k for k, s in enumerate(Step)}
-_BY_NAME: dict[str, Step] = {s.value: s for s in Step}
+_ORDER: dict[StepName, int] = {s: k for k, s in enumerate(StepName)}
+_BY_NAME: dict[str, StepName] = {s.value: s for s in StepName}
 
 #: the step families named by a pattern: one step per key block, one per decoded token and part
 RUNNING_OUTPUT = re.compile(r"running_output_(\d+)")

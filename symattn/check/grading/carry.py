@@ -27,13 +27,13 @@ from symattn.numbers.compare import equal
 from symattn.errors import SymattnError
 from symattn.problem.problem import Problem
 from symattn.trace.trace import Trace, attend
-from symattn.vocab import Step
+from symattn.vocab import StepName
 
 __all__ = ["carry_forward"]
 
 #: the forward chain a carried-forward answer follows (masked is not carried: its blocked −∞ are not a slip)
-CHAIN = tuple(s for s in Step.span(Step.SCORES, Step.OUTPUT) if s is not Step.MASKED)
-_AS_INPUT = (Step.SCORES, Step.SCALED, Step.SHIFTED)      # rows that can stand in for Q·Kᵀ
+CHAIN = tuple(s for s in StepName.span(StepName.SCORES, StepName.OUTPUT) if s is not StepName.MASKED)
+_AS_INPUT = (StepName.SCORES, StepName.SCALED, StepName.SHIFTED)      # rows that can stand in for Q·Kᵀ
 ORDER = (*CHAIN, *BACKWARD_CHAIN)                # the backward pass after the forward
 
 

@@ -28,14 +28,14 @@ from sympy import Matrix
 from symattn.check.figures import Written, WrittenNumber
 from symattn.numbers.certify import certify
 from symattn.numbers.compare import equal
-from symattn.vocab import Step
+from symattn.vocab import StepName
 from symattn.trace.trace import Trace
 
 __all__ = ["BACKWARD_CHAIN", "follows_backward"]
 
 #: the backward steps a carried-forward answer can be, in the order they are computed
-BACKWARD_CHAIN = (Step.D_OUTPUT, Step.D_V, Step.D_WEIGHTS, Step.ROW_DOT, Step.D_LOGITS, Step.D_SCORES,
-                  Step.D_Q, Step.D_K)
+BACKWARD_CHAIN = (StepName.D_OUTPUT, StepName.D_V, StepName.D_WEIGHTS, StepName.ROW_DOT, StepName.D_LOGITS,
+                  StepName.D_SCORES, StepName.D_Q, StepName.D_K)
 
 _WHOLE = frozenset(("d_V", "d_K"))     # a column of them mixes every query row
 

@@ -42,16 +42,16 @@ from symattn.numbers.certify import CertifiedDecimal, Rounding, certify
 from symattn.numbers.masked import Masked
 from symattn.problem.problem import Problem
 from symattn.trace.trace import Trace
-from symattn.vocab import Step, StepKind
+from symattn.vocab import StepName, StepKind
 
 __all__ = ["BACKWARD_CODES", "BackwardMistakes", "GRADIENTS"]
 
 BACKWARD_CODES = MistakeCode.of_family(MistakeFamily.BACKWARD)
 
 #: every step a flipped sign changes (the gradients; lse and loss are not gradients)
-GRADIENTS = frozenset(Step.of_kind(StepKind.GRADIENT))
-_EVERY = frozenset(Step.backward())
-_AFTER_DS = (Step.D_SCORES, Step.D_Q, Step.D_K)
+GRADIENTS = frozenset(StepName.of_kind(StepKind.GRADIENT))
+_EVERY = frozenset(StepName.backward())
+_AFTER_DS = (StepName.D_SCORES, StepName.D_Q, StepName.D_K)
 _MAX_SCORES = 256
 
 Found = tuple[str, str, frozenset[str], Source]

@@ -75,16 +75,17 @@ from symattn.check.codes import MistakeCode
 from symattn.errors import SymattnError
 from symattn.problem.problem import Problem
 from symattn.trace.trace import Trace, attend
-from symattn.vocab import Step
+from symattn.vocab import StepName
 
 __all__ = ["Mistake", "Mistakes", "MISTAKE_CODES"]
 
 MISTAKE_CODES = MistakeCode.catalogued()   # the forward's, the variants' and the backward's (BACKWARD_CODES)
 
-_AFTER_SCORES = frozenset(Step.span(Step.SCALED, Step.OUTPUT))
-_SOFTMAX = frozenset(Step.span(Step.EXP, Step.OUTPUT))
-_AFTER_MASK = frozenset(Step.span(Step.MASKED, Step.OUTPUT))
-_AFTER_WEIGHTS = frozenset(Step.span(Step.WEIGHTS, Step.OUTPUT))
+_AFTER_SCORES = frozenset(StepName.span(StepName.SCALED, StepName.OUTPUT))
+_SOFTMAX = frozenset(StepName.span(StepName.EXP, StepName.OUTPUT))
+_AFTER_MASK = frozenset(StepName.span(StepName.MASKED, StepName.OUTPUT))
+_AFTER_WEIGHTS = frozenset(StepName.span(StepName.WEIGHTS, StepName.OUTPUT))
+_WEIGHTS = frozenset((StepName.WEIGHTS,))
 _EARLY_PLACES = (2, 3)       # always tried, besides the places the figure is written at
 _MAX_EARLY_PLACES = 6
 
@@ -166,7 +167,7 @@ class _RoundedExpSource(Source):
     student's arithmetic on rounded numbers), not a second softmax.
     """
 
-    STEPS = frozenset(Step.span(Step.ROW_SUM, Step.OUTPUT))
+    STEPS = frozenset(StepName.span(StepName.ROW_SUM, StepName.OUTPUT))
 
     def __init__(self, trace: Trace, places: int) -> None:
         super().__init__(trace)
@@ -332,10 +333,10 @@ class Mistakes:
                 unscaled = trace if code == MistakeCode.UNSCALED else unscaled
         if self._swapped is not None:
             out.append(Mistake(MistakeCode.TRANSPOSED_SCORES, "K·Qᵀ instead of Q·Kᵀ, or W_q and W_k swapped",
-                               frozenset(Step.span(Step.SCORES, Step.OUTPUT)), Source(self._swapped)))
+                               frozenset(StepName.span(StepName.SCORES, StepName.OUTPUT)), Source(self._swapped)))
         if self._column_softmax is not None:
             out.append(Mistake(MistakeCode.SOFTMAX_OVER_COLUMNS, "each column sums to 1, not each row",
-                               frozenset((Step.WEIGHTS,)), Source(self._column_softmax, frozenset((Step.WEIGHTS,)))))
+                               _WEIGHTS, Source(self._column_softmax, _WEIGHTS)))
         if unscaled is not None:
             out.append(Mistake(MistakeCode.SCALED_AFTER_SOFTMAX, "softmax(Q·Kᵀ) divided by √d_k",
                                _AFTER_WEIGHTS, _ScaledSource(unscaled, p.scale / c, _AFTER_WEIGHTS)))
@@ -377,7 +378,7 @@ class Mistakes:
         by_zero = self._attempt(lambda: _direct(t, zeroed, sympy.eye(p.m), mask=None))
         if by_zero is not None:
             out.append(Mistake(MistakeCode.MASKED_BY_ZERO, "blocked scores set to 0 instead of −∞",
-                               frozenset(Step.span(Step.SHIFTED, Step.OUTPUT)), Source(by_zero)))
+                               frozenset(StepName.span(StepName.SHIFTED, StepName.OUTPUT)), Source(by_zero)))
         if p.window is not None:
             width, causal = p.window
             for other in (width + 1, width - 1):
@@ -422,7 +423,7 @@ class Mistakes:
         trace = self._attempt(lambda: _direct(t, sympy.Matrix(rows), identity, scale=1))
         if trace is None:
             return None
-        later = {"scaled": frozenset(Step.span(Step.SHIFTED, Step.OUTPUT)), "shifted": _SOFTMAX}[step]
+        later = {"scaled": frozenset(StepName.span(StepName.SHIFTED, StepName.OUTPUT)), "shifted": _SOFTMAX}[step]
         return Mistake(MistakeCode.EARLY_ROUNDING, detail, later, Source(trace))
 
     def early_for(self, places: int | None) -> list[Mistake]:

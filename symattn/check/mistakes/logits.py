@@ -33,10 +33,10 @@ from symattn.problem.keys.logits import Alibi
 from symattn.problem.problem import Problem
 from symattn.trace.trace import Trace
 from symattn.check.codes import MistakeCode
-from symattn.vocab import Step, StepKind
+from symattn.vocab import StepName, StepKind
 
-_LOGITS = Step.span(Step.MASKED, Step.OUTPUT)
-_WITH_LOGITS = (*Step.of_kind(StepKind.LOGIT), *_LOGITS)   # bias, biased, capped and the rest
+_LOGITS = StepName.span(StepName.MASKED, StepName.OUTPUT)
+_WITH_LOGITS = (*StepName.of_kind(StepKind.LOGIT), *_LOGITS)   # bias, biased, capped and the rest
 
 Variant = tuple[str, str, frozenset[str], Trace]
 
@@ -64,7 +64,7 @@ def logit_variants(trace: Trace, attempt: Callable[[Callable[[], Problem]], Trac
             lambda: p.rebuilt(softcap=None))
     if p.sink is not None:
         add(MistakeCode.SINK_RENORMALIZED, "the sink's column dropped and the rest renormalised to sum 1",
-            Step.span(Step.ROW_SUM, Step.OUTPUT), lambda: p.rebuilt(sink=None))
+            StepName.span(StepName.ROW_SUM, StepName.OUTPUT), lambda: p.rebuilt(sink=None))
     return out
 
 

@@ -16,10 +16,10 @@ from symattn.problem.problem import Problem
 from symattn.problem.keys.rope import Rope, rotate
 from symattn.trace.trace import Trace
 from symattn.check.codes import MistakeCode
-from symattn.vocab import Step, StepKind
+from symattn.vocab import StepName, StepKind
 
-_AFTER_SCORES = Step.span(Step.SCORES, Step.OUTPUT)
-ROTATED = frozenset((*Step.of_kind(StepKind.ROTATION), *_AFTER_SCORES))
+_AFTER_SCORES = StepName.span(StepName.SCORES, StepName.OUTPUT)
+ROTATED = frozenset((*StepName.of_kind(StepKind.ROTATION), *_AFTER_SCORES))
 
 Variant = tuple[str, str, frozenset[str], Trace]
 
@@ -53,7 +53,7 @@ def rope_variants(trace: Trace, attempt: Callable[[Callable[[], Problem]], Trace
                             **p.variant_keys, rope=rope))
     if any(rope.key_positions):
         add(MistakeCode.ROPE_QUERY_ONLY, "only Q rotated (K left as it is)",
-            frozenset((Step.K_ROT, *_AFTER_SCORES)),
+            frozenset((StepName.K_ROT, *_AFTER_SCORES)),
             lambda: p.rebuilt(rope={**rope.as_value(), "key_positions": [0] * p.m}))
     return out
 

@@ -33,7 +33,7 @@ from symattn.document.worksheet_blocks import (
     Derivation, Instruction, KeyAnswer, KeyValue, Question, SheetHeader, WrongAnswers,
 )
 from symattn.trace.trace import Trace
-from symattn.vocab import Step, StepKind
+from symattn.vocab import StepName, StepKind
 from symattn.classroom.worksheets.wrong_answers import answer_texts, wrong_answers
 from symattn.classroom.worksheets.questions import SheetQuestion, ask_text, decode_part, rounding_words
 
@@ -52,11 +52,11 @@ _SYMBOL = {"Q": Sym("Q"), "K": Sym("K"), "V": Sym("V"), "scores": Sym("S"), "wei
 _DECODE_SYMBOL = {"q": "q", "k": "k", "v": "v", "K_cache": "K", "V_cache": "V", "scores": "s",
                   "weights": "a", "output": "o"}
 #: Questions whose columns are named (keys, blocks, counts), so the answer boxes are labelled
-_LABELLED_COLUMNS = frozenset(s for s in Step.of_kind(StepKind.SCORE, StepKind.LOGIT, StepKind.MASK, StepKind.SOFTMAX,
-                                                     StepKind.ONLINE, StepKind.DECODE)
-                               if s is not Step.ROW_SUM)     # the row sums' one column is Σ
+_LABELLED_COLUMNS = frozenset(s for s in StepName.of_kind(StepKind.SCORE, StepKind.LOGIT, StepKind.MASK,
+                                                         StepKind.SOFTMAX, StepKind.ONLINE, StepKind.DECODE)
+                               if s is not StepName.ROW_SUM)     # the row sums' one column is Σ
 #: Steps whose rows are the tokens (the data and the projections), not d_model
-_TOKEN_ROWS = frozenset(Step.of_kind(StepKind.EMBEDDING, StepKind.PROJECTION))
+_TOKEN_ROWS = frozenset(StepName.of_kind(StepKind.EMBEDDING, StepKind.PROJECTION))
 
 
 class VersionLike(Protocol):
@@ -100,8 +100,8 @@ def _total(questions: list[SheetQuestion]) -> str | None:
 
 
 def _given(trace: Trace) -> Section:
-    names: list[str] = [n for n in Step.of_kind(StepKind.EMBEDDING, StepKind.WEIGHT) if n in trace.step_names] \
-        or list(Step.of_kind(StepKind.PROJECTION))
+    names: list[str] = [n for n in StepName.of_kind(StepKind.EMBEDDING, StepKind.WEIGHT) if n in trace.step_names] \
+        or list(StepName.of_kind(StepKind.PROJECTION))
     blocks = []
     symbols = {"X": Sym("X"), "X_kv": Sym("X", "kv"), "W_q": Sym("W", "q"), "W_k": Sym("W", "k"),
                "W_v": Sym("W", "v"), "Q": Sym("Q"), "K": Sym("K"), "V": Sym("V")}
