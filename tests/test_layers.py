@@ -22,6 +22,7 @@ PACKAGE = ROOT / "symattn"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("symattn.errors",),
     ("symattn.limits", "symattn.output"),   # output/: files written whole, text escaped per format
+    ("symattn.vocab",),                 # the closed vocabularies as enums (step names); imports nothing
     ("symattn.exact",),
     ("symattn.numbers",),
     ("symattn.notation",),              # written math as data (hand-form nodes); printed by document/

@@ -15,6 +15,7 @@ from symattn.check.figures import Written, WrittenNumber, read_figure
 from symattn.check.mistakes.catalog import Mistakes
 from symattn.check.targets import Cell, Source, TargetSpec, parse_target, resolve
 from symattn.check.verdict import FigureVerdict, MistakeCell, MistakeSet, invalid, judge_entry
+from symattn.check.codes import MistakeCode, Verdict
 from symattn.errors import SymattnError
 from symattn.problem.problem import Problem
 from symattn.trace.trace import Trace, attend
@@ -172,9 +173,9 @@ class Checker:
             return None
         detail = "the sink's weight left in the row"
         for e in entries:
-            e.mistake, e.mistake_detail = "sink-kept", detail
+            e.mistake, e.mistake_detail = MistakeCode.SINK_KEPT, detail
         return FigureVerdict(
-            target=target, text=text, code="mistake", variant=variant, mistake="sink-kept",
+            target=target, text=text, code=Verdict.MISTAKE, variant=variant, mistake=MistakeCode.SINK_KEPT,
             mistake_detail=detail, entries=entries, shape=shape,
             message=f"the figure has {cols + 1} weights per row where {target} has {cols}: the last "
                     "is the sink's weight, left in the row (mistake sink-kept); the first "

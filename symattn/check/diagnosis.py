@@ -28,12 +28,13 @@ import re
 from typing import Any, Sequence
 
 from symattn.check.verdict import EntryVerdict, FigureVerdict, MistakeCell, name_mistake, worst
+from symattn.check.codes import MistakeCode, Verdict
 
 __all__ = ["summarise", "settled_by_entries"]
 
 _LIST = 12   # values shown in a figure's message
 #: the mistake that explains a last-digit slip by its cause (rule 2)
-_EARLY_ROUNDING = "early-rounding"
+_EARLY_ROUNDING = MistakeCode.EARLY_ROUNDING
 _PLACES = re.compile(r"rounded to (\d+) place")
 
 
@@ -50,8 +51,8 @@ def _common(entries: Sequence[EntryVerdict]) -> list[MistakeCell]:
 
 def _named(ms: Sequence[MistakeCell]) -> str:
     """Mistake names for a message: early roundings (often several) are counted."""
-    plain = [m.name for m in ms if m.code != "early-rounding"]
-    early = [m.name for m in ms if m.code == "early-rounding"]
+    plain = [m.name for m in ms if m.code != MistakeCode.EARLY_ROUNDING]
+    early = [m.name for m in ms if m.code == MistakeCode.EARLY_ROUNDING]
     if early:
         more = len(early) - 1
         plain.append(early[0] if not more else
@@ -65,7 +66,7 @@ def _values(entries: Sequence[EntryVerdict], attr: str) -> str:
 
 
 def _one_slip(wrong: Sequence[EntryVerdict]) -> bool:
-    return len(wrong) == 1 and wrong[0].code == "last-digit"
+    return len(wrong) == 1 and wrong[0].code == Verdict.LAST_DIGIT
 
 
 def _rounded_as_written(m: MistakeCell, entries: Sequence[EntryVerdict]) -> bool:
@@ -91,7 +92,7 @@ def summarise(target: str, text: str, variant: str | None, shape: tuple[int, int
     one = len(entries) == 1
     wrong = [e for e in entries if not e.right]
     if not wrong:
-        code = "exact" if all(e.code == "exact" for e in entries) else "rounded"
+        code: str = Verdict.EXACT if all(e.code == Verdict.EXACT for e in entries) else Verdict.ROUNDED
         message = entries[0].message if one else \
             f"all {len(entries)} entries are right ({_values(entries, 'expected')})"
         return FigureVerdict(code=code, message=message, **base)
@@ -107,7 +108,7 @@ def summarise(target: str, text: str, variant: str | None, shape: tuple[int, int
             message += (f"; {_named(common)} would also give "
                         f"{'this figure' if one else 'every entry written'}, but one slip "
                         "in the last digit explains it as well")
-        return FigureVerdict(code="last-digit", message=message, also=names, **base)
+        return FigureVerdict(code=Verdict.LAST_DIGIT, message=message, also=names, **base)
     if common:
         if _one_slip(wrong):      # early rounding first: it is why the last digit is off
             common = [*early, *(m for m in common if m not in early)]
@@ -122,7 +123,7 @@ def summarise(target: str, text: str, variant: str | None, shape: tuple[int, int
         else:
             message = (f"every entry is what the mistake {first.name} gives; the right values "
                        f"are {_values(entries, 'expected')}" + same)
-        return FigureVerdict(code="mistake", mistake=first.code,
+        return FigureVerdict(code=Verdict.MISTAKE, mistake=first.code,
                              mistake_detail=first.detail or None, also=others, message=message,
                              **base)
     code = worst([e.code for e in entries])

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from symattn.check.checker import Checker, FigureVerdict, invalid
+from symattn.check.codes import Verdict
 from symattn.check.spreadsheet import figure_commas
 from symattn.errors import ProblemError, SymattnError
 from symattn.exact.coerce import DecimalText
@@ -96,7 +97,7 @@ class FiguresFile:
         except SymattnError as exc:
             return invalid(target, text, f"{where}: {exc}", _variant_name(variant))
         verdict = checker.check(target, text, variant)
-        if verdict.code == "invalid" and not verdict.message.startswith(self.source):
+        if verdict.code == Verdict.INVALID and not verdict.message.startswith(self.source):
             verdict.message = f"{where}: {verdict.message}"
         return verdict
 

@@ -27,14 +27,15 @@ from symattn.check.figures import Entry, WrittenExact, WrittenInfinity, WrittenN
 from symattn.check.targets import Cell
 from symattn.numbers.compare import equal
 from symattn.numbers.masked import Masked
+from symattn.check.codes import Verdict
 
 __all__ = ["CODES", "RIGHT", "EntryVerdict", "FigureVerdict", "MistakeCell", "MistakeSet",
            "blank", "invalid", "judge_entry", "name_mistake", "worst"]
 
 #: Verdict codes from best to worst.
-CODES = ("exact", "rounded", "last-digit", "mistake", "wrong", "invalid", "blank")
+CODES = tuple(Verdict)
 #: The codes that count as right.
-RIGHT = frozenset(("exact", "rounded"))
+RIGHT = frozenset(v for v in Verdict if v.right)
 
 _SHOW = Rounding(digits=6)
 _SCREEN = Rounding(digits=20)
@@ -126,13 +127,13 @@ class FigureVerdict:
 
 
 def invalid(target: str, text: str, message: str, variant: str | None = None) -> FigureVerdict:
-    return FigureVerdict(target=target, text=text, code="invalid", message=message, variant=variant)
+    return FigureVerdict(target=target, text=text, code=Verdict.INVALID, message=message, variant=variant)
 
 
 def blank(target: str, text: str, variant: str | None = None) -> FigureVerdict:
     """No answer given: its own verdict, so a class summary tells skipped questions from
     unreadable answers."""
-    return FigureVerdict(target=target, text=text, code="blank", message="no answer given",
+    return FigureVerdict(target=target, text=text, code=Verdict.BLANK, message="no answer given",
                          variant=variant)
 
 
@@ -270,12 +271,12 @@ def _judge_infinity(w: WrittenInfinity, cell: Cell, mistakes: MistakeSet) -> Ent
     if cell.neg_inf:
         base = _masked_base(w, cell)
         if w.negative:
-            return EntryVerdict(code="exact", matches=matches, **base, message=f"{t} is exactly "
+            return EntryVerdict(code=Verdict.EXACT, matches=matches, **base, message=f"{t} is exactly "
                                 f"{cell.label}: the position is masked, so its score is −∞")
-        return EntryVerdict(code="wrong", matches=matches, **base, message=f"{t} is not "
+        return EntryVerdict(code=Verdict.WRONG, matches=matches, **base, message=f"{t} is not "
                             f"{cell.label}: a masked score is −∞ (write -inf), not +∞")
     shown = _show(cell)
-    return EntryVerdict(code="wrong", matches=matches, label=cell.label, written=w.text,
+    return EntryVerdict(code=Verdict.WRONG, matches=matches, label=cell.label, written=w.text,
                         exact=cell.text, shown=shown,
                         message=f"{t} is not {cell.label}: only a masked score is −∞; "
                                 f"the right value is {shown}")
@@ -289,14 +290,14 @@ def _judge_exact(w: WrittenExact, cell: Cell, mistakes: MistakeSet) -> EntryVerd
     screen = certify(w.value, _SCREEN)
     matches, t = mistakes.matching_exact(w.value, screen), _quote(w.text)
     if cell.neg_inf:
-        return EntryVerdict(code="wrong", matches=matches, **_masked_base(w, cell),
+        return EntryVerdict(code=Verdict.WRONG, matches=matches, **_masked_base(w, cell),
                             message=_masked_message(t, cell))
     shown = _show(cell)
     base: dict[str, Any] = dict(label=cell.label, written=w.text, exact=cell.text, expected=None,
                                 shown=shown, matches=matches)
     if _same(w.value, screen, cell):
-        return EntryVerdict(code="exact", message=f"{t} is exactly {cell.label}", **base)
-    return EntryVerdict(code="wrong", message=f"{t} is not {cell.label}; the right value "
+        return EntryVerdict(code=Verdict.EXACT, message=f"{t} is exactly {cell.label}", **base)
+    return EntryVerdict(code=Verdict.WRONG, message=f"{t} is not {cell.label}; the right value "
                         f"is {shown}", **base)
 
 
@@ -306,7 +307,7 @@ def _judge_number(w: WrittenNumber, cell: Cell, mistakes: MistakeSet,
     r = cell.rounded(w.rounding)
     at = _precision(w)
     if isinstance(r, Masked):
-        return EntryVerdict(code="wrong", matches=matches, at=at, **_masked_base(w, cell),
+        return EntryVerdict(code=Verdict.WRONG, matches=matches, at=at, **_masked_base(w, cell),
                             message=_masked_message(t, cell))
     value = cell.rounded_value(w.rounding)   # cached: compared per answer
     assert value is not None, "r is a number, so is its value"
@@ -315,9 +316,9 @@ def _judge_number(w: WrittenNumber, cell: Cell, mistakes: MistakeSet,
                                 expected=r.text, at=at, shown=shown, matches=matches)
     if value == w.value or _is_tie(cell, w):
         if r.exact and value == w.value:
-            return EntryVerdict(code="exact", message=f"{t} is exactly {cell.label}", **base)
+            return EntryVerdict(code=Verdict.EXACT, message=f"{t} is exactly {cell.label}", **base)
         tie = " (an exact tie: either neighbour is right)" if value != w.value else ""
-        return EntryVerdict(code="rounded", **base, message=f"{t} is {cell.label} = {shown} "
+        return EntryVerdict(code=Verdict.ROUNDED, **base, message=f"{t} is {cell.label} = {shown} "
                             f"correctly rounded to {at}{tie}")
     rounds = f"{cell.label} = {shown} rounds to {r.text} at {at}"
     if abs(w.value - value) == w.unit and w.value * value >= 0 and not r.exact:
@@ -332,14 +333,14 @@ def _judge_number(w: WrittenNumber, cell: Cell, mistakes: MistakeSet,
             how = f"{t} is one unit off in the last place, not a truncation"
         else:
             how = f"{t} is one unit off in the last place (whether it is cut is undecided)"
-        return EntryVerdict(code="last-digit", truncation=truncated, message=f"{how}: {rounds}",
+        return EntryVerdict(code=Verdict.LAST_DIGIT, truncation=truncated, message=f"{how}: {rounds}",
                             **base)
     if r.exact and not quiet:
         plain = _plain(r)
         also = "" if plain == r.text else f", which is {r.text} at {at}"
-        return EntryVerdict(code="wrong", **base, message=f"{t} is not {cell.label}: it is exactly "
+        return EntryVerdict(code=Verdict.WRONG, **base, message=f"{t} is not {cell.label}: it is exactly "
                             f"{plain}{also}")
-    return EntryVerdict(code="wrong", **base,
+    return EntryVerdict(code=Verdict.WRONG, **base,
                         message=f"{t} is not {cell.label}: {shown} rounds to {r.text} at {at}")
 
 
@@ -389,7 +390,7 @@ def _describe(m: MistakeCell) -> str:
 
 def name_mistake(e: EntryVerdict, m: MistakeCell, also: list[str]) -> None:
     """Turn a wrong entry into the named mistake ``m`` (it reproduces the whole figure)."""
-    e.code, e.mistake, e.mistake_detail, e.also = "mistake", m.code, m.detail or None, also
+    e.code, e.mistake, e.mistake_detail, e.also = Verdict.MISTAKE, m.code, m.detail or None, also
     t = _quote(e.written)
     if e.at is None:
         e.message = f"{t} is exactly what {_describe(m)} gives; the right value is {e.shown}"

@@ -25,9 +25,11 @@ from symattn.numbers.certify import CertifiedDecimal, Rounding
 from symattn.check.checker import Checker
 from symattn.check.targets import Cell
 from symattn.check.verdict import MistakeCell
+from symattn.check.codes import MistakeCode
 from symattn.numbers.masked import NEG_INF, Masked
 from symattn.errors import SymattnError
 from symattn.problem.problem import Problem
+from symattn.vocab import StepName, StepKind
 from symattn.trace.trace import Trace, attend
 
 __all__ = ["ASK", "QUESTIONS", "Answer", "ClassroomError", "Entry", "MAX_BOXES", "MAX_TOTAL_BOXES", "check_total", "Question", "VersionAnswers",
@@ -48,17 +50,17 @@ MAX_TOTAL_BOXES = 20_000    # answer boxes of all versions together (30 versions
                             # measured ~1 ms a box per export, ~7 ms for a self-check page)
 
 #: What a student did, for each named mistake (the feedback a platform shows).
-_SAYS = {
-    "unscaled": "you did not divide by √d_k",
-    "scaled-by-d_k": "you divided by d_k instead of √d_k",
-    "transposed-scores": "you computed K·Qᵀ instead of Q·Kᵀ (or swapped W_q and W_k)",
-    "softmax-over-columns": "you took the softmax down each column instead of along each row",
-    "scaled-after-softmax": "you scaled after the softmax instead of before it",
-    "e-as-2.7": "you used 2.7 for e",
-    "values-from-keys": "you used K where V belongs",
-    "transposed-output": "you transposed the output",
-    "mask-after-softmax": "you applied the mask after the softmax without renormalising",
-    "masked-by-zero": "you set blocked scores to 0 instead of −∞",
+_SAYS: dict[str, str] = {
+    MistakeCode.UNSCALED: "you did not divide by √d_k",
+    MistakeCode.SCALED_BY_D_K: "you divided by d_k instead of √d_k",
+    MistakeCode.TRANSPOSED_SCORES: "you computed K·Qᵀ instead of Q·Kᵀ (or swapped W_q and W_k)",
+    MistakeCode.SOFTMAX_OVER_COLUMNS: "you took the softmax down each column instead of along each row",
+    MistakeCode.SCALED_AFTER_SOFTMAX: "you scaled after the softmax instead of before it",
+    MistakeCode.E_AS_2_7: "you used 2.7 for e",
+    MistakeCode.VALUES_FROM_KEYS: "you used K where V belongs",
+    MistakeCode.TRANSPOSED_OUTPUT: "you transposed the output",
+    MistakeCode.MASK_AFTER_SOFTMAX: "you applied the mask after the softmax without renormalising",
+    MistakeCode.MASKED_BY_ZERO: "you set blocked scores to 0 instead of −∞",
 }
 
 
@@ -73,11 +75,11 @@ def feedback(m: MistakeCell) -> str:
 
 def describe(code: str, detail: str | None) -> str:
     """What a student did, for a mistake's code and detail (no value: feedback never shows one)."""
-    if code == "wrong-step":
+    if code == MistakeCode.WRONG_STEP:
         return f"you gave another step's value ({detail})"
-    if code == "early-rounding":
+    if code == MistakeCode.EARLY_ROUNDING:
         return f"you rounded too early ({detail})"
-    if code == "window-off-by-one":
+    if code == MistakeCode.WINDOW_OFF_BY_ONE:
         return f"your sliding window is off by one ({detail})"
     said = _SAYS.get(code)
     return said if said else f"{code}: {detail}" if detail else code
@@ -87,7 +89,7 @@ def plausible(code: str, detail: str | None) -> bool:
     """Is this mistake worth naming for one entry?  Another step's value is, only for the
     softmax's steps (an integer input given for a weight would name a "mistake" for every
     0 or 1 typed)."""
-    return code != "wrong-step" or (detail or "").split(" given for ")[0] in WRONG_STEPS
+    return code != MistakeCode.WRONG_STEP or (detail or "").split(" given for ")[0] in WRONG_STEPS
 
 
 @dataclass(frozen=True)
@@ -390,10 +392,11 @@ def _points(text: str, v: VersionAnswers) -> dict[str, Fraction]:
 
 def given_inputs(trace: Trace) -> list[tuple[str, sympy.Matrix, tuple[str, ...] | None]]:
     """The matrices a sheet gives (X and the W's, or Q, K and V), with row labels for data rows."""
-    names: list[str] = [n for n in ("X", "X_kv", "W_q", "W_k", "W_v") if n in trace.step_names] or ["Q", "K", "V"]
+    names: list[str] = [n for n in StepName.of_kind(StepKind.EMBEDDING, StepKind.WEIGHT) if n in trace.step_names] \
+        or list(StepName.of_kind(StepKind.PROJECTION))
     out: list[tuple[str, sympy.Matrix, tuple[str, ...] | None]] = []
     for name in names:
         step = trace.step(name)
-        rows = tuple(step.row_labels) if name in ("X", "X_kv", "Q", "K", "V") else None
+        rows = tuple(step.row_labels) if name in StepName.of_kind(StepKind.EMBEDDING, StepKind.PROJECTION) else None
         out.append((name, step.matrix, rows))
     return out

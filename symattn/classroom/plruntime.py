@@ -27,6 +27,7 @@ from symattn.numbers.certify import Rounding
 from symattn.classroom.answers import VersionAnswers, describe, plausible, version_answers
 from symattn.classroom.fragments import given_html, intro_html
 from symattn.classroom.numbers import plain
+from symattn.check.codes import Verdict
 from symattn.problem.problem import Problem
 
 __all__ = ["generate", "grade", "pick"]
@@ -91,11 +92,11 @@ def grade(data: dict, versions: dict[str, str], settings: dict) -> None:
             right[q.step] = right.get(q.step, 0) + (sheet == "right")
             if sheet in ("coarse", "finer"):
                 lines.append(f"<li><code>{escape(e.target)}</code>: {escape(_precision_note(v, e, str(text), sheet))}</li>")
-            elif verdict.code == "mistake" and verdict.mistake is not None \
+            elif verdict.code == Verdict.MISTAKE and verdict.mistake is not None \
                     and plausible(verdict.mistake, verdict.mistake_detail):   # a mistake is named
                 lines.append(f"<li><code>{escape(e.target)}</code>: "
                              f"{escape(describe(verdict.mistake, verdict.mistake_detail))}</li>")
-            elif verdict.code == "last-digit":
+            elif verdict.code == Verdict.LAST_DIGIT:
                 how = "cut instead of rounded" if verdict.entries and verdict.entries[0].truncation \
                     else "one unit off in the last place: check the rounding"
                 lines.append(f"<li><code>{escape(e.target)}</code>: {how}</li>")
@@ -112,7 +113,7 @@ def sheet_verdict(v: VersionAnswers, e, text: str, verdict) -> str:
     ``finer`` (right at more places), or ``not-right``."""
     from symattn.classroom.selfcheck_data import canonical, canonical_decimal, places_of
 
-    if verdict.code == "exact":
+    if verdict.code == Verdict.EXACT:
         return "right"
     if not verdict.right:
         return "not-right"

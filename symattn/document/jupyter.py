@@ -12,8 +12,12 @@ from symattn.numbers.certify import Rounding
 from symattn.document import step_text as forms
 from symattn.document.support.texutil import cell_text, elide, matrix_latex, tex_escape
 from symattn.trace.trace import Step, Trace
+from symattn.vocab import StepName, StepKind
 
 EXACT_ENTRIES_MAX = 16   # weights/output with more entries show decimals only (exact forms grow fast)
+#: steps whose columns are not named by keys (d_model, d_k or d_v columns; the row sums' one)
+_UNLABELLED_COLUMNS = frozenset((*StepName.of_kind(StepKind.EMBEDDING, StepKind.WEIGHT, StepKind.PROJECTION,
+                                                   StepKind.OUTPUT), StepName.ROW_SUM))
 
 def step_math(step: Step, rounding: Rounding | None = None, limit: int = 8) -> str:
     """A step as one line of math: ``S = [exact] ≈ [decimals]`` (MathJax-friendly)."""
@@ -52,9 +56,8 @@ def step_math(step: Step, rounding: Rounding | None = None, limit: int = 8) -> s
         exact = None
     else:
         exact = grid(lambda i, j: forms.latex_text(step[i, j]))
-    cols = step.col_labels if name not in ("Q", "K", "V", "output", "X", "X_kv", "W_q", "W_k", "W_v",
-                                           "row_sum") else None
-    rows = step.row_labels if name not in ("W_q", "W_k", "W_v") else None
+    cols = step.col_labels if name not in _UNLABELLED_COLUMNS else None
+    rows = step.row_labels if name not in StepName.of_kind(StepKind.WEIGHT) else None
     symbol = _symbol(name)
     right = matrix_latex(decimals, None, None, limit=limit)
     if exact is None:

@@ -27,6 +27,10 @@ from symattn.engine.powers import EXACT_POWER_DIGITS, _as_sympy, _power, _too_bi
 from symattn.numbers.compare import equal
 from symattn.numbers.masked import NEG_INF
 from symattn.problem.matrix import fmpq_to_sympy
+from symattn.vocab import StepName, StepKind
+
+_LOGITS = frozenset(StepName.of_kind(StepKind.LOGIT))   # ALiBi's bias, the biased and capped scores
+_BEFORE_SOFTMAX = frozenset(StepName.span(StepName.SCALED, StepName.SHIFTED))   # scaled, masked, shifted
 
 
 class AlgebraicValues(ExactEntries):
@@ -164,7 +168,7 @@ class AlgebraicValues(ExactEntries):
                                            int(den))
             rows, den = self._integer_rows[key]
             return rows[i], den
-        if not self.plain or step not in ("scaled", "masked", "shifted") or self._score_ints is None \
+        if not self.plain or step not in _BEFORE_SOFTMAX or self._score_ints is None \
                 or self.scale_rational is None or (step == "shifted" and self.rows[i].argmax is None):
             return None
         s, row = self.scale_rational, self._integer_row(i)
@@ -188,9 +192,9 @@ class AlgebraicValues(ExactEntries):
                 return [matrix.rational[i, j] for j in range(matrix.cols)]
             return [None] * matrix.cols
         m, allowed = self.m, self.is_allowed
-        if step in ("bias", "biased", "capped") or (not self.plain and step in ("masked", "shifted")):
+        if step in _LOGITS or (not self.plain and step in ("masked", "shifted")):
             return self._known_logits(step, i)
-        if step in ("scaled", "masked", "shifted"):
+        if step in _BEFORE_SOFTMAX:
             row: list = [None] * m
             if self.scale_rational is not None and self.scores.rational is not None:
                 s, scores = self.scale_rational, self.scores.rational

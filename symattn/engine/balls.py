@@ -13,6 +13,9 @@ from symattn.engine.algebraic import AlgebraicValues
 from symattn.numbers.certify import to_arb
 from symattn.numbers.masked import NEG_INF
 from symattn.numbers.precision import precision
+from symattn.vocab import StepName, StepKind
+
+_LOGITS = frozenset(StepName.of_kind(StepKind.LOGIT))   # ALiBi's bias, the biased and capped scores
 
 
 class Balls(AlgebraicValues):
@@ -55,7 +58,7 @@ class Balls(AlgebraicValues):
         matrix = self.matrix(step)
         if matrix is not None:
             return [matrix.ball(i, j, prec) for j in range(matrix.cols)]
-        if step in ("bias", "biased", "capped"):
+        if step in _LOGITS:
             return self._logit_balls(step, i, prec)
         if not self.plain and step in ("masked", "shifted"):
             row = self.balls(self.logit_step, i, prec)

@@ -44,6 +44,7 @@ import flint
 
 from symattn.numbers.certify import CertifiedDecimal, Rounding, new_decimal, p10, judge_enclosure
 from symattn.engine.engine import Engine, FixedRow
+from symattn.vocab import StepName
 
 #: the fast path serves roundings to at most this many significant digits (the
 #: arb path is as fast above: the integers grow as the balls do)
@@ -84,7 +85,7 @@ def fixed_point_decimals(engine: Engine, step: str, rounding: Rounding,
             for i, row in rows.items()}
 
 
-_STEPS = frozenset(("exp", "row_sum", "weights", "output"))
+_STEPS = frozenset(StepName.span(StepName.EXP, StepName.OUTPUT))
 
 
 def working_bits(digits: int, keys: int) -> tuple[int, int]:

@@ -25,11 +25,12 @@ import re
 from dataclasses import replace
 
 from symattn.check.checker import Checker, FigureVerdict, invalid
+from symattn.check.codes import MistakeCode, Verdict
 from symattn.heads.heads import MultiHeadProblem, MultiHeadResult
 
 __all__ = ["HeadsChecker", "GQA_TILED"]
 
-GQA_TILED = "gqa-tiled"
+GQA_TILED = MistakeCode.GQA_TILED
 _TARGET = re.compile(r"^\s*head\s+(\d{1,4})\s*:\s*(\S.*)$", re.IGNORECASE)
 
 
@@ -65,7 +66,7 @@ class HeadsChecker:
             return invalid(target, str(text), f"target {target!r}: there is no head {head}; the query heads "
                            f"are 0…{self.problem.heads - 1}")
         verdict = replace(self._checker(False, head).check(inner, text), target=target)
-        if verdict.right or verdict.code == "invalid":
+        if verdict.right or verdict.code == Verdict.INVALID:
             return verdict
         p = self.problem
         right_kv, tiled_kv = p.kv_of[head], head % p.kv_heads
@@ -74,7 +75,7 @@ class HeadsChecker:
         tiled = self._checker(True, head).check(inner, text)
         if not tiled.right:
             return verdict
-        return replace(verdict, code="mistake", mistake=GQA_TILED,
+        return replace(verdict, code=Verdict.MISTAKE, mistake=GQA_TILED,
                        mistake_detail=f"head {head} read key/value head {tiled_kv} (i mod {p.kv_heads})",
                        message=(f"{GQA_TILED}: this is head {head} reading key/value head {tiled_kv} "
                                 f"({head} mod {p.kv_heads}); with {p.heads} query heads over "

@@ -39,10 +39,10 @@ from symattn.problem.keys.backward import Backward, Loss
 from symattn.trace.backward_balls import backward_balls
 from symattn.trace.expsums import ExpSum, Grad, Key, RowFrac, total
 from symattn.trace.source import AddStep, TraceView
+from symattn.vocab import StepName
 
 #: the backward steps in the order the Trace holds them (those a problem has)
-BACKWARD_STEP_ORDER = ("lse", "loss", "d_output", "d_V", "d_weights", "row_dot", "d_logits", "d_scores",
-                       "d_Q_rot", "d_K_rot", "d_Q", "d_K", "d_sink", "d_W_q", "d_W_k", "d_W_v", "d_X", "d_X_kv")
+BACKWARD_STEP_ORDER = StepName.backward()
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -88,10 +88,11 @@ class BackwardSteps:
     # -- what the trace shows ------------------------------------------------------------
     def names(self) -> list[str]:
         p, names = self.problem, []
-        for name in BACKWARD_STEP_ORDER:
+        for step in BACKWARD_STEP_ORDER:
+            name = step.value             # the Trace's names stay plain strings
             if name == "loss" and not self.spec.has_loss:
                 continue
-            if name in ("d_Q_rot", "d_K_rot") and self.rope is None:
+            if name in (StepName.D_Q_ROT, StepName.D_K_ROT) and self.rope is None:
                 continue
             if name == "d_sink" and p.sink is None:
                 continue

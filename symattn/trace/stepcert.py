@@ -25,8 +25,9 @@ from symattn.engine.engine import Engine
 from symattn.errors import CertificationError
 from symattn.engine.fixed import fixed_point_decimals
 from symattn.numbers.precision import cap_bits, precision, precisions, undecided
+from symattn.vocab import StepName
 
-_SOFTMAX_STEPS = frozenset(("exp", "row_sum", "weights", "output"))
+_SOFTMAX_STEPS = frozenset(StepName.span(StepName.EXP, StepName.OUTPUT))
 
 Entry = CertifiedDecimal | Masked  # Masked: NEG_INF, where the mask removed the key
 

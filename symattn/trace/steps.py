@@ -15,6 +15,7 @@ import sympy
 
 from symattn.problem.problem import Problem
 from symattn.trace.backward_steps import backward_on, backward_table
+from symattn.vocab import StepName, StepKind
 
 
 @dataclass(frozen=True)
@@ -202,7 +203,7 @@ def spec(name: str, problem: Problem) -> StepSpec:
     variant = None if name in STEPS else variant_spec(name)
     if variant is not None:
         return _variant_on(variant, name, problem)
-    given = name in ("Q", "K", "V") and not problem.projected
+    given = name in StepName.of_kind(StepKind.PROJECTION) and not problem.projected
     entry = STEPS[f"{name} given" if given else name]
     cross = "X_kv" in problem.inputs
     if name == "scaled":
@@ -211,7 +212,7 @@ def spec(name: str, problem: Problem) -> StepSpec:
         return StepSpec(f"scaled = {scale_formula(problem)}", latex, entry.meaning, entry.title,
                         symbol=r"\tilde S")
     logit = logit_step(problem)
-    if logit != "scaled" and name in ("masked", "shifted", "exp", "row_sum"):
+    if logit != "scaled" and name in StepName.span(StepName.MASKED, StepName.ROW_SUM):
         return _on_logits(STEPS[name] if problem.sink is None or name not in SINK_STEPS
                           else SINK_STEPS[name], logit)
     if logit != "scaled" and name == "weights":

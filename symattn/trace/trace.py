@@ -36,8 +36,12 @@ from symattn.trace.decode import Decode
 from symattn.trace.display import Displayable
 from symattn.trace.online import Online
 from symattn.trace.steps import spec
+from symattn.vocab import StepName
 
 Index = int | str
+
+#: the softmax side, whose entries may have an algebraic form (exp, row_sum, weights, output)
+_SOFTMAX_SIDE = frozenset(StepName.span(StepName.EXP, StepName.OUTPUT))
 
 
 class IndexError_(SymattnError, IndexError):
@@ -359,7 +363,7 @@ class Trace(Displayable):
         when the exponentials cancel (tied scores: 1/2, 1/3, …), else None.  With algebraic
         inputs None means the entry is transcendental (never on a rounding boundary)."""
         step = self.step(name)
-        if name not in ("exp", "row_sum", "weights", "output") or not self.engine.algebraic:
+        if name not in _SOFTMAX_SIDE or not self.engine.algebraic:
             return None
         return self.engine.algebraic_value(name, step.row_index(i), step.col_index(j))
 

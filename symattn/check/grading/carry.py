@@ -19,6 +19,7 @@ from typing import Sequence
 import sympy
 
 from symattn.check.checker import FigureVerdict
+from symattn.check.codes import MistakeCode, Verdict
 from symattn.check.figures import Written, WrittenInfinity, WrittenNumber, read_figure
 from symattn.check.grading.carry_backward import BACKWARD_CHAIN, entries_match, follows_backward
 from symattn.check.targets import Source, TargetSpec, parse_target, resolve
@@ -26,11 +27,13 @@ from symattn.numbers.compare import equal
 from symattn.errors import SymattnError
 from symattn.problem.problem import Problem
 from symattn.trace.trace import Trace, attend
+from symattn.vocab import StepName
 
 __all__ = ["carry_forward"]
 
-CHAIN = ("scores", "scaled", "shifted", "exp", "row_sum", "weights", "output")
-_AS_INPUT = ("scores", "scaled", "shifted")      # rows that can stand in for Q·Kᵀ
+#: the forward chain a carried-forward answer follows (masked is not carried: its blocked −∞ are not a slip)
+CHAIN = tuple(s for s in StepName.span(StepName.SCORES, StepName.OUTPUT) if s is not StepName.MASKED)
+_AS_INPUT = (StepName.SCORES, StepName.SCALED, StepName.SHIFTED)      # rows that can stand in for Q·Kᵀ
 ORDER = (*CHAIN, *BACKWARD_CHAIN)                # the backward pass after the forward
 
 
@@ -111,11 +114,11 @@ def carry_forward(trace: Trace, targets: Sequence[str], verdicts: list[FigureVer
     cache = {} if cache is None else cache
     refs = [_ref(t) for t in targets]
     for k, (verdict, ref) in enumerate(zip(verdicts, refs)):
-        if ref is None or verdict.right or verdict.code in ("invalid", "blank", "mistake"):
+        if ref is None or verdict.right or verdict.code in (Verdict.INVALID, Verdict.BLANK, Verdict.MISTAKE):
             continue
         spec, step, keys = ref
         for u, (earlier, uref) in enumerate(zip(verdicts, refs)):
-            if uref is None or u == k or earlier.right or earlier.code in ("invalid", "blank"):
+            if uref is None or u == k or earlier.right or earlier.code in (Verdict.INVALID, Verdict.BLANK):
                 continue
             _, ustep, ukeys = uref
             if ORDER.index(ustep) >= ORDER.index(step) or ukeys != keys:
@@ -128,7 +131,7 @@ def carry_forward(trace: Trace, targets: Sequence[str], verdicts: list[FigureVer
                 except (SymattnError, ArithmeticError, ValueError, RecursionError):
                     cache[key] = False   # not followable: the verdict stands as judged
             if cache[key]:
-                verdict.code, verdict.mistake = "mistake", "carried-forward"
+                verdict.code, verdict.mistake = Verdict.MISTAKE, MistakeCode.CARRIED_FORWARD
                 verdict.mistake_detail = f"right for your own {targets[u]} = {earlier.text}"
                 verdict.message = (f"{verdict.text} follows correctly from your {targets[u]} "
                                    f"= {earlier.text}, which is not right; {verdict.message}")

@@ -28,12 +28,14 @@ from sympy import Matrix
 from symattn.check.figures import Written, WrittenNumber
 from symattn.numbers.certify import certify
 from symattn.numbers.compare import equal
+from symattn.vocab import StepName
 from symattn.trace.trace import Trace
 
 __all__ = ["BACKWARD_CHAIN", "follows_backward"]
 
 #: the backward steps a carried-forward answer can be, in the order they are computed
-BACKWARD_CHAIN = ("d_output", "d_V", "d_weights", "row_dot", "d_logits", "d_scores", "d_Q", "d_K")
+BACKWARD_CHAIN = (StepName.D_OUTPUT, StepName.D_V, StepName.D_WEIGHTS, StepName.ROW_DOT, StepName.D_LOGITS,
+                  StepName.D_SCORES, StepName.D_Q, StepName.D_K)
 
 _WHOLE = frozenset(("d_V", "d_K"))     # a column of them mixes every query row
 

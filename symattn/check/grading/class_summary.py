@@ -17,6 +17,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from symattn.check.grading.credit import exact_points, show_points
+from symattn.check.codes import MistakeCode, Verdict
 
 if TYPE_CHECKING:
     from symattn.check.grading.grade import GradeReport
@@ -30,9 +31,9 @@ MAX_LISTED = 20         # students listed by name in the text summary
 
 
 def category(code: str) -> str:
-    if code in ("exact", "rounded"):
+    if code in (Verdict.EXACT, Verdict.ROUNDED):
         return "right"
-    if code == "last-digit":
+    if code == Verdict.LAST_DIGIT:
         return "wrong"
     return code
 
@@ -45,29 +46,29 @@ def summarise(report: "GradeReport") -> dict:
     for k, target in enumerate(report.targets):
         verdicts = [r.verdicts[k] for r in report.rows if k < len(r.verdicts)]
         counts = Counter(category(v.code) for v in verdicts)
-        mistakes = Counter(mistake_name(v) for v in verdicts if v.code == "mistake")
+        mistakes = Counter(mistake_name(v) for v in verdicts if v.code == Verdict.MISTAKE)
         earned = [r.earned[k] for r in report.rows if k < len(r.earned)]
         worth = [r.worth[k] for r in report.rows if k < len(r.worth)]
         questions.append({
             "target": target, **{c: counts[c] for c in CATEGORIES},
-            "last_digit": sum(1 for v in verdicts if v.code == "last-digit"),
+            "last_digit": sum(1 for v in verdicts if v.code == Verdict.LAST_DIGIT),
             "mistakes": [[name, n] for name, n in mistakes.most_common(TOP_MISTAKES)],
             "points": exact_points(sum(earned, Fraction(0))),
             "max_points": exact_points(sum(worth, Fraction(0)))})
     invalid = []
     for row in report.rows:
-        bad = [t for t, v in zip(report.targets, row.verdicts) if v.code == "invalid"]
+        bad = [t for t, v in zip(report.targets, row.verdicts) if v.code == Verdict.INVALID]
         if bad or row.note:
             invalid.append({"student": row.student, "line": row.line, "targets": bad,
                             "note": row.note})
     blanks = []
     for row in report.rows:
-        empty = [t for t, v in zip(report.targets, row.verdicts) if v.code == "blank"]
+        empty = [t for t, v in zip(report.targets, row.verdicts) if v.code == Verdict.BLANK]
         if empty:
             blanks.append({"student": row.student, "line": row.line, "targets": empty})
     others = []
     for row in report.rows:
-        hits = Counter(v.mistake_detail for v in row.verdicts if v.mistake == "other-version")
+        hits = Counter(v.mistake_detail for v in row.verdicts if v.mistake == MistakeCode.OTHER_VERSION)
         if hits:
             vid, n = hits.most_common(1)[0]
             others.append({"student": row.student, "line": row.line, "version": row.version,

@@ -27,6 +27,7 @@ from fractions import Fraction
 from typing import Sequence
 
 from symattn.check.checker import FigureVerdict
+from symattn.check.codes import MistakeCode, Verdict
 from symattn.check.targets import parse_target
 from symattn.errors import SymattnError
 
@@ -99,9 +100,9 @@ def answer_credit(verdict: FigureVerdict, carry: str = "no-credit") -> Fraction:
     entries otherwise (0 for an invalid answer)."""
     if verdict.right:
         return Fraction(1)
-    if verdict.mistake == "carried-forward" and carry == "credit":
+    if verdict.mistake == MistakeCode.CARRIED_FORWARD and carry == "credit":
         return Fraction(1)
-    if verdict.code in ("invalid", "blank") or not verdict.entries:
+    if verdict.code in (Verdict.INVALID, Verdict.BLANK) or not verdict.entries:
         return Fraction(0)
     return Fraction(sum(1 for e in verdict.entries if e.right), len(verdict.entries))
 

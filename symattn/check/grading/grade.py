@@ -37,6 +37,7 @@ from fractions import Fraction
 from symattn.check import spreadsheet
 from symattn.check.grading.carry import carry_forward
 from symattn.check.checker import Checker, FigureVerdict, invalid
+from symattn.check.codes import MistakeCode, Verdict
 from symattn.check.verdict import blank
 from symattn.check.grading.credit import (CARRY_POLICIES, answer_credit, column_points, exact_points,
                                          refuse_unused_points)
@@ -92,7 +93,7 @@ class StudentRow:
 def mistake_name(verdict: FigureVerdict) -> str:
     """The mistake as the report shows it: its code, and for ``other-version`` which one
     (``other-version: B``)."""
-    if verdict.mistake == "other-version" and verdict.mistake_detail:
+    if verdict.mistake == MistakeCode.OTHER_VERSION and verdict.mistake_detail:
         return f"other-version: {verdict.mistake_detail}"
     return verdict.mistake or ""
 
@@ -115,7 +116,7 @@ class GradeReport:
 
     @property
     def invalid_count(self) -> int:
-        return sum(1 for r in self.rows for v in r.verdicts if v.code == "invalid") + \
+        return sum(1 for r in self.rows for v in r.verdicts if v.code == Verdict.INVALID) + \
             sum(1 for r in self.rows if r.note)
 
     @property
@@ -357,7 +358,7 @@ def grade(versions: Versions, data: bytes | str, source: str = "submissions", *,
                 pass
             if others is not None and row.version_id is not None:
                 for target, verdict in zip(report.targets, row.verdicts):
-                    if verdict.code == "wrong":
+                    if verdict.code == Verdict.WRONG:
                         try:
                             others.mark(row.version_id, target, verdict)
                         except Exception:  # noqa: BLE001 — the verdict stands as judged
@@ -374,7 +375,7 @@ def grade(versions: Versions, data: bytes | str, source: str = "submissions", *,
         report.rows.append(row)
     report.points_source = source_of_points
     if len(report.column_errors) == len(report.targets) and \
-            not any(v.code != "invalid" for r in report.rows for v in r.verdicts):
+            not any(v.code != Verdict.INVALID for r in report.rows for v in r.verdicts):
         target, why = next(iter(report.column_errors.items()))
         more = len(report.column_errors) - 1
         raise GradeError(f"{source}: no column can be graded: {target!r}: {why}"

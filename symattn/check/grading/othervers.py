@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Callable
 
 from symattn.check.checker import Checker, FigureVerdict
+from symattn.check.codes import MistakeCode, Verdict
 from symattn.check.figures import Written, WrittenExact, WrittenInfinity, WrittenNumber, read_figure
 from symattn.numbers.compare import equal
 from symattn.errors import SymattnError
@@ -79,7 +80,7 @@ def other_version(checker_of: Callable[[str], Checker], ids: list[str], own: str
 
 
 def _mark(verdict: FigureVerdict, own: str, vid: str) -> None:
-    verdict.code, verdict.mistake, verdict.mistake_detail = "mistake", "other-version", vid
+    verdict.code, verdict.mistake, verdict.mistake_detail = Verdict.MISTAKE, MistakeCode.OTHER_VERSION, vid
     verdict.message = (f"{verdict.text} is right for version {vid}, not for version "
                        f"{own}: check the student's version; {verdict.message}")
 

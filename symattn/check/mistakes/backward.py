@@ -36,24 +36,22 @@ import sympy
 from sympy import Matrix
 
 from symattn.check.targets import Source
+from symattn.check.codes import MistakeCode, MistakeFamily
 from symattn.errors import SymattnError
 from symattn.numbers.certify import CertifiedDecimal, Rounding, certify
 from symattn.numbers.masked import Masked
 from symattn.problem.problem import Problem
 from symattn.trace.trace import Trace
+from symattn.vocab import StepName, StepKind
 
 __all__ = ["BACKWARD_CODES", "BackwardMistakes", "GRADIENTS"]
 
-BACKWARD_CODES = ("forgot-row-dot", "row-dot-as-row-sum", "dp-not-transposed", "dv-not-transposed",
-                  "dk-not-transposed", "backward-unscaled", "backward-scaled-twice",
-                  "unscaled-forward", "gradient-ascent")
+BACKWARD_CODES = MistakeCode.of_family(MistakeFamily.BACKWARD)
 
 #: every step a flipped sign changes (the gradients; lse and loss are not gradients)
-GRADIENTS = frozenset(("d_output", "d_V", "d_weights", "row_dot", "d_logits", "d_scores",
-                       "d_Q_rot", "d_K_rot", "d_Q", "d_K", "d_sink", "d_W_q", "d_W_k", "d_W_v",
-                       "d_X", "d_X_kv"))
-_EVERY = frozenset(("lse", "loss", *GRADIENTS))
-_AFTER_DS = ("d_scores", "d_Q", "d_K")
+GRADIENTS = frozenset(StepName.of_kind(StepKind.GRADIENT))
+_EVERY = frozenset(StepName.backward())
+_AFTER_DS = (StepName.D_SCORES, StepName.D_Q, StepName.D_K)
 _MAX_SCORES = 256
 
 Found = tuple[str, str, frozenset[str], Source]
@@ -116,19 +114,20 @@ class _Hand:
         P = t.weights.matrix if P is None else P
         dO, V, Q, K = t.step("d_output").matrix, t.V.matrix, t.Q.matrix, t.K.matrix
         if dP is None:
-            dP = dO * V if change == "dp-not-transposed" else dO * V.T
+            dP = dO * V if change == MistakeCode.DP_NOT_TRANSPOSED else dO * V.T
         n, m = P.shape
-        if change == "row-dot-as-row-sum":
+        if change == MistakeCode.ROW_DOT_AS_ROW_SUM:
             D = Matrix(n, 1, lambda i, _: sum((dP[i, j] for j in range(m)), sympy.S.Zero))
         else:
             D = Matrix(n, 1, lambda i, _: sum((P[i, j] * dP[i, j] for j in range(m)), sympy.S.Zero))
-        minus = sympy.S.Zero if change == "forgot-row-dot" else sympy.S.One
+        minus = sympy.S.Zero if change == MistakeCode.FORGOT_ROW_DOT else sympy.S.One
         dS = Matrix(n, m, lambda i, j: P[i, j] * (dP[i, j] - minus * D[i, 0]))
-        factor = {"backward-unscaled": sympy.S.One,
-                  "backward-scaled-twice": self.scale ** 2}.get(change, self.scale)
+        factors: dict[str, sympy.Expr] = {MistakeCode.BACKWARD_UNSCALED: sympy.S.One,
+                                          MistakeCode.BACKWARD_SCALED_TWICE: self.scale ** 2}
+        factor = factors.get(change, self.scale)
         dSs = dS * factor
-        dV = P * dO if change == "dv-not-transposed" else P.T * dO
-        dK = dSs * Q if change == "dk-not-transposed" else dSs.T * Q
+        dV = P * dO if change == MistakeCode.DV_NOT_TRANSPOSED else P.T * dO
+        dK = dSs * Q if change == MistakeCode.DK_NOT_TRANSPOSED else dSs.T * Q
         return {"d_V": dV, "d_weights": dP, "row_dot": D, "d_logits": dS, "d_scores": dSs,
                 "d_Q": dSs * K, "d_K": dK}
 
@@ -151,26 +150,26 @@ class BackwardMistakes:
         t, p = self.trace, self.trace.problem
         if p.backward is None:
             return []
-        out: list[Found] = [("gradient-ascent", "every gradient's sign flipped (−∇L)", GRADIENTS,
+        out: list[Found] = [(MistakeCode.GRADIENT_ASCENT, "every gradient's sign flipped (−∇L)", GRADIENTS,
                              _Negated(t))]
         c = p.scale * sympy.sqrt(p.d_k)
         if p.d_k != 1 and p.scale.is_zero is not True:
             unscaled = self.attempt(lambda: p.rebuilt(scale=c))
             if unscaled is not None:
-                out.append(("unscaled-forward", "the gradient of the forward without the √d_k",
+                out.append((MistakeCode.UNSCALED_FORWARD, "the gradient of the forward without the √d_k",
                             _EVERY, Source(unscaled)))
         if not self.hand:
             return out
         changes: list[tuple[str, str, tuple[str, ...], bool]] = [
-            ("forgot-row-dot", "dS = P ∘ dP: the −D term forgotten", ("d_logits", *_AFTER_DS), True),
-            ("row-dot-as-row-sum", "D taken as the row sum of dP", ("row_dot", "d_logits", *_AFTER_DS),
+            (MistakeCode.FORGOT_ROW_DOT, "dS = P ∘ dP: the −D term forgotten", ("d_logits", *_AFTER_DS), True),
+            (MistakeCode.ROW_DOT_AS_ROW_SUM, "D taken as the row sum of dP", ("row_dot", "d_logits", *_AFTER_DS),
              True),
-            ("dp-not-transposed", "dP = dO·V instead of dO·Vᵀ",
+            (MistakeCode.DP_NOT_TRANSPOSED, "dP = dO·V instead of dO·Vᵀ",
              ("d_weights", "row_dot", "d_logits", *_AFTER_DS), p.d_v == p.m),
-            ("dv-not-transposed", "dV = P·dO instead of Pᵀ·dO", ("d_V",), p.n == p.m),
-            ("dk-not-transposed", "dK = dS·Q instead of dSᵀ·Q", ("d_K",), p.n == p.m),
-            ("backward-unscaled", "the scale left out of the backward", _AFTER_DS, p.scale != 1),
-            ("backward-scaled-twice", "the scale applied twice in the backward", _AFTER_DS,
+            (MistakeCode.DV_NOT_TRANSPOSED, "dV = P·dO instead of Pᵀ·dO", ("d_V",), p.n == p.m),
+            (MistakeCode.DK_NOT_TRANSPOSED, "dK = dS·Q instead of dSᵀ·Q", ("d_K",), p.n == p.m),
+            (MistakeCode.BACKWARD_UNSCALED, "the scale left out of the backward", _AFTER_DS, p.scale != 1),
+            (MistakeCode.BACKWARD_SCALED_TWICE, "the scale applied twice in the backward", _AFTER_DS,
              p.scale != 1 and p.scale != -1),
         ]
         for code, detail, steps, possible in changes:
@@ -190,10 +189,10 @@ class BackwardMistakes:
                 self._early[places] = []
                 return []
             self._early[places] = [
-                ("early-rounding", f"weights rounded to {places} place{s} before the backward",
+                (MistakeCode.EARLY_ROUNDING, f"weights rounded to {places} place{s} before the backward",
                  frozenset(("d_V", "row_dot", "d_logits", *_AFTER_DS)), self._source(
                      ("d_V", "row_dot", "d_logits", *_AFTER_DS), P=P)),
-                ("early-rounding", f"d_weights rounded to {places} place{s} first",
+                (MistakeCode.EARLY_ROUNDING, f"d_weights rounded to {places} place{s} first",
                  frozenset(("row_dot", "d_logits", *_AFTER_DS)), self._source(
                      ("row_dot", "d_logits", *_AFTER_DS), dP=dP))]
         return self._early[places]

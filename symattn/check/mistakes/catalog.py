@@ -64,29 +64,28 @@ import sympy
 
 from symattn.numbers.certify import CertifiedDecimal, Rounding, certify
 from symattn.numbers.masked import Masked
-from symattn.check.mistakes.backward import BACKWARD_CODES, BackwardMistakes
+from symattn.check.mistakes.backward import BackwardMistakes
 from symattn.check.mistakes.logits import logit_variants
 from symattn.check.mistakes.rope import rope_variants
 from symattn.check.mistakes.online import online_mistakes
 from symattn.check.targets import Cell, Index, Source, TargetSpec, resolve
 from symattn.exact.parser import Name, Node
 from symattn.check.verdict import MistakeCell
+from symattn.check.codes import MistakeCode
 from symattn.errors import SymattnError
 from symattn.problem.problem import Problem
 from symattn.trace.trace import Trace, attend
+from symattn.vocab import StepName
 
 __all__ = ["Mistake", "Mistakes", "MISTAKE_CODES"]
 
-MISTAKE_CODES = ("unscaled", "scaled-by-d_k", "transposed-scores", "softmax-over-columns",
-                 "scaled-after-softmax", "e-as-2.7", "values-from-keys", "transposed-output",
-                 "wrong-step", "early-rounding", "mask-after-softmax", "masked-by-zero",
-                 "window-off-by-one", "online-no-rescale", "rope-layout", "rope-degrees",
-                 "rope-on-values", "rope-query-only", "alibi-sign", "alibi-scaled",
-                 "softcap-missing", "sink-renormalized", "sink-kept", *BACKWARD_CODES)
+MISTAKE_CODES = MistakeCode.catalogued()   # the forward's, the variants' and the backward's (BACKWARD_CODES)
 
-_AFTER_SCORES = frozenset(("scaled", "masked", "shifted", "exp", "row_sum", "weights", "output"))
-_SOFTMAX = frozenset(("exp", "row_sum", "weights", "output"))
-_AFTER_MASK = frozenset(("masked", "shifted", "exp", "row_sum", "weights", "output"))
+_AFTER_SCORES = frozenset(StepName.span(StepName.SCALED, StepName.OUTPUT))
+_SOFTMAX = frozenset(StepName.span(StepName.EXP, StepName.OUTPUT))
+_AFTER_MASK = frozenset(StepName.span(StepName.MASKED, StepName.OUTPUT))
+_AFTER_WEIGHTS = frozenset(StepName.span(StepName.WEIGHTS, StepName.OUTPUT))
+_WEIGHTS = frozenset((StepName.WEIGHTS,))
 _EARLY_PLACES = (2, 3)       # always tried, besides the places the figure is written at
 _MAX_EARLY_PLACES = 6
 
@@ -168,7 +167,7 @@ class _RoundedExpSource(Source):
     student's arithmetic on rounded numbers), not a second softmax.
     """
 
-    STEPS = frozenset(("row_sum", "weights", "output"))
+    STEPS = frozenset(StepName.span(StepName.ROW_SUM, StepName.OUTPUT))
 
     def __init__(self, trace: Trace, places: int) -> None:
         super().__init__(trace)
@@ -251,7 +250,7 @@ class _ZeroedAfterSoftmaxSource(Source):
     (the rows now sum to less than 1).
     """
 
-    STEPS = frozenset(("weights", "output"))
+    STEPS = _AFTER_WEIGHTS
 
     def __init__(self, unmasked: Trace, base: Trace) -> None:
         super().__init__(unmasked)
@@ -323,33 +322,31 @@ class Mistakes:
         # c = scale·√d_k and c/d_k = scale/√d_k equal the scale only when d_k = 1 or the scale
         # is 0: decided here, not by sympy.simplify (60 ms a problem, most of a Checker's cost)
         same_scale = p.d_k == 1 or p.scale.is_zero is True
-        for code, detail, scale in (("unscaled", "no division by √d_k", c),
-                                    ("scaled-by-d_k", f"divided by d_k = {p.d_k}, not √d_k",
+        for code, detail, scale in ((MistakeCode.UNSCALED, "no division by √d_k", c),
+                                    (MistakeCode.SCALED_BY_D_K, f"divided by d_k = {p.d_k}, not √d_k",
                                      c / p.d_k)):
             if same_scale:
                 continue
             trace = self._attempt(partial(_rebuild, p, scale=scale))
             if trace is not None:
                 out.append(Mistake(code, detail, _AFTER_SCORES, Source(trace)))
-                unscaled = trace if code == "unscaled" else unscaled
+                unscaled = trace if code == MistakeCode.UNSCALED else unscaled
         if self._swapped is not None:
-            out.append(Mistake("transposed-scores", "K·Qᵀ instead of Q·Kᵀ, or W_q and W_k swapped",
-                               frozenset(("scores", *_AFTER_SCORES)), Source(self._swapped)))
+            out.append(Mistake(MistakeCode.TRANSPOSED_SCORES, "K·Qᵀ instead of Q·Kᵀ, or W_q and W_k swapped",
+                               frozenset(StepName.span(StepName.SCORES, StepName.OUTPUT)), Source(self._swapped)))
         if self._column_softmax is not None:
-            out.append(Mistake("softmax-over-columns", "each column sums to 1, not each row",
-                               frozenset(("weights",)),
-                               Source(self._column_softmax, frozenset(("weights",)))))
+            out.append(Mistake(MistakeCode.SOFTMAX_OVER_COLUMNS, "each column sums to 1, not each row",
+                               _WEIGHTS, Source(self._column_softmax, _WEIGHTS)))
         if unscaled is not None:
-            out.append(Mistake("scaled-after-softmax", "softmax(Q·Kᵀ) divided by √d_k",
-                               frozenset(("weights", "output")),
-                               _ScaledSource(unscaled, p.scale / c, frozenset(("weights", "output")))))
+            out.append(Mistake(MistakeCode.SCALED_AFTER_SOFTMAX, "softmax(Q·Kᵀ) divided by √d_k",
+                               _AFTER_WEIGHTS, _ScaledSource(unscaled, p.scale / c, _AFTER_WEIGHTS)))
         e_trace = self._attempt(lambda: _rebuild(p, scale=p.scale * sympy.log(sympy.Rational(27, 10))))
         if e_trace is not None:
-            out.append(Mistake("e-as-2.7", "powers of 2.7 instead of e", _SOFTMAX,
+            out.append(Mistake(MistakeCode.E_AS_2_7, "powers of 2.7 instead of e", _SOFTMAX,
                                Source(e_trace)))
         values = self._values_from_keys()
         if values is not None:
-            out.append(Mistake("values-from-keys", "K used where V belongs", frozenset(("output",)),
+            out.append(Mistake(MistakeCode.VALUES_FROM_KEYS, "K used where V belongs", frozenset(("output",)),
                                Source(values)))
         out += self._mask_mistakes()
         out += [Mistake(code, detail, steps, Source(trace))
@@ -359,7 +356,7 @@ class Mistakes:
         out += [Mistake(*found) for found in online_mistakes(self.trace, [])]
         out += [Mistake(*found) for found in self._backward.fixed()]
         if p.n == p.d_v:
-            out.append(Mistake("transposed-output", "the output matrix transposed",
+            out.append(Mistake(MistakeCode.TRANSPOSED_OUTPUT, "the output matrix transposed",
                                frozenset(("output",)), Source(self.trace, frozenset(("output",)))))
         return out
 
@@ -371,7 +368,7 @@ class Mistakes:
         out: list[Mistake] = []
         unmasked = self._attempt(lambda: _rebuild(p, mask=None))
         if unmasked is not None:
-            out.append(Mistake("mask-after-softmax",
+            out.append(Mistake(MistakeCode.MASK_AFTER_SOFTMAX,
                                "softmax over every key, then blocked weights set to 0 "
                                "without renormalising", _ZeroedAfterSoftmaxSource.STEPS,
                                _ZeroedAfterSoftmaxSource(unmasked, t)))
@@ -380,8 +377,8 @@ class Mistakes:
                                for i in range(p.n)])
         by_zero = self._attempt(lambda: _direct(t, zeroed, sympy.eye(p.m), mask=None))
         if by_zero is not None:
-            out.append(Mistake("masked-by-zero", "blocked scores set to 0 instead of −∞",
-                               frozenset(("shifted", *_SOFTMAX)), Source(by_zero)))
+            out.append(Mistake(MistakeCode.MASKED_BY_ZERO, "blocked scores set to 0 instead of −∞",
+                               frozenset(StepName.span(StepName.SHIFTED, StepName.OUTPUT)), Source(by_zero)))
         if p.window is not None:
             width, causal = p.window
             for other in (width + 1, width - 1):
@@ -389,7 +386,7 @@ class Mistakes:
                     continue
                 trace = self._attempt(partial(_rebuild, p, mask={"window": other, "causal": causal}))
                 if trace is not None:
-                    out.append(Mistake("window-off-by-one",
+                    out.append(Mistake(MistakeCode.WINDOW_OFF_BY_ONE,
                                        f"a window of {other} key{'s' if other != 1 else ''} instead of {width}",
                                        _AFTER_MASK, Source(trace)))
         return out
@@ -413,10 +410,10 @@ class Mistakes:
         t, p = self.trace, self.problem
         detail = f"{step} rounded to {places} place{'s' if places != 1 else ''} first"
         if step == "weights":
-            return Mistake("early-rounding", detail, frozenset(("output",)),
+            return Mistake(MistakeCode.EARLY_ROUNDING, detail, frozenset(("output",)),
                            _RoundedWeightsSource(t, places))
         if step == "exp":
-            return Mistake("early-rounding", detail, _RoundedExpSource.STEPS,
+            return Mistake(MistakeCode.EARLY_ROUNDING, detail, _RoundedExpSource.STEPS,
                            _RoundedExpSource(t, places))
         rounding = Rounding(places=places)
         rows = []
@@ -426,8 +423,8 @@ class Mistakes:
         trace = self._attempt(lambda: _direct(t, sympy.Matrix(rows), identity, scale=1))
         if trace is None:
             return None
-        later = {"scaled": frozenset(("shifted", *_SOFTMAX)), "shifted": _SOFTMAX}[step]
-        return Mistake("early-rounding", detail, later, Source(trace))
+        later = {"scaled": frozenset(StepName.span(StepName.SHIFTED, StepName.OUTPUT)), "shifted": _SOFTMAX}[step]
+        return Mistake(MistakeCode.EARLY_ROUNDING, detail, later, Source(trace))
 
     def early_for(self, places: int | None) -> list[Mistake]:
         ks = set(_EARLY_PLACES)
@@ -465,7 +462,7 @@ class Mistakes:
         ``codes``: only these mistakes (the others' variants are not even built)."""
         per_cell: list[list[MistakeCell]] = [[] for _ in range(shape[0] * shape[1])]
         names = spec.steps()
-        only_early = codes is not None and codes <= {"early-rounding"}
+        only_early = codes is not None and codes <= {MistakeCode.EARLY_ROUNDING}
         candidates = [*([] if only_early else self.fixed), *self.early_for(places)]
         for mistake in candidates:
             if not names & mistake.steps or codes is not None and mistake.code not in codes:
@@ -475,7 +472,7 @@ class Mistakes:
                 for k, cell in enumerate(cells):
                     per_cell[k].append(MistakeCell(mistake.code, mistake.detail, cell))
         ref = spec.step_ref
-        if ref is not None and (codes is None or "wrong-step" in codes):
+        if ref is not None and (codes is None or MistakeCode.WRONG_STEP in codes):
             self._wrong_steps(spec, ref[0], shape, per_cell)
         return per_cell
 
@@ -487,11 +484,11 @@ class Mistakes:
             if other == name or base.shape(other) != target_shape:
                 continue
             other_spec = TargetSpec(spec.text, _renamed(spec, other))
-            cells = self._resolve("wrong-step", Mistake("wrong-step", f"the {other} step",
+            cells = self._resolve(MistakeCode.WRONG_STEP, Mistake(MistakeCode.WRONG_STEP, f"the {other} step",
                                                         frozenset(), base), other_spec, shape)
             if cells is not None:
                 for k, cell in enumerate(cells):
-                    per_cell[k].append(MistakeCell("wrong-step", f"{other} given for {name}", cell))
+                    per_cell[k].append(MistakeCell(MistakeCode.WRONG_STEP, f"{other} given for {name}", cell))
 
 
 def _renamed(spec: TargetSpec, other: str) -> Node:

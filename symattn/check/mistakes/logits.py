@@ -32,8 +32,11 @@ import sympy
 from symattn.problem.keys.logits import Alibi
 from symattn.problem.problem import Problem
 from symattn.trace.trace import Trace
+from symattn.check.codes import MistakeCode
+from symattn.vocab import StepName, StepKind
 
-_LOGITS = ("masked", "shifted", "exp", "row_sum", "weights", "output")
+_LOGITS = StepName.span(StepName.MASKED, StepName.OUTPUT)
+_WITH_LOGITS = (*StepName.of_kind(StepKind.LOGIT), *_LOGITS)   # bias, biased, capped and the rest
 
 Variant = tuple[str, str, frozenset[str], Trace]
 
@@ -51,19 +54,17 @@ def logit_variants(trace: Trace, attempt: Callable[[Callable[[], Problem]], Trac
 
     if p.alibi is not None:
         alibi = p.alibi
-        add("alibi-sign", "the bias added with the wrong sign, +slope·(i − j)",
-            ("bias", "biased", "capped", *_LOGITS),
+        add(MistakeCode.ALIBI_SIGN, "the bias added with the wrong sign, +slope·(i − j)", _WITH_LOGITS,
             lambda: p.rebuilt(alibi=Alibi(-alibi.slope, alibi.symmetric)))
         if p.scale != 1 and p.scale.is_positive:
-            add("alibi-scaled", "the bias added before the scaling, so it is scaled too",
-                ("bias", "biased", "capped", *_LOGITS),
+            add(MistakeCode.ALIBI_SCALED, "the bias added before the scaling, so it is scaled too", _WITH_LOGITS,
                 lambda: p.rebuilt(alibi={**alibi.value, "slope": alibi.slope * p.scale}))
     if p.softcap is not None:
-        add("softcap-missing", "the soft-cap c·tanh(x/c) left out", _LOGITS,
+        add(MistakeCode.SOFTCAP_MISSING, "the soft-cap c·tanh(x/c) left out", _LOGITS,
             lambda: p.rebuilt(softcap=None))
     if p.sink is not None:
-        add("sink-renormalized", "the sink's column dropped and the rest renormalised to sum 1",
-            ("row_sum", "weights", "output"), lambda: p.rebuilt(sink=None))
+        add(MistakeCode.SINK_RENORMALIZED, "the sink's column dropped and the rest renormalised to sum 1",
+            StepName.span(StepName.ROW_SUM, StepName.OUTPUT), lambda: p.rebuilt(sink=None))
     return out
 
 

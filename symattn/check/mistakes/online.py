@@ -19,6 +19,7 @@ import sympy
 from symattn.numbers.certify import CertifiedDecimal, Rounding, certify
 from symattn.numbers.masked import Masked
 from symattn.check.targets import Source
+from symattn.check.codes import MistakeCode
 from symattn.trace.trace import Trace
 
 _RUNNING_OUTPUT = re.compile(r"running_output_(\d+)")
@@ -71,10 +72,10 @@ def online_mistakes(trace: Trace, places: list[int]) -> list[tuple[str, str, fro
         return []
     out: list[tuple[str, str, frozenset[str], Source]] = []
     plain = OnlineMistakeSource(trace, rescaled=False)
-    out.append(("online-no-rescale", "running sum and output not rescaled by e^(m_old − m_new) "
+    out.append((MistakeCode.ONLINE_NO_RESCALE, "running sum and output not rescaled by e^(m_old − m_new) "
                 "when the maximum grows", plain.steps, plain))
     for k in places:
         rounded = OnlineMistakeSource(trace, places=k)
-        out.append(("early-rounding", f"exponentials of the running sums rounded to {k} "
+        out.append((MistakeCode.EARLY_ROUNDING, f"exponentials of the running sums rounded to {k} "
                     f"place{'s' if k != 1 else ''} first", rounded.steps, rounded))
     return out

@@ -15,9 +15,11 @@ import sympy
 from symattn.problem.problem import Problem
 from symattn.problem.keys.rope import Rope, rotate
 from symattn.trace.trace import Trace
+from symattn.check.codes import MistakeCode
+from symattn.vocab import StepName, StepKind
 
-_AFTER_SCORES = ("scores", "scaled", "masked", "shifted", "exp", "row_sum", "weights", "output")
-ROTATED = frozenset(("Q_rot", "K_rot", *_AFTER_SCORES))
+_AFTER_SCORES = StepName.span(StepName.SCORES, StepName.OUTPUT)
+ROTATED = frozenset((*StepName.of_kind(StepKind.ROTATION), *_AFTER_SCORES))
 
 Variant = tuple[str, str, frozenset[str], Trace]
 
@@ -37,21 +39,21 @@ def rope_variants(trace: Trace, attempt: Callable[[Callable[[], Problem]], Trace
 
     if rope.d >= 4:      # with one pair the two layouts are the same
         other = "half" if rope.layout == "interleaved" else "interleaved"
-        add("rope-layout", f"the {other} pairing instead of {rope.layout}", ROTATED,
+        add(MistakeCode.ROPE_LAYOUT, f"the {other} pairing instead of {rope.layout}", ROTATED,
             lambda: p.rebuilt(rope={**rope.as_value(), "layout": other}))
     degrees = {**rope.as_value(), "theta": [t * sympy.pi / 180 for t in rope.theta]}
     degrees.pop("base", None)
-    add("rope-degrees", "the angles p·θ_i read as degrees (θ_i·π/180)", ROTATED,
+    add(MistakeCode.ROPE_DEGREES, "the angles p·θ_i read as degrees (θ_i·π/180)", ROTATED,
         lambda: p.rebuilt(rope=degrees))
     if p.d_v == p.d_k:
-        add("rope-on-values", "V rotated by the key positions too", frozenset(("output",)),
+        add(MistakeCode.ROPE_ON_VALUES, "V rotated by the key positions too", frozenset(("output",)),
             lambda: Problem(Q=trace.Q.matrix, K=trace.K.matrix, V=_rotated_values(trace, rope),
                             tokens=list(p.tokens),
                             key_tokens=list(p.key_tokens), scale=p.scale, mask=p.mask_value,
                             **p.variant_keys, rope=rope))
     if any(rope.key_positions):
-        add("rope-query-only", "only Q rotated (K left as it is)",
-            frozenset(("K_rot", *_AFTER_SCORES)),
+        add(MistakeCode.ROPE_QUERY_ONLY, "only Q rotated (K left as it is)",
+            frozenset((StepName.K_ROT, *_AFTER_SCORES)),
             lambda: p.rebuilt(rope={**rope.as_value(), "key_positions": [0] * p.m}))
     return out
 

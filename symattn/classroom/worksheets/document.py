@@ -33,6 +33,7 @@ from symattn.document.worksheet_blocks import (
     Derivation, Instruction, KeyAnswer, KeyValue, Question, SheetHeader, WrongAnswers,
 )
 from symattn.trace.trace import Trace
+from symattn.vocab import StepName, StepKind
 from symattn.classroom.worksheets.wrong_answers import answer_texts, wrong_answers
 from symattn.classroom.worksheets.questions import SheetQuestion, ask_text, decode_part, rounding_words
 
@@ -51,8 +52,11 @@ _SYMBOL = {"Q": Sym("Q"), "K": Sym("K"), "V": Sym("V"), "scores": Sym("S"), "wei
 _DECODE_SYMBOL = {"q": "q", "k": "k", "v": "v", "K_cache": "K", "V_cache": "V", "scores": "s",
                   "weights": "a", "output": "o"}
 #: Questions whose columns are named (keys, blocks, counts), so the answer boxes are labelled
-_LABELLED_COLUMNS = frozenset(("scores", "scaled", "weights", "bias", "biased", "capped", "masked",
-                               "shifted", "exp", "running_max", "rescale", "running_sum", "decode_work"))
+_LABELLED_COLUMNS = frozenset(s for s in StepName.of_kind(StepKind.SCORE, StepKind.LOGIT, StepKind.MASK,
+                                                         StepKind.SOFTMAX, StepKind.ONLINE, StepKind.DECODE)
+                               if s is not StepName.ROW_SUM)     # the row sums' one column is Σ
+#: Steps whose rows are the tokens (the data and the projections), not d_model
+_TOKEN_ROWS = frozenset(StepName.of_kind(StepKind.EMBEDDING, StepKind.PROJECTION))
 
 
 class VersionLike(Protocol):
@@ -96,7 +100,8 @@ def _total(questions: list[SheetQuestion]) -> str | None:
 
 
 def _given(trace: Trace) -> Section:
-    names: list[str] = [n for n in ("X", "X_kv", "W_q", "W_k", "W_v") if n in trace.step_names] or ["Q", "K", "V"]
+    names: list[str] = [n for n in StepName.of_kind(StepKind.EMBEDDING, StepKind.WEIGHT) if n in trace.step_names] \
+        or list(StepName.of_kind(StepKind.PROJECTION))
     blocks = []
     symbols = {"X": Sym("X"), "X_kv": Sym("X", "kv"), "W_q": Sym("W", "q"), "W_k": Sym("W", "k"),
                "W_v": Sym("W", "v"), "Q": Sym("Q"), "K": Sym("K"), "V": Sym("V")}
@@ -104,7 +109,7 @@ def _given(trace: Trace) -> Section:
         step = trace.step(name)
         rows, cols = tuple(range(step.shape[0])), tuple(range(step.shape[1]))
         cells = tuple(tuple(hf.exact(v) for v in row) for row in step.rows())
-        labels = step.row_labels if name in ("X", "X_kv", "Q", "K", "V") else None
+        labels = step.row_labels if name in _TOKEN_ROWS else None
         blocks.append(LabelledMatrix(name, symbols[name], cells, None, rows, cols, labels, None,
                                      step.shape, True, None))
     return Section("given", "Given", tuple(blocks), numbered=False)

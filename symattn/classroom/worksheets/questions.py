@@ -16,6 +16,7 @@ from fractions import Fraction
 from symattn.numbers.certify import Rounding
 from symattn.trace.trace import Trace
 from symattn.errors import WorksheetError
+from symattn.vocab import StepName, StepKind
 
 __all__ = ["QUESTIONS", "SheetQuestion", "asked_steps", "askable_steps", "default_questions", "ask_text",
            "decode_part",
@@ -30,7 +31,7 @@ _ORDER = ("Q", "K", "V", "Q_rot", "K_rot", "scores", "scaled", "bias", "biased",
           "running_max", "rescale", "running_sum", "running_output", "shifted", "exp", "row_sum",
           "weights", "output", "decode", "decode_work")
 _DECODE_PARTS = ("q", "k", "v", "K_cache", "V_cache", "scores", "weights", "output")
-_INPUTS = ("X", "X_kv", "W_q", "W_k", "W_v")
+_INPUTS = StepName.of_kind(StepKind.EMBEDDING, StepKind.WEIGHT)
 _DECODE_SHOWN = 2        # a KV-cache sheet asks about at most the last two decode steps
 
 #: What a question asks for, in words (``Compute the rotated queries (RoPE), …``)
@@ -128,7 +129,7 @@ def question_order(step: str) -> tuple[int, int, int]:
 
 def askable_steps(trace: Trace) -> tuple[str, ...]:
     """Every step a sheet of this problem may ask: the computed ones (not the given inputs)."""
-    given = () if trace.problem.projected else ("Q", "K", "V")
+    given = () if trace.problem.projected else StepName.of_kind(StepKind.PROJECTION)
     names = [n for n in trace.step_names if n not in _INPUTS and n not in given]
     return tuple(sorted(names, key=question_order))
 
@@ -140,7 +141,7 @@ def default_questions(trace: Trace) -> tuple[str, ...]:
     most: the new query, the caches after appending, scores, weights, output) and the work."""
     p = trace.problem
     names = set(trace.step_names)
-    extra = {"Q_rot", "K_rot", "bias", "biased", "capped", "running_max", "rescale", "running_sum"}
+    extra = set(StepName.of_kind(StepKind.ROTATION, StepKind.LOGIT, StepKind.ONLINE))
     if p.prefill is None and not extra & names:
         return QUESTIONS                # plain attention: the sheet's questions as they always were
     if p.prefill is not None:

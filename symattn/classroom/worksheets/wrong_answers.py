@@ -18,6 +18,7 @@ from __future__ import annotations
 from symattn.numbers.certify import CertifiedDecimal, Rounding
 from symattn.check.checker import Checker
 from symattn.check.targets import Cell
+from symattn.check.codes import MistakeCode, MistakeFamily
 from symattn.numbers.masked import NEG_INF
 from symattn.trace.trace import Trace
 from symattn.document.worksheet_blocks import Grid, WrongAnswer
@@ -29,20 +30,19 @@ __all__ = ["WrongAnswer", "wrong_answers", "separates", "answer_texts", "figure"
 #: The mistakes a separating version must tell apart.  ``e-as-2.7`` is listed in the key's table
 #: but not required: 2.7 for e moves every exponent by 0.7 %, which an answer of two or three
 #: digits often cannot show, so requiring it would reject most hand-friendly problems.
-SEPARATED = frozenset(("unscaled", "scaled-by-d_k", "transposed-scores", "softmax-over-columns",
-                       "scaled-after-softmax", "values-from-keys", "transposed-output", "early-rounding",
-                       "mask-after-softmax", "masked-by-zero", "window-off-by-one"))
+SEPARATED = frozenset(c for c in MistakeCode.of_family(MistakeFamily.FORWARD, MistakeFamily.MASK)
+                      if c not in (MistakeCode.E_AS_2_7, MistakeCode.WRONG_STEP))   # (wrong-step: not a computation)
 #: Which variant mistakes a version of each template must also tell apart (besides SEPARATED),
 #: by the variant keys its problem has.  The key's table lists every mistake the checker models
 #: where it applies; these are the ones a version is rejected for when two of them (or one and
 #: the right answer) would give the same written figure.  ALiBi, the sink and the KV-cache
 #: steps have no variant mistake of their own modelled here yet.
 VARIANT_MISTAKES: dict[str, frozenset[str]] = {
-    "rope": frozenset(("rope-layout", "rope-degrees", "rope-query-only", "rope-on-values")),
-    "window": frozenset(("window-off-by-one", "mask-after-softmax", "masked-by-zero")),
-    "mask": frozenset(("mask-after-softmax", "masked-by-zero")),
-    "tiles": frozenset(("online-no-rescale",)),
-    "alibi": frozenset(("mask-after-softmax", "masked-by-zero")),
+    "rope": frozenset(MistakeCode.of_family(MistakeFamily.ROPE)),
+    "window": frozenset((MistakeCode.WINDOW_OFF_BY_ONE, MistakeCode.MASK_AFTER_SOFTMAX, MistakeCode.MASKED_BY_ZERO)),
+    "mask": frozenset((MistakeCode.MASK_AFTER_SOFTMAX, MistakeCode.MASKED_BY_ZERO)),
+    "tiles": frozenset((MistakeCode.ONLINE_NO_RESCALE,)),
+    "alibi": frozenset((MistakeCode.MASK_AFTER_SOFTMAX, MistakeCode.MASKED_BY_ZERO)),
     "sink": frozenset(),
     "softcap": frozenset(),
     "decode": frozenset(),
@@ -52,11 +52,11 @@ VARIANT_MISTAKES: dict[str, frozenset[str]] = {
 #: unrotated K that rope-query-only writes, and check may name either (both are told apart on the
 #: scores and every later question); on rescale, online-no-rescale writes 1 everywhere, a
 #: whole number that check also reads as the right factor rounded to 0 places.
-NOT_REQUIRED_ON = frozenset((("rope-degrees", "K_rot"), ("rope-query-only", "K_rot"),
-                             ("online-no-rescale", "rescale")))
+NOT_REQUIRED_ON = frozenset(((MistakeCode.ROPE_DEGREES, "K_rot"), (MistakeCode.ROPE_QUERY_ONLY, "K_rot"),
+                             (MistakeCode.ONLINE_NO_RESCALE, "rescale")))
 #: Mistakes of precision: when the answer rounds the same as the right one, the student is right at
 #: the precision asked, so only an answer that differs must be told apart.
-PRECISION = frozenset(("early-rounding",))
+PRECISION = frozenset((MistakeCode.EARLY_ROUNDING,))
 _ORDER = ("weights", "output", "scaled", "scores")   # the questions that fail most, first
 
 
@@ -93,7 +93,7 @@ def wrong_answers(trace: Trace, step: str, rounding: Rounding, *,
     variants: dict[tuple[str, str], list[Cell | None]] = {}   # a variant's cell at each place
     for k, cells in enumerate(per_cell):
         for m in cells:
-            if m.code == "wrong-step" or codes is not None and m.code not in codes:
+            if m.code == MistakeCode.WRONG_STEP or codes is not None and m.code not in codes:
                 continue
             variants.setdefault((m.code, m.detail), [None] * (rows * cols))[k] = m.cell
     chosen: dict[str, WrongAnswer] = {}

@@ -11,14 +11,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from symattn.check.checker import FigureVerdict
+from symattn.check.codes import Verdict
 from symattn.check.report import summary, summary_line
 from symattn.document.build.check_math import expected_math, says
 from symattn.document.blocks import Note, Report, Section, VerdictRow, Verdicts
 
 __all__ = ["build_check_document", "verdict_row", "MARK"]
 
-MARK = {"exact": "✓", "rounded": "✓", "last-digit": "✗", "mistake": "✗", "wrong": "✗", "invalid": "!",
-        "blank": "–"}
+MARK: dict[str, str] = {Verdict.EXACT: "✓", Verdict.ROUNDED: "✓", Verdict.LAST_DIGIT: "✗", Verdict.MISTAKE: "✗",
+                        Verdict.WRONG: "✗", Verdict.INVALID: "!", Verdict.BLANK: "–"}
 
 
 def _expected(v: FigureVerdict) -> str | None:

@@ -26,12 +26,12 @@ from symattn.numbers.compare import equal
 from symattn.heads.keys import alibi_default_slope_values, alibi_slope_exponents
 from symattn.problem.problem import Problem
 from symattn.trace.trace import Trace
+from symattn.vocab import StepName
 
 __all__ = ["build_heads_document", "heads_json", "kind_of", "variant_words", "variant_steps"]
 
 #: the steps of plain attention; a head's other steps come from its variant keys
-PLAIN_STEPS = ("X", "W_q", "W_k", "W_v", "X_kv", "Q", "K", "V", "scores", "scaled", "masked",
-               "shifted", "exp", "row_sum", "weights", "output")
+PLAIN_STEPS = frozenset(StepName.plain())
 
 LIMIT = 12   # larger matrices elide their middle rows and columns
 

@@ -32,6 +32,7 @@ from symattn.numbers.masked import NEG_INF
 from symattn.document.meanings import meaning_parts
 from symattn.trace.steps import SECTION_TITLES, spec
 from symattn.trace.trace import Trace
+from symattn.vocab import StepName, StepKind
 
 Index = int | str
 #: every cell of a step, none elided (what ``_Builder.dec`` gives: a Cells with no None)
@@ -195,17 +196,17 @@ class _Builder:
                        tuple(sorted(str(x) for x in p.free_symbols)), self.o.rounding, self.o.sci_digits)
 
     def inputs(self) -> Section | None:
-        names = [n for n in ("X", "X_kv", "W_q", "W_k", "W_v") if n in self.t.step_names]
+        names = [n for n in StepName.of_kind(StepKind.EMBEDDING, StepKind.WEIGHT) if n in self.t.step_names]
         if not names:
             return None
-        blocks = tuple(self.matrix(n, row_labels=n in ("X", "X_kv"), caption=self.t.step(n).info.meaning)
+        blocks = tuple(self.matrix(n, row_labels=n.kind is StepKind.EMBEDDING, caption=self.t.step(n).info.meaning)
                        for n in names)
         return Section("inputs", SECTION_TITLES["inputs"], blocks, numbered=False)
 
     def projections(self) -> list[Section]:
         t, p = self.t, self.p
         out = []
-        for name in ("Q", "K", "V"):
+        for name in StepName.of_kind(StepKind.PROJECTION):
             step = t.step(name)
             factors: tuple[tuple[int, int], ...] = ()
             if p.projected:
@@ -284,7 +285,7 @@ class _Builder:
                    "capped": lambda i, j: hf.logit(t, i, j)}
         symbols = {"bias": Sym("B"), "biased": Words("biased"), "capped": Words("capped")}
         sections = []
-        for name in ("bias", "biased", "capped"):
+        for name in StepName.of_kind(StepKind.LOGIT):
             if name not in t.step_names:
                 continue
             cols = self.shown(p.m)
