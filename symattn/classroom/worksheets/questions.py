@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
+from symattn.classroom.worksheets.backward_sheet import (BACKWARD_ASK, BACKWARD_ORDER, BACKWARD_QUESTIONS,
+                                                         FORWARD_KEPT)
 from symattn.numbers.certify import Rounding
 from symattn.trace.trace import Trace
 from symattn.errors import WorksheetError
@@ -28,7 +30,7 @@ QUESTIONS = ("Q", "K", "V", "scores", "scaled", "weights", "output")
 #: they fall; ``decode_<t>_…`` and ``running_output_<b>`` are placed by their pattern).
 _ORDER = ("Q", "K", "V", "Q_rot", "K_rot", "scores", "scaled", "bias", "biased", "capped", "masked",
           "running_max", "rescale", "running_sum", "running_output", "shifted", "exp", "row_sum",
-          "weights", "output", "decode", "decode_work")
+          "weights", "output", *BACKWARD_ORDER, "decode", "decode_work")
 _DECODE_PARTS = ("q", "k", "v", "K_cache", "V_cache", "scores", "weights", "output")
 _INPUTS = ("X", "X_kv", "W_q", "W_k", "W_v")
 _DECODE_SHOWN = 2        # a KV-cache sheet asks about at most the last two decode steps
@@ -45,7 +47,7 @@ _ASK: dict[str, str] = {"Q": "the queries", "K": "the keys", "V": "the values", 
         "running_max": "the running maximum after each block of keys",
         "rescale": "the rescale factor of each block",
         "running_sum": "the running sum after each block of keys",
-        "decode_work": "the work counts of the decode steps, with and without the cache"}
+        "decode_work": "the work counts of the decode steps, with and without the cache", **BACKWARD_ASK}
 _DECODE_ASK: dict[str, str] = {"q": "the new token's query", "k": "the new token's key", "v": "the new token's value",
                "K_cache": "the key cache after appending", "V_cache": "the value cache after appending",
                "scores": "the new token's scores against the cache",
@@ -141,6 +143,8 @@ def default_questions(trace: Trace) -> tuple[str, ...]:
     p = trace.problem
     names = set(trace.step_names)
     extra = {"Q_rot", "K_rot", "bias", "biased", "capped", "running_max", "rescale", "running_sum"}
+    if p.backward is not None:          # the backward sheet: P and O, then the gradients
+        return tuple(n for n in (*FORWARD_KEPT, *BACKWARD_QUESTIONS) if n in names)
     if p.prefill is None and not extra & names:
         return QUESTIONS                # plain attention: the sheet's questions as they always were
     if p.prefill is not None:

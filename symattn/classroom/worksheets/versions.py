@@ -86,6 +86,11 @@ def variant_values(problem: Problem) -> tuple[tuple[str, object], ...]:
         keys.append(("tiles", _plain(problem.tiles_value)))
     if problem.prefill is not None:
         keys.append(("decode", {"prefill": problem.prefill}))
+    if problem.backward is not None:
+        import sympy
+
+        keys.append(("backward", {k: _plain(v.tolist() if isinstance(v, sympy.MatrixBase) else v)
+                                  for k, v in problem.backward.value.items()}))
     return tuple(keys)
 
 

@@ -15,6 +15,7 @@ is not a computation mistake and is left out.
 from __future__ import annotations
 
 
+from symattn.classroom.worksheets.backward_sheet import BACKWARD_MISTAKES, BACKWARD_QUESTIONS
 from symattn.numbers.certify import CertifiedDecimal, Rounding
 from symattn.check.checker import Checker
 from symattn.check.targets import Cell
@@ -46,6 +47,7 @@ VARIANT_MISTAKES: dict[str, frozenset[str]] = {
     "sink": frozenset(),
     "softcap": frozenset(),
     "decode": frozenset(),
+    "backward": BACKWARD_MISTAKES,
 }
 #: (mistake, question) pairs not required to be told apart, though listed in the key's table:
 #: on K_rot, angles read as degrees are nearly 0 (cos ≈ 0.9996), so rope-degrees writes almost the
@@ -53,7 +55,8 @@ VARIANT_MISTAKES: dict[str, frozenset[str]] = {
 #: scores and every later question); on rescale, online-no-rescale writes 1 everywhere, a
 #: whole number that check also reads as the right factor rounded to 0 places.
 NOT_REQUIRED_ON = frozenset((("rope-degrees", "K_rot"), ("rope-query-only", "K_rot"),
-                             ("online-no-rescale", "rescale")))
+                             ("online-no-rescale", "rescale"),
+                             *(("early-rounding", q) for q in BACKWARD_QUESTIONS)))   # often a slip
 #: Mistakes of precision: when the answer rounds the same as the right one, the student is right at
 #: the precision asked, so only an answer that differs must be told apart.
 PRECISION = frozenset(("early-rounding",))
@@ -128,7 +131,8 @@ def variants_of(trace: Trace) -> tuple[str, ...]:
         ("rope", p.rope is not None), ("window", p.window is not None),
         ("mask", p.mask is not None and p.window is None and p.prefill is None),
         ("tiles", p.tiles is not None), ("alibi", p.alibi is not None), ("sink", p.sink is not None),
-        ("softcap", p.softcap is not None), ("decode", p.prefill is not None)) if present]
+        ("softcap", p.softcap is not None), ("decode", p.prefill is not None),
+        ("backward", p.backward is not None)) if present]
     return tuple(found)
 
 
