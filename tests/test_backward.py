@@ -208,3 +208,21 @@ def test_a_problem_file_with_a_backward_key(tmp_path):
 def test_forward_only_problems_have_no_backward_steps():
     trace = sa.attend(Problem(Q=Q3, K=K3, V=V3))
     assert not any(n.startswith("d_") for n in trace.step_names) and "lse" not in trace.step_names
+
+
+def test_exact_entries_across_masked_keys_and_zero_value_rows():
+    """A masked weight (and a dP entry against a zero value row) is the empty sum: exact d_V,
+    d_K and row_dot entries of a causal problem build, and agree with numpy float64."""
+    np = pytest.importorskip("numpy")
+    Q, K, V, G = [[1, 0], [0, 1]], [[1, 0], [0, 1]], [[0, 0], [1, 2]], [[1, 2], [3, 4]]
+    trace = sa.attend(Problem(Q=Q, K=K, V=V, mask="causal", backward={"grad_output": G}))
+    Qa, Ka, Va, Ga = (np.array(m, dtype=float) for m in (Q, K, V, G))
+    S = Qa @ Ka.T / np.sqrt(2) + np.where(np.tril(np.ones((2, 2))) > 0, 0, -np.inf)
+    P = np.exp(S - S.max(axis=1, keepdims=True))
+    P /= P.sum(axis=1, keepdims=True)
+    dP = Ga @ Va.T
+    D = (P * dP).sum(axis=1, keepdims=True)
+    dS = P * (dP - D) / np.sqrt(2)
+    for name, want in (("d_V", P.T @ Ga), ("row_dot", D), ("d_K", dS.T @ Qa), ("d_Q", dS @ Ka)):
+        got = np.array([[float(sympy.N(e, 20)) for e in row] for row in trace.step(name).rows()])
+        assert np.allclose(got, want, rtol=1e-13, atol=1e-15), name

@@ -203,7 +203,7 @@ def test_figures_files_naming_bad_problems(corpus, tmp_path, capsys):
 
 def test_bad_names_and_options(capsys):
     for argv in (["examples", "--show", "no-such-example"], ["explain", "--example", "nope"],
-                 ["explain", "--digits", "0"], ["explain", "--row", "nobody"],
+                 ["explain", "--digits", "0"], ["explain", "--rows", "nobody"],
                  ["explain", "--format", "json", "--pdf", "-o", "x.pdf"],
                  ["worksheet", "--versions", "2", "-o", "w"], ["heads", "--json", "--latex"],
                  ["facts", "--fact", "no-such-fact"], ["check"], ["grade"], ["nosuchcommand"],

@@ -105,7 +105,7 @@ def test_bad_problem_files_exit_2_with_one_line(tmp_path, content, message):
     (("explain", "--example", "nope"), "no example named 'nope'"),
     (("explain", "missing.toml"), "missing.toml: no such file"),
     (("explain", "--digits", "0"), "--digits must be between 1 and"),
-    (("explain", "--row", "dogs"), "no row named 'dogs'"),
+    (("explain", "--rows", "dogs"), "no row named 'dogs'"),
     (("explain", "--frobnicate"), "unrecognized arguments"),
 ])
 def test_bad_command_lines_exit_2(args, message):

@@ -106,7 +106,7 @@ def test_large_problem_elides_and_limits_worked_rows():
     body = render_latex(trace, LatexOptions(rows=("w5", 7)), fragment=True)
     assert "\\cdots" in body and "\\vdots" in body and "\\ddots" in body
     assert "\\text{w11}" in body and "\\text{w6}" not in body.split("Scaled scores")[0].split("Each score")[0]
-    assert "Row \\textup{w5}" in body and "Row \\textup{w7}" in body and "Row \\textup{w0}" not in body
+    assert "Row \\texttt{w5}" in body and "Row \\texttt{w7}" in body and "Row \\texttt{w0}" not in body
 
 
 def test_token_names_are_escaped():
@@ -272,7 +272,7 @@ def test_fraction_rows_have_room_and_parentheses_grow():
 def test_token_names_are_upright_in_running_text_and_i_j_are_math(lesson):
     body = render_latex(lesson, fragment=True)
     assert "\\emph{" not in body
-    assert "\\paragraph{Row \\textup{cats}.}" in body and "\\text{love} &" in body
+    assert "\\paragraph{Row \\texttt{cats}.}" in body and "\\text{love} &" in body
     assert "how well query $i$ matches key $j$" in body
 
 

@@ -24,11 +24,13 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("symattn.limits", "symattn.output"),   # output/: files written whole, text escaped per format
     ("symattn.exact",),
     ("symattn.numbers",),
+    ("symattn.notation",),              # written math as data (hand-form nodes); printed by document/
     ("symattn.problem",),
     ("symattn.examples",),              # the built-in problems: data files and their loader
     ("symattn.engine",),
     ("symattn.trace",),
     ("symattn.check", "symattn.floatref"),
+    ("symattn.testing",),               # the kernel test gate: floatref's references as assertions
     ("symattn.heads",),
     ("symattn.facts",),
     ("symattn.document",),
@@ -214,9 +216,6 @@ def test_the_house_stays_small(rule):
 
 #: modules still over 500 lines, with their size today; the numbers may only go down (issue 19)
 MAX_LINES: dict[str, int] = {
-    "symattn.document.blocks": 525,
-    "symattn.document.printers.html": 536,
-    "symattn.engine.engine": 1058,
     "symattn.numbers.certify": 645,
 }
 

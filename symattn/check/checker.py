@@ -92,8 +92,9 @@ class Checker:
 
     def right_or_slip(self, target: str, text: str) -> bool:
         """Is ``text`` right, or one slip in a last digit, as ``target``?  Then ``check`` names
-        no mistake for it, and that is decided from its entries alone, without computing
-        any mistake (a quick way to turn a worksheet candidate down)."""
+        no mistake for it (but early rounding to the places written, the slip's cause), and that
+        is decided from its entries alone, without computing any mistake (a quick way to turn a
+        worksheet candidate down)."""
         try:
             resolved = self.target(target)
             written = read_figure(text, where=f"the figure for {target}",

@@ -11,6 +11,10 @@ figure itself.  The rules, in order:
    whether it is a truncation).  A slip of one digit explains it as well as
    any mistake could; a mistake that also reproduces every entry is listed
    in ``also`` and named in the message, since it could change the verdict.
+   Except early rounding to the places the figure is written at: rounding the
+   intermediates to those places first is *how* a last digit comes out one off
+   (1.51 for e^(−1) + e^(−2) + 1 = 1.5032… from 0.37 + 0.14 + 1), so when it
+   reproduces every entry it is the verdict.
 3. Otherwise, a mistake that reproduces EVERY entry, each at the precision
    it is written: ``mistake``.  When several do, the first is the verdict
    and the others are named too (they cannot be told apart here).
@@ -20,6 +24,7 @@ figure itself.  The rules, in order:
 
 from __future__ import annotations
 
+import re
 from typing import Any, Sequence
 
 from symattn.check.verdict import EntryVerdict, FigureVerdict, MistakeCell, name_mistake, worst
@@ -27,6 +32,9 @@ from symattn.check.verdict import EntryVerdict, FigureVerdict, MistakeCell, name
 __all__ = ["summarise", "settled_by_entries"]
 
 _LIST = 12   # values shown in a figure's message
+#: the mistake that explains a last-digit slip by its cause (rule 2)
+_EARLY_ROUNDING = "early-rounding"
+_PLACES = re.compile(r"rounded to (\d+) place")
 
 
 def _common(entries: Sequence[EntryVerdict]) -> list[MistakeCell]:
@@ -60,6 +68,15 @@ def _one_slip(wrong: Sequence[EntryVerdict]) -> bool:
     return len(wrong) == 1 and wrong[0].code == "last-digit"
 
 
+def _rounded_as_written(m: MistakeCell, entries: Sequence[EntryVerdict]) -> bool:
+    """Early rounding to exactly the decimal places every entry is written with."""
+    found = _PLACES.search(m.detail or "")
+    if m.code != _EARLY_ROUNDING or found is None:
+        return False
+    places = {len(e.written.split(".", 1)[1]) if "." in e.written else 0 for e in entries}
+    return places == {int(found.group(1))}
+
+
 def settled_by_entries(entries: Sequence[EntryVerdict]) -> bool:
     """Rules 1 and 2: every entry right, or one slip in a last digit.  Then no mistake is
     named whatever the mistakes give (the entries alone decide the verdict)."""
@@ -80,7 +97,8 @@ def summarise(target: str, text: str, variant: str | None, shape: tuple[int, int
         return FigureVerdict(code=code, message=message, **base)
     common = _common(entries)
     names = [m.name for m in common]
-    if _one_slip(wrong):
+    early = [m for m in common if _rounded_as_written(m, entries)]
+    if _one_slip(wrong) and not early:
         slip = wrong[0]
         slip.also = names
         message = slip.message if one else \
@@ -91,6 +109,9 @@ def summarise(target: str, text: str, variant: str | None, shape: tuple[int, int
                         "in the last digit explains it as well")
         return FigureVerdict(code="last-digit", message=message, also=names, **base)
     if common:
+        if _one_slip(wrong):      # early rounding first: it is why the last digit is off
+            common = [*early, *(m for m in common if m not in early)]
+            names = [m.name for m in common]
         first, others = common[0], names[1:]
         for e in wrong:
             name_mistake(e, first, others)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from symattn.commands import MAX_DIGITS, PAPERS, Outcome, digits_argument
+from symattn.commands import MAX_DIGITS, PAPERS, Outcome, deprecated_alias, digits_argument
 from symattn.errors import SymattnError
 
 if TYPE_CHECKING:
@@ -52,8 +52,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                              "lists every row, names them in worked_rows)")
     parser.add_argument("--decimal-only", action="store_true",
                         help="JSON: leave out the exact strings (they grow fast with n)")
-    parser.add_argument("--row", metavar="TOKEN",
-                        help="the row worked by hand (token name or 0-based index)")
+    parser.add_argument("--row", dest="rows", metavar="TOKEN", action=deprecated_alias("--rows"),
+                        help="deprecated: the old spelling of --rows with one row")
     parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     parser.set_defaults(run=run)
 
@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> Outcome:
         from symattn.document.trace_json import render_json
 
         rounding, rows = _rounding_and_rows(args, digits)
-        worked = _worked_rows(trace, args, rows) if args.rows else None   # --row: JSON as before
+        worked = _worked_rows(trace, args, rows) if args.rows else None
         return Outcome(render_json(trace, digits, decimal_only=args.decimal_only, places=args.places,
                                    worked_rows=worked))
     if fmt == "latex":
@@ -116,16 +116,15 @@ def run(args: argparse.Namespace) -> Outcome:
     from symattn.trace.trace import IndexError_
 
     _, rows = _rounding_and_rows(args, digits)
-    options = TextOptions(digits=digits, dot_row=args.row, softmax_row=args.row, places=args.places,
-                          rows=rows if args.rows else None)
+    options = TextOptions(digits=digits, places=args.places, rows=rows if args.rows else None)
     try:
         return Outcome(render_text(trace, options))
     except IndexError_ as exc:
-        raise SymattnError(f"--rows {args.rows or args.row}: {exc}") from None
+        raise SymattnError(f"--rows {args.rows}: {exc}") from None
 
 
 def _worked_rows(trace, args: argparse.Namespace, rows) -> list[str] | None:
-    """JSON: the token names of the rows --rows (or --row) asks to work by hand (None: not asked)."""
+    """JSON: the token names of the rows --rows asks to work by hand (None: not asked)."""
     if not rows:
         return None
     from symattn.trace.trace import IndexError_
@@ -134,15 +133,14 @@ def _worked_rows(trace, args: argparse.Namespace, rows) -> list[str] | None:
         step = trace.step("scores")
         return [step.row_labels[step.row_index(r)] for r in rows]
     except IndexError_ as exc:
-        raise SymattnError(f"--rows {args.rows or args.row}: {exc}") from None
+        raise SymattnError(f"--rows {args.rows}: {exc}") from None
 
 
 def _rounding_and_rows(args: argparse.Namespace, digits: int):
     from symattn.numbers.certify import Rounding
 
     rounding = Rounding(places=args.places) if args.places is not None else Rounding(digits=digits)
-    rows = tuple(r.strip() for r in args.rows.split(",") if r.strip()) if args.rows else (
-        (args.row,) if args.row else None)
+    rows = tuple(r.strip() for r in args.rows.split(",") if r.strip()) if args.rows else None
     return rounding, rows
 
 
@@ -157,7 +155,7 @@ def _html(trace, args: argparse.Namespace, digits: int) -> Outcome:
     try:
         doc = build_document(trace, LatexOptions(rounding=rounding, rows=rows).document_options())
     except IndexError_ as exc:
-        raise SymattnError(f"--rows {args.rows or args.row}: {exc}") from None
+        raise SymattnError(f"--rows {args.rows}: {exc}") from None
     return Outcome(print_html(doc))
 
 
@@ -172,7 +170,7 @@ def _latex(trace, args: argparse.Namespace, digits: int) -> Outcome:
         tex = render_latex(trace, LatexOptions(rounding=rounding, rows=rows, paper=args.paper or "letter"),
                            fragment=args.fragment)
     except IndexError_ as exc:
-        raise SymattnError(f"--rows {args.rows or args.row}: {exc}") from None
+        raise SymattnError(f"--rows {args.rows}: {exc}") from None
     if not args.pdf:
         return Outcome(tex)
     from symattn.output.files import write_atomically

@@ -6,6 +6,7 @@ import argparse
 import io
 import json
 import math
+from typing import Callable
 
 from symattn.commands import Outcome, deprecated_alias, paper, pdf_or_text
 from symattn.commands.heads import add_format_arguments, chosen_format
@@ -23,14 +24,34 @@ def _max_ulp(text: str) -> float:
     return value
 
 
-def _scale(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--scale must be a number, got {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"--scale must be finite, got {text!r}")
-    return value
+def _finite(flag: str, example: str, why: str = "") -> Callable[[str], float]:
+    """An argparse type: a finite float for ``flag``, else a one-line error naming it."""
+    def read(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} must be a number{example}, got {text!r}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{flag} must be finite{why}, got {text!r}")
+        return value
+    return read
+
+
+_scale = _finite("--scale", "")
+
+
+#: the formats floatref rounds to (floatref.binary.BINARY_FORMATS, listed here to keep the parser cheap)
+BINARY_NAMES = ("float64", "float32", "bfloat16", "float16", "float8_e4m3fn", "float8_e5m2")
+
+
+def _align(text: str) -> str:
+    name = text.strip().lower().replace("_", "-")
+    if name not in ("top-left", "bottom-right"):
+        raise argparse.ArgumentTypeError(f"--causal takes top-left or bottom-right, got {text!r}")
+    return name
+
+
+_mask_value = _finite("--mask-value", " such as -5e4", " (blocked keys are -inf without it)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -48,12 +69,21 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="deprecated: the old name of --candidate (-o/--output is where the report goes)")
     parser.add_argument("--step", choices=("output", "weights"), default="output",
                         help="what --candidate holds (default: output)")
-    parser.add_argument("--causal", action="store_true", help="is_causal=True (top-left)")
+    parser.add_argument("--causal", nargs="?", const="top-left", type=_align, metavar="ALIGN",
+                        help="is_causal=True; ALIGN is top-left (PyTorch, the default) or bottom-right "
+                             "(FlashAttention >= 2.1), which differ when L != S")
+    parser.add_argument("--mask-value", type=_mask_value, metavar="X",
+                        help="a finite sentinel added where keys are blocked, instead of -inf (write --mask-value=-5e4: "
+                             "argparse reads a bare -5e4 as an option)")
     parser.add_argument("--mask", metavar="M.npy", help="attn_mask: boolean (True = attend) or additive float")
     parser.add_argument("--scale", type=_scale, help="the scale (default 1/sqrt(E), exactly)")
     parser.add_argument("--gqa", action="store_true", help="enable_gqa=True")
-    parser.add_argument("--dtype", choices=("float64", "float32", "bfloat16", "float16"),
+    parser.add_argument("--dtype", choices=tuple(BINARY_NAMES),
                         help="the format (default: --candidate's dtype, else float32)")
+    parser.add_argument("--lse", metavar="LSE.npy",
+                        help="the kernel's log-sum-exp per query row, (..., L), to judge (an input)")
+    parser.add_argument("--lse-base", choices=("e", "2"), default="e",
+                        help="the base --lse is in: e (natural, as FlashAttention stores it; default) or 2")
     parser.add_argument("--max-ulp", type=_max_ulp, metavar="N",
                         help="exit 1 when some entry's error is proved to exceed N ulps")
     parser.add_argument("--worst", type=int, default=5, metavar="K", help="certify the K worst entries (default 5)")
@@ -76,36 +106,91 @@ def run(args: argparse.Namespace) -> Outcome:
     from symattn.floatref import FloatRefError
 
     fmt = chosen_format(args)
-    if args.max_ulp is not None and args.candidate is None:
-        raise FloatRefError("--max-ulp judges --candidate: give --candidate OUT.npy")
+    if args.max_ulp is not None and args.candidate is None and args.lse is None:
+        raise FloatRefError("--max-ulp judges --candidate or --lse: give --candidate OUT.npy or --lse LSE.npy")
     if args.worst < 0:
         raise FloatRefError(f"--worst is {args.worst}: give 0 or more")
-    if args.candidate is None and not args.write_reference:
-        raise FloatRefError("give --candidate OUT.npy to judge a result, or --write-reference REF.npz")
+    if args.candidate is None and args.lse is None and not args.write_reference:
+        raise FloatRefError("give --candidate OUT.npy to judge a result (or --lse LSE.npy), "
+                            "or --write-reference REF.npz")
+    if args.lse is not None and fmt not in ("text", "json"):
+        raise FloatRefError(f"--lse is reported as text or JSON: drop --format {fmt} (or --pdf), or judge "
+                            "the output alone")
     Q, K, V = (_load(p, f"the {n} array") for p, n in ((args.Q, "Q"), (args.K, "K"), (args.V, "V")))
     kwargs = dict(attn_mask=None if args.mask is None else _load(args.mask, "the mask array"),
-                  is_causal=args.causal, scale=args.scale, enable_gqa=args.gqa)
+                  is_causal=args.causal is not None, scale=args.scale, enable_gqa=args.gqa,
+                  causal_align=(args.causal or "top-left").replace("-", "_"), mask_value=args.mask_value)
     out = None if args.candidate is None else _load(args.candidate, "the result array")
+    lse = None if args.lse is None else _load(args.lse, "the LSE array (--lse)")
     dtype = args.dtype or (floatref.format_of(out) if out is not None else "float32")
+    status = 0
+    report = None
     if out is not None:
         report = floatref.ulp_report(out, Q, K, V, step=args.step, dtype=dtype, worst=args.worst, **kwargs)
         status = 1 if args.max_ulp is not None and report.exceeds(args.max_ulp) else 0
+    lse_report = None
+    if lse is not None:
+        lse_report = _judge_lse(lse, args.lse, Q, K, V, dtype if args.dtype else None, args.lse_base, kwargs)
+        if args.max_ulp is not None and lse_report.over(args.max_ulp).any():
+            status = 1
     if args.write_reference:
         import numpy as np
 
-        ref = floatref.correctly_rounded(Q, K, V, dtype=dtype, **kwargs)
+        ref = floatref.correctly_rounded(Q, K, V, dtype=dtype, return_lse=True, **kwargs)
         buffer = io.BytesIO()
-        np.savez(buffer, output=ref.output, weights=ref.weights, fully_masked=ref.fully_masked)
+        np.savez(buffer, output=ref.output, weights=ref.weights, fully_masked=ref.fully_masked,
+                 lse=ref.lse, lse2=ref.lse2)
         write_atomically(buffer.getvalue(), args.write_reference, error=FloatRefError)
-        if out is None:
+        if out is None and lse is None:
             return pdf_or_text(args, _reference_text(ref, dtype, args.write_reference, fmt, args))
     if fmt == "json":
-        return Outcome(json.dumps(report.to_json(), indent=2) + "\n", status)
-    from symattn.document.build.floatref import build_floatref_document
-    from symattn.document.formats import print_document
+        data = {} if report is None else report.to_json()
+        if lse_report is not None:
+            data["lse"] = lse_report.to_json(args.max_ulp)
+        return Outcome(json.dumps(data, indent=2) + "\n", status)
+    text = ""
+    if report is not None:
+        from symattn.document.build.floatref import build_floatref_document
+        from symattn.document.formats import print_document
 
-    doc = build_floatref_document(report, max_ulp=args.max_ulp)
-    return pdf_or_text(args, print_document(doc, fmt, fragment=args.fragment, paper=paper(args)), status)
+        doc = build_floatref_document(report, max_ulp=args.max_ulp)
+        text = print_document(doc, fmt, fragment=args.fragment, paper=paper(args))
+    if lse_report is not None:
+        text += _lse_text(lse_report, args.max_ulp)
+    return pdf_or_text(args, text, status)
+
+
+def _judge_lse(lse, path: str, Q, K, V, dtype: str | None, base: str, kwargs: dict):
+    """The LSE file against the correctly rounded LSE in its own format (or --dtype)."""
+    from symattn import floatref
+    from symattn.floatref import FloatRefError
+    from symattn.floatref.lse import LSEReport
+
+    lse_dtype = dtype or floatref.format_of(lse)
+    ref = floatref.correctly_rounded(Q, K, V, dtype=lse_dtype, return_lse=True, lse_dtype=lse_dtype, **kwargs)
+    if lse.shape != ref.lse.shape:
+        raise FloatRefError(f"--lse {path} has shape {tuple(lse.shape)}, but one value per query row is "
+                            f"{tuple(ref.lse.shape)}: save the kernel's LSE of every (batch…, head, query)")
+    return LSEReport(lse, ref, base)
+
+
+def _lse_text(rep, max_ulp: float | None) -> str:
+    name = "natural (base e)" if rep.base == "e" else "base 2"
+    lines = ["", f"LSE ({name}, {rep.fmt}) against the correctly rounded LSE, per query row",
+             f"  rows: {int(rep.live.sum())} (fully masked rows skipped); max distance "
+             f"{rep.max_ulps:.3g} ulp (the exact error is within ½ ulp of it)"]
+    if rep.nonfinite.any():
+        lines.append(f"  inf or NaN on {int(rep.nonfinite.sum())} rows that have keys")
+    for at, g, w, u in rep.worst():
+        lines.append(f"  {list(at)}: got {g!r}, correctly rounded {w!r}, {u:+.3g} ulp")
+    if max_ulp is not None:
+        bad = int(rep.over(max_ulp).sum())
+        lines.append(f"  {'FAIL' if bad else 'PASS'}: {bad} rows proved more than {max_ulp:g} ulp away")
+        if bad and rep.matches_other_base(max_ulp):
+            other = "2" if rep.base == "e" else "e"
+            lines.append(f"  the LSE matches base {other} instead: the kernel mixes up the bases "
+                         f"(--lse-base {other} if that is what it stores)")
+    return "\n".join(lines) + "\n"
 
 
 def _reference_text(ref, dtype: str, written: str, fmt: str, args: argparse.Namespace) -> str:

@@ -86,11 +86,14 @@ def run(args: argparse.Namespace) -> Outcome:
                    carry=args.carry_forward, points=points)
     for line in warnings(report, points):
         print(f"symattn: warning: {line}", file=sys.stderr)
-    text = _report_text(report, str(path), fmt, args)
+    # a CSV file is written from its encoded lines (a class of 100,000 never holds the report
+    # as one string beside them)
+    as_bytes = fmt == "csv" and args.output is not None and not args.pdf
+    text = "" if as_bytes else _report_text(report, str(path), fmt, args)
     status = 1 if report.invalid_count else 0
     summary = summary_text(report, str(path)) if args.output or args.summary else ""
     if args.output is not None:
-        data: str | bytes = text
+        data: str | bytes = report.csv_bytes() if as_bytes else text
         if args.pdf:
             from symattn.commands import compile_pdf
 

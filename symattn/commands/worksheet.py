@@ -64,6 +64,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--pdf", action="store_true", help="also compile every sheet and key to PDF")
     parser.add_argument("--paper", choices=PAPERS, default=None,
                         help="LaTeX and PDF: the paper size, a4 or letter (default letter)")
+    from symattn.classroom.worksheets.layouts import LAYOUTS
+
+    parser.add_argument("--layout", choices=list(LAYOUTS), default="standard",
+                        help="; ".join(f"{item.name}: {item.about}" for item in LAYOUTS.values()))
     parser.add_argument("--versions", type=_count, metavar="N",
                         help="N random hand-friendly versions shaped like the problem (needs --seed)")
     parser.add_argument("--seed", type=_seed, metavar="S", help="the seed of the versions")
@@ -145,7 +149,8 @@ def run(args: argparse.Namespace) -> Outcome:
     asked = tuple(asked_steps(template, questions))
     points = parse_points(args.points, asked) if args.points is not None else None
     options = WorksheetOptions(questions=questions, rounding=rounding, derivation=not args.no_derivation,
-                               points=points, format=args.format, paper=args.paper or "letter")
+                               points=points, format=args.format, paper=args.paper or "letter",
+                               layout=args.layout)
     progress = _progress if random and args.versions >= LONG_RUN else None
     if random:
         spec = spec_from_problem(problem, square_dk=args.square_dk, allow_ties=args.allow_ties,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from symattn.document.build.facts import build_facts_document, proof_section
+from symattn.document.build.facts import build_facts_document, line_text, proof_section
 from symattn.document.build.floatref import build_floatref_document
 from symattn.document.build.heads import build_heads_document
 from symattn.document.formats import html_fragment, print_document
@@ -16,7 +16,7 @@ from symattn.document.printers.latex import LatexPrinter, print_latex
 from symattn.document.printers.text import TextPrinter
 from symattn.document.trace_latex import step_repr_latex, trace_repr_latex
 from symattn.document.trace_text import render_text
-from symattn.facts.proof import Proof
+from symattn.facts.proof import Line, Proof
 from symattn.floatref.ulp import ULPReport
 from symattn.heads.heads import MultiHeadResult
 from symattn.trace.trace import Step, Trace
@@ -32,11 +32,20 @@ def proof_latex(proof: Proof) -> str:
     return "\n".join(LatexPrinter().print(proof_section(proof))) + "\n"
 
 
+def line_latex(line: Line) -> str:
+    """A proof line as LaTeX running text: words escaped, math in ``$…$``."""
+    if line.tex:
+        return f"${line.tex}$"
+    return LatexPrinter().words(line.parts)
+
+
 PRINTERS: dict[tuple[type, str], Callable[[Any], str]] = {
     (Trace, "text"): render_text,
     (Trace, "latex"): trace_repr_latex,
     (Trace, "html"): trace_repr_html,
     (Step, "latex"): step_repr_latex,
+    (Line, "text"): lambda line: line_text(line.parts),
+    (Line, "latex"): line_latex,
     (Proof, "text"): proof_text,
     (Proof, "latex"): proof_latex,
     (Proof, "html"): lambda p: html_fragment(build_facts_document([p], title=p.fact)),

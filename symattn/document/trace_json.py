@@ -51,25 +51,56 @@ def exact_strings(trace: Trace, step: Step) -> list[list[str]]:
 def exact_row(trace: Trace, step: Step, i: int) -> list[str]:
     """Row i of :func:`exact_strings`."""
     if step.name not in ("row_sum", "weights", "output"):
-        return [_text(step[i, j]) for j in range(step.shape[1])]
+        return [_text(_tidy(step[i, j])) for j in range(step.shape[1])]
     exp, V = trace.step("exp"), trace.V
     allowed = trace.allowed(i)
     if len(trace.tie_groups(i)) == 1:  # tied row: small exact numbers, print them as SymPy does
         return [_text(step[i, j]) for j in range(step.shape[1])]
     exps = {j: _text(exp[i, j]) for j in allowed}
-    terms = [exps[j] for j in allowed]
+    counts: dict[str, sympy.Expr] = {}   # tied keys share one exponential: 1 + 1 + e^x is 2 + e^x
+    for j in allowed:
+        counts[exps[j]] = counts.get(exps[j], sympy.S.Zero) + 1
     if trace.problem.sink is not None:   # the dropped sink column still counts in the sum
-        terms.append(_text(trace.sink_term(i)))
-    total = " + ".join(terms)
+        sink = _text(trace.sink_term(i))
+        counts[sink] = counts.get(sink, sympy.S.Zero) + 1
+    total = _combined(counts)
     if step.name == "row_sum":
         return [total]
     if step.name == "weights":
         return [f"{exps[j]}/({total})" if j in exps else "0" for j in range(step.shape[1])]
     row = []
     for c in range(step.shape[1]):
-        terms = [f"{_factor(V[j, c])}*{exps[j]}" for j in allowed if V[j, c] != 0]
-        row.append(f"({' + '.join(terms) or '0'})/({total})")
+        numerator: dict[str, sympy.Expr] = {}
+        for j in allowed:
+            numerator[exps[j]] = numerator.get(exps[j], sympy.S.Zero) + V[j, c]
+        row.append(f"({_combined(numerator) or '0'})/({total})")
     return row
+
+
+def _combined(terms: dict[str, sympy.Expr]) -> str:
+    """Σ coefficient·exponential, written once per distinct exponential (zero terms left out)."""
+    parts = []
+    for exp, coefficient in terms.items():
+        if coefficient == 0:
+            continue
+        if exp == "1":
+            parts.append(_text(coefficient))
+        else:
+            parts.append(exp if coefficient == 1 else f"{_factor(coefficient)}*{exp}")
+    return " + ".join(parts)
+
+
+#: an exact entry with at most this many operations is expanded before it is printed
+_TIDY_OPS = 40
+
+
+def _tidy(value: sympy.Expr) -> sympy.Expr:
+    """A small algebraic entry expanded, so sqrt(2)*(-1/4 + sqrt(2))/2 prints as 1 - sqrt(2)/8;
+    large or symbolic ones are printed as they are (expanding them would cost and not help)."""
+    if value.is_Atom or value.free_symbols or sympy.count_ops(value) > _TIDY_OPS or value.has(sympy.exp):
+        return value
+    expanded = sympy.expand(value)
+    return expanded if sympy.count_ops(expanded) <= sympy.count_ops(value) else value
 
 
 #: bytes of JSON syntax and indentation around one string of a matrix (`  "...",\n`)

@@ -59,6 +59,8 @@ class Question(Block):
     points: str | None
     box_chars: int                     # the widest answer, in characters
     work_cm: float
+    box_em: float = 2.1                # the height of an answer box (the layout's)
+    after: str = r"\bigskip"           # the space after the question (the layout's)
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,9 @@ class WrongAnswers(Block):
 
     rows: tuple[tuple[int, str, tuple[WrongAnswer, ...]], ...]   # (number, step, mistakes)
     rounding: Rounding
+    gap: str = "0.8ex"                 # between two answers (the layout's)
+    per_line: int = 1                  # answers side by side (the layout's)
+    words_width: str = "6.2cm"         # the width of a mistake's name and description
 
 
 @dataclass(frozen=True)

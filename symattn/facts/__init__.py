@@ -28,6 +28,7 @@ from symattn.facts.symbolic import softmax, symbol_matrix, symbol_vector
 from symattn.facts.rope_facts import rope_relative_position
 from symattn.facts.variant_facts import sink_forms_agree, window_is_a_mask
 from symattn.facts.online_facts import kv_cache_equals_causal_row, online_softmax_equals_softmax
+from symattn.facts.backward_facts import BACKWARD_FACTS
 from symattn.heads.heads import MultiHeadProblem
 from symattn.problem.problem import Problem
 from symattn.trace.trace import Trace
@@ -52,6 +53,7 @@ FACTS: dict[str, Callable[[Trace | None, Claims | None], Proof]] = {
     "online-softmax-equals-softmax": online_softmax_equals_softmax,
     "kv-cache-equals-causal-row": kv_cache_equals_causal_row,
     "rope-relative-position": rope_relative_position,
+    **BACKWARD_FACTS,
 }
 
 
@@ -72,7 +74,7 @@ def _general_only(name: str, claims: Claims | None, why_text: str | None = None,
     """A plain-softmax fact on a problem with a sink: its general proof, and why the
     problem's own data are not checked against it (they obey the sink's forms instead)."""
     proof = FACTS[name](None, None)
-    why = Line(f"not checked on this problem{' or the claims' if claims is not None else ''}: "
+    why = Line.written(f"not checked on this problem{' or the claims' if claims is not None else ''}: "
                + (why_text or "it has a sink logit, so its weights sum to less than 1 and this "
                   "fact about the plain softmax does not apply (see sink-forms-agree)"),
                why_tex or r"\text{not checked: the problem has a sink logit}")

@@ -59,7 +59,7 @@ def gqa_equals_repeated_heads(subject: Trace | MultiHeadProblem | None = None) -
     k_rep, v_rep = [k[h // 2] for h in range(4)], [v[h // 2] for h in range(4)]
     repeated = [_symbolic_outputs(q[h], k_rep[h], v_rep[h]) for h in range(4)]
     ok = grouped == repeated
-    general = (Line("query head i of grouped-query attention reads key/value head g(i) = i // (h/h_kv); "
+    general = (Line.written("query head i of grouped-query attention reads key/value head g(i) = i // (h/h_kv); "
                     "multi-head attention with K_i := K_g(i), V_i := V_g(i) computes softmax(Q_i K_iᵀ·scale) V_i "
                     "on the same triple, so every head output, the concatenation and concat·W_o agree. "
                     f"SymPy, 4 query heads over 2 key/value heads on symbols: {'identical' if ok else 'DIFFERENT'}",
@@ -80,12 +80,12 @@ def gqa_equals_repeated_heads(subject: Trace | MultiHeadProblem | None = None) -
                        for i in range(n) for c in range(x.problem.d_v))
         out_ok = all(same(a.output[i, c], b.output[i, c]) for i in range(n) for c in range(a.output.cols))
         ok &= heads_ok and out_ok
-        checks.append(Line(f"{how}: every head output and concat·W_o equal those of multi-head attention "
+        checks.append(Line.written(f"{how}: every head output and concat·W_o equal those of multi-head attention "
                            "with the key/value head repeated, exactly" if heads_ok and out_ok
                            else f"{how}: DIFFERENT", r"O_{\mathrm{GQA}} = O_{\mathrm{MHA,\,repeated}}"))
         if not (heads_ok and out_ok):
             counter = {"heads": mhp.heads, "kv_heads": mhp.kv_heads}
     return Proof("gqa-equals-repeated-heads", ok,
-                 Line("multi-query/grouped-query attention equals multi-head attention with repeated "
+                 Line.written("multi-query/grouped-query attention equals multi-head attention with repeated "
                       "key/value heads", r"\operatorname{GQA} = \operatorname{MHA}(\text{repeated } K, V)"),
                  general, tuple(checks), counter)

@@ -62,13 +62,13 @@ def _judge_claims(trace: Trace, claims: Claims | None, values, what: str,
             bad = [j for j, (c, e) in enumerate(zip(row, exact_row)) if not _within(c, e)]
             token = trace.problem.tokens[i]
             if not bad:
-                checks.append(Line(f"claimed {name} row {token!r}: {', '.join(c.text for c in row)} agree "
+                checks.append(Line.written(f"claimed {name} row {token!r}: {', '.join(c.text for c in row)} agree "
                                    f"with {what} as written", rf"\hat{{{name[0].upper()}}}_{{{i}}} \checkmark"))
                 continue
             ok = False
             j = bad[0]
             shown = str(certify(exact_row[j], 6))
-            checks.append(Line(f"claimed {name}[{token}, {j}] = {row[j].text}, but {what} gives {shown}",
+            checks.append(Line.written(f"claimed {name}[{token}, {j}] = {row[j].text}, but {what} gives {shown}",
                                rf"\hat{{{name[0].upper()}}}_{{{i},{j}}} = {row[j].text} \ne {shown}"))
             if counter is None:
                 counter = {"row": token, "step": name, "column": j, "claimed": row[j].text,
@@ -102,20 +102,20 @@ def _general_online() -> tuple[bool, tuple[Line, ...]]:
         and is_zero(l2s - folded)
     ok = ok_w and ok_o and ok_s
     lines = (
-        Line("two blocks {x0, x1} | {x2, x3} with running maxima m1, m2 (any reals): "
+        Line.written("two blocks {x0, x1} | {x2, x3} with running maxima m1, m2 (any reals): "
              "ℓ1 = e^(x0−m1) + e^(x1−m1), ℓ2 = e^(m1−m2)·ℓ1 + e^(x2−m2) + e^(x3−m2), "
              "O2 likewise with v; then e^(x_j−m2)/ℓ2 = softmax(x)_j and O2/ℓ2 = Σ_j softmax(x)_j v_j "
              f"(SymPy: {'verified' if ok else 'FAILED'})",
              r"\frac{e^{x_j - m_2}}{e^{m_1 - m_2}\ell_1 + \sum_{j \in 2} e^{x_j - m_2}} = "
              r"\frac{e^{x_j}}{\sum_k e^{x_k}}"),
-        Line("with a sink logit σ: starting the state at m = σ, ℓ = 1, O = 0 (so block 0 rescales "
+        Line.written("with a sink logit σ: starting the state at m = σ, ℓ = 1, O = 0 (so block 0 rescales "
              "by e^(σ − m1)) gives ℓ2 = e^(m1−m2)·(e^(σ−m1) + ℓ1) + … = ℓ2 + e^(σ − m2), the same "
              "denominator as folding e^(σ − m_last) in at the end; then e^(x_j−m2)/ℓ2 = "
              "e^(x_j)/(Σ_k e^(x_k) + e^σ), the sink softmax, and O2/ℓ2 its output "
              f"(SymPy: {'verified' if ok_s else 'FAILED'})",
              r"\frac{e^{x_j - m_2}}{e^{m_1 - m_2}(e^{\sigma - m_1} + \ell_1) + \sum_{j \in 2} e^{x_j - m_2}}"
              r" = \frac{e^{x_j}}{\sum_k e^{x_k} + e^{\sigma}}"),
-        Line("more blocks: block b + 1 is the same step with blocks 0..b as the first block, so by "
+        Line.written("more blocks: block b + 1 is the same step with blocks 0..b as the first block, so by "
              "induction every split gives the softmax; masked keys are left out of every sum "
              "(e^(−∞) = 0) and a block with nothing seen yet contributes ℓ = 0, O = 0",
              r"\ell_{b+1} = e^{m_b - m_{b+1}} \ell_b + \sum_{j \in b+1} e^{x_j - m_{b+1}}"),
@@ -150,7 +150,7 @@ def online_softmax_equals_softmax(trace: Trace | None = None, claims: Claims | N
     checks: list[Line] = []
     counter = None
     if trace is not None and trace.problem.free_symbols:
-        checks.append(Line("the problem has symbols: the running maxima are not decided, so only the "
+        checks.append(Line.written("the problem has symbols: the running maxima are not decided, so only the "
                            "general proof applies", r"\text{symbols: general proof only}"))
         trace = None
     online = None
@@ -175,7 +175,7 @@ def online_softmax_equals_softmax(trace: Trace | None = None, claims: Claims | N
                                    "step": "weights" if not weights_ok else "output"}
                     break
         count = len(splits)
-        checks.append(Line(f"{'every one of the ' + str(count) + ' splits' if count > 1 else 'the split'} "
+        checks.append(Line.written(f"{'every one of the ' + str(count) + ' splits' if count > 1 else 'the split'} "
                            f"of the {p.m} keys into blocks, rows {', '.join(repr(p.tokens[i]) for i in rows)}: "
                            f"the recurrence{'' if rescaled else ' WITHOUT rescaling'} ends in the plain "
                            f"weights and output "
@@ -186,7 +186,7 @@ def online_softmax_equals_softmax(trace: Trace | None = None, claims: Claims | N
             sums_ok = all(same(own.recurrence(i, rescaled=rescaled)[0][b], trace.running_sum[i, b])
                           for i in rows for b in range(len(p.tiles)))
             ok &= sums_ok
-            checks.append(Line(f"this problem's tiles ({_split_text(p.tiles, p.key_tokens)}): every "
+            checks.append(Line.written(f"this problem's tiles ({_split_text(p.tiles, p.key_tokens)}): every "
                                "running_sum of the recurrence equals Σ over the keys seen of "
                                f"e^({trace.logit_step} − running_max)"
                                f"{' plus the sink term e^(s − running_max)' if p.sink is not None else ''} "
@@ -208,7 +208,7 @@ def online_softmax_equals_softmax(trace: Trace | None = None, claims: Claims | N
         claims_ok, counter = _judge_claims(trace, claims, values, "online softmax", checks, counter)
         ok &= claims_ok
     return Proof("online-softmax-equals-softmax", ok,
-                 Line("online softmax (running maximum, rescaled running sums and outputs, block by "
+                 Line.written("online softmax (running maximum, rescaled running sums and outputs, block by "
                       "block) gives the softmax weights and output, for every split of the keys",
                       r"\frac{O_{\text{last}}}{\ell_{\text{last}}} = \operatorname{softmax}(S) V"),
                  general, tuple(checks), counter)
@@ -227,15 +227,15 @@ def _general_decode() -> tuple[bool, tuple[Line, ...]]:
     ok = all(is_zero(masked[j] / total - cached[j] / ctotal) for j in range(2)) and is_zero(
         sympy.Add(*[v[j] * masked[j] for j in range(3)]) / total
         - sympy.Add(*[v[j] * cached[j] for j in range(2)]) / ctotal)
-    return ok, (Line("row t of causal attention has e^(−∞) = 0 for every key after t, so its softmax "
+    return ok, (Line.written("row t of causal attention has e^(−∞) = 0 for every key after t, so its softmax "
                      "and its weighted sum of values are those over keys 0..t alone, the cache (SymPy "
                      f"on s0..s2, t = 1: {'verified' if ok else 'FAILED'})",
                      r"\frac{e^{s_j}}{\sum_{k \le t} e^{s_k} + \sum_{k > t} e^{-\infty}} = "
                      r"\frac{e^{s_j}}{\sum_{k \le t} e^{s_k}}"),
-                Line("the cache rows are k_j = x_j W_k and v_j = x_j W_v, the rows of K and V: appending "
+                Line.written("the cache rows are k_j = x_j W_k and v_j = x_j W_v, the rows of K and V: appending "
                      "row t computes nothing the full projection would not",
                      r"K^{\text{cache}}_t = K_{0..t}, \; V^{\text{cache}}_t = V_{0..t}"),
-                Line("with a sliding window of W keys (Mistral's rolling buffer) the same argument runs "
+                Line.written("with a sliding window of W keys (Mistral's rolling buffer) the same argument runs "
                      "on the band: row t of windowed attention has e^(−∞) = 0 for every key outside "
                      "t − W < j ≤ t, which are exactly the keys the buffer has evicted, so the buffer "
                      "of the last min(t + 1, W) keys gives row t; ALiBi's bias, a soft-cap and a sink "
@@ -250,7 +250,7 @@ def kv_cache_equals_causal_row(trace: Trace | None = None, claims: Claims | None
     counter = None
     p = trace.problem if trace is not None else None
     if p is not None and p.prefill is None:
-        checks.append(Line("this problem has no decode key: nothing to check on it",
+        checks.append(Line.written("this problem has no decode key: nothing to check on it",
                            r"\text{no decode}"))
     elif trace is not None and p is not None and p.prefill is not None:
         reference = trace  # decode implies its mask (causal, or the window): the plain steps are the reference
@@ -265,7 +265,7 @@ def kv_cache_equals_causal_row(trace: Trace | None = None, claims: Claims | None
             ok &= row_ok
             held = (f"cache of {len(cache)}" if p.window is None else
                     f"rolling cache of {len(cache)}: {', '.join(p.tokens[j] for j in cache)}")
-            checks.append(Line(f"decode step {t} ({p.tokens[t]!r}, {held}): its weights and "
+            checks.append(Line.written(f"decode step {t} ({p.tokens[t]!r}, {held}): its weights and "
                                f"output equal row {p.tokens[t]!r} of {kind} attention "
                                f"({'exactly' if row_ok else 'NOT equal'})",
                                rf"\operatorname{{softmax}}(q_{t} K_{{{cache[0]}..{t}}}^\top) = "
@@ -284,7 +284,7 @@ def kv_cache_equals_causal_row(trace: Trace | None = None, claims: Claims | None
         claims_ok, counter = _judge_claims(trace, claims, values, "the decode step", checks, counter)
         ok &= claims_ok
     return Proof("kv-cache-equals-causal-row", ok,
-                 Line("a KV-cache decode step (the new query against the cached keys and values) gives "
+                 Line.written("a KV-cache decode step (the new query against the cached keys and values) gives "
                       "the last row of full causal attention (with a sliding window: of windowed "
                       "attention, the cache a rolling buffer of the last W keys)",
                       r"\operatorname{softmax}\!\left(\tfrac{q_t K_{0..t}^\top}{\sqrt{d_k}}\right) V_{0..t}"

@@ -1,10 +1,13 @@
 """Proof objects: what a fact says, why it holds, and what was checked.
 
-A :class:`Proof` is data, not prose: its lines carry both a text and a LaTeX
-form, so the same proof prints through the facts document
-(``document.build_facts``) as text, LaTeX, HTML and in a notebook, and as
-JSON (``to_json``); a failing check keeps its counterexample for the caller
-to inspect.
+A :class:`Proof` is data, not prose: each of its lines is a run of words and
+math nodes (:mod:`symattn.notation.nodes`: ``Frac``, ``Exp``, ``SigmaSum``,
+``Sym``, ...), so the same proof prints through the facts document
+(``document.build.facts``) as text (Unicode), LaTeX, HTML (MathML) and in a
+notebook, and as JSON (``to_json``, its lines as text); a failing check keeps
+its counterexample for the caller to inspect.  No format is written here: a
+line's ``text`` and ``latex`` come from ``document/``'s printers through the
+display hook.
 """
 
 from __future__ import annotations
@@ -14,27 +17,65 @@ from typing import Any
 
 import sympy
 
+from symattn.notation.nodes import Approx, Decimal, Exact, Math
 from symattn.numbers.certify import certify
 from symattn.trace.display import Displayable
 
+Part = str | Math
 
-@dataclass(frozen=True)
-class Line:
-    """One line of a proof, written twice: plain text and LaTeX (math mode)."""
 
-    text: str
-    latex: str
+@dataclass(frozen=True, init=False)
+class Line(Displayable):
+    """One line of a proof: words (``str``) and math nodes, in reading order.
+
+    ``Line("row 'I': ", Chain(...), " exactly")``.  Every printer typesets the math
+    in its own format; ``text`` and ``latex`` are the line as the text and LaTeX
+    printers write it."""
+
+    parts: tuple[Part, ...]
+    tex: str = ""          # a line still written twice (``Line.written``): its LaTeX math
+
+    def __init__(self, *parts: Part) -> None:
+        for part in parts:
+            if not isinstance(part, (str, Math)):
+                raise TypeError(f"a proof line is words and math nodes, not a {type(part).__name__}")
+        object.__setattr__(self, "parts", tuple(p for p in parts if p != ""))
+        object.__setattr__(self, "tex", "")
+
+    @classmethod
+    def written(cls, text: str, latex: str = "") -> "Line":
+        """A line in the older form, written twice: plain text, and LaTeX math for the LaTeX
+        view (HTML shows the text).  New lines are words and nodes: ``Line(...)``."""
+        line = cls(text)
+        object.__setattr__(line, "tex", latex)
+        return line
+
+    @property
+    def prose(self) -> bool:
+        """True when the line has no math (words only)."""
+        return all(isinstance(p, str) for p in self.parts)
+
+    @property
+    def text(self) -> str:
+        """The line as plain text (Unicode math: e^(s_j), Σ_k, √3)."""
+        if self.prose:
+            return "".join(self.parts)          # type: ignore[arg-type]
+        return self._shown("text") or ""
+
+    @property
+    def latex(self) -> str:
+        """The line as LaTeX running text (its math in ``$…$``)."""
+        return self._shown("latex") or ""
+
+    def __str__(self) -> str:
+        return self.text
 
 
 def expr_line(label: str, expr: sympy.Expr, *, digits: int | None = None) -> Line:
-    """``label: expr`` with the exact value (and its certified decimal when asked)."""
-    text = f"{label}{sympy.sstr(expr)}"
-    latex = rf"\text{{{label}}}{sympy.latex(expr)}"
+    """``label expr`` with the exact value (and its certified decimal when asked)."""
     if digits is not None and not expr.free_symbols and not expr.is_Integer:
-        d = certify(expr, digits)
-        text += f" ≈ {d}"
-        latex += rf" \approx {d}"
-    return Line(text, latex)
+        return Line(label, Approx(Exact(expr), Decimal(certify(expr, digits))))
+    return Line(label, Exact(expr))
 
 
 @dataclass(frozen=True)

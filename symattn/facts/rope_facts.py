@@ -38,12 +38,12 @@ def _general() -> tuple[bool, tuple[Line, ...]]:
     relative = sympy.simplify(sympy.expand_trig(sympy.expand(dot - offset))) == 0
     norm = sympy.simplify(q[0] ** 2 + q[1] ** 2 - (x ** 2 + y ** 2)) == 0
     return relative and norm, (
-        Line("one pair q = (x, y) at position m and k = (a, b) at position n, each turned by its "
+        Line.written("one pair q = (x, y) at position m and k = (a, b) at position n, each turned by its "
              "angle: R(mθ)q · R(nθ)k = (xa + yb)·cos((m − n)θ) + (xb − ya)·sin((m − n)θ), a "
              "function of m − n only, so every pair, and their sum q_m·k_n, depends only on the "
              f"offset (SymPy: {'verified' if relative else 'FAILED'})",
              r"R(m\theta)q \cdot R(n\theta)k = (xa + yb)\cos((m-n)\theta) + (xb - ya)\sin((m-n)\theta)"),
-        Line(f"|R(mθ)q|² = x² + y²: a rotation keeps the norm (SymPy: {'verified' if norm else 'FAILED'})",
+        Line.written(f"|R(mθ)q|² = x² + y²: a rotation keeps the norm (SymPy: {'verified' if norm else 'FAILED'})",
              r"\lVert R(m\theta) q \rVert^2 = x^2 + y^2"),
     )
 
@@ -65,13 +65,13 @@ def rope_relative_position(trace: Trace | None = None, claims: Claims | None = N
     counter: dict[str, Any] | None = None
     p = trace.problem if trace is not None else None
     if p is not None and p.rope is None:
-        checks.append(Line("this problem has no RoPE: nothing to check on it", r"\text{no RoPE}"))
+        checks.append(Line.written("this problem has no RoPE: nothing to check on it", r"\text{no RoPE}"))
     elif trace is not None and p is not None and p.rope is not None:
         moved = Trace(_shifted(p, SHIFT))
         for i in range(min(p.n, MAX_CHECKED_ROWS)):
             row_ok = all(equal(trace.scores[i, j], moved.scores[i, j]) for j in range(p.m))
             ok &= row_ok
-            checks.append(Line(f"row {p.tokens[i]!r}: every position + {SHIFT} leaves its scores "
+            checks.append(Line.written(f"row {p.tokens[i]!r}: every position + {SHIFT} leaves its scores "
                                f"unchanged ({'exactly' if row_ok else 'NOT equal'})",
                                rf"\text{{row {i}: }} S_{{ij}}(p + {SHIFT}) = S_{{ij}}(p)"))
             if not row_ok and counter is None:
@@ -82,7 +82,7 @@ def rope_relative_position(trace: Trace | None = None, claims: Claims | None = N
                              sympy.Add(*[source[r, c] ** 2 for c in pair]))
                        for r in range(min(step.shape[0], MAX_CHECKED_ROWS)) for pair in p.rope.pairs())
             ok &= kept
-            checks.append(Line(f"{name}: every rotated pair keeps its norm ({'exactly' if kept else 'NOT equal'})",
+            checks.append(Line.written(f"{name}: every rotated pair keeps its norm ({'exactly' if kept else 'NOT equal'})",
                                rf"\lVert {name[0]}_{{\text{{rot}}}} \text{{ pair}} \rVert = "
                                rf"\lVert {name[0]} \text{{ pair}} \rVert"))
             if not kept and counter is None:
@@ -93,13 +93,13 @@ def rope_relative_position(trace: Trace | None = None, claims: Claims | None = N
                        if not _within(e.value, moved.weights[i, j], e.half)]
                 label = repr(p.tokens[i])
                 if not bad:
-                    checks.append(Line(f"claimed row {label}: the weights with every position + {SHIFT} "
+                    checks.append(Line.written(f"claimed row {label}: the weights with every position + {SHIFT} "
                                        "are as claimed (within the rounding written)",
                                        rf"\hat A_{{{i}j}} \approx A_{{{i}j}}(p + {SHIFT})"))
                     continue
                 ok = False
                 j = bad[0]
-                checks.append(Line(f"claimed row {label}: {row[j].text} for key {p.key_tokens[j]!r}, but "
+                checks.append(Line.written(f"claimed row {label}: {row[j].text} for key {p.key_tokens[j]!r}, but "
                                    f"with every position + {SHIFT} the weight is "
                                    f"{_decimal(moved.weights[i, j])}",
                                    rf"\hat A_{{{i}{j}}} \ne A_{{{i}{j}}}(p + {SHIFT})"))
@@ -107,7 +107,7 @@ def rope_relative_position(trace: Trace | None = None, claims: Claims | None = N
                     counter = {"row": p.tokens[i], "key": p.key_tokens[j], "claimed": row[j].text,
                                "shift": SHIFT, "weight": _decimal(moved.weights[i, j])}
     return Proof("rope-relative-position", ok,
-                 Line("with RoPE, q_m·k_n depends only on the offset m − n (shifting every "
+                 Line.written("with RoPE, q_m·k_n depends only on the offset m − n (shifting every "
                       "position leaves the scores and weights unchanged), and rotations keep norms",
                       r"\langle R(m\theta)q, R(n\theta)k \rangle = g(q, k, m - n)"),
                  general, tuple(checks), counter)

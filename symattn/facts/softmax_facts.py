@@ -16,6 +16,8 @@ import sympy
 from symattn.numbers.certify import certify
 from symattn.numbers.compare import exp_sum_is_zero, compare, equal, sign
 from symattn.facts.claims import Claims, decimal_text, written_sum
+from symattn.facts.notation import T, dot, e, entry, fn, frac, minus, num, one, plus, rel, sigma, sym, times, value, zero
+from symattn.facts.notation import p as prob, s as score
 from symattn.facts.proof import Line, Proof
 from symattn.facts.symbolic import (has_symbols, indexed_softmax, is_zero, rename_dummies, softmax,
                                     symbol_vector, symbolic_trace)
@@ -70,15 +72,17 @@ def rows_sum_to_one(trace: Trace | None = None, claims: Claims | None = None) ->
     j = sympy.Symbol("j", integer=True)
     summed = sympy.factor_terms(sympy.Sum(p(j), (j, 0, n - 1)))
     ok = sympy.simplify(rename_dummies(summed, j) - 1) == 0
-    general: tuple[Line, ...] = (Line("Σ_j e^{s_j} / Σ_k e^{s_k} = (Σ_j e^{s_j}) / (Σ_k e^{s_k}) = 1 for any n ≥ 1 "
-                    f"and any real s (SymPy: {'0' if ok else 'not 0'} after simplifying the difference)",
-                    r"\sum_{j} \frac{e^{s_j}}{\sum_k e^{s_k}} = \frac{\sum_j e^{s_j}}{\sum_k e^{s_k}} = 1"),)
-    sym = symbolic_trace()
-    engine_ok = all(_row_sums_to_one(sym, i) for i in range(sym.problem.n))
+    denominator = sigma(e(score("k")), "k")
+    general: tuple[Line, ...] = (Line(
+        rel(sigma(frac(e(score("j")), denominator), "j"), "=", frac(sigma(e(score("j")), "j"), denominator), "=", one),
+        " for any ", rel(sym("n"), "≥", one), " and any real s (SymPy: the difference simplifies to "
+        f"{'0' if ok else 'something not 0'})"),)
+    on_symbols = symbolic_trace()
+    engine_ok = all(_row_sums_to_one(on_symbols, i) for i in range(on_symbols.problem.n))
     ok &= engine_ok
-    general += (Line(f"the engine on all-symbol Q, K (3×2) and V (3×1): every row of weights sums to 1 "
-                     f"identically ({'verified' if engine_ok else 'FAILED'})",
-                     r"\sum_j A_{ij}(q, k) \equiv 1"),)
+    general += (Line("the engine on all-symbol Q, K (3×2) and V (3×1): every row of weights sums to 1 "
+                     "identically, ", rel(sigma(entry("A", "i", "j")), "≡", one),
+                     f" ({'verified' if engine_ok else 'FAILED'})"),)
     checks: list[Line] = []
     counter: dict[str, Any] | None = None
     if trace is not None:
@@ -86,10 +90,10 @@ def rows_sum_to_one(trace: Trace | None = None, claims: Claims | None = None) ->
         for i in range(trace.problem.n):
             exact = _row_sums_to_one(trace, i)
             ok &= exact
-            shown = ("the weights" if symbolic else
-                     " + ".join(dec(trace.weights[i, c]) for c in range(trace.problem.m)))
-            checks.append(Line(f"row {_row_label(trace, i)}: {shown} → Σ = 1 exactly",
-                               rf"\sum_j A_{{{i}j}} = 1"))
+            total_form = (sigma(entry("A", i, "j")) if symbolic else
+                          plus(*[value(trace.weights[i, c]) for c in range(trace.problem.m)]))
+            checks.append(Line(f"row {_row_label(trace, i)}: ", rel(total_form, "→", sym("Σ"), "=", one),
+                               " exactly"))
             if not exact:  # cannot happen for true attention; kept honest
                 counter = {"row": trace.problem.tokens[i]}
     if claims is not None and claims.weights is not None:
@@ -99,28 +103,24 @@ def rows_sum_to_one(trace: Trace | None = None, claims: Claims | None = None) ->
             terms = " + ".join(e.text for e in row)
             # claimed numbers: the bounded exact decision, never SymPy's simplify (unbounded)
             if total_i == 1 or (not total_i.free_symbols and equal(total_i, sympy.S.One)):
-                checks.append(Line(f"claimed row {label}: {terms} = {shown}: Σ = 1 exactly",
-                                   rf"\sum_j \hat A_{{{i}j}} = 1"))
+                checks.append(Line(f"claimed row {label}: {terms} = {shown}: Σ = 1 exactly"))
             elif slack != 0 and compare(abs(total_i - 1), slack) <= 0:
                 checks.append(Line(f"claimed row {label}: {terms} = {shown}, within ±{decimal_text(slack)} "
                                    f"of 1 (the rounding of the {len(row)} entries as written): consistent "
-                                   "with Σ = 1",
-                                   rf"\left|\sum_j \hat A_{{{i}j}} - 1\right| \le "
-                                   rf"{decimal_text(slack)}"))
+                                   "with Σ = 1"))
             else:
                 ok = False
                 within = f", more than ±{decimal_text(slack)} (the rounding as written) from 1" \
                     if slack != 0 else ""
-                checks.append(Line(f"claimed row {label}: {terms} = {shown} ≠ 1{within}",
-                                   rf"\sum_j \hat A_{{{i}j}} = {_tex_value(shown, total_i)} \ne 1"))
+                checks.append(Line(f"claimed row {label}: {terms} = {shown} ≠ 1{within}"))
                 if counter is None:
                     counter = {"row": trace.problem.tokens[i] if trace else i,
                                "claimed": [e.text for e in row], "sum": shown,
                                "sum_decimal": dec(total_i, 6)}
                     if slack != 0:
                         counter["within"] = decimal_text(slack)
-    return Proof("rows-sum-to-one", ok, Line("each row of weights sums to 1",
-                                             r"\sum_j A_{ij} = 1 \text{ for every row } i"),
+    return Proof("rows-sum-to-one", ok, Line("each row of weights sums to 1: ",
+                                             rel(sigma(entry("A", "i", "j")), "=", one), " for every row i"),
                  general, tuple(checks), counter)
 
 
@@ -133,13 +133,15 @@ def _row_sums_to_one(trace: Trace, i: int) -> bool:
 
 def weights_in_open_interval(trace: Trace | None = None, claims: Claims | None = None) -> Proof:
     """0 < weight < 1 when a row has ≥ 2 allowed keys; masked weights are exactly 0."""
-    general: tuple[Line, ...] = (Line("e^{s_j} > 0 for real s_j, so 0 < e^{s_j} < e^{s_j} + Σ_{k≠j} e^{s_k} when the row "
-                    "has another allowed key: 0 < p_j < 1; a masked key contributes e^{−∞} = 0, "
-                    "so its weight is exactly 0; a row with one allowed key gives that key 1",
-                    r"0 < e^{s_j} < \sum_k e^{s_k} \Rightarrow 0 < p_j < 1"),)
-    s = symbol_vector("s", 2)
-    general += (Line(f"SymPy: p_0 = {sympy.sstr(softmax(s)[0])} is positive: "
-                     f"{sympy.ask(sympy.Q.positive(softmax(s)[0]))}", r"p_0 > 0"),)
+    general: tuple[Line, ...] = (Line(
+        rel(e(score("j")), ">", zero), " for real ", score("j"), ", so ",
+        rel(zero, "<", e(score("j")), "<", plus(e(score("j")), sigma(e(score("k")), "k≠j"))),
+        " when the row has another allowed key: ", rel(zero, "<", prob("j"), "<", one),
+        "; a masked key contributes ", rel(e(num(sympy.S.NegativeInfinity)), "=", zero),
+        ", so its weight is exactly 0; a row with one allowed key gives that key 1"),)
+    sv = symbol_vector("s", 2)
+    general += (Line("SymPy: ", rel(prob(0), "=", num(softmax(sv)[0])), " is positive: "
+                     f"{sympy.ask(sympy.Q.positive(softmax(sv)[0]))}"),)
     ok, checks = True, []
     counter: dict[str, Any] | None = None
     if trace is not None:
@@ -162,8 +164,7 @@ def weights_in_open_interval(trace: Trace | None = None, claims: Claims | None =
                 note = f"{len(keys)} weights strictly between 0 and 1 (signs decided exactly)"
             ok &= good
             extra = f"; {len(blocked)} masked weight(s) exactly 0" if blocked else ""
-            checks.append(Line(f"row {_row_label(trace, i)}: {note}{extra}",
-                               rf"0 < A_{{{i}j}} < 1"))
+            checks.append(Line(f"row {_row_label(trace, i)}: {note}{extra}"))
     if claims is not None and claims.weights is not None:
         rounded = []
         for i, row in enumerate(claims.entries("weights")):
@@ -183,18 +184,15 @@ def weights_in_open_interval(trace: Trace | None = None, claims: Claims | None =
                 if not good:
                     ok = False
                     at = f" (nor within ±{decimal_text(h)}, its rounding as written)" if h else ""
-                    checks.append(Line(f"claimed weight [{i}, {j}] = {claimed.text} is not {want}{at}",
-                                       rf"\hat A_{{{i}{j}}} = {_tex_value(claimed.text, x)}"))
+                    checks.append(Line(f"claimed weight [{i}, {j}] = {claimed.text} is not {want}{at}"))
                     counter = counter or {"row": i, "key": j, "claimed": claimed.text, "expected": want}
         if counter is None:
             checks.append(Line("claimed weights: every one in (0, 1) (0 where masked)"
                                + (f"; {', '.join(rounded)} only as a rounding as written (a true "
-                                  "weight rounds to it)" if rounded else ""),
-                               r"0 < \hat A_{ij} < 1"))
+                                  "weight rounds to it)" if rounded else "")))
     return Proof("weights-in-open-interval", ok,
-                 Line("every weight is in (0, 1); masked weights are exactly 0 "
-                      "(a row with a single allowed key gives it weight 1)",
-                      r"0 < A_{ij} < 1,\quad A_{ij} = 0 \text{ where masked}"),
+                 Line("every weight is in (0, 1): ", rel(zero, "<", entry("A", "i", "j"), "<", one),
+                      "; masked weights are exactly 0 (a row with a single allowed key gives it weight 1)"),
                  general, tuple(checks), counter)
 
 
@@ -231,9 +229,11 @@ def shift_invariance(trace: Trace | None = None) -> Proof:
     k = sympy.Symbol("k", integer=True)
     shifted = sympy.exp(s[j] + c) / sympy.Sum(sympy.exp(s[k] + c), (k, 0, n - 1))
     ok = sympy.simplify(shifted - p(j)) == 0
-    general = (Line("e^{s_j + c} / Σ_k e^{s_k + c} = e^c e^{s_j} / (e^c Σ_k e^{s_k}) = e^{s_j} / Σ_k e^{s_k} "
-                    f"for any n, s and c (SymPy: difference simplifies to {'0' if ok else 'non-zero'})",
-                    r"\frac{e^{s_j + c}}{\sum_k e^{s_k + c}} = \frac{e^{s_j}}{\sum_k e^{s_k}}"),)
+    c_ = sym("c")
+    general = (Line(rel(frac(e(plus(score("j"), c_)), sigma(e(plus(score("k"), c_)), "k")), "=",
+                        frac(times(e(c_), e(score("j"))), times(e(c_), sigma(e(score("k")), "k"))), "=",
+                        frac(e(score("j")), sigma(e(score("k")), "k"))),
+                    f" for any n, s and c (SymPy: the difference simplifies to {'0' if ok else 'something not 0'})"),)
     checks = []
     counter = None
     if trace is not None:
@@ -243,14 +243,14 @@ def shift_invariance(trace: Trace | None = None) -> Proof:
             kept = all(same(other.weights[i, j_], trace.weights[i, j_]) for j_ in allowed(trace, i))
             ok &= kept
             checks.append(Line(f"row {_row_label(trace, i)}: scores + {shifts[i]} (recomputed by the engine) "
-                               f"give {'the same' if kept else 'DIFFERENT'} weights exactly",
-                               rf"\operatorname{{softmax}}(S_{{{i}}} + {sympy.latex(shifts[i])}) = "
-                               rf"\operatorname{{softmax}}(S_{{{i}}})"))
+                               f"give {'the same' if kept else 'DIFFERENT'} weights exactly: ",
+                               rel(fn("softmax", plus(entry("S", i), num(shifts[i]))),
+                                   "=" if kept else "≠", fn("softmax", entry("S", i)))))
             if not kept:
                 counter = counter or {"row": trace.problem.tokens[i], "shift": str(shifts[i])}
     return Proof("shift-invariance", ok,
-                 Line("adding a constant to a row of scores leaves its weights unchanged",
-                      r"\operatorname{softmax}(s + c\mathbf{1}) = \operatorname{softmax}(s)"),
+                 Line("adding a constant to a row of scores leaves its weights unchanged: ",
+                      rel(fn("softmax", plus(score(), sym("c"))), "=", fn("softmax", score()))),
                  general, tuple(checks), counter)
 
 
@@ -276,15 +276,16 @@ def softmax_jacobian(trace: Trace | None = None) -> Proof:
     ok = sympy.simplify(rest) == 0
     small = all(_jacobian_identity(size) for size in SMALL_N)
     ok &= small
+    J_ = sym("J")
+    jacobian = minus(fn("diag", prob()), times(prob(), T(prob())))
     general = (
-        Line("∂/∂s_b (e^{s_a} / Σ_k e^{s_k}) = δ_ab p_a − p_a p_b for any n "
-             f"(SymPy on indexed symbols: {'verified' if ok else 'FAILED'}; "
-             f"and entry by entry for n = {', '.join(map(str, SMALL_N))})",
-             r"\frac{\partial p_a}{\partial s_b} = \delta_{ab} p_a - p_a p_b,\quad "
-             r"J = \operatorname{diag}(p) - p p^\top"),
-        Line("J = diag(p) − p pᵀ is symmetric, and J·1 = p − p (Σ_b p_b) = 0: "
-             "adding a constant to every score changes nothing (shift invariance, to first order)",
-             r"J = J^\top,\quad J\mathbf{1} = p - p\,(\mathbf{1}^\top p) = 0"),
+        Line(rel(frac(sym("∂p", "a"), sym("∂s", "b")), "=",
+                 minus(times(sym("δ", "ab"), prob("a")), times(prob("a"), prob("b")))),
+             f" for any n (SymPy on indexed symbols: {'verified' if ok else 'FAILED'}; "
+             f"and entry by entry for n = {', '.join(map(str, SMALL_N))}), that is ", rel(J_, "=", jacobian)),
+        Line(rel(J_, "=", jacobian), " is symmetric, and ",
+             rel(dot(J_, one), "=", minus(prob(), times(prob(), sigma(prob("b"), "b"))), "=", zero),
+             ": adding a constant to every score changes nothing (shift invariance, to first order)"),
     )
     checks, counter = [], None
     if trace is not None:
@@ -302,17 +303,18 @@ def softmax_jacobian(trace: Trace | None = None) -> Proof:
             good = True
             for x in range(size):
                 for y in range(size):
-                    entry = sympy.diff(probs[x], sv[y]).xreplace(values)
+                    derivative = sympy.diff(probs[x], sv[y]).xreplace(values)
                     want = (w[x] if x == y else 0) - w[x] * w[y]
-                    good &= same(entry, want)
+                    good &= same(derivative, want)
                 good &= same(sympy.Add(*[(w[x] if x == y else 0) - w[x] * w[y] for y in range(size)]), 0)
             ok &= good
             checks.append(Line(f"row {_row_label(trace, i)}: the derivative of the softmax at this row's "
-                               f"scaled scores equals diag(p) − p pᵀ entry by entry; its rows sum to 0 exactly",
-                               rf"J^{{({i})}} = \operatorname{{diag}}(A_{{{i}}}) - A_{{{i}}}^\top A_{{{i}}}"))
+                               "logits " + ("equals " if good else "does NOT equal "),
+                               minus(fn("diag", entry("A", i)), times(T(entry("A", i)), entry("A", i))),
+                               " entry by entry" + ("; its rows sum to 0 exactly" if good else "")))
             if not good:
                 counter = counter or {"row": trace.problem.tokens[i]}
     return Proof("softmax-jacobian", ok,
-                 Line("the softmax Jacobian is diag(p) − p pᵀ: symmetric, with the ones vector in its null space",
-                      r"\frac{\partial \operatorname{softmax}(s)}{\partial s} = \operatorname{diag}(p) - p p^\top"),
+                 Line("the softmax Jacobian ", rel(sym("J"), "=", minus(fn("diag", prob()), times(prob(), T(prob())))),
+                      " is symmetric, with the ones vector in its null space"),
                  general, tuple(checks), counter)

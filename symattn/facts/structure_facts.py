@@ -15,7 +15,11 @@ from sympy import stats
 
 from symattn.numbers.compare import compare
 from symattn.facts.claims import Claims, decimal_text
+from symattn.facts.notation import (dot, e, entry, fn, frac, minus, one, rel, root, sigma, sym, times,
+                                    zero)
+from symattn.facts.notation import p as prob, s as score
 from symattn.facts.proof import Line, Proof
+from symattn.notation.nodes import Seq
 from symattn.facts.softmax_facts import allowed, dec, same
 from symattn.facts.symbolic import has_symbols, is_zero, softmax, symbol_vector, symbolic_trace
 from symattn.problem.problem import Problem
@@ -49,6 +53,12 @@ def rebuild(problem: Problem, rows: list[int] | None = None, key_rows: list[int]
                    key_tokens=None if same_seq else [p.key_tokens[j] for j in key_rows])
 
 
+def sup_sq(x):
+    """x² (a square written as a superscript)."""
+    from symattn.facts.notation import sup, num
+    return sup(x, num(2))
+
+
 def _mean(values: list[sympy.Expr]) -> sympy.Expr:
     return sympy.Add(*values) / len(values)
 
@@ -64,26 +74,29 @@ def temperature_limits(trace: Trace | None = None) -> Proof:
              (s3, 0, [sympy.Rational(1, 3)] * 3)]
     ok = all([sympy.limit(w, tau, where) for w in softmax([tau * x for x in s])] == want
              for s, where, want in cases)
+    tau_, M_ = sym("τ"), sym("M")
     general = (
-        Line("write p_j(τ) = e^{τ s_j} / Σ_k e^{τ s_k} = e^{τ(s_j − M)} / Σ_k e^{τ(s_k − M)}, M = max s: "
-             "each term with s_k < M tends to 0 as τ → ∞, each with s_k = M is 1, so p → 1/#ties on "
-             "the maxima; as τ → 0 every e^{τ(s_k − M)} → 1, so p → 1/n and the output → the mean of V",
-             r"\lim_{\tau\to\infty} p_j(\tau) = \frac{[s_j = M]}{\#\{k : s_k = M\}},\quad "
-             r"\lim_{\tau\to 0} p_j(\tau) = \frac{1}{n}"),
-        Line(f"SymPy's limit: s = (0, −a, −b) → (1, 0, 0); s = (0, 0, −a) → (1/2, 1/2, 0); "
+        Line("write ", rel(fn("p_j", tau_), "=", frac(e(times(tau_, score("j"))), sigma(e(times(tau_, score("k"))), "k")),
+                           "=", frac(e(times(tau_, minus(score("j"), M_))), sigma(e(times(tau_, minus(score("k"), M_))), "k"))),
+             " with ", rel(M_, "=", fn("max", score())), ": each term with ", rel(score("k"), "<", M_),
+             " tends to 0 as ", rel(tau_, "→", sym("∞")), ", each with ", rel(score("k"), "=", M_),
+             " is 1, so p → 1/#ties on the maxima; as ", rel(tau_, "→", zero), " every ",
+             rel(e(times(tau_, minus(score("k"), M_))), "→", one), ", so ", rel(prob(), "→", frac(one, sym("n"))),
+             " and the output → the mean of V"),
+        Line.written(f"SymPy's limit: s = (0, −a, −b) → (1, 0, 0); s = (0, 0, −a) → (1/2, 1/2, 0); "
              f"any s, τ → 0 → (1/3, 1/3, 1/3) ({'agrees' if ok else 'DISAGREES'})",
              r"\lim \operatorname{softmax}(\tau s)"),
     )
     checks, limits = [], {}
     if trace is not None and has_symbols(trace):
-        checks.append(Line("not checked on this problem: with symbols the order of the scores is open "
+        checks.append(Line.written("not checked on this problem: with symbols the order of the scores is open "
                            "(substitute numbers, or see the general argument)", ""))
     elif trace is not None:
         V = trace.V.matrix
         logit = trace.logit_step
         if logit != "scaled":       # say which logits τ multiplies: the ones the softmax takes
             after = {"biased": "after ALiBi's bias", "capped": "after the soft-cap"}[logit]
-            checks.append(Line(
+            checks.append(Line.written(
                 f"τ multiplies the logits the softmax takes, here the {logit} ones ({after}), as a "
                 f"sampling temperature divides them: p(τ) = softmax(τ·{logit}); the limits below are "
                 "of that (a τ on the scores before the bias or the cap would be another family)",
@@ -105,7 +118,7 @@ def temperature_limits(trace: Trace | None = None) -> Proof:
                 "weights_hot": [str(x) for x in hot], "weights_cold": [str(x) for x in cold],
                 "output_hot": [sympy.sstr(x) for x in out_hot],
                 "output_cold": [sympy.sstr(x) for x in out_cold]}
-            checks.append(Line(
+            checks.append(Line.written(
                 f"row {trace.problem.tokens[i]!r}: τ → ∞: weights → [{', '.join(map(str, hot))}] "
                 f"(max at {', '.join(names)}), output → [{', '.join(map(sympy.sstr, out_hot))}]; "
                 f"τ → 0: weights → [{', '.join(map(str, cold))}], output → mean of V = "
@@ -114,9 +127,9 @@ def temperature_limits(trace: Trace | None = None) -> Proof:
                 rf"\lim_{{\tau\to 0}} O_{{{i}}} = {sympy.latex(sympy.Matrix([out_cold]))}"))
     return Proof("temperature-limits", ok,
                  Line("as the scale grows the weights tend to the argmax (ties split equally); "
-                      "as it shrinks to 0 they tend to uniform and the output to the mean of V",
-                      r"\operatorname{softmax}(\tau s) \to \text{argmax}\ (\tau\to\infty),\ "
-                      r"\to \tfrac{1}{n}\mathbf{1}\ (\tau \to 0)"),
+                      "as it shrinks to 0 they tend to uniform and the output to the mean of V: ",
+                      rel(fn("softmax", times(sym("τ"), score())), "→", fn("argmax", score())), " as τ → ∞, ",
+                      rel(fn("softmax", times(sym("τ"), score())), "→", frac(one, sym("n"))), " as τ → 0"),
                  general, tuple(checks), data={"limits": limits} if limits else {})
 
 
@@ -129,20 +142,24 @@ def convex_hull(trace: Trace | None = None, claims: Claims | None = None) -> Pro
         w, v = softmax(symbol_vector("s", size)), symbol_vector("v", size)
         out = sympy.Add(*[x * y for x, y in zip(w, v)])
         ok &= is_zero(out - v[0] - sympy.Add(*[x * (y - v[0]) for x, y in zip(w, v)]))
-    general: tuple[Line, ...] = (Line("o = Σ_j p_j v_j with p_j > 0 and Σ_j p_j = 1, so o − min v = Σ_j p_j (v_j − min v) ≥ 0 "
-                    "and max v − o = Σ_j p_j (max v − v_j) ≥ 0 (the identity verified by SymPy for n = 2, 3)",
-                    r"o - \min_j v_j = \sum_j p_j (v_j - \min_k v_k) \ge 0"),)
-    sym = symbolic_trace()
-    engine_ok = _hull_identity(sym)
+    o, v_j, lo, hi = sym("o"), sym("v", "j"), fn("min", sym("v")), fn("max", sym("v"))
+    general: tuple[Line, ...] = (Line(
+        rel(o, "=", sigma(times(prob("j"), v_j))), " with ", rel(prob("j"), ">", zero), " and ",
+        rel(sigma(prob("j")), "=", one), ", so ", rel(minus(o, lo), "=", sigma(times(prob("j"), minus(v_j, lo))), "≥", zero),
+        " and ", rel(minus(hi, o), "=", sigma(times(prob("j"), minus(hi, v_j))), "≥", zero),
+        " (the identity verified by SymPy for n = 2, 3)"),)
+    on_symbols = symbolic_trace()
+    engine_ok = _hull_identity(on_symbols)
     ok &= engine_ok
-    general += (Line("the engine on all-symbol Q, K, V (3 tokens): o_i − v_0 = Σ_j p_ij (v_j − v_0) "
-                     f"identically ({'verified' if engine_ok else 'FAILED'})",
-                     r"O_i - V_0 \equiv \sum_j A_{ij}(V_j - V_0)"),)
+    general += (Line("the engine on all-symbol Q, K, V (3 tokens): ",
+                     rel(minus(entry("O", "i"), entry("V", 0)), "≡",
+                         sigma(times(entry("A", "i", "j"), minus(entry("V", "j"), entry("V", 0))))),
+                     f" identically ({'verified' if engine_ok else 'FAILED'})"),)
     checks, counter = [], None
     if trace is not None and has_symbols(trace):
         good = _hull_identity(trace)
         ok &= good
-        checks.append(Line("symbolic values: each output is Σ_j p_j v_j with weights summing to 1 "
+        checks.append(Line.written("symbolic values: each output is Σ_j p_j v_j with weights summing to 1 "
                            f"(the identity o − v_first = Σ_j p_j (v_j − v_first) {'holds' if good else 'FAILS'}); "
                            "with p_j > 0 that places it between the smallest and largest value", ""))
     elif trace is not None:
@@ -155,8 +172,8 @@ def convex_hull(trace: Trace | None = None, claims: Claims | None = None) -> Pro
                 column = [V[j, c] for j in keys]
                 lo, hi = min(column, key=_key), max(column, key=_key)
                 if claimed is not None:   # some true value within its rounding as written
-                    entry = claimed[i][c]
-                    value, half = entry.value, entry.half
+                    written = claimed[i][c]
+                    value, half = written.value, written.half
                     inside = compare(lo, value + half) <= 0 and compare(value - half, hi) <= 0
                 else:
                     value = trace.algebraic_value("output", i, c)
@@ -169,7 +186,7 @@ def convex_hull(trace: Trace | None = None, claims: Claims | None = None) -> Pro
                     counter = {"row": trace.problem.tokens[i], "column": c,
                                "min": sympy.sstr(lo), "max": sympy.sstr(hi)}
                     if claimed is not None:
-                        counter["claimed"] = entry.text
+                        counter["claimed"] = written.text
                         if half:
                             counter["within"] = decimal_text(half)
                     else:
@@ -178,15 +195,15 @@ def convex_hull(trace: Trace | None = None, claims: Claims | None = None) -> Pro
                      for c in range(V.cols)]
             verb = "lies" if not outside else \
                 f"does NOT lie (column {', '.join(map(str, outside))})"
-            checks.append(Line(f"{'claimed ' if claimed is not None else ''}row {trace.problem.tokens[i]!r}: "
+            checks.append(Line.written(f"{'claimed ' if claimed is not None else ''}row {trace.problem.tokens[i]!r}: "
                                f"[{', '.join(shown)}] {verb} between the column minima and maxima of V "
                                f"over its allowed keys"
                                + (" (each within its rounding as written)" if claimed is not None else ""),
                                rf"\min_j V_{{jc}} \le O_{{{i}c}} \le \max_j V_{{jc}}"))
     return Proof("convex-hull", ok,
-                 Line("each output lies in the convex hull of the value rows "
-                      "(between the column min and max of V)",
-                      r"\min_j V_{jc} \le O_{ic} \le \max_j V_{jc}"),
+                 Line("each output lies in the convex hull of the value rows (between the column min and "
+                      "max of V): ", rel(fn("min_j", entry("V", "j", "c")), "≤", entry("O", "i", "c"), "≤",
+                                         fn("max_j", entry("V", "j", "c")))),
                  general, tuple(checks), counter)
 
 
@@ -230,27 +247,31 @@ def variance_d_k(trace: Trace | None = None) -> Proof:
     ok, total = _variance_facts()
     d = sympy.Symbol("d_k", integer=True, positive=True)
     general = (
-        Line("for independent q_i, k_i with mean 0 and variance 1: E[q_i k_i] = E[q_i] E[k_i] = 0 and "
-             "Var(q_i k_i) = E[q_i²] E[k_i²] − 0 = 1 (sympy.stats: Normal(0, 1), and Uniform(−√3, √3) "
-             "too: it is not about normality)", r"\operatorname{Var}(q_i k_i) = E[q_i^2]E[k_i^2] = 1"),
-        Line("distinct terms are independent, so Cov(q_i k_i, q_j k_j) = 0 (sympy.stats) and "
-             f"Var(q·k) = Σ_(i=1..d_k) Var(q_i k_i) = {sympy.sstr(total)} (checked directly for d_k = 2)",
-             r"\operatorname{Var}(q \cdot k) = \sum_{i=1}^{d_k} 1 = d_k"),
-        Line("hence Var(q·k / √d_k) = d_k / d_k = 1: the scaled scores keep unit variance at any width, "
-             "and the softmax does not saturate (\"Attention Is All You Need\", §3.2.1, footnote 4)",
-             r"\operatorname{Var}\left(\frac{q\cdot k}{\sqrt{d_k}}\right) = 1"),
+        Line("for independent ", sym("q", "i"), ", ", sym("k", "i"), " with mean 0 and variance 1: ",
+             rel(fn("E", times(sym("q", "i"), sym("k", "i"))), "=", times(fn("E", sym("q", "i")), fn("E", sym("k", "i"))),
+                 "=", zero), " and ",
+             rel(fn("Var", times(sym("q", "i"), sym("k", "i"))), "=",
+                 minus(times(fn("E", sup_sq(sym("q", "i"))), fn("E", sup_sq(sym("k", "i")))), zero), "=", one),
+             " (sympy.stats: Normal(0, 1), and Uniform(−√3, √3) too: it is not about normality)"),
+        Line("distinct terms are independent, so Cov(q_i k_i, q_j k_j) = 0 (sympy.stats) and ",
+             rel(fn("Var", dot(sym("q"), sym("k"))), "=", sigma(fn("Var", times(sym("q", "i"), sym("k", "i"))), "i"),
+                 "=", sym(sympy.sstr(total))), " (summed over i = 1, …, d_k; checked directly for d_k = 2)"),
+        Line("hence ", rel(fn("Var", frac(dot(sym("q"), sym("k")), root(sym("d_k")))), "=",
+                           frac(sym("d_k"), sym("d_k")), "=", one),
+             ": the scaled scores keep unit variance at any width, "
+             "and the softmax does not saturate (\"Attention Is All You Need\", §3.2.1, footnote 4)"),
     )
     checks = []
     if trace is not None:
         p = trace.problem
         var = sympy.nsimplify(p.scale ** 2 * p.d_k) if p.scale.is_Rational else sympy.simplify(p.scale ** 2 * p.d_k)
-        checks.append(Line(f"this problem: d_k = {p.d_k}, scale = {sympy.sstr(p.scale)}, so random "
+        checks.append(Line.written(f"this problem: d_k = {p.d_k}, scale = {sympy.sstr(p.scale)}, so random "
                            f"unit-variance q, k give Var(scale · q·k) = {sympy.sstr(var)}"
                            + ("" if var == 1 else " (not 1: the scores grow with d_k)"),
                            rf"\operatorname{{Var}}(\text{{scale}}\cdot q\cdot k) = {sympy.latex(var)}"))
     return Proof("variance-d_k", bool(ok),
-                 Line("Var(q·k) = d_k for independent zero-mean unit-variance entries (the reason for √d_k)",
-                      r"\operatorname{Var}(q\cdot k) = d_k"),
+                 Line(rel(fn("Var", dot(sym("q"), sym("k"))), "=", sym("d_k")),
+                      " for independent zero-mean unit-variance entries (the reason for √d_k)"),
                  general, tuple(checks), data={"d_k_symbolic": sympy.sstr(d)})
 
 
@@ -269,35 +290,36 @@ def causal_prefix(trace: Trace | None = None) -> Proof:
     """With a causal mask, appending tokens leaves earlier outputs unchanged (a KV cache is exact)."""
     short, longer = _symbolic_causal_outputs(3), _symbolic_causal_outputs(4)
     ok = short == longer[:3]
-    general: tuple[Line, ...] = (Line("with a causal mask, output i = Σ_{j ≤ i} p_ij v_j with p_ij = softmax_j(q_i·k_j / √d_k) "
-                    "over j ≤ i only: nothing of a later token enters row i.  SymPy: the causal outputs "
-                    f"of rows 0–2 built for 3 and for 4 symbolic tokens are {'identical' if ok else 'DIFFERENT'}",
-                    r"o_i = \sum_{j \le i} \operatorname{softmax}_j\!\left(\frac{q_i\cdot k_j}{\sqrt{d_k}}\right) v_j"),)
+    general: tuple[Line, ...] = (Line(
+        "with a causal mask, ", rel(sym("o", "i"), "=", sigma(times(sym("p", "ij"), sym("v", "j")), "j≤i")), " with ",
+        rel(sym("p", "ij"), "=", fn("softmax_j", frac(dot(sym("q", "i"), sym("k", "j")), root(sym("d_k"))))),
+        " over j ≤ i only: nothing of a later token enters row i.  SymPy: the causal outputs "
+        f"of rows 0–2 built for 3 and for 4 symbolic tokens are {'identical' if ok else 'DIFFERENT'}"),)
     engine_ok = _prefix_check(symbolic_trace(3, 1).problem)[0]
     ok &= engine_ok
-    general += (Line("the engine on all-symbol Q, K, V (3 tokens, d = 1), causally masked: the outputs of "
+    general += (Line.written("the engine on all-symbol Q, K, V (3 tokens, d = 1), causally masked: the outputs of "
                      f"each prefix equal the first rows of the full outputs ({'verified' if engine_ok else 'FAILED'})",
                      r"O(x_{1..t}) \equiv O(x_{1..T})_{1..t}"),)
     checks, counter = [], None
     if trace is not None:
         p = trace.problem
         if p.n != p.m or "X_kv" in p.inputs:
-            checks.append(Line("not checked here: the causal mask needs self-attention (keys = queries)",
+            checks.append(Line.written("not checked here: the causal mask needs self-attention (keys = queries)",
                                r"\text{(not applicable)}"))
         else:
             for length, equal_rows in _prefix_check(p)[1]:
                 ok &= equal_rows
-                checks.append(Line(f"the first {length} token(s) alone, causally masked: outputs of rows "
+                checks.append(Line.written(f"the first {length} token(s) alone, causally masked: outputs of rows "
                                    f"{', '.join(map(repr, p.tokens[:length]))} equal those of all {p.n} "
                                    f"tokens exactly" if equal_rows else f"prefix {length}: DIFFERENT",
                                    rf"O^{{(1..{length})}} = O^{{(1..{p.n})}}_{{1..{length}}}"))
                 if not equal_rows:
                     counter = counter or {"prefix": length}
             if p.mask_kind not in (None, "causal"):
-                checks.append(Line("(the problem's own mask was replaced by the causal mask)", r""))
+                checks.append(Line.written("(the problem's own mask was replaced by the causal mask)", r""))
     return Proof("causal-prefix", ok,
                  Line("with a causal mask, appending tokens does not change earlier outputs "
-                      "(why a KV cache is exact)", r"O_{1..t}(x_{1..T}) = O(x_{1..t})"),
+                      "(why a KV cache is exact)"),
                  general, tuple(checks), counter)
 
 
@@ -339,14 +361,17 @@ def permutation_equivariance(trace: Trace | None = None) -> Proof:
     base = _symbolic_outputs(q, k, v)
     moved = _symbolic_outputs(*([x[i] for i in perm] for x in (q, k, v)))
     ok = all(moved[a] == base[perm[a]] for a in range(3))
+    P_ = sym("P")
     general: tuple[Line, ...] = (Line("softmax of a row is a symmetric function of its keys (Σ does not care about order), "
                     "so permuting keys and values together changes nothing and permuting queries "
-                    f"permutes the output rows.  SymPy, 3 symbolic tokens permuted by {perm}: "
-                    f"{'output rows permuted exactly' if ok else 'MISMATCH'}",
-                    r"\operatorname{Attn}(PQ, PK, PV) = P \operatorname{Attn}(Q, K, V)"),)
+                    "permutes the output rows: ",
+                    rel(fn("Attn", Seq((times(P_, sym("Q")), times(P_, sym("K")), times(P_, sym("V"))))), "=",
+                        times(P_, fn("Attn", Seq((sym("Q"), sym("K"), sym("V")))))),
+                    f".  SymPy, 3 symbolic tokens permuted by {perm}: "
+                    f"{'output rows permuted exactly' if ok else 'MISMATCH'}"),)
     engine_ok = _reversed_check(symbolic_trace())
     ok &= engine_ok
-    general += (Line("the engine on all-symbol Q, K, V (3 tokens): reversing the tokens reverses the output "
+    general += (Line.written("the engine on all-symbol Q, K, V (3 tokens): reversing the tokens reverses the output "
                      f"rows identically ({'verified' if engine_ok else 'FAILED'})", r"O(PX) \equiv P\,O(X)"),)
     checks, counter = [], None
     if trace is not None:
@@ -354,16 +379,16 @@ def permutation_equivariance(trace: Trace | None = None) -> Proof:
         rows = list(reversed(range(p.n)))
         good = _reversed_check(trace)
         ok &= good
-        checks.append(Line(f"tokens reversed ({', '.join(p.tokens[i] for i in rows)}), the mask permuted "
+        checks.append(Line.written(f"tokens reversed ({', '.join(p.tokens[i] for i in rows)}), the mask permuted "
                            f"with them: the output rows are the old ones reversed, exactly"
                            if good else "reversed tokens: outputs NOT permuted",
                            r"O(PX) = P\,O(X)"))
         if p.mask_kind == "causal":
-            checks.append(Line("note: the permuted causal mask is no longer causal — a causal mask is how "
+            checks.append(Line.written("note: the permuted causal mask is no longer causal — a causal mask is how "
                                "order enters attention without positions", r""))
         if not good:
             counter = {"permutation": rows}
     return Proof("permutation-equivariance", ok,
-                 Line("without positions, permuting the tokens permutes the outputs the same way",
-                      r"\operatorname{Attn}(PX) = P \operatorname{Attn}(X)"),
+                 Line("without positions, permuting the tokens permutes the outputs the same way: ",
+                      rel(fn("Attn", times(sym("P"), sym("X"))), "=", times(sym("P"), fn("Attn", sym("X"))))),
                  general, tuple(checks), counter)

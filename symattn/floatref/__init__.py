@@ -46,9 +46,11 @@ from symattn.floatref.errors import FloatRefError
 #: precision p (bits, with the hidden bit) and minimum normal exponent of each format
 FORMATS: dict[str, tuple[int, int]] = {
     "float64": (53, -1022), "float32": (24, -126), "float16": (11, -14), "bfloat16": (8, -126),
+    "float8_e4m3fn": (4, -6), "float8_e5m2": (3, -14),
 }
 #: significant digits that tell neighbouring floats apart (shown in reports)
-_SHOW_DIGITS = {"float64": 17, "float32": 9, "float16": 5, "bfloat16": 4}
+_SHOW_DIGITS = {"float64": 17, "float32": 9, "float16": 5, "bfloat16": 4, "float8_e4m3fn": 3,
+                "float8_e5m2": 3}
 
 
 def _numpy():
@@ -63,8 +65,8 @@ def _as_array(value: Any):
     """A numpy array from a numpy array, a torch tensor or nested lists (floats)."""
     if hasattr(value, "detach") and hasattr(value, "cpu"):  # a torch tensor, without importing torch
         tensor = value.detach().cpu()
-        if str(tensor.dtype) == "torch.bfloat16":
-            tensor = tensor.float()  # exact: every bfloat16 is a float32
+        if str(tensor.dtype) in ("torch.bfloat16", "torch.float8_e4m3fn", "torch.float8_e5m2"):
+            tensor = tensor.float()  # exact: every bfloat16 and fp8 value is a float32
         value = tensor.numpy()
     return _numpy().asarray(value)
 
@@ -76,7 +78,8 @@ def format_of(value: Any) -> str:
     else:
         name = str(_as_array(value).dtype)
     if name not in FORMATS:
-        raise FloatRefError(f"the array is {name}; give float64, float32, float16 or bfloat16 values")
+        raise FloatRefError(f"the array is {name}; give float64, float32, float16, bfloat16 or "
+                            "float8_e4m3fn/float8_e5m2 (ml_dtypes) values")
     return name
 
 
@@ -157,7 +160,8 @@ def reference(Q: Any, K: Any, V: Any, *, mask: Any = None, scale: Any = None,
         raise FloatRefError("give causal=True or a mask, not both")
     if mask is not None and not isinstance(mask, (list, str)):
         mask = attend_mask(mask)
-    return Trace(Problem(**inputs, scale=scale, mask="causal" if causal else mask))
+    return Trace(Problem(Q=inputs["Q"], K=inputs["K"], V=inputs["V"], scale=scale,
+                         mask="causal" if causal else mask))
 
 
 # ------------------------------------------------------------------ ULPs
@@ -234,10 +238,9 @@ class FloatReport:
         lines = [head] + ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
         worst = max(self.entries, key=lambda e: abs(e.ulps.as_fraction()))
         tail = f"max |error| = {str(worst.ulps).lstrip('-')} ulp at [{worst.row}, {worst.col}]"
-        rel = [e for e in self.entries if e.relative is not None]
+        rel = [(abs(e.relative.as_fraction()), e.relative) for e in self.entries if e.relative is not None]
         if rel:
-            worst = max(rel, key=lambda e: abs(e.relative.as_fraction()))
-            tail += f", max |relative error| = {str(worst.relative).lstrip('-')}"
+            tail += f", max |relative error| = {str(max(rel, key=lambda r: r[0])[1]).lstrip('-')}"
         return "\n".join(lines + [tail]) + "\n"
 
     def to_json(self) -> dict[str, Any]:
@@ -294,7 +297,10 @@ def compare_float(result: Any, trace: Trace, *, step: str = "output", fmt: str |
                 rel = None if x == 0 else round_rational((y - x) / abs(x), rounding)
             else:
                 ulps, rel = _errors_from_balls(trace, step, i, c, y, fmt, rounding)
-            entries.append(EntryError(i, c, y, exact_digits[i][c], ulps, rel))
+            shown = exact_digits[i][c]
+            if not isinstance(shown, CertifiedDecimal):  # pragma: no cover - weights and outputs are never masked
+                raise FloatRefError(f"{step}[{i}][{c}] has no value (masked)")
+            entries.append(EntryError(i, c, y, shown, ulps, rel))
     return FloatReport(step, fmt, "binary", tuple(entries))
 
 
@@ -361,4 +367,6 @@ def float_report(Q: Any, K: Any, V: Any, result: Any, *, step: str = "output", m
 
 
 from symattn.floatref.sdpa import SDPAReference as SDPAReference, correctly_rounded as correctly_rounded  # noqa: E402  (the SDPA oracle, public here)
+from symattn.floatref.sdpa import causal_pattern as causal_pattern  # noqa: E402
 from symattn.floatref.ulp import ULPReport as ULPReport, ulp_report as ulp_report  # noqa: E402
+from symattn.floatref.hard import HardCase as HardCase, hard_cases as hard_cases  # noqa: E402

@@ -2,7 +2,7 @@
 
 Three roundings of one rule (IEEE 754 roundTiesToEven, the format's own
 precision p, minimum exponent e_min and maximum exponent e_max, subnormals
-included, overflow to ±inf):
+included, overflow to ±inf; to NaN in float8_e4m3fn, which has no infinities):
 
 * :func:`round_array` — a float64 numpy array, vectorised: frexp gives the
   binade exactly, ldexp scales by a power of two exactly, and numpy's
@@ -29,10 +29,23 @@ class BinaryFormat(NamedTuple):
     p: int
     e_min: int
     e_max: int
+    #: the largest finite value when the format spends its top codes otherwise (e4m3fn: 448,
+    #: the significand 1.111 at e_max is NaN); None: (2 − 2^(1−p))·2^e_max
+    top: Fraction | None = None
+    #: what a value rounded past ``max_finite`` becomes: "inf" (±inf) or "nan" (e4m3fn)
+    overflow: str = "inf"
 
     @property
     def max_finite(self) -> Fraction:
+        if self.top is not None:
+            return self.top
         return Fraction(2 ** self.p - 1) * Fraction(2) ** (self.e_max - self.p + 1)
+
+    def overflowed(self, positive: bool) -> float:
+        """The value a rounding past ``max_finite`` gives: ±inf, or NaN (float8_e4m3fn)."""
+        if self.overflow == "nan":
+            return float("nan")
+        return float("inf") if positive else float("-inf")
 
 
 BINARY_FORMATS: dict[str, BinaryFormat] = {
@@ -40,7 +53,14 @@ BINARY_FORMATS: dict[str, BinaryFormat] = {
     "float32": BinaryFormat("float32", 24, -126, 127),
     "float16": BinaryFormat("float16", 11, -14, 15),
     "bfloat16": BinaryFormat("bfloat16", 8, -126, 127),
+    # OCP 8-bit formats (ml_dtypes' names): e4m3fn has no inf (S.1111.111 is NaN, so 448 is
+    # the largest finite value and anything that rounds past it is NaN, as ml_dtypes' astype);
+    # e5m2 is IEEE-like (largest 57344, overflow to ±inf)
+    "float8_e4m3fn": BinaryFormat("float8_e4m3fn", 4, -6, 8, Fraction(448), "nan"),
+    "float8_e5m2": BinaryFormat("float8_e5m2", 3, -14, 15),
 }
+#: the formats that need ml_dtypes to hold as numpy arrays (results come in float32 arrays)
+FP8_FORMATS = ("float8_e4m3fn", "float8_e5m2")
 
 
 def round_array(x, fmt: BinaryFormat):
@@ -53,7 +73,8 @@ def round_array(x, fmt: BinaryFormat):
         q = np.maximum(e - 1, fmt.e_min) - (fmt.p - 1)       # the quantum: 2^q
         y = np.ldexp(np.rint(np.ldexp(x, -q)), q)            # both ldexp exact here
         big = float(fmt.max_finite)
-        y = np.where(np.abs(y) > big, np.copysign(np.inf, x), y)
+        over = np.nan if fmt.overflow == "nan" else np.copysign(np.inf, x)
+        y = np.where(np.abs(y) > big, over, y)
     return y
 
 
@@ -84,7 +105,7 @@ def round_fraction(value: Fraction, fmt: BinaryFormat) -> float:
     n = round(scaled)            # Fraction.__round__: half to even
     result = n * Fraction(2) ** q
     if result > fmt.max_finite:
-        return float("inf") if value > 0 else float("-inf")
+        return fmt.overflowed(value > 0)
     out = float(result)          # exact: every format value is a float64
     return out if value > 0 else -out
 
@@ -103,8 +124,10 @@ def round_ball(x: flint.arb, fmt: BinaryFormat) -> float | None:
     if abs(x) < flint.arb(2) ** (fmt.e_min - fmt.p):           # below half the least subnormal
         return 0.0
     if x > flint.arb(2) ** (fmt.e_max + 1) or x < -flint.arb(2) ** (fmt.e_max + 1):
-        return float("inf") if x > 0 else float("-inf")
+        return fmt.overflowed(bool(x > 0))
     # the ends rounded outward at the working precision: a radius like 2^-(4.9·10^38) (a weight
     # 1/(1 + e^-(3.4·10^38)) under a float32-min mask) would be a Fraction too big to build
     lo, hi = round_fraction(_dyadic(x.lower()), fmt), round_fraction(_dyadic(x.upper()), fmt)
+    if lo != lo and hi != hi:                # both past e4m3fn's largest: NaN, decided
+        return lo
     return hi if lo == hi else None

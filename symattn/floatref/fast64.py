@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
+from typing import Any
 
 from symattn.floatref import dd, masks
 from symattn.floatref.fast import SUM_BLOCK
@@ -49,12 +50,12 @@ def gamma(n: int) -> float:
 class Enclosures64:
     """Double-double midpoints and float64 radii of the weights and output of one head."""
 
-    weights: tuple      # (hi, lo), (L, S)
-    weights_rad: object
-    output: tuple       # (hi, lo), (L, Ev)
-    output_rad: object
-    weights_zero: object  # (L, S) weights proved to round to +0 (blocked, or e^x far below 2^-1074)
-    empty: object       # (L,) every key blocked
+    weights: tuple[Any, Any]   # (hi, lo), (L, S)
+    weights_rad: Any
+    output: tuple[Any, Any]    # (hi, lo), (L, Ev)
+    output_rad: Any
+    weights_zero: Any   # (L, S) weights proved to round to +0 (blocked, or e^x far below 2^-1074)
+    empty: Any          # (L,) every key blocked
 
 
 def _dd_of(value: Fraction) -> tuple[float, float, float]:
@@ -361,7 +362,9 @@ def _exp(Xh, Xl):
     Th, Tl = exp_table()
     tiny = ~(Xh >= X_TABLE)
     zero = ~(Xh >= X_ZERO)
-    x = np.where(tiny, 0.0, Xh)
+    # x > 2^-40 only in rows already refused (``bad``: scores past about 2^13, whose lo part
+    # alone exceeds 2^-40): computed as 0 there so the table index stays in range
+    x = np.where(tiny | ~(Xh <= 2.0 ** -40), 0.0, Xh)
     k = np.rint(x * 1024.0)                                 # ≤ 0: x ≤ 0
     r0 = x - k / 1024.0                                     # exact (Sterbenz), |r0| ≤ 2^-11
     rh, rl = dd.two_sum(r0, np.where(tiny, 0.0, Xl))

@@ -112,7 +112,7 @@ def decide_all(pr, w, w_ok, o, o_ok, fmt: BinaryFormat) -> int:
     for idx in np.ndindex(*pr.batch):
         if w_ok[idx].all() and o_ok[idx].all():
             continue
-        key = (hash(pr.K[idx].tobytes()), hash(pr.V[idx].tobytes()))
+        key: tuple[int, ...] = (hash(pr.K[idx].tobytes()), hash(pr.V[idx].tobytes()))
         while key in groups and not (np.array_equal(pr.K[groups[key][0]], pr.K[idx])
                                      and np.array_equal(pr.V[groups[key][0]], pr.V[idx])):
             key = key + (len(key),)                      # a hash collision: another group
@@ -183,7 +183,8 @@ class _Products:
     """Σ_j w_j·[v_j | 1]_k·2^-gv for the (row, k) pairs asked for, computed once each."""
 
     def __init__(self, head: "_Head", W: list, rows: list[int]) -> None:
-        self.head, self.W, self.cache = head, W, {}
+        self.head, self.W = head, W
+        self.cache: dict[tuple[int, int], flint.arb] = {}
         self.rowmats: dict[int, flint.arb_mat] = {}
 
     def __getitem__(self, key: tuple[int, int]) -> flint.arb:
@@ -216,6 +217,12 @@ class _Head:
         self.s_rational, self.s_exact = _scale_parts(pr)
         self.digits = 0 if fmt is None else math.ceil(fmt.p * math.log10(2)) + 2
 
+    def _format(self) -> BinaryFormat:
+        """The format decisions round to (a head built for :func:`enclosures` has none)."""
+        if self.fmt is None:  # pragma: no cover - enclosures() never decides
+            raise FloatRefError("internal: this head was built for enclosures, not decisions")
+        return self.fmt
+
     def column(self, k: int) -> flint.arb_mat:
         """Column k of [V | 1]·2^-gv as an S × 1 arb_mat (exact integers; kept per head)."""
         if not hasattr(self, "_columns"):
@@ -244,7 +251,7 @@ class _Head:
     def _chunk(self, pairs, w, w_ok, o, o_ok) -> int:
         import numpy as np
 
-        pr, fmt = self.pr, self.fmt
+        pr, fmt = self.pr, self._format()
         count = sum(int((~w_ok[idx][i]).sum() + (~o_ok[idx][i]).sum()) for idx, i in pairs)
         D, g = self.scores(pairs)                        # exact scores ·2^-g
         drows = D.tolist()
@@ -368,7 +375,7 @@ class _Head:
 
     def _balls(self, pairs, D, g: int, todo, w, w_ok, o, o_ok) -> list:
         """One round at the current precision: decide what the balls decide; return the rest."""
-        fmt = self.fmt
+        fmt = self._format()
         rows = sorted({t[0] for t in todo})
         W, N = self.balls_of(pairs, D, g, rows)
         ncols = len(self.cols)

@@ -22,8 +22,9 @@ from typing import Any
 from symattn.floatref.binary import BINARY_FORMATS, BinaryFormat, is_boundary, round_array
 from symattn.floatref.errors import FloatRefError
 
-#: float32/16/bf16 are decided from float64 enclosures (fast.py), float64 from double-double ones (fast64.py)
-FAST_FORMATS = ("float32", "float16", "bfloat16")
+#: float32/16/bf16 and fp8 are decided from float64 enclosures (fast.py), float64 from
+#: double-double ones (fast64.py)
+FAST_FORMATS = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
 
 
 def _numpy():
@@ -42,7 +43,10 @@ class SDPAReference:
     arrays (numpy has no bfloat16; every bfloat16 is a float32 exactly).
     A fully masked row (no key may be attended to) has NaN weights and
     output, and is True in ``fully_masked`` (…, L).  Zeros are +0.
-    ``arb_entries`` counts the entries that needed the arb path."""
+    ``arb_entries`` counts the entries that needed the arb path.  With ``return_lse``,
+    ``lse`` and ``lse2`` hold each row's log-sum-exp of the scaled logits t_j (mask
+    added), base e and base 2, correctly rounded to ``lse_dtype``; −inf on a fully
+    masked row (the log of an empty sum; FlashAttention-2 stores +inf there)."""
 
     output: Any
     weights: Any
@@ -50,6 +54,9 @@ class SDPAReference:
     fully_masked: Any
     arb_entries: int
     entries: int
+    lse: Any = None        # (…, L) log Σ_j e^(t_j), base e, in lse_dtype; −inf on a fully masked row
+    lse2: Any = None       # (…, L) the same in base 2: lse / ln 2
+    lse_dtype: str | None = None
 
 
 @dataclass(frozen=True)
@@ -71,9 +78,9 @@ def _array(x: Any, name: str):
     np = _numpy()
     if hasattr(x, "detach") and hasattr(x, "cpu"):  # a torch tensor, without importing torch
         t = x.detach().cpu()
-        x = (t.float() if str(t.dtype) == "torch.bfloat16" else t).numpy()
+        x = (t.float() if str(t.dtype) in ("torch.bfloat16", "torch.float8_e4m3fn", "torch.float8_e5m2") else t).numpy()
     a = np.asarray(x)
-    if a.dtype.name == "bfloat16":  # ml_dtypes: exact in float32
+    if a.dtype.name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):  # ml_dtypes: exact in float32
         a = a.astype(np.float32)
     if a.dtype.kind not in "fiub":
         raise FloatRefError(f"{name} has dtype {a.dtype}: give float or integer arrays")
@@ -106,10 +113,40 @@ def check_budget(batch: tuple, L: int, S: int, E: int, Ev: int) -> None:
                             f"{MAX_FLOAT_WORK:,} (MAX_FLOAT_WORK); check fewer heads or rows at a time")
 
 
-def normalise(Q: Any, K: Any, V: Any, attn_mask: Any = None, is_causal: bool = False,
-              scale: float | None = None, enable_gqa: bool = False) -> Problem4:
-    """SDPA's argument rules: shapes, broadcasting, GQA, masks and the scale, checked."""
+#: where the causal diagonal sits when L ≠ S (the field's two conventions, FIELD-NOTES.md)
+CAUSAL_ALIGNS = ("top_left", "bottom_right")
+
+
+def causal_pattern(L: int, S: int, causal_align: str = "top_left"):
+    """The (L, S) boolean causal mask, True = may attend.
+
+    ``top_left`` (PyTorch SDPA's ``is_causal``, FlashAttention < 2.1): query i sees keys j ≤ i.
+    ``bottom_right`` (FlashAttention ≥ 2.1, chunked prefill, TransformerEngine's
+    ``causal_bottom_right``): the last query sees every key, query i sees j ≤ i + S − L; when
+    L > S the first L − S queries see no key (fully masked rows)."""
     np = _numpy()
+    if causal_align not in CAUSAL_ALIGNS:
+        raise FloatRefError(f"causal_align is {causal_align!r}: use 'top_left' (PyTorch is_causal) "
+                            "or 'bottom_right' (FlashAttention ≥ 2.1)")
+    return np.tril(np.ones((L, S), dtype=bool), k=0 if causal_align == "top_left" else S - L)
+
+
+def normalise(Q: Any, K: Any, V: Any, attn_mask: Any = None, is_causal: bool = False,
+              scale: float | None = None, enable_gqa: bool = False, *,
+              causal_align: str = "top_left", mask_value: float | None = None) -> Problem4:
+    """SDPA's argument rules: shapes, broadcasting, GQA, masks and the scale, checked.
+
+    ``mask_value`` (a finite "−inf" sentinel such as −5e4, −1e9 or a format's minimum): every
+    blocked key (causal, False in a boolean mask, −inf in an additive one) gets this value
+    *added* to its scaled score instead of being removed, as a kernel that masks with a
+    finite number computes; a row then has a value even when every key is blocked."""
+    np = _numpy()
+    if causal_align not in CAUSAL_ALIGNS:
+        causal_pattern(1, 1, causal_align)               # the one message
+    if mask_value is not None and (isinstance(mask_value, bool) or not isinstance(mask_value, (int, float))
+                                   or not math.isfinite(mask_value)):
+        raise FloatRefError(f"mask_value is {mask_value!r}: give a finite number such as -5e4 "
+                            "(None removes blocked keys, as -inf)")
     q, k, v = (_array(x, n) for x, n in ((Q, "Q"), (K, "K"), (V, "V")))
     for a, n in ((q, "Q"), (k, "K"), (v, "V")):
         if a.ndim < 2:
@@ -149,7 +186,7 @@ def normalise(Q: Any, K: Any, V: Any, attn_mask: Any = None, is_causal: bool = F
     if is_causal and attn_mask is not None:
         raise FloatRefError("give is_causal=True or attn_mask, not both (as torch's SDPA)")
     if is_causal:
-        allowed = np.broadcast_to(np.tril(np.ones((L, S), dtype=bool)), batch + (L, S))
+        allowed = np.broadcast_to(causal_pattern(L, S, causal_align), batch + (L, S))
     elif attn_mask is not None:
         m = _array(attn_mask, "attn_mask")
         try:
@@ -171,6 +208,12 @@ def normalise(Q: Any, K: Any, V: Any, attn_mask: Any = None, is_causal: bool = F
         else:
             raise FloatRefError(f"attn_mask has dtype {m.dtype}: give a boolean (True = attend) "
                                 "or a float (additive) mask")
+    if mask_value is not None and allowed is not None:
+        blocked = np.where(allowed, 0.0, float(mask_value))
+        additive = blocked if additive is None else np.where(allowed, additive, float(mask_value))
+        allowed = None
+        if not additive.any():
+            additive = None
     if scale is None:
         import sympy
         exact: Any = 1 / sympy.sqrt(E)
@@ -184,19 +227,31 @@ def normalise(Q: Any, K: Any, V: Any, attn_mask: Any = None, is_causal: bool = F
 
 
 def correctly_rounded(Q: Any, K: Any, V: Any, *, dtype: str = "float32", attn_mask: Any = None,
-                      is_causal: bool = False, scale: float | None = None,
-                      enable_gqa: bool = False) -> SDPAReference:
+                      is_causal: bool = False, scale: float | None = None, enable_gqa: bool = False,
+                      causal_align: str = "top_left", mask_value: float | None = None,
+                      fully_masked: str = "nan", return_lse: bool = False,
+                      lse_dtype: str | None = None) -> SDPAReference:
     """softmax(scale·Q·Kᵀ + mask)·V and its weights, each entry correctly rounded to ``dtype``.
 
     Arguments as torch.nn.functional.scaled_dot_product_attention (no dropout);
-    inputs by their exact binary values; the default scale is exactly 1/√E."""
+    inputs by their exact binary values; the default scale is exactly 1/√E.
+    ``causal_align``: 'top_left' (torch) or 'bottom_right' (FlashAttention ≥ 2.1) when L ≠ S.
+    ``mask_value``: a finite sentinel added where keys are blocked (see :func:`normalise`).
+    ``fully_masked``: 'nan' (the math backend; 0/0 has no value) or 'zero' (fused kernels)
+    for the weights and output of rows with no key.  ``return_lse``: also the log-sum-exp of
+    each row's scaled logits, base e (``lse``, as FlashAttention stores it) and base 2
+    (``lse2``), correctly rounded to ``lse_dtype`` (default ``dtype``; FlashAttention keeps
+    float32), proved with arb balls (:mod:`symattn.floatref.lse`)."""
     from symattn.floatref.rows import decide_all
 
     np = _numpy()
-    if dtype not in BINARY_FORMATS:
-        raise FloatRefError(f"dtype is {dtype!r}: use float64, float32, bfloat16 or float16")
-    fmt = BINARY_FORMATS[dtype]
-    pr = normalise(Q, K, V, attn_mask, is_causal, scale, enable_gqa)
+    fmt = _format(dtype, "dtype")
+    lse_fmt = _format(lse_dtype or dtype, "lse_dtype")
+    if fully_masked not in ("nan", "zero"):
+        raise FloatRefError(f"fully_masked is {fully_masked!r}: use 'nan' (PyTorch's math backend) "
+                            "or 'zero' (fused kernels such as FlashAttention)")
+    pr = normalise(Q, K, V, attn_mask, is_causal, scale, enable_gqa, causal_align=causal_align,
+                   mask_value=mask_value)
     L, S, Ev = pr.Q.shape[-2], pr.K.shape[-2], pr.V.shape[-1]
     out = np.empty(pr.batch + (L, Ev))
     weights = np.empty(pr.batch + (L, S))
@@ -206,21 +261,40 @@ def correctly_rounded(Q: Any, K: Any, V: Any, *, dtype: str = "float32", attn_ma
     for idx in np.ndindex(*pr.batch):
         allowed = None if pr.allowed is None else pr.allowed[idx]
         additive = None if pr.additive is None else pr.additive[idx]
-        if dtype in FAST_FORMATS:
+        if fmt.name != "float64":
             w, w_ok, o, o_ok, empty = _fast_slice(pr, idx, allowed, additive, fmt)
         else:
             w, w_ok, o, o_ok, empty = _fast64_slice(pr, idx, allowed, additive)
         w_ok[empty], o_ok[empty] = True, True
         w[empty], o[empty] = np.nan, np.nan
-        if dtype in FAST_FORMATS:
+        if fmt.name != "float64":
             _refine64(pr, idx, allowed, additive, fmt, w, w_ok, o, o_ok)
         weights[idx], out[idx], empty_all[idx] = w, o, empty
         w_ok_all[idx], o_ok_all[idx] = w_ok, o_ok
     arb_count = decide_all(pr, weights, w_ok_all, out, o_ok_all, fmt)
-    np_type = {"float64": np.float64, "float32": np.float32, "float16": np.float16,
-               "bfloat16": np.float32}[dtype]
+    if fully_masked == "zero":
+        weights[empty_all], out[empty_all] = 0.0, 0.0
+    lse = lse2 = None
+    if return_lse:
+        from symattn.floatref.lse import log_sum_exp
+
+        lse64, lse2_64 = log_sum_exp(pr, lse_fmt)
+        lse, lse2 = lse64.astype(_np_type(lse_fmt.name)), lse2_64.astype(_np_type(lse_fmt.name))
+    np_type = _np_type(dtype)
     return SDPAReference(out.astype(np_type), weights.astype(np_type), dtype, empty_all, arb_count,
-                         weights.size + out.size)
+                         weights.size + out.size, lse, lse2, lse_fmt.name if return_lse else None)
+
+
+def _format(name: str, what: str) -> BinaryFormat:
+    if name not in BINARY_FORMATS:
+        raise FloatRefError(f"{what} is {name!r}: use {', '.join(BINARY_FORMATS)}")
+    return BINARY_FORMATS[name]
+
+
+def _np_type(name: str):
+    """The numpy type that holds a format's values exactly (bfloat16 and fp8: float32)."""
+    np = _numpy()
+    return {"float64": np.float64, "float16": np.float16}.get(name, np.float32)
 
 
 def _fast_slice(pr, idx: tuple, allowed, additive, fmt: BinaryFormat):

@@ -22,7 +22,8 @@ from symattn.trace.display import Displayable
 
 #: histogram bins of |error| in ulps: (low, high]; the first is [0, 0.5]
 BIN_EDGES = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 64.0, 256.0, 1024.0, float("inf"))
-_SHOW_DIGITS = {"float64": 17, "float32": 9, "float16": 5, "bfloat16": 4}
+_SHOW_DIGITS = {"float64": 17, "float32": 9, "float16": 5, "bfloat16": 4, "float8_e4m3fn": 3,
+                "float8_e5m2": 3}
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,8 @@ class ULPReport(Displayable):
 
 def ulp_report(out: Any, Q: Any, K: Any, V: Any, *, step: str = "output", dtype: str | None = None,
                worst: int = 5, attn_mask: Any = None, is_causal: bool = False,
-               scale: float | None = None, enable_gqa: bool = False) -> ULPReport:
+               scale: float | None = None, enable_gqa: bool = False, causal_align: str = "top_left",
+               mask_value: float | None = None) -> ULPReport:
     """The error of ``out`` (a kernel's SDPA output, or its weights with step='weights')."""
     import numpy as np
 
@@ -103,11 +105,13 @@ def ulp_report(out: Any, Q: Any, K: Any, V: Any, *, step: str = "output", dtype:
         raise FloatRefError(f"step is {step!r}: compare the 'output' or the 'weights'")
     fmt_name = dtype or format_of(out)
     if fmt_name not in BINARY_FORMATS:
-        raise FloatRefError(f"dtype is {fmt_name!r}: use float64, float32, bfloat16 or float16")
+        raise FloatRefError(f"dtype is {fmt_name!r}: use {', '.join(BINARY_FORMATS)}")
     fmt = BINARY_FORMATS[fmt_name]
-    kwargs = dict(attn_mask=attn_mask, is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)
+    kwargs: dict[str, Any] = dict(attn_mask=attn_mask, is_causal=is_causal, scale=scale, enable_gqa=enable_gqa,
+                                  causal_align=causal_align, mask_value=mask_value)
     y = _array(out, step).astype(np.float64)
-    pr = normalise(Q, K, V, **kwargs)
+    pr = normalise(Q, K, V, attn_mask, is_causal, scale, enable_gqa, causal_align=causal_align,
+                   mask_value=mask_value)
     ref = correctly_rounded(Q, K, V, dtype=fmt_name, **kwargs)
     want = getattr(ref, step).astype(np.float64)
     if y.shape != want.shape:
@@ -129,8 +133,9 @@ def ulp_report(out: Any, Q: Any, K: Any, V: Any, *, step: str = "output", dtype:
             diff = (y[idx] - hi) - lo
             mid = hi
         else:
-            enc = fast.enclose(pr.Q[idx], pr.K[idx], pr.V[idx], allowed, additive, pr.scale_f, pr.scale_err)
-            mid, rad = (enc.output, enc.output_rad) if step == "output" else (enc.weights, enc.weights_rad)
+            enc32 = fast.enclose(pr.Q[idx], pr.K[idx], pr.V[idx], allowed, additive, pr.scale_f, pr.scale_err)
+            mid, rad = ((enc32.output, enc32.output_rad) if step == "output"
+                        else (enc32.weights, enc32.weights_rad))
             diff = y[idx] - mid
         unit = _ulp(mid, fmt)
         with np.errstate(invalid="ignore", divide="ignore"):

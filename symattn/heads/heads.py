@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import sympy
 
@@ -33,15 +33,18 @@ from symattn.problem.problem import Problem
 from symattn.trace.trace import Trace
 from symattn.problem.tomlfile import parse_toml, read_text
 from symattn.trace.display import Displayable
+
+if TYPE_CHECKING:
+    from symattn.heads.backward import HeadGradients
 from symattn.examples import heads_example_names, heads_example_text  # noqa: F401 (public here too)
 
 Matrix: TypeAlias = sympy.ImmutableMatrix
 
 #: The keys of a multi-head problem file.
 MULTIHEAD_KEYS = ("title", "about", "X", "X_kv", "tokens", "key_tokens", "scale",
-                  "heads", "kv_heads", "W_q", "W_k", "W_v", "W_o", "head", "kv_head", "K", "V",
+                  "heads", "kv_heads", "W_q", "W_k", "W_v", "W_o", "head", "kv_head", "K", "V", "backward",
                   *VARIANT_KEYS)
-_SHARED = ("X_kv", "tokens", "key_tokens", "scale")
+_SHARED = ("X_kv", "tokens", "key_tokens", "scale", "backward")
 
 
 #: The problem ``symattn heads`` works when given none: the lesson's X with two
@@ -110,7 +113,7 @@ class MultiHeadProblem:
                  mask: object = None, title: str | None = None, direct: bool = False,
                  variants: Sequence[Mapping[str, object]] | None = None, rope: object = None,
                  alibi: object = None, softcap: object = None, sink: object = None,
-                 tiles: object = None, decode: object = None) -> None:
+                 tiles: object = None, decode: object = None, backward: object = None) -> None:
         self.title = title
         self.direct = direct
         if direct and (X is not None or X_kv is not None):
@@ -120,7 +123,8 @@ class MultiHeadProblem:
                                "or give Q (and K, V) per head directly")
         #: the keywords as given (a changed problem passes them again, checked again)
         self._inputs: dict[str, Any] = dict(X=X, X_kv=X_kv, tokens=tokens, key_tokens=key_tokens,
-                                            scale=scale, title=title, W_o=W_o, direct=direct)
+                                            scale=scale, title=title, W_o=W_o, direct=direct,
+                                            backward=backward)
         self._q, self._kv = list(q_weights), list(kv_weights)
         self.heads, self.kv_heads = len(q_weights), len(kv_weights)
         if self.heads == 0 or self.kv_heads == 0:
@@ -139,14 +143,15 @@ class MultiHeadProblem:
         self.group = self.heads // self.kv_heads
         self.kv_of = tuple(i // self.group for i in range(self.heads))
         self.head_problems: list[Problem] = []
+        self._roles: list[dict[str, Any]] = []
         for i, W_q in enumerate(q_weights):
             W_k, W_v = kv_weights[self.kv_of[i]]
             roles: dict[str, Any] = (dict(Q=W_q, K=W_k, V=W_v) if direct else
                      dict(X=X, W_q=W_q, W_k=W_k, W_v=W_v, X_kv=X_kv))
+            self._roles.append(dict(**roles, tokens=tokens, key_tokens=key_tokens, scale=scale,
+                                    title=f"head {i}", **self.head_keys[i]))
             try:
-                self.head_problems.append(Problem(
-                    **roles, tokens=tokens, key_tokens=key_tokens, scale=scale,
-                    title=f"head {i}", **self.head_keys[i]))
+                self.head_problems.append(Problem(**self._roles[i]))
             except (ParseError, ProblemError) as exc:
                 raise ProblemError(f"head {i}: {exc}") from None
         first = self.head_problems[0]
@@ -158,6 +163,22 @@ class MultiHeadProblem:
             raise ProblemError(
                 f"W_o has {self.W_o.rows} rows but the concatenated heads have {self.width} columns "
                 f"({' + '.join(map(str, self.d_v))}): W_o must be {self.width}×d_out")
+        #: dL/dY of the backward key (symattn.heads.backward), or None: forward only
+        self.grad_output: Matrix | None = None
+        if backward is not None:
+            self._with_backward(backward)
+
+    def _with_backward(self, backward: object) -> None:
+        """Each head rebuilt with its own grad_output, dY·W_oᵀ split by its columns."""
+        from symattn.heads.backward import head_grad_outputs, output_gradient
+
+        d_out = self.width if self.W_o is None else self.W_o.cols
+        self.grad_output = output_gradient(backward, n=self.n, d_out=d_out)
+        for i, dO in enumerate(head_grad_outputs(self.grad_output, self.W_o, self.d_v)):
+            try:
+                self.head_problems[i] = Problem(**self._roles[i], backward={"grad_output": dO})
+            except (ParseError, ProblemError) as exc:
+                raise ProblemError(f"head {i}: {exc}") from None
 
     # -- construction ---------------------------------------------------------
     @classmethod
@@ -393,6 +414,16 @@ class MultiHeadResult(Displayable):
     def average_weights_decimals(self, rounding: Rounding | int) -> list[list[CertifiedDecimal]]:
         """The averaged weights, each entry certified."""
         return _certify_matrix(self.average_weights, rounding)
+
+    @cached_property
+    def gradients(self) -> "HeadGradients":
+        """d_W_o and the gradients summed over heads (the backward key; symattn.heads.backward)."""
+        from symattn.heads.backward import HeadGradients
+
+        if self.problem.grad_output is None:
+            raise ProblemError("this multi-head problem has no backward key: add backward = "
+                               "{ grad_output = [[...]] } (dL/dY) or backward = { loss = \"sum\" }")
+        return HeadGradients(self, self.problem.grad_output)
 
     def __repr__(self) -> str:
         return f"<MultiHeadResult of {self.problem!r}>"

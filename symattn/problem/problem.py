@@ -167,7 +167,7 @@ class Problem:
                             if self.scale.is_Rational else self.scale, "scale")
         self.sink = None if sink is None else self._scalar(sink, "sink", symbols)
         #: ALiBi's slope and form (symattn.problem.keys.logits.Alibi), or None
-        self.alibi = read_alibi(alibi, symbols)
+        self.alibi = read_alibi(alibi, symbols, n=self.n, m=self.m)
         #: the soft-cap c of capped = c·tanh(logit / c), or None
         self.softcap = read_softcap(softcap)
         #: the validated RoPE key (symattn.problem.keys.rope.Rope), or None
@@ -224,7 +224,7 @@ class Problem:
             return flint.arb(0)
         slope = self.alibi.slope_rational
         ball = flint.arb(slope) if slope is not None else check_scale_ball(self.alibi.slope)
-        return flint.arb(0) if ball is None else abs(ball) * (max(self.n, self.m) - 1)
+        return flint.arb(0) if ball is None else abs(ball) * self.alibi.max_distance(self.n, self.m)
 
     # -- validation --------------------------------------------------------
     def _check_size_caps(self) -> None:

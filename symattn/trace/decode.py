@@ -25,10 +25,12 @@ no-cache reference: full attention with the same mask.  Fact
 of it.  It needs self-attention from X (the cache holds the projected keys and
 values of the same sequence).
 
-The other variant keys act on each step as on row t of full attention: ALiBi's
-bias −slope·(t − j) uses the absolute positions of the query (t) and of each cached
-key (j), not the key's slot in the buffer; a soft-cap caps those logits; a sink
-logit s adds e^(s − max) to the step's denominator.
+Each decode step is a Problem of its own worked by the one engine (:meth:`Decode.engine`):
+Q = [q_t], K and V the cache, with the trace's scale, sink and soft-cap, so its scores,
+logits, weights and output are the engine's (exact entries and certified balls), never
+recomputed here.  ALiBi's bias −slope·(t − j) uses the absolute positions of the query (t)
+and of each cached key (j), not the key's slot in the buffer: the step's problem gets them
+as ``alibi.positions`` and ``alibi.key_positions``.
 
 The work counts (:func:`work_counts`) are exact integers from the sizes; they
 count the decode steps only (the prompt is projected and scored the same way
@@ -40,19 +42,18 @@ can check them (``decode_work[work, dots_cached]``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, SupportsInt
+from typing import Callable, SupportsInt
 
 import sympy
 
-from symattn.numbers.compare import sign
+from symattn.engine.engine import Engine
+from symattn.engine.extra import StepNumbers
 from symattn.errors import ProblemError
 from symattn.problem.keys.mask import causal_window_width
-from symattn.problem.keys.logits import capped
 from symattn.trace.stepnumbers import ExactNumbers
 from symattn.trace.source import AddStep, TraceView
 
-if TYPE_CHECKING:
-    from symattn.problem.problem import Problem
+from symattn.problem.problem import Problem
 
 _PARTS = ("q", "k", "v", "K_cache", "V_cache", "scores", "logits", "weights", "output")
 WORK_STEP = "decode_work"
@@ -121,10 +122,9 @@ class Decode:
         assert p.prefill is not None     # the Trace builds Decode only for a decode problem
         self.prefill: int = p.prefill
         self.positions = tuple(range(p.prefill, p.n))
-        self.scale_sign = sign(p.scale)
         #: ALiBi or a soft-cap: the softmax takes logits other than scale·scores (a step)
         self.has_logits = p.alibi is not None or p.softcap is not None
-        self._cache: dict[tuple, sympy.Expr] = {}
+        self._engines: dict[int, Engine] = {}
 
     def name(self, t: int, part: str) -> str:
         return f"decode_{t}_{part}"
@@ -133,72 +133,31 @@ class Decode:
         """The cached keys (absolute positions) step t attends over, after eviction."""
         return cache_keys(self.trace.problem, t)
 
-    # -- exact entries ------------------------------------------------------------------
-    def score(self, t: int, j: int) -> sympy.Expr:
-        """q_t · k_j, written out from the rows of Q and K."""
-        key = ("s", t, j)
-        if key not in self._cache:
-            Q, K = self.trace.step("Q"), self.trace.step("K")
-            self._cache[key] = sympy.Add(*[Q[t, c] * K[j, c] for c in range(self.trace.problem.d_k)])
-        return self._cache[key]
-
-    def pre_logit(self, t: int, j: int) -> sympy.Expr:
-        """scale·score, plus ALiBi's −slope·(t − j) by absolute positions: the logit before a cap."""
-        p = self.trace.problem
-        x = p.scale * self.score(t, j)
-        return x if p.alibi is None else x + p.alibi.bias(t, j)
-
-    def logit(self, t: int, j: int) -> sympy.Expr:
-        """What the step's softmax takes for cached key j: the pre-logit, soft-capped if asked."""
-        p = self.trace.problem
-        x = self.pre_logit(t, j)
-        return x if p.softcap is None else capped(p.softcap, x)
-
-    def best(self, t: int) -> int:
-        """The cached key with the largest logit for query t (the first of a tie; decided
-        before the cap, as tanh is increasing)."""
-        key = ("best", t)
-        if key not in self._cache:
+    # -- each step is a problem of its own, through the one engine -------------------------
+    def engine(self, t: int) -> Engine:
+        """Step t as its own Problem: the query q_t over the cached keys and values, with the
+        same scale, sink and soft-cap, and ALiBi by absolute positions (q at t, the cached keys
+        at theirs), worked by the one engine."""
+        if t not in self._engines:
+            p = self.trace.problem
             cache = self.cache(t)
-            best = cache[0]
-            for j in cache[1:]:
-                if self.trace.problem.alibi is None:
-                    bigger = sign(self.score(t, j) - self.score(t, best)) * self.scale_sign > 0
-                else:
-                    bigger = sign(self.pre_logit(t, j) - self.pre_logit(t, best)) > 0
-                if bigger:
-                    best = j
-            self._cache[key] = best
-        return self._cache[key]
+            Q, K, V = (self.trace.step(name) for name in ("Q", "K", "V"))
+            alibi = None if p.alibi is None else {**p.alibi.value, "positions": [t], "key_positions": list(cache)}
+            step = Problem(Q=[[Q[t, c] for c in range(p.d_k)]], K=[[K[j, c] for c in range(p.d_k)] for j in cache],
+                           V=[[V[j, c] for c in range(p.d_v)] for j in cache], scale=p.scale, sink=p.sink,
+                           softcap=p.softcap, alibi=alibi, tokens=[p.tokens[t]],
+                           key_tokens=[p.tokens[j] for j in cache])
+            self._engines[t] = Engine(step)
+        return self._engines[t]
 
-    def _exponent(self, t: int, x: sympy.Expr) -> sympy.Expr:
-        top = self.logit(t, self.best(t))
-        if self.trace.problem.softcap is None:
-            return sympy.expand(x - top)
-        return x - top
-
-    def exp(self, t: int, j: int) -> sympy.Expr:
-        if j == self.best(t):
-            return sympy.S.One
-        return sympy.exp(self._exponent(t, self.logit(t, j)))
-
-    def sink_exp(self, t: int) -> sympy.Expr:
-        """The sink's term e^(s − max) of step t's denominator (0 without a sink)."""
-        sink = self.trace.problem.sink
-        return sympy.S.Zero if sink is None else sympy.exp(self._exponent(t, sink))
-
-    def total(self, t: int) -> sympy.Expr:
-        key = ("sum", t)
-        if key not in self._cache:
-            self._cache[key] = sympy.Add(*[self.exp(t, j) for j in self.cache(t)], self.sink_exp(t))
-        return self._cache[key]
-
-    def weight(self, t: int, j: int) -> sympy.Expr:
-        return self.exp(t, j) / self.total(t)
-
-    def output(self, t: int, c: int) -> sympy.Expr:
-        V = self.trace.step("V")
-        return sympy.Add(*[V[j, c] * self.exp(t, j) for j in self.cache(t)]) / self.total(t)
+    def _part(self, t: int, part: str) -> tuple[Callable[[int, int], sympy.Expr], StepNumbers]:
+        """The exact entries and the numbers of one softmax-side part of step t, from its engine
+        (made when first asked for: the Trace is still being built when the steps are added)."""
+        def exact(i: int, j: int) -> sympy.Expr:
+            e = self.engine(t)
+            entry = {"scores": e.scores.exact, "logits": e.logit, "weights": e.weight, "output": e.output}[part]
+            return entry(0, int(j))
+        return exact, _EngineRow(lambda: self.engine(t), part)
 
     # -- the steps ------------------------------------------------------------------------
     def parts(self) -> tuple[str, ...]:
@@ -220,23 +179,21 @@ class Decode:
             cache = self.cache(t)
             me, cached, size = (tok[t],), tuple(tok[j] for j in cache), len(cache)
 
-            def key_entry(f: Callable[[int, int], sympy.Expr], t: int = t, cache=cache):
-                return lambda i, k: f(t, cache[int(k)])
-
             parts: dict[str, tuple[tuple[int, int], tuple, tuple, Callable]] = {
                 "q": ((1, p.d_k), me, dk, row_of("Q", t)),
                 "k": ((1, p.d_k), me, dk, row_of("K", t)),
                 "v": ((1, p.d_v), me, dv, row_of("V", t)),
                 "K_cache": ((size, p.d_k), cached, dk, rows_of("K", cache)),
                 "V_cache": ((size, p.d_v), cached, dv, rows_of("V", cache)),
-                "scores": ((1, size), me, cached, key_entry(self.score)),
-                "logits": ((1, size), me, cached, key_entry(self.logit)),
-                "weights": ((1, size), me, cached, key_entry(self.weight)),
-                "output": ((1, p.d_v), me, dv, lambda i, c, t=t: self.output(t, int(c))),
             }
             for part in self.parts():
-                shape, rows, cols, entry = parts[part]
-                add(self.name(t, part), shape, rows, cols, entry, ExactNumbers(entry, shape[1]))
+                if part in parts:
+                    shape, rows, cols, entry = parts[part]
+                    add(self.name(t, part), shape, rows, cols, entry, ExactNumbers(entry, shape[1]))
+                    continue
+                exact, numbers = self._part(t, part)
+                width = p.d_v if part == "output" else size
+                add(self.name(t, part), (1, width), me, dv if part == "output" else cached, exact, numbers)
         counts = work_counts(p).row
 
         def count(i: object, j: SupportsInt) -> sympy.Expr:
@@ -247,3 +204,27 @@ class Decode:
     @property
     def step_names(self) -> tuple[str, ...]:
         return tuple(self.name(t, part) for t in self.positions for part in self.parts()) + (WORK_STEP,)
+
+
+class _EngineRow:
+    """A decode step's numbers: row 0 of one step of its own engine (the StepNumbers interface)."""
+
+    def __init__(self, engine: Callable[[], Engine], part: str) -> None:
+        self._engine, self.part = engine, part
+
+    @property
+    def engine(self) -> Engine:
+        return self._engine()
+
+    @property
+    def step(self) -> str:
+        return self.engine.logit_step if self.part == "logits" else self.part
+
+    def symbols(self) -> frozenset:
+        return self.engine.symbols_of(self.step)
+
+    def known_row(self, i: int) -> list:
+        return self.engine.known_row(self.step, 0)
+
+    def balls(self, i: int, prec: int) -> list:
+        return self.engine.balls(self.step, 0, prec)

@@ -51,7 +51,7 @@ class ExpSum:
 
     @classmethod
     def constant(cls, c: sympy.Expr) -> "ExpSum":
-        return cls({ZERO_KEY: sympy.sympify(c)})
+        return cls({ZERO_KEY: sympy.Integer(c) if isinstance(c, int) else c})   # never parses text
 
     @classmethod
     def of(cls, pairs: Iterable[tuple[Key, sympy.Expr]]) -> "ExpSum":
@@ -144,7 +144,10 @@ class Grad:
         return self + other.times(sympy.S.NegativeOne)
 
     def __mul__(self, other: "Grad") -> "Grad":
-        """The product of two row-local values of the same row."""
+        """The product of two row-local values of the same row (an empty one is exactly 0:
+        a masked weight, or a dP entry against a zero value row)."""
+        if not self.parts or not other.parts:
+            return Grad({})
         (row, a), = self.parts.items()
         (other_row, b), = other.parts.items()
         assert row == other_row, "only values of one row multiply"

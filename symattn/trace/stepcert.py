@@ -99,9 +99,14 @@ def _certify(engine: Engine, step: str, exact: Callable[[int, int], sympy.Expr],
                     decided = memo[key] = round_ratio(key[0], key[1], rounding)
                 row[j] = decided
 
-    # Only these can be exact decimals hidden inside a ball: an output equal to a
-    # value-column mean, or an input entry that SymPy did not reduce to a rational.
-    may_terminate = step == "output" or engine.matrix(step) is not None
+    # Which entries can be exact decimals hidden inside a ball: an output equal to a
+    # value-column mean, an input entry that SymPy did not reduce to a rational, and any
+    # algebraic logit (scaled, bias, biased, capped, masked, shifted, the variants' own
+    # steps): √2·√2/2 = 1, (11·√2/10)/√2 = 11/10.  Only the exponentials, their sums and
+    # the weights are left out: where they are rational the engine knows it (ties,
+    # powers) before any ball is made.  The test costs little: a ball near its own
+    # decimal is rare unless the value is that decimal.
+    may_terminate = step not in _SOFTMAX_STEPS or step == "output"
     # one policy (symattn.numbers.precision); for places the digits in front of the
     # point are not known up front: the loop doubles past them (the cap
     # leaves room for about 19,000 of them)

@@ -18,10 +18,9 @@ from typing import Sequence
 
 import sympy
 
-from symattn.numbers.certify import certify
 from symattn.check.checker import FigureVerdict
 from symattn.check.figures import Written, WrittenInfinity, WrittenNumber, read_figure
-from symattn.check.grading.carry_backward import BACKWARD_CHAIN, follows_backward
+from symattn.check.grading.carry_backward import BACKWARD_CHAIN, entries_match, follows_backward
 from symattn.check.targets import Source, TargetSpec, parse_target, resolve
 from symattn.numbers.compare import equal
 from symattn.errors import SymattnError
@@ -100,16 +99,7 @@ def _output_from_weights(trace: Trace, keys: tuple, values: list[list[sympy.Expr
     if any(v.is_infinite for row in values for v in row):
         return False
     product = sympy.Matrix(values) * trace.V.matrix
-    entries = written.entries
-    if len(entries) != len(product):
-        return False
-    for w, value in zip(entries, list(product)):
-        if isinstance(w, WrittenNumber):
-            if certify(value, w.rounding).as_fraction() != w.value:
-                return False
-        elif not equal(w.value, value):
-            return False
-    return True
+    return entries_match(written.entries, list(product))
 
 
 def carry_forward(trace: Trace, targets: Sequence[str], verdicts: list[FigureVerdict],

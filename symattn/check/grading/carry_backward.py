@@ -91,9 +91,14 @@ def follows_backward(trace: Trace, step: str, keys: tuple, ustep: str,
     if own.shape != (len(rows), trace.step(ustep).shape[1]):
         return False
     later = _later(trace, rows, ustep, own, step)
-    if later is None or len(later) != len(written.entries):
+    return later is not None and entries_match(written.entries, list(later))
+
+
+def entries_match(entries: list, values: list) -> bool:
+    """Every written entry is its value: rounded as written for a number, exactly otherwise."""
+    if len(entries) != len(values):
         return False
-    for w, value in zip(written.entries, list(later)):
+    for w, value in zip(entries, values):
         if isinstance(w, WrittenNumber):
             if certify(value, w.rounding).as_fraction() != w.value:
                 return False

@@ -31,7 +31,6 @@ summary is a view of the report (:mod:`~symattn.check.grading.class_summary`).
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -44,7 +43,7 @@ from symattn.check.grading.credit import (CARRY_POLICIES, answer_credit, column_
 from symattn.check.grading.credit import show_points as _show_points
 from symattn.check.grading.folder import GradeError, Versions
 from symattn.check.grading.headers import refusal
-from symattn.check.grading.othervers import mark_other_version
+from symattn.check.grading.othervers import OtherVersions
 from symattn.errors import SymattnError
 from symattn.output.escaping import csv_line
 from symattn.check.grading.submissions import (  # noqa: F401 (read_submissions: public here too)
@@ -128,7 +127,7 @@ class GradeReport:
                 lines.setdefault(row.student, []).append(row.line)
         return {k: v for k, v in lines.items() if len(v) > 1}
 
-    def to_csv(self) -> str:
+    def csv_lines(self) -> list[str]:
         """The report: per answer its verdict, the answer as the student wrote it (beside the
         verdict, not replaced by it), mistake, message and points; per student the right
         answers, the points and a note.
@@ -136,12 +135,12 @@ class GradeReport:
         Every text cell is made safe to open in a spreadsheet (:func:`spreadsheet_safe`).
         It is written as the submissions were: with their delimiter (a semicolon file's
         points with a decimal comma) and, if they had one, a BOM."""
-        out = io.StringIO()
-        if self.bom:
-            out.write("\ufeff")
+        # lines joined once, not a StringIO: its buffer holds 4 bytes a character, and a
+        # class of 100,000 has a report of about 110 million characters
+        out: list[str] = ["\ufeff"] if self.bom else []
 
         def writerow(cells: list) -> None:     # every CR or LF quoted: a row never splits
-            out.write(csv_line(cells, self.delimiter))
+            out.append(csv_line(cells, self.delimiter))
 
         def show_points(value: Fraction) -> str:
             text = _show_points(value)
@@ -162,7 +161,16 @@ class GradeReport:
             writerow([spreadsheet_safe(c) for c in cells] +
                             [row.right, len(self.targets), show_points(row.points),
                              show_points(row.max_points), spreadsheet_safe(note)])
-        return out.getvalue()
+        return out
+
+    def to_csv(self) -> str:
+        """The report (see :meth:`csv_lines`) as one string."""
+        return "".join(self.csv_lines())
+
+    def csv_bytes(self) -> bytes:
+        """The report as the UTF-8 file ``grade -o`` writes: encoded line by line, so a class
+        of 100,000 never holds its report as a string of 2 bytes a character beside it."""
+        return b"".join([line.encode("utf-8") for line in self.csv_lines()])
 
     def to_data(self, source: str | None = None) -> dict:
         """The report as JSON data: every answer's verdict (the ``check --json`` object)
@@ -304,6 +312,9 @@ def grade(versions: Versions, data: bytes | str, source: str = "submissions", *,
     carried: dict[int, dict] = {}     # per problem: (earlier, later) answer pairs judged
     columns: dict[int, dict[str, str | None]] = {}    # per problem: target -> why it cannot be graded
     worth_of: dict[str | None, list[Fraction]] = {}
+    others = OtherVersions(versions.checker, versions.ids) if versions.needs_version else None
+    shared: dict[tuple, FigureVerdict] = {}                 # see _share
+    shared_points: dict[tuple[int, int], Fraction] = {}
     semicolons = delimiter == ";"
     for n, cells in enumerate(rows, start=2):
         student = _short(cells[s_col].strip()) if s_col < len(cells) else ""
@@ -344,12 +355,11 @@ def grade(versions: Versions, data: bytes | str, source: str = "submissions", *,
                               carried.setdefault(id(checker), {}))
             except Exception:  # noqa: BLE001 — the verdicts stand as judged
                 pass
-            if versions.needs_version and row.version_id is not None:
+            if others is not None and row.version_id is not None:
                 for target, verdict in zip(report.targets, row.verdicts):
                     if verdict.code == "wrong":
                         try:
-                            mark_other_version(versions.checker, versions.ids(), row.version_id,
-                                               target, verdict)
+                            others.mark(row.version_id, target, verdict)
                         except Exception:  # noqa: BLE001 — the verdict stands as judged
                             pass
         if row.version_id not in worth_of:
@@ -360,6 +370,7 @@ def grade(versions: Versions, data: bytes | str, source: str = "submissions", *,
         row.worth = list(worth_of[row.version_id])
         row.earned = [w * answer_credit(v, carry) for w, v in zip(row.worth, row.verdicts)]
         row.note = "; ".join(notes)
+        _share(row, shared, shared_points)
         report.rows.append(row)
     report.points_source = source_of_points
     if len(report.column_errors) == len(report.targets) and \
@@ -370,6 +381,32 @@ def grade(versions: Versions, data: bytes | str, source: str = "submissions", *,
                          + (f" (and {more} more column{'s' if more > 1 else ''})" if more else ""))
     _mark_duplicates(report)
     return report
+
+
+MAX_SHARED = 500_000    # distinct verdicts and points shared between students
+
+
+def _share(row: StudentRow, verdicts: dict[tuple, FigureVerdict],
+           points: dict[tuple[int, int], Fraction]) -> None:
+    """Students who wrote the same answer get the same verdict: one object for all of them,
+    not a copy each (a class of 100,000 held 600,000 copies).  Only verdicts alike in every
+    field (their entries the very same list) are shared, after carry-forward and the
+    other-version mark have been made, and nothing changes a verdict after grading."""
+    for k, v in enumerate(row.verdicts):
+        key = (v.target, v.text, v.code, v.message, v.variant, v.mistake, v.mistake_detail,
+               id(v.entries), v.shape, tuple(v.also))
+        hit = verdicts.get(key)
+        if hit is not None:
+            row.verdicts[k] = hit
+        elif len(verdicts) < MAX_SHARED:
+            verdicts[key] = v
+    for k, e in enumerate(row.earned):
+        pkey = (e.numerator, e.denominator)
+        same = points.get(pkey)
+        if same is not None:
+            row.earned[k] = same
+        elif len(points) < MAX_SHARED:
+            points[pkey] = e
 
 
 def _mark_duplicates(report: GradeReport) -> None:

@@ -27,7 +27,8 @@ from symattn.document.blocks import (
 )
 from symattn.document.build.trace import DocumentOptions, build_document
 from symattn.numbers.masked import NEG_INF
-from symattn.document.support.texutil import tex_escape
+from symattn.document.support.texutil import tex_escape, tex_token
+from symattn.classroom.worksheets.layouts import LAYOUTS, Layout
 from symattn.document.worksheet_blocks import (
     Derivation, Instruction, KeyAnswer, KeyValue, Question, SheetHeader, WrongAnswers,
 )
@@ -211,14 +212,15 @@ def _angle_hint(p) -> Instruction | None:
 def _blocks_instruction(trace: Trace) -> Instruction:
     p = trace.problem
     assert p.tiles is not None, "the blocks are explained only for a tiled problem"
-    blocks = ", ".join("(" + ", ".join(p.key_tokens[a:b]) + ")" for a, b in p.tiles)
+    blocks = ", ".join("(" + ", ".join(map(repr, p.key_tokens[a:b])) + ")" for a, b in p.tiles)
+    blocks_tex = ", ".join("(" + ", ".join(map(tex_token, p.key_tokens[a:b])) + ")" for a, b in p.tiles)
     return Instruction("Blocks", (
         f"the online softmax reads the keys in blocks {blocks}, numbered from 0. For each query, after "
         "block b: the running maximum m_b is the largest logit so far; the rescale factor is "
         "r_b = e^(m_(b−1) − m_b) (1 for block 0, and 1 whenever the maximum does not grow); the "
         "running sum is l_b = r_b·l_(b−1) + Σ e^(x_j − m_b) over the keys j of block b. The weights "
         "are e^(x_j − m_last) / l_last.",),
-        r"the online softmax reads the keys in blocks " + tex_escape(blocks) + r", numbered from 0. "
+        r"the online softmax reads the keys in blocks " + blocks_tex + r", numbered from 0. "
         r"For each query, after block $b$: the running maximum $m_b$ is the largest logit so far; "
         r"the rescale factor is $r_b = e^{m_{b-1} - m_b}$ ($1$ for block $0$, and $1$ whenever the "
         r"maximum does not grow); the running sum is $l_b = r_b\,l_{b-1} + \sum_{j \in b} "
@@ -228,7 +230,7 @@ def _blocks_instruction(trace: Trace) -> Instruction:
 def _decode_instruction(trace: Trace) -> Instruction:
     p = trace.problem
     P = p.prefill
-    prompt = ", ".join(p.tokens[:P])
+    prompt = ", ".join(map(repr, p.tokens[:P]))
     counts = ("Work counts for the decode steps: rows_cached and rows_recomputed are the rows projected "
               "with the cache (q, k, v of the new token) and without it (every row again); dots_cached "
               "and dots_recomputed are the score dot products with the cache (one row) and without it "
@@ -238,7 +240,7 @@ def _decode_instruction(trace: Trace) -> Instruction:
             "caches. A decode step for token t projects only its own row x_t (q_t = x_t·W_q, k_t = x_t·W_k, "
             "v_t = x_t·W_v), appends k_t and v_t to the caches, and lets q_t attend over every cached key "
             "(no mask is needed: the cache holds only earlier tokens and t itself). ")
-    latex = (f"the first {P} tokens ({tex_escape(prompt)}) are the prompt: their keys and values are "
+    latex = (f"the first {P} tokens ({', '.join(map(tex_token, p.tokens[:P]))}) are the prompt: their keys and values are "
              r"already in the caches. A decode step for token $t$ projects only its own row $x_t$ "
              r"($q_t = x_t W_q$, $k_t = x_t W_k$, $v_t = x_t W_v$), appends $k_t$ and $v_t$ to the "
              r"caches, and lets $q_t$ attend over every cached key (no mask is needed: the cache holds "
@@ -326,8 +328,10 @@ def _formula(trace: Trace, step: str) -> str:
     return trace.step(step).info.latex
 
 
-def build_sheet(version: VersionLike, questions: list[SheetQuestion]) -> Document:
-    """The student's sheet of one version (no seed, no file name: only the version code)."""
+def build_sheet(version: VersionLike, questions: list[SheetQuestion], *,
+                layout: Layout = LAYOUTS["standard"]) -> Document:
+    """The student's sheet of one version (no seed, no file name: only the version code), in
+    ``layout``'s working space, answer boxes and spacing."""
     trace = version.trace
     rounding = questions[0].rounding if questions else Rounding(digits=3)
     steps = [q.step for q in questions]
@@ -340,14 +344,15 @@ def build_sheet(version: VersionLike, questions: list[SheetQuestion]) -> Documen
         cells = _key_cells(trace, q.step, rounding)
         asked.append(Question(q.number, q.step, _what(q.step), _formula(trace, q.step), q.shape,
                               q.row_labels, _columns(q), _points_text(q), _box_chars(cells),
-                              _work_cm(q.step)))
+                              round(_work_cm(q.step) * layout.work_scale, 1), layout.box_em,
+                              layout.after_question))
     return Document(_title(version), (header, _given(trace), rules,
                                       Section("questions", "Questions", tuple(asked), numbered=False)),
                     {"kind": "worksheet", "code": version.code})
 
 
 def build_key(version: VersionLike, questions: list[SheetQuestion], *, derivation: bool = True,
-              mistakes: bool = True) -> Document:
+              mistakes: bool = True, layout: Layout = LAYOUTS["standard"]) -> Document:
     """The teacher's key of one version: the sheet's questions answered, the common wrong answers,
     the worked derivation."""
     trace = version.trace
@@ -381,7 +386,8 @@ def build_key(version: VersionLike, questions: list[SheetQuestion], *, derivatio
             children.append(Section("wrong-answers", "Common wrong answers",
                                     (Note(("What each modelled mistake gives, rounded as the sheet asks; "
                                            "symattn check and grade name these mistakes.",)),
-                                     WrongAnswers(table, rounding)), numbered=False))
+                                     WrongAnswers(table, rounding, layout.wrong_gap,
+                                                  layout.wrong_per_line, layout.wrong_words)), numbered=False))
     if derivation:
         doc = build_document(trace, DocumentOptions(rounding=rounding))
         children.append(Section("derivation", "Worked derivation", (Derivation(doc),), numbered=False))

@@ -36,6 +36,7 @@ from symattn.classroom.worksheets.questions import (
     QUESTIONS, SheetQuestion, question_order, rounding_words, sheet_questions,
 )
 from symattn.classroom.worksheets.versions import WorksheetError, problem_toml, random_versions
+from symattn.classroom.worksheets.layouts import layout
 
 __all__ = ["QUESTIONS", "Version", "WorksheetOptions", "version_id", "version_code", "parse_questions",
            "single_version", "seeded_versions", "questions_of", "sheet_document", "key_document",
@@ -99,6 +100,7 @@ class WorksheetOptions:
     mistakes: bool = True             # the key lists the common wrong answers
     format: str = "latex"             # or "html"
     paper: str = "letter"             # or "a4": the LaTeX paper size
+    layout: str = "standard"          # or "compact" (classroom.worksheets.layouts.LAYOUTS)
 
 
 def version_id(k: int) -> str:
@@ -169,7 +171,7 @@ def sheet_document(version: Version, options: WorksheetOptions):
     """The student's sheet of one version as a document (no seed, no file name)."""
     from symattn.classroom.worksheets.document import build_sheet
 
-    return build_sheet(version, questions_of(version, options))
+    return build_sheet(version, questions_of(version, options), layout=layout(options.layout))
 
 
 def key_document(version: Version, options: WorksheetOptions):
@@ -177,7 +179,7 @@ def key_document(version: Version, options: WorksheetOptions):
     from symattn.classroom.worksheets.document import build_key
 
     return build_key(version, questions_of(version, options), derivation=options.derivation,
-                     mistakes=options.mistakes)
+                     mistakes=options.mistakes, layout=layout(options.layout))
 
 
 def sheet_body(version: Version, options: WorksheetOptions) -> str:
@@ -215,6 +217,8 @@ def worksheet_files(versions: list[Version], options: WorksheetOptions,
     """Every file of a worksheet folder, by name (sheets and keys, problem files, metadata, manifest)."""
     from symattn.document.printers.worksheet import combined_latex, sheet_html, sheet_latex
 
+    tex_layout = layout(options.layout).preamble()
+
     files: dict[str, str] = {}
     sheets, keys = [], []
     for k, v in enumerate(versions, start=1):
@@ -229,11 +233,11 @@ def worksheet_files(versions: list[Version], options: WorksheetOptions,
         sheet_tex, key_tex = sheet_latex(sheet), sheet_latex(key)
         sheets.append(sheet_tex)
         keys.append(key_tex)
-        files[f"{v.stem}-sheet.tex"] = document(sheet_tex, paper=options.paper)
-        files[f"{v.stem}-key.tex"] = document(key_tex, paper=options.paper)
+        files[f"{v.stem}-sheet.tex"] = document(sheet_tex, paper=options.paper, **tex_layout)
+        files[f"{v.stem}-key.tex"] = document(key_tex, paper=options.paper, **tex_layout)
     if options.format != "html":
-        files["all-sheets.tex"] = document(combined_latex(sheets), paper=options.paper)
-        files["all-keys.tex"] = document(combined_latex(keys), paper=options.paper)
+        files["all-sheets.tex"] = document(combined_latex(sheets), paper=options.paper, **tex_layout)
+        files["all-keys.tex"] = document(combined_latex(keys), paper=options.paper, **tex_layout)
     files[METADATA] = json.dumps(metadata(versions, options), indent=1, ensure_ascii=False) + "\n"
     seed = versions[0].seed if versions and versions[0].seed is not None else "none (a given problem)"
     ext = "html" if options.format == "html" else "tex"

@@ -25,6 +25,11 @@ from symattn.problem.problem import Problem
 from symattn.trace.trace import Trace
 
 MAX_TRIES = 400   # failed draws in a row before giving up (a typical version needs about 15)
+#: From this many keys on, a version's rows need only a unique largest score (not all scores
+#: distinct) and X is drawn from 0 to 1: with five keys on small integers, distinct scores in
+#: every row are all but never drawn (with d_k = 2 and entries −1..1 there are only five
+#: possible scores), and X up to 2 spreads the scores so far that a weight falls under 0.01.
+LONG_ROWS = 5
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,7 @@ class RandomSpec:
     w_range: tuple[int, int] = (-1, 1)  # entries of W_q, W_k, W_v (or of Q, K, V given directly)
     square_dk: bool = False             # round d_k up to a perfect square: the scale becomes rational
     allow_ties: bool = False            # allow equal scores in a row
+    unique_max_only: bool = False       # only the largest score of a row must be unique (LONG_ROWS)
     min_weight: Fraction = Fraction(1, 100)
     rope: dict | None = None            # a RoPE key as plain values (symattn.problem.keys.rope.Rope.plain_value)
     variants: tuple[tuple[str, object], ...] = ()   # alibi, sink, softcap, tiles, decode: plain values
@@ -106,6 +112,8 @@ def spec_from_problem(problem: Problem, **options: Any) -> RandomSpec:
         mask = "causal" if problem.mask_kind == "causal" else [
             [int(problem.mask[i, j]) for j in range(problem.m)] for i in range(problem.n)]
     scale = None if problem.default_scale else str(problem.scale)
+    if problem.m >= LONG_ROWS:
+        options = {"unique_max_only": True, "x_range": (0, 1), **options}
     return RandomSpec(n=problem.n, d_model=problem.d_model or problem.d_k, d_k=problem.d_k,
                       d_v=problem.d_v, tokens=tuple(problem.tokens), projected=problem.projected,
                       m=problem.m, cross="X_kv" in problem.inputs,
@@ -149,9 +157,20 @@ def _draw(spec: RandomSpec, rng: random.Random) -> dict:
     return data
 
 
+def _tied_max(values: list) -> bool:
+    """Is a row's largest value there more than once?  (Exact values: integers or SymPy.)"""
+    from symattn.numbers.compare import compare
+
+    top = values[0]
+    for v in values[1:]:
+        if compare(v, top) > 0:
+            top = v
+    return sum(1 for v in values if compare(v, top) == 0) > 1
+
+
 def _hand_friendly(trace: Trace, spec: RandomSpec) -> bool:
-    """No exact ties (unless allowed: in the scores, nor in the logits ALiBi makes), no tiny
-    weight, no query that is all zeros; with tiles, the maximum grows in a later block for
+    """No exact ties (unless allowed: in the scores, nor in the logits ALiBi makes; from
+    LONG_ROWS keys on, no tie for a row's largest), no tiny weight, no query that is all zeros; with tiles, the maximum grows in a later block for
     some query, so the sheet's rescale is not 1 everywhere."""
     p = trace.problem
     scores, Q = trace.step("scores"), trace.step("Q")
@@ -160,9 +179,16 @@ def _hand_friendly(trace: Trace, spec: RandomSpec) -> bool:
         if all(Q[i, c] == 0 for c in range(p.d_k)):
             return False
         allowed = trace.allowed(i)
-        if not spec.allow_ties and len({scores[i, j] for j in allowed}) < len(allowed):
+        if spec.allow_ties:
+            continue
+        if spec.unique_max_only:
+            if _tied_max([scores[i, j] for j in allowed]) or \
+                    (logits and _tied_max([trace.logit(i, j) for j in allowed])):
+                return False
+            continue
+        if len({scores[i, j] for j in allowed}) < len(allowed):
             return False
-        if not spec.allow_ties and logits and len({trace.logit(i, j) for j in allowed}) < len(allowed):
+        if logits and len({trace.logit(i, j) for j in allowed}) < len(allowed):
             return False
     if p.tiles is not None and all(v == 1 for row in trace.step("rescale").rows() for v in row):
         return False

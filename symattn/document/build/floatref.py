@@ -27,7 +27,7 @@ def gate_line(report: "ULPReport", max_ulp: float) -> str:
     if report.exceeds(max_ulp):
         return f"FAIL: max |error| {report.max_ulps:.4g} ulp exceeds --max-ulp {max_ulp:g}"
     return (f"PASS: no entry is proved to exceed --max-ulp {max_ulp:g} (max |error| "
-            f"{report.max_ulps:.4g} ulp, each error within ±{report.resolution:.1g} ulp)")
+            f"{report.max_ulps:.4g} ulp, each error figure certified to ±{report.resolution:.1g} ulp)")
 
 
 def _bins() -> list[str]:
@@ -43,7 +43,10 @@ def build_floatref_document(report: "ULPReport", *, max_ulp: float | None = None
     about = [f"{r.fmt} {r.step} vs the exact values: {r.entries} entries, "
              f"{r.correctly_rounded} correctly rounded (proved)",
              f"max |error| {r.max_ulps:.4g} ulp, mean {r.mean_ulps:.4g} ulp, "
-             f"max |relative error| {r.max_relative:.4g} (errors within ±{r.resolution:.1g} ulp)"]
+             f"max |relative error| {r.max_relative:.4g}",
+             # the resolution is how well each error figure is known, not a bound on the errors
+             "errors are measured from the exact value (a correctly rounded result is within "
+             f"0.5 ulp of it); each error figure is certified to ±{r.resolution:.1g} ulp"]
     if r.skipped_rows:
         about.append(f"{r.skipped_rows} fully masked rows skipped (no exact value)")
     sections = [Section("summary", "Summary", tuple(Note((line,)) for line in about)),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from symattn.document.blocks import Formula, LabelledMatrix, Math
+from symattn.document.blocks import Formula, Indices, LabelledMatrix, Math
 from symattn.problem.problem import Problem
 from symattn.trace.trace import Trace
 
@@ -22,6 +22,9 @@ class SectionBuilder(Protocol):
 
     def dec(self, name: str) -> tuple[tuple[Math, ...], ...]:
         """Every cell of a step (none elided), as the derivation's builder gives them."""
+
+    def shown(self, count: int) -> Indices:
+        """The indices shown of a run of ``count`` (None marks an elided middle)."""
 
     def formula(self, name: str, factors: tuple[tuple[int, int], ...] = ()) -> Formula: ...
 

@@ -26,6 +26,7 @@ from symattn.document.blocks import (
     ScaledRow, ScaleNote, Section, Seq, SigmaSum, SoftmaxRow, SoftmaxRule, Sqrt, Sub, Sum, Summary,
     Sym, Token, WorkedProjection, Words, elide,
 )
+from symattn.document.build.backward import backward_sections
 from symattn.document.build.online import variant_sections
 from symattn.numbers.masked import NEG_INF
 from symattn.document.meanings import meaning_parts
@@ -179,7 +180,8 @@ class _Builder:
         sections = [self.inputs(), *self.projections(),
                     *rope_sections(self.t, self.matrix, self.formula, self.dot_rows), self.scores(), self.scaled(),
                     *self.logits(), self.masked(),
-                    self.softmax(), self.weights(), self.output(), *variant_sections(self), self.checks()]
+                    self.softmax(), self.weights(), self.output(), *variant_sections(self), self.checks(),
+                    *backward_sections(self)]
         return Document(p.title or "Scaled dot-product attention",
                         (self.summary(), *[s for s in sections if s is not None]),
                         {"problem": p})
@@ -251,7 +253,9 @@ class _Builder:
         children: list = []
         if p.default_scale:
             root = sympy.sqrt(p.d_k)
-            children.append(ScaleNote(p.d_k, self.certified(root), bool(root.is_Rational)))
+            # √4 is exactly 2: a rational root is written as itself, with "=", not as a decimal
+            children.append(ScaleNote(p.d_k, hf.factor(root), True) if root.is_Rational
+                            else ScaleNote(p.d_k, self.certified(root), False))
         symbol = (Frac(Sym("S"), Sqrt(Sym("d_k"))) if p.default_scale
                   else Product((hf.factor(p.scale), Sym("S"))))
         rows = tuple(sorted({r for r in self.shown(p.n) if r is not None} | set(self.dot_rows)))

@@ -10,19 +10,19 @@ which needs no network and no JavaScript.  Every string from the problem
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from symattn.numbers.certify import CertifiedDecimal
 from symattn.document import blocks as b
 from symattn.document.printers.base import Printer
+from symattn.document.printers.html_math import HtmlMath, _relation
 from symattn.document.support import mathml as m
 from symattn.document.support import page as pg
 
 __all__ = ["HtmlPrinter", "print_html"]
 
 
-class HtmlPrinter(Printer):
+class HtmlPrinter(HtmlMath, Printer):
     """Prints a :class:`~symattn.document.blocks.Document` as a complete HTML page."""
 
     format = "html"
@@ -37,8 +37,9 @@ class HtmlPrinter(Printer):
         return m.math(self.print(node), display=display)
 
     def inline(self, parts: tuple[str | b.Math, ...]) -> str:
-        """Running text: strings escaped, math nodes inline."""
-        return "".join(m.escape(p) if isinstance(p, str) else self.math(p) for p in parts)
+        """Running text: strings escaped, token names set apart as code, math nodes inline."""
+        return "".join(m.escape(p) if isinstance(p, str) else m.code_token(p.name)
+                       if isinstance(p, b.Token) else self.math(p) for p in parts)
 
     def _cell(self, exact: b.Math | None, decimal: b.Math | None) -> str:
         """A matrix cell: the exact value, its decimal beneath when the two read differently."""
@@ -186,7 +187,7 @@ class HtmlPrinter(Printer):
         out = ["<p>" + ("Each score is a dot product, a sum of products in index order:" if d.every
                         else "The dot products of the worked rows:") + "</p>"]
         for token, query, products in d.rows:
-            out.append(f'<p>Row <span class="token">{m.escape(token)}</span>, query '
+            out.append(f'<p>Row {m.code_token(token)}, query '
                        f"{m.math(m.mrow(m.mi('q'), m.mo('='), self.print(query)))}:</p>")
             items = []
             for p in products:
@@ -196,7 +197,7 @@ class HtmlPrinter(Printer):
                 lhs = m.msub(m.mi("S"), m.mrow(m.token(p.token), m.mo(","), m.token(p.key_token)))
                 items.append("<li>" + m.math(m.mrow(lhs, m.mo("="), self.print(p.products), m.mo("="),
                                                     self.print(p.value))) +
-                             f' <span class="note">(key of {m.escape(p.key_token)}: '
+                             f' <span class="note">(key of {m.code_token(p.key_token)}: '
                              f"{self.math(p.key)})</span></li>")
             out.append('<ul class="steps">' + "".join(items) + "</ul>")
         return "\n".join(out) + "\n"
@@ -211,7 +212,7 @@ class HtmlPrinter(Printer):
 
     def _print_ScaledRow(self, s: b.ScaledRow) -> str:
         chain = m.mrow(self.print(s.scores), m.mo("\u2192"), *self.approx(s.scaled, s.decimals))
-        return f'<p>Row <span class="token">{m.escape(s.token)}</span>: {m.math(chain)}.</p>\n'
+        return f'<p>Row {m.code_token(s.token)}: {m.math(chain)}.</p>\n'
 
     def _print_SoftmaxRule(self, s: b.SoftmaxRule) -> str:
         z = lambda idx: m.msub(m.mi("z"), m.mi(idx))  # noqa: E731
@@ -226,14 +227,14 @@ class HtmlPrinter(Printer):
                 + m.math(rule, display=True) + "\n")
 
     def _print_SoftmaxRow(self, s: b.SoftmaxRow) -> str:
-        out = [f'<h3>Row <span class="token">{m.escape(s.token)}</span></h3>']
+        out = [f'<h3>Row {m.code_token(s.token)}</h3>']
         if s.blocked:
-            out.append(f"<p>The mask blocks {m.escape(', '.join(s.blocked))}: weight exactly 0.</p>")
+            out.append(f"<p>The mask blocks {', '.join(map(m.code_token, s.blocked))}: weight exactly 0.</p>")
         rows: list[tuple[str, str | None]] = [
             (s.logit, m.mrow(*self.approx(s.scaled, s.scaled_decimals)))]
         if s.maximum is not None:
             ties = [k for k in s.ties if k != s.maximum_key]
-            where = f" (key {s.maximum_key}" + (f"; tied with {', '.join(ties)}" if ties else "") + ")"
+            where = f" (key “{s.maximum_key}”" + (f"; tied with “{'”, “'.join(ties)}”" if ties else "") + ")"
             rows.append(("maximum", m.mrow(self.print(s.maximum), '<mspace width="0.5em"></mspace>',
                                            m.mtext(where.strip()))))
         else:
@@ -252,7 +253,7 @@ class HtmlPrinter(Printer):
                    f'{m.escape(s.token)}"><tbody>{body}</tbody></table></div>')
         if s.exact_weight is not None and s.exact_key is not None:
             lhs = m.msub(m.mi("A"), m.mrow(m.token(s.token), m.mo(","), m.token(s.exact_key)))
-            out.append(f'<p>Exactly, the weight of <span class="token">{m.escape(s.exact_key)}</span> is a '
+            out.append(f'<p>Exactly, the weight of {m.code_token(s.exact_key)} is a '
                        "fraction of exponentials:</p>")
             out.append(m.math(m.mrow(lhs, m.mo("="), *self.approx(s.exact_weight, s.exact_weight_decimal)),
                               display=True))
@@ -293,7 +294,7 @@ class HtmlPrinter(Printer):
         else:
             popup = m.mrow(where, m.mo("="), self.print(decimal))
             words = self.plain(decimal)
-        title = f"weight of query {h.row_labels[i]} on key {h.col_labels[j]}: {words}"
+        title = f"weight of query “{h.row_labels[i]}” on key “{h.col_labels[j]}”: {words}"
         return pg.HeatCell(shown, h.shades[i][j] or 0, m.math(popup), title)
 
     def plain(self, node: b.Math) -> str:
@@ -302,7 +303,7 @@ class HtmlPrinter(Printer):
         return print_text(node)
 
     def _print_Blend(self, bl: b.Blend) -> str:
-        out = [f'<p>Row <span class="token">{m.escape(bl.token)}</span> blends the value rows with its '
+        out = [f'<p>Row {m.code_token(bl.token)} blends the value rows with its '
                "weights:</p>",
                m.math(m.mrow(*self.approx(m.sum_of(self.print(t) for t in bl.terms), bl.result)),
                       display=True)]
@@ -323,9 +324,12 @@ class HtmlPrinter(Printer):
 
     # -- results other than a Trace ---------------------------------------------------
     def _print_ProofLines(self, p: b.ProofLines) -> str:
+        def shown(line: b.ProofLine) -> str:
+            return self.inline(line.parts) if line.parts else m.escape(line.text)
+
         if not p.heading:
-            return "".join(f'<p class="statement">{m.escape(line.text)}</p>\n' for line in p.lines)
-        items = "".join(f"<li>{m.escape(line.text)}</li>" for line in p.lines)
+            return "".join(f'<p class="statement">{shown(line)}</p>\n' for line in p.lines)
+        items = "".join(f"<li>{shown(line)}</li>" for line in p.lines)
         return f'<p>{m.escape(p.heading)}:</p>\n<ul class="steps">{items}</ul>\n'
 
     def _print_Verdicts(self, v: b.Verdicts) -> str:
@@ -363,172 +367,6 @@ class HtmlPrinter(Printer):
         caption = f"<caption>{m.escape(t.caption)}</caption>" if t.caption else ""
         return (f'<div class="scroll"><table class="results">{caption}<thead><tr>{head}</tr></thead>'
                 f"<tbody>{rows}</tbody></table></div>\n")
-
-    # -- math nodes --------------------------------------------------------------------
-    def _print_Int(self, n: b.Int) -> str:
-        return m.mn(str(n.value))
-
-    def _print_Exact(self, n: b.Exact) -> str:
-        return m.exact(n.value, script=self._script > 0)
-
-    def _print_Decimal(self, n: b.Decimal) -> str:
-        if not isinstance(n.value, CertifiedDecimal):       # the engine's NEG_INF (a masked entry)
-            return m.mrow(m.mo(m.MINUS, form="prefix"), m.mi("\u221e"))
-        return m.decimal(n.value, scientific=n.scientific)
-
-    def _print_Sym(self, n: b.Sym) -> str:
-        base = m.mi(n.name)
-        accent = _ACCENTS.get(getattr(n, "accent", None) or "")
-        if accent:
-            base = f'<mover accent="true">{base}{m.mo(accent, stretchy=False)}</mover>'
-        sub = n.sub
-        if sub is None and "_" in n.name.strip("_"):     # d_k, d_model: the name carries its index
-            head, _, sub = n.name.partition("_")
-            base = m.mi(head) if not accent else base
-        return m.msub(base, m.mi(sub)) if sub else base
-
-    def _print_Words(self, n: b.Words) -> str:
-        return m.mtext(n.text)
-
-    def _print_Token(self, n: b.Token) -> str:
-        return m.token(n.name)
-
-    def _print_Dots(self, n: b.Dots) -> str:
-        return m.mo("\u22ee" if n.vertical else "\u22ef")
-
-    def _print_Neg(self, n: b.Neg) -> str:
-        inner = self.print(n.operand)
-        if isinstance(n.operand, (b.Sum, b.Neg)):
-            inner = m.paren(inner)
-        return m.mrow(m.mo(m.MINUS, form="prefix"), inner)
-
-    def _print_Frac(self, n: b.Frac) -> str:
-        top, bottom = self.print(n.numerator), self.print(n.denominator)
-        if not self._script:
-            return m.mfrac(top, bottom)
-        if isinstance(n.numerator, (b.Sum, b.Neg)):
-            top = m.paren(top)
-        if isinstance(n.denominator, (b.Sum, b.Mul, b.Product, b.Frac, b.Neg)):
-            bottom = m.paren(bottom)
-        return m.mrow(top, m.mo("/", stretchy=False, tight=True), bottom)
-
-    def _print_Sqrt(self, n: b.Sqrt) -> str:
-        return m.msqrt(self.print(n.radicand))
-
-    def _print_Func(self, n: b.Func) -> str:
-        if n.name == "abs":
-            return m.mrow(m.mo("|", stretchy=False), self.print(n.argument), m.mo("|", stretchy=False))
-        return m.mrow(m.mi(n.name, upright=True), m.paren(self.print(n.argument)))
-
-    def _print_Exp(self, n: b.Exp) -> str:
-        self._script += 1
-        try:
-            exponent = self.print(n.exponent)
-        finally:
-            self._script -= 1
-        return m.msup(m.mi("e"), exponent)
-
-    def _print_Mul(self, n: b.Mul) -> str:
-        parts: list[str] = []
-        for f in n.factors:
-            text = self.print(f)
-            if isinstance(f, (b.Sum, b.Neg)) and parts:
-                text = m.paren(text)
-            if parts:
-                parts.append(m.mo(m.INVISIBLE_TIMES))
-                if isinstance(f, b.Func):   # 5 tanh(…): a thin space before the name
-                    parts.append('<mspace width="0.17em"></mspace>')
-            parts.append(text)
-        return m.mrow(*parts)
-
-    def _print_Product(self, n: b.Product) -> str:
-        parts: list[str] = []
-        for f in n.factors:
-            if parts:
-                parts.append(m.mo("\u00b7"))
-            parts.append(self.print(f))
-        return m.mrow(*parts)
-
-    def _print_Factor(self, n: b.Factor) -> str:
-        inner = self.print(n.operand)
-        return m.paren(inner) if _needs_parentheses(n.operand) else inner
-
-    def _print_Sum(self, n: b.Sum) -> str:
-        parts: list[str] = []
-        for term in n.terms:
-            if parts:
-                if isinstance(term, b.Neg):
-                    parts += [m.mo(m.MINUS), self._operand(term.operand)]
-                    continue
-                parts.append(m.mo("+"))
-            parts.append(self.print(term))
-        return m.mrow(*parts) if parts else m.mn("0")
-
-    def _operand(self, node: b.Math) -> str:
-        text = self.print(node)
-        return m.paren(text) if isinstance(node, b.Sum) else text
-
-    def _print_SigmaSum(self, n: b.SigmaSum) -> str:
-        return m.mrow(m.msub(m.mo("\u2211"), m.mi(n.index)), self.print(n.body))
-
-    def _print_Row(self, n: b.Row) -> str:
-        return m.row_vector([self.print(item) for item in n.items])
-
-    def _print_Seq(self, n: b.Seq) -> str:
-        parts: list[str] = []
-        for item in n.items:
-            if parts:
-                parts.append(m.mo(","))
-            parts.append(self.print(item))
-        return m.mrow(*parts)
-
-    def _print_Sub(self, n: b.Sub) -> str:
-        parts: list[str] = []
-        for index in n.indices:
-            if parts:
-                parts.append(m.mo(","))
-            parts.append(self.print(index))
-        return m.msub(self.print(n.base), m.mrow(*parts))
-
-    def _print_Approx(self, n: b.Approx) -> str:
-        parts = self.approx(n.exact, n.approx)
-        return parts[0] if len(parts) == 1 else m.mrow(*parts)
-
-    def _print_Chain(self, n: b.Chain) -> str:
-        parts = [self.print(n.parts[0])]
-        for rel, part in zip(n.relations, n.parts[1:]):
-            parts += [m.mo(rel), self.print(part)]
-        return m.mrow(*parts)
-
-
-def _relation(node: object) -> str:
-    """``≈`` when a node holds a rounded decimal, ``=`` when all it holds is exact
-    (formulas of symbols, integers, decimals proved to be the exact value)."""
-    if isinstance(node, b.Decimal):
-        return "=" if isinstance(node.value, CertifiedDecimal) and node.value.exact else "\u2248"
-    if dataclasses.is_dataclass(node):
-        children = [getattr(node, f.name) for f in dataclasses.fields(node)]
-    elif isinstance(node, tuple):
-        children = list(node)
-    else:
-        return "="
-    return "\u2248" if any(_relation(c) == "\u2248" for c in children) else "="
-
-
-_ACCENTS = {"tilde": "\u02dc", "hat": "^", "bar": "\u00af"}
-
-
-def _needs_parentheses(node: b.Math) -> bool:
-    """Whether a factor of a written product is bracketed: negatives and sums, as by hand."""
-    if isinstance(node, (b.Neg, b.Sum)):
-        return True
-    if isinstance(node, b.Exact):
-        v = node.value
-        return bool(v.is_Add or (v.could_extract_minus_sign() if hasattr(v, "could_extract_minus_sign")
-                                 else False))
-    if isinstance(node, b.Decimal) and isinstance(node.value, CertifiedDecimal):
-        return node.value.mantissa < 0
-    return False
 
 
 def print_html(doc: b.Document) -> str:

@@ -11,14 +11,15 @@ from symattn.document.blocks import (
     Approx, Blend, Chain, Check, Decimal, Document, DotProducts, Dots, Exact, Exp, Factor, Frac, Func, HeatMap,
     Int, LabelledMatrix, Math, Mul, Neg, Note, Product, Row, ScaledRow, ScaleNote, Section, Seq, SigmaSum,
     SoftmaxRow, SoftmaxRule, Sqrt, Sub, Sum, Summary, Sym, Token, WorkedProjection, Words,
-    ProofLines, Table, Verdicts,
+    ProofLines, Sup, Table, Verdicts,
 )
+from symattn.notation.nodes import RELATIONS
 from symattn.document.printers.base import Printer, section_numbers
 from symattn.exact.sympytext import latex_text
 from symattn.document.support.heatmap import heatmap
 from symattn.document.support.texutil import decimal_latex, matrix_latex, tex_escape
 
-_RELATIONS = {"=": "=", "≈": r"\approx", "≤": r"\le", "≥": r"\ge", "→": r"\to"}
+_RELATIONS = RELATIONS
 
 
 def display(math: str) -> str:
@@ -80,7 +81,7 @@ class LatexPrinter(Printer):
 
     def _print_Sym(self, node: Sym, **ctx) -> str:
         name = node.name if node.name.isascii() else tex_escape(node.name)   # θ: \theta
-        name = rf"\tilde {name}" if node.accent == "tilde" else name
+        name = rf"\{node.accent}{{{name}}}" if node.accent in ("tilde", "hat", "bar") else name
         return f"{name}_{{{node.sub}}}" if node.sub else name
 
     def _print_Words(self, node: Words, **ctx) -> str:
@@ -134,7 +135,8 @@ class LatexPrinter(Printer):
         for k, f in enumerate(node.factors):
             if k:
                 text += "" if isinstance(f, Sqrt) else (r"\," if isinstance(f, (Exp, Exact)) else " ")
-            text += self.print(f, **ctx)
+            part = self.print(f, **ctx)
+            text += fenced(part) if k and isinstance(f, (Sum, Neg)) else part
         return text
 
     def _print_Product(self, node: Product, **ctx) -> str:
@@ -158,7 +160,12 @@ class LatexPrinter(Printer):
         return text
 
     def _print_SigmaSum(self, node: SigmaSum, **ctx) -> str:
-        return f"\\sum_{node.index} {self.print(node.body, **ctx)}"
+        index = node.index if len(node.index) == 1 else \
+            "{" + "".join(f" {RELATIONS[c]} " if c in RELATIONS else c for c in node.index) + "}"
+        body = self.print(node.body, **ctx)
+        if isinstance(node.body, Sum):
+            body = fenced(body)
+        return f"\\sum_{index} {body}"
 
     def _print_Row(self, node: Row, **ctx) -> str:
         return r"\left[" + ",\\ ".join(self.print(x, **ctx) for x in node.items) + r"\right]"
@@ -174,6 +181,12 @@ class LatexPrinter(Printer):
             index = "{" + ",\\,".join(indices) + "}"
         return f"{self.print(node.base, **ctx)}_{index}"
 
+    def _print_Sup(self, node: Sup, **ctx) -> str:
+        base = self.print(node.base, **ctx)
+        if isinstance(node.base, (Sum, Neg, Frac, Product, Mul)):
+            base = fenced(base)
+        return f"{{{base}}}^{{{self.print(node.script, **ctx)}}}"
+
     def _print_Approx(self, node: Approx, **ctx) -> str:
         exact, approx = self.print(node.exact, **ctx), self.print(node.approx, **ctx)
         return exact if exact == approx else f"{exact} \\approx {approx}"
@@ -186,13 +199,13 @@ class LatexPrinter(Printer):
         return text
 
     def words(self, parts) -> str:
-        """Running text: strings escaped, token names upright, other math inline."""
+        """Running text: strings escaped, token names set apart (typewriter), other math inline."""
         out = []
         for part in parts:
             if isinstance(part, str):
                 out.append(tex_escape(part))
             elif isinstance(part, Token):
-                out.append(f"\\textup{{{tex_escape(part.name)}}}")
+                out.append(f"\\texttt{{{tex_escape(part.name)}}}")
             elif isinstance(part, Row):   # in a sentence: plain brackets, a line may break after a comma
                 out.append(inline("[" + ",\\allowbreak\\ ".join(self.print(x) for x in part.items) + "]"))
             else:
@@ -278,7 +291,7 @@ class LatexPrinter(Printer):
     def _print_WorkedProjection(self, w: WorkedProjection) -> list[str]:
         token = tex_escape(w.token)
         terms = " + ".join(self.print(t) for t in w.terms)
-        return [f"By hand, the query of \\textup{{{token}}} is its embedding times $W_q$:",
+        return [f"By hand, the query of \\texttt{{{token}}} is its embedding times $W_q$:",
                 display(f"q_{{\\text{{{token}}}}} = {terms} = {self.print(w.result)}")]
 
     def _print_DotProducts(self, d: DotProducts) -> list[str]:
@@ -294,16 +307,17 @@ class LatexPrinter(Printer):
                 else "The dot products of the worked rows:", aligned(eqs)]
 
     def _print_ScaleNote(self, s: ScaleNote) -> list[str]:
-        return [f"$d_k = {s.d_k}$, so every score is divided by $\\sqrt{{{s.d_k}}} \\approx {self.print(s.root)}$"
+        relation = "=" if s.rational else "\\approx"
+        return [f"$d_k = {s.d_k}$, so every score is divided by $\\sqrt{{{s.d_k}}} {relation} {self.print(s.root)}$"
                 + (" (a rational scale: the scores stay fractions)." if s.rational
                    else ", written as a person writes it:")]
 
     def _print_ScaledRow(self, r: ScaledRow) -> list[str]:
         if len(r.scores.items) > WIDE:   # three lines: the scores, scaled, their decimals
-            return [f"Row \\textup{{{tex_escape(r.token)}}}:",
+            return [f"Row \\texttt{{{tex_escape(r.token)}}}:",
                     aligned([f"&{self.print(r.scores)}", f"\\to {{}}&{self.print(r.scaled)}",
                              f"\\approx {{}}&{self.print(r.decimals)}"])]
-        return [f"Row \\textup{{{tex_escape(r.token)}}}: "
+        return [f"Row \\texttt{{{tex_escape(r.token)}}}: "
                 + inline(f"{self.print(r.scores)} \\to {self.print(Approx(r.scaled, r.decimals))}") + "."]
 
     def _print_SoftmaxRule(self, rule: SoftmaxRule) -> list[str]:
@@ -324,16 +338,16 @@ class LatexPrinter(Printer):
     def _print_SoftmaxRow(self, r: SoftmaxRow) -> list[str]:
         p = self.print
         token = tex_escape(r.token)
-        lines = [f"\\paragraph{{Row \\textup{{{token}}}.}}"]
+        lines = [f"\\paragraph{{Row \\texttt{{{token}}}.}}"]
         if r.blocked:
-            lines.append("The mask blocks " + ", ".join(f"\\textup{{{tex_escape(b)}}}" for b in r.blocked)
+            lines.append("The mask blocks " + ", ".join(f"\\texttt{{{tex_escape(b)}}}" for b in r.blocked)
                          + ": weight exactly 0.")
         terms = [r"\cdots" if t is None else t for t in (self._exponential(e) for e in r.exponentials)]
         terms = [t for k, t in enumerate(terms) if t != r"\cdots" or k == 0 or terms[k - 1] != r"\cdots"]
         # many keys, or long entries (tanh of surds): decimals go on a line of their own
         wide = len(r.scaled.items) > WIDE or len(p(r.shifted)) > LONG_ROW_SOURCE
         eqs = self._approx_lines(f"\\text{{{r.logit}}}", r.scaled, r.scaled_decimals, wide)
-        eqs.append(f"\\max &= {p(r.maximum)} \\quad (\\text{{key {tex_escape(r.maximum_key)}}})"
+        eqs.append(f"\\max &= {p(r.maximum)} \\quad (\\text{{key \\texttt{{{tex_escape(r.maximum_key)}}}}})"
                    if r.maximum is not None and r.maximum_key is not None else
                    "\\max &: \\text{left open by the symbols, so nothing is subtracted}")
         eqs += self._approx_lines(f"\\text{{shifted}} = \\text{{{r.logit}}} - \\max", r.shifted, r.shifted_decimals, wide)
@@ -357,7 +371,7 @@ class LatexPrinter(Printer):
         lines.append(aligned(eqs))
         if r.exact_weight is not None and r.exact_key is not None and r.exact_weight_decimal is not None:
             key = tex_escape(r.exact_key)
-            lines += [f"Exactly, the weight of \\textup{{{key}}} is a fraction of exponentials:",
+            lines += [f"Exactly, the weight of \\texttt{{{key}}} is a fraction of exponentials:",
                       display(f"A_{{\\text{{{token}}},\\,\\text{{{key}}}}} = "
                               f"{p(Approx(r.exact_weight, r.exact_weight_decimal))}")]
         return lines
@@ -402,7 +416,7 @@ class LatexPrinter(Printer):
 
     def _print_Blend(self, b: Blend) -> list[str]:
         token = tex_escape(b.token)
-        lines = [f"Row \\textup{{{token}}} blends the value rows with its weights:",
+        lines = [f"Row \\texttt{{{token}}} blends the value rows with its weights:",
                  display(f"{' + '.join(self.print(t) for t in b.terms)} \\approx {self.print(b.result)}")]
         if b.exact_entry is not None and b.exact_decimal is not None:
             lines += ["Exactly, its first entry is",
@@ -424,8 +438,9 @@ class LatexPrinter(Printer):
         return lines
 
     # -- results other than a Trace ---------------------------------------------------
-    @staticmethod
-    def _proof_line(line) -> str:
+    def _proof_line(self, line) -> str:
+        if line.parts:
+            return self.words(line.parts)
         return f"${line.latex}$" if line.latex else tex_escape(line.text)
 
     def _print_ProofLines(self, p: ProofLines) -> list[str]:

@@ -12,7 +12,7 @@ from symattn.document.blocks import (
     Approx, Blend, Chain, Check, Decimal, Document, DotProducts, Dots, Exact, Exp, Factor, Frac, Func, HeatMap,
     Int, LabelledMatrix, Math, Mul, Neg, Note, Product, Row, ScaledRow, ScaleNote, Section, Seq, SigmaSum,
     SoftmaxRow, SoftmaxRule, Sqrt, Sub, Sum, Summary, Sym, Token, WorkedProjection, Words,
-    ProofLines, Report, Table, Verdicts,
+    ProofLines, Report, Sup, Table, Verdicts,
 )
 from symattn.document.printers.base import Printer
 from symattn.exact.sympytext import unicode_text
@@ -58,7 +58,7 @@ class TextPrinter(Printer):
         return _minus(str(node.value))
 
     def _print_Sym(self, node: Sym) -> str:
-        name = node.name + ("\u0303" if node.accent == "tilde" else "")
+        name = node.name + {"tilde": "\u0303", "hat": "\u0302", "bar": "\u0304"}.get(node.accent or "", "")
         return f"{name}_{node.sub}" if node.sub else name
 
     def _print_Words(self, node: Words) -> str:
@@ -76,7 +76,8 @@ class TextPrinter(Printer):
     def _print_Frac(self, node: Frac) -> str:
         num, den = _single(node.numerator), _single(node.denominator)
         if _compound(num) or _compound(den):   # a fraction of sums: spaced, sums in parentheses
-            return " / ".join(f"({self.print(x)})" if isinstance(x, (Sum, Mul, Product)) else self.print(x)
+            return " / ".join(f"({self.print(x)})" if isinstance(x, (Sum, Mul, Product))
+                              or (isinstance(x, SigmaSum) and x is num) else self.print(x)
                               for x in (num, den))
         text = self.print(den)
         if isinstance(den, (Mul, Product, Frac, Neg)):
@@ -98,9 +99,10 @@ class TextPrinter(Printer):
     def _print_Mul(self, node: Mul) -> str:
         text = ""
         for k, f in enumerate(node.factors):
-            if k and isinstance(f, (Exp, Exact, Sym, Sub, Func)):
+            if k and isinstance(f, (Exp, Exact, Sym, Sub, Func, SigmaSum, Sup)):
                 text += "·"
-            text += self.print(f)
+            part = self.print(f)
+            text += f"({part})" if k and isinstance(f, (Sum, Neg)) else part
         return text
 
     def _print_Product(self, node: Product) -> str:
@@ -120,7 +122,11 @@ class TextPrinter(Printer):
         return text
 
     def _print_SigmaSum(self, node: SigmaSum) -> str:
-        return f"Σ_{node.index} {self.print(node.body)}"
+        body = self.print(node.body)
+        if isinstance(node.body, (Sum, Frac)) and " " in body:      # Σ_j (e^(s_j) / Σ_k e^(s_k))
+            body = f"({body})"
+        index = node.index if len(node.index) == 1 else f"({node.index})"
+        return f"Σ_{index} {body}"
 
     def _print_Row(self, node: Row) -> str:
         return "[" + ", ".join(self.print(x) for x in node.items) + "]"
@@ -130,6 +136,14 @@ class TextPrinter(Printer):
 
     def _print_Sub(self, node: Sub) -> str:
         return f"{self.print(node.base)}[{', '.join(self.print(x) for x in node.indices)}]"
+
+    def _print_Sup(self, node: Sup) -> str:
+        base, script = self.print(node.base), self.print(node.script)
+        if isinstance(node.base, (Sum, Neg, Frac, Product, Mul)):
+            base = f"({base})"
+        if script in _SUPERSCRIPTS:                 # pᵀ, x²: a superscript character
+            return base + _SUPERSCRIPTS[script]
+        return f"{base}^{script}" if len(script) == 1 else f"{base}^({script})"
 
     def _print_Approx(self, node: Approx) -> str:
         exact, approx = self.print(node.exact), self.print(node.approx)
@@ -221,7 +235,8 @@ class TextPrinter(Printer):
         return lines
 
     def _print_ScaleNote(self, s: ScaleNote) -> list[str]:
-        return [f"   d_k = {s.d_k}, so every score is divided by √{s.d_k} ≈ {self.print(s.root)}"]
+        relation = "=" if s.rational else "≈"
+        return [f"   d_k = {s.d_k}, so every score is divided by √{s.d_k} {relation} {self.print(s.root)}"]
 
     def _print_ScaledRow(self, r: ScaledRow) -> list[str]:
         return ["", f"   Row {r.token!r}: {self.print(r.scores)} → "
@@ -237,14 +252,14 @@ class TextPrinter(Printer):
         exact = (f"   exactly: weights[{r.token}, {r.exact_key}] = {p(r.exact_weight)}"
                  if r.exact_weight is not None else None)
         if r.maximum is None:
-            lines = [*blocked, f"   {r.logit}[{r.token}] = {p(r.scaled)}   (keys {', '.join(r.keys)})",
+            lines = [*blocked, f"   {r.logit}[{r.token}] = {p(r.scaled)}   (keys {', '.join(map(repr, r.keys))})",
                      "   The symbols leave the row maximum open, so nothing is subtracted:",
                      f"   exp = e^{r.logit} here, which gives the same weights.",
                      f"   row_sum = {p(r.row_sum)}"]
             return lines + ([exact.replace("exactly: ", "")] if exact else [])
         exps = ", ".join(self._exponential(e) for e in r.exponentials)
         lines = [*blocked,
-                 f"   {r.logit}[{r.token}] = {p(Approx(r.scaled, r.scaled_decimals))}   (keys {', '.join(r.keys)})",
+                 f"   {r.logit}[{r.token}] = {p(Approx(r.scaled, r.scaled_decimals))}   (keys {', '.join(map(repr, r.keys))})",
                  f"   row maximum: {p(r.maximum)} (key {r.maximum_key!r})",
                  f"   shifted = {r.logit} − max = {p(Approx(r.shifted, r.shifted_decimals))}",
                  f"   exponentials: {exps}",
@@ -276,9 +291,14 @@ class TextPrinter(Printer):
 
     # -- results other than a Trace ---------------------------------------------------
     def _print_ProofLines(self, p: ProofLines) -> list[str]:
+        def shown(line) -> str:
+            if not line.parts:
+                return line.text
+            return "".join(x if isinstance(x, str) else self.print(x) for x in line.parts)
+
         if not p.heading:
-            return [f"   {line.text}" for line in p.lines]
-        return [f"   {p.heading}:", *(f"     {line.text}" for line in p.lines)]
+            return [f"   {shown(line)}" for line in p.lines]
+        return [f"   {p.heading}:", *(f"     {shown(line)}" for line in p.lines)]
 
     def _print_Verdicts(self, v: Verdicts) -> list[str]:
         """One line per figure (its explanation beneath when it is not right)."""
@@ -320,6 +340,9 @@ def _one_line(text: str, limit: int = 60) -> str:
     """A written figure on one line (a pasted numpy matrix spans several)."""
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[:limit - 1] + "…"
+
+
+_SUPERSCRIPTS = {"T": "ᵀ", "⊤": "ᵀ", "2": "²", "3": "³", "−1": "⁻¹", "n": "ⁿ"}
 
 
 def _wrap(text: str, width: int = WIDTH) -> list[str]:

@@ -95,7 +95,7 @@ class WorksheetLatexPrinter(LatexPrinter):
         spec = "r|" + f">{{\\raggedright\\arraybackslash}}p{{{width:.2f}cm}}|" * q.shape[1]
         head = (" & " + " & ".join(f"\\textbf{{\\small {_breakable(c)}}}" for c in q.col_labels) + r" \\ \hline"
                 if q.col_labels else r"\multicolumn{1}{r}{} \\ \cline{2-" + str(q.shape[1] + 1) + "}")
-        body = [f"\\textbf{{{tex_escape(label)}}} & " + " & ".join([r"\rule{0pt}{2.1em}"] * q.shape[1])
+        body = [f"\\textbf{{{tex_escape(label)}}} & " + " & ".join([f"\\rule{{0pt}}{{{q.box_em:g}em}}"] * q.shape[1])
                 + r" \\ \hline" for label in q.row_labels]
         return [r"\par\noindent\begin{minipage}{\linewidth}",
                 f"\\textbf{{{q.number}.}} Compute {tex_escape(q.what)}, ${q.formula}$ "
@@ -103,7 +103,7 @@ class WorksheetLatexPrinter(LatexPrinter):
                 f"{{\\small\\color{{gray}} Working:}}\\par\\vspace{{{q.work_cm:.1f}cm}}",
                 "{\\small Answer:}\\par",
                 "\\begin{center}", f"\\begin{{tabular}}{{{spec}}}", head, *body, "\\end{tabular}",
-                "\\end{center}", r"\end{minipage}\par\bigskip", ""]
+                "\\end{center}", f"\\end{{minipage}}\\par{q.after}", ""]
 
     def _print_KeyValue(self, v: KeyValue, **ctx) -> str:
         if v.exact is None:
@@ -130,16 +130,26 @@ class WorksheetLatexPrinter(LatexPrinter):
 
     def _print_WrongAnswers(self, w: WrongAnswers) -> list[str]:
         lines = []
+        per = max(1, w.per_line)
+        words = f">{{\\raggedright\\arraybackslash}}m{{{w.words_width}}}"   # no stretched gaps
+        spec = "@{}" + r"@{\qquad}".join([f"{words}l"] * per) + "@{}"
+        head = " & ".join(["mistake & what it gives"] * per)
         for number, step, wrongs in w.rows:
             # \nopagebreak: a "Question N" heading never stands alone at the foot of a page
             lines += [f"\\par\\medskip\\textbf{{Question {number}}} ({tex_escape(step)}):\\par\\nopagebreak", "{\\small",
                       r"\renewcommand{\arraystretch}{1.25}",
-                      r"\begin{tabular}{@{}m{6.2cm}l@{}}", r"\toprule",
-                      r"mistake & what it gives \\ \midrule"]
-            for wrong in wrongs:
-                rows = r" \\ ".join(" & ".join(_value_latex(t) for t in row) for row in wrong.values)
-                lines.append(f"\\textbf{{{tex_escape(wrong.code)}}}: {prose_latex(wrong.detail)} & "
-                             f"$\\begin{{bmatrix}} {rows} \\end{{bmatrix}}\\rule[-1.2ex]{{0pt}}{{4ex}}$ \\\\")
+                      f"\\begin{{tabular}}{{{spec}}}", r"\toprule", head + r" \\ \midrule"]
+            groups = [wrongs[k:k + per] for k in range(0, len(wrongs), per)]
+            for g, group in enumerate(groups):
+                cells = []
+                for wrong in group:
+                    rows = r" \\ ".join(" & ".join(_value_latex(t) for t in row) for row in wrong.values)
+                    cells.append(f"\\textbf{{{tex_escape(wrong.code)}}}: {prose_latex(wrong.detail)} & "
+                                 f"$\\begin{{bmatrix}} {rows} \\end{{bmatrix}}\\rule[-1.2ex]{{0pt}}{{4ex}}$")
+                cells += [" & "] * (per - len(group))
+                # space between two answers, so tall matrices do not run together
+                lines.append(" & ".join(cells) + r" \\"
+                             + ("" if g == len(groups) - 1 else f" \\addlinespace[{w.gap}]"))
             lines += [r"\bottomrule", r"\end{tabular}}\par", ""]
         return lines
 

@@ -23,14 +23,20 @@ PREAMBLE = r"""\documentclass[11pt]{article}
 PAPERS = {"letter": "", "a4": ",a4paper"}
 
 
-def preamble(paper: str = "letter") -> str:
-    """The preamble for one paper size (A4 or US Letter; geometry keeps the 2 cm margins)."""
+def preamble(paper: str = "letter", *, size: str = "11pt", margin: str = "2cm",
+             parskip: str = "0.7ex", extra: str = "") -> str:
+    """The preamble for one paper size (A4 or US Letter; geometry keeps the 2 cm margins), and
+    a worksheet layout's font size, margins, paragraph skip and extra settings."""
     if paper not in PAPERS:
         raise ValueError(f"no paper {paper!r}; choose from {', '.join(PAPERS)}")
-    return PREAMBLE.replace("[11pt]", f"[11pt{PAPERS[paper]}]", 1)
+    text = PREAMBLE.replace("[11pt]", f"[{size}{PAPERS[paper]}]", 1)
+    text = text.replace("[margin=2cm]", f"[margin={margin}]", 1)
+    text = text.replace("{\\parskip}{0.7ex}", f"{{\\parskip}}{{{parskip}}}", 1)
+    return text + extra
 
 
-def document(body: str, title: str | None = None, paper: str = "letter") -> str:
-    """A complete LaTeX document around a body (the packages are in texlive-latex-base/-recommended)."""
+def document(body: str, title: str | None = None, paper: str = "letter", **layout: str) -> str:
+    """A complete LaTeX document around a body (the packages are in texlive-latex-base/-recommended);
+    ``layout``: :func:`preamble`'s size, margin, parskip and extra."""
     head = f"\\title{{{tex_escape(title)}}}\n" if title else ""
-    return f"{preamble(paper)}{head}\\begin{{document}}\n{body}\\end{{document}}\n"
+    return f"{preamble(paper, **layout)}{head}\\begin{{document}}\n{body}\\end{{document}}\n"

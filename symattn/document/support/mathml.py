@@ -72,6 +72,11 @@ def mi(name: str, *, upright: bool = False) -> str:
     return f"<mi{attr}>{escape(name)}</mi>"
 
 
+def code_token(name: str) -> str:
+    """A token name in running text (HTML, outside math): set apart as code."""
+    return f'<code class="token">{escape(name)}</code>'
+
+
 def token(name: str) -> str:
     """A token name inside math: upright, whatever its length (``I`` is a word, not a variable)."""
     return f'<mi mathvariant="normal">{escape(name)}</mi>' if len(name) == 1 else f"<mi>{escape(name)}</mi>"

@@ -17,11 +17,12 @@ _SPECIAL = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "$": r"\$", "&": 
             "^": r"\textasciicircum{}", "_": r"\_", "%": r"\%", "~": r"\textasciitilde{}",
             # the Unicode math the text view and step meanings use
             "−": r"\ensuremath{-}", "∞": r"\ensuremath{\infty}", "×": r"\ensuremath{\times}",
-            "·": r"\ensuremath{\cdot}", "√": r"\ensuremath{\surd}", "Σ": r"\ensuremath{\Sigma}",
+            "·": r"\ensuremath{\cdot}", "√": r"\ensuremath{\surd}", "Σ": r"\ensuremath{\Sigma}", "∂": r"\ensuremath{\partial}",
             "≈": r"\ensuremath{\approx}", "ᵀ": r"\ensuremath{^\top}", "≤": r"\ensuremath{\le}",
             "≥": r"\ensuremath{\ge}", "<": r"\ensuremath{<}", ">": r"\ensuremath{>}",
             "⋯": r"\ensuremath{\cdots}", "…": r"\ldots{}", "|": r"\textbar{}", "\"": r"\textquotedbl{}",
-            "€": r"\texteuro{}",
+            "€": r"\texteuro{}", "∘": r"\ensuremath{\circ}",
+            "‖": r"\ensuremath{\|}",
             # verdict marks (a fact's heading, a class's grades)
             "✓": r"\ensuremath{\checkmark}", "✗": r"\ensuremath{\times}",
             "—": r"\textemdash{}", "–": r"\textendash{}"}
@@ -80,6 +81,12 @@ def _char(ch: str) -> str:
     if ch.isspace():
         return " "
     return f"{{\\ttfamily[U+{code:04X}]}}"
+
+
+def tex_token(name: str) -> str:
+    """A token name in running text, set apart as code (``the weight of \\texttt{the}``), so a
+    token that is an English word does not read as part of the sentence."""
+    return f"\\texttt{{{tex_escape(name)}}}"
 
 
 def tex_escape(text: str) -> str:

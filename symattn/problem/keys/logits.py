@@ -33,7 +33,7 @@ from symattn.errors import ProblemError
 from symattn.exact.coerce import to_exact
 from symattn.problem.matrix import plain_scalar, check_magnitude, check_symbols
 
-ALIBI_KEYS = ("slope", "symmetric")
+ALIBI_KEYS = ("slope", "symmetric", "positions", "key_positions")
 
 
 @dataclass(frozen=True)
@@ -42,10 +42,24 @@ class Alibi:
 
     slope: sympy.Expr
     symmetric: bool = False
+    #: absolute positions of the queries and keys (None: row i and key j sit at i and j); a
+    #: KV-cache decode step is one query at position t over the cached keys' positions
+    positions: tuple[int, ...] | None = None
+    key_positions: tuple[int, ...] | None = None
 
     def distance(self, i: int, j: int) -> int:
-        """The factor the slope multiplies: i − j, or |i − j| when symmetric."""
+        """The factor the slope multiplies: i − j, or |i − j| when symmetric (by position)."""
+        if self.positions is not None:
+            i = self.positions[i]
+        if self.key_positions is not None:
+            j = self.key_positions[j]
         return abs(i - j) if self.symmetric else i - j
+
+    def max_distance(self, n: int, m: int) -> int:
+        """The largest |distance| over n queries and m keys."""
+        rows = self.positions if self.positions is not None else range(n)
+        keys = self.key_positions if self.key_positions is not None else range(m)
+        return max(abs(a - b) for a in (min(rows), max(rows)) for b in (min(keys), max(keys)))
 
     def bias(self, i: int, j: int) -> sympy.Expr:
         return -self.slope * self.distance(i, j)
@@ -53,7 +67,12 @@ class Alibi:
     @property
     def value(self) -> dict:
         """As ``Problem(alibi=...)`` takes it."""
-        return {"slope": self.slope, "symmetric": self.symmetric}
+        out: dict = {"slope": self.slope, "symmetric": self.symmetric}
+        if self.positions is not None:
+            out["positions"] = list(self.positions)
+        if self.key_positions is not None:
+            out["key_positions"] = list(self.key_positions)
+        return out
 
     @property
     def slope_rational(self) -> flint.fmpq | None:
@@ -85,11 +104,14 @@ def _positive(exact: sympy.Expr, where: str, why: str) -> None:
         raise ProblemError(f"{where} is {exact}: {why}")
 
 
-def read_alibi(value: object, symbols: bool | Sequence[str]) -> Alibi | None:
-    """``{slope = "1/4"}`` or ``{slope = ..., symmetric = true}`` (a bare number is the slope)."""
+def read_alibi(value: object, symbols: bool | Sequence[str], n: int = 0, m: int = 0) -> Alibi | None:
+    """``{slope = "1/4"}`` or ``{slope = ..., symmetric = true}`` (a bare number is the slope);
+    ``positions`` (n of them) and ``key_positions`` (m) place the queries and keys absolutely."""
     if value is None or value is False:
         return None
     if isinstance(value, Alibi):   # built in Python (the alibi-sign mistake flips its slope)
+        _positions(value.positions, "positions", n)
+        _positions(value.key_positions, "key_positions", m)
         return value
     if not isinstance(value, Mapping):
         value = {"slope": value}
@@ -106,7 +128,23 @@ def read_alibi(value: object, symbols: bool | Sequence[str]) -> Alibi | None:
     symmetric = value.get("symmetric", False)
     if not isinstance(symmetric, bool):
         raise ProblemError(f"alibi symmetric is {symmetric!r}: use true or false")
-    return Alibi(slope, symmetric)
+    found = [_positions(value.get(k), k, size) for k, size in (("positions", n), ("key_positions", m))]
+    return Alibi(slope, symmetric, *found)
+
+
+def _positions(value: object, key: str, size: int) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, (list, tuple)) or not all(isinstance(x, int) and not isinstance(x, bool)
+                                                      for x in value):
+        raise ProblemError(f"alibi {key} is {value!r}: give a list of whole numbers, one per "
+                           f"{'query' if key == 'positions' else 'key'}")
+    if size and len(value) != size:
+        raise ProblemError(f"alibi {key} has {len(value)} entries but there are {size} "
+                           f"{'queries' if key == 'positions' else 'keys'}: give one position each")
+    if any(abs(x) > 10 ** 9 for x in value):
+        raise ProblemError(f"alibi {key} holds a position beyond ±10^9: use smaller positions")
+    return tuple(value)
 
 
 def read_softcap(value: object) -> sympy.Expr | None:

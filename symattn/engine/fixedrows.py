@@ -1,0 +1,199 @@
+"""The softmax exponentials in fixed point: proved floors of e^shifted·2^bits.
+
+For problems whose scores are integers over one denominator and whose scale is rational
+(every problem typed in decimals), each row's exponentials are given as integers E_j with
+E_j ≤ e^shifted[i, j]·2^bits < E_j + 1 (:meth:`FixedExps.fixed_exps`), each floor proved by
+an arb ball.  :mod:`symattn.engine.fixed` turns them into certified decimals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import flint
+import sympy
+
+from symattn.engine.exact import ExactEntries
+from symattn.numbers.certify import to_arb
+from symattn.numbers.precision import precision
+from symattn.problem.problem import Problem
+
+
+@dataclass(frozen=True)
+class FixedRow:
+    """One softmax row in fixed point with 2^bits as the unit (:meth:`Engine.fixed_exps`).
+
+    Every exps[j] is the floor of e^shifted[i, j]·2^bits (0 where masked, exact), and
+    the row sum times 2^bits lies in [total, total + terms): each of the ``terms``
+    inexact terms (the allowed keys and the sink) was cut by less than one unit.  For the
+    keys whose exps[j] is short (tiny weights), fine[j] = (M, s) is the floor of
+    e^shifted[i, j]·2^(bits+s): the same value with s more bits."""
+    exps: list[int]
+    total: int
+    terms: int
+    fine: dict[int, tuple[int, int]]
+
+
+
+class FixedExps(ExactEntries):
+    """Rows of exp in fixed point, cached by score gap at one precision."""
+
+    def __init__(self, problem: Problem) -> None:
+        super().__init__(problem)
+        #: floor(e^t·2^bits) by bits and by integer score difference (Engine.fixed_exps)
+        self._fixed: dict[tuple[int, int], dict[int, int]] = {}
+        self._fixed_fine: dict[tuple[int, int], dict[int, tuple[int, int]]] = {}
+        self._fixed_fmpz: dict[int, flint.fmpz] = {}        # by score gap, this precision
+        self._fixed_gaps: dict[int, list[int]] = {}
+        self._fixed_rows: dict[tuple[int, int, int], FixedRow | None] = {}
+        self._fixed_precision: tuple[int, int] | None = None
+
+    def fixed_exps(self, i: int, bits: int, fine_bits: int) -> FixedRow | None:
+        """Row i of exp in fixed point: integers E_j with E_j ≤ e^shifted[i, j]·2^bits < E_j + 1
+        (0 where masked), when the scores are integers over one denominator and the scale
+        is rational (every problem typed in decimals); None otherwise.  Keys whose E_j
+        has fewer than ``fine_bits`` bits also get a finer floor (see :class:`FixedRow`).
+
+        The exponents repeat across rows (see :meth:`_integer_score_exps`), so each e^t is
+        computed once, in arb, and its floor is taken only when the ball proves it
+        (:meth:`prepare_fixed` computes those of many rows in one batch)."""
+        if not self._fixed_applies(i):
+            return None
+        key = (i, bits, fine_bits)
+        cache, fine_cache = self._fixed_caches(bits, fine_bits)
+        if key in self._fixed_rows:
+            return self._fixed_rows[key]
+        self._fixed_rows[key] = None                     # until it is proved below
+        gaps = self._row_gaps(i)
+        self._fill_fixed(gaps, bits, fine_bits)
+        values = [cache[g] for g in gaps]
+        if None in values:                               # a floor no ball decided
+            return None
+        plan = self.rows[i]
+        if len(gaps) == self.m:
+            exps = values
+        else:
+            exps = [0] * self.m
+            for j, e in zip(plan.allowed, values):
+                exps[j] = e
+        fine = {j: fine_cache[g] for j, g in zip(plan.allowed, gaps) if g in fine_cache} \
+            if fine_cache else {}
+        terms = len(plan.allowed)
+        total = sum(exps)
+        if self.sink is not None:
+            value = _fixed_exps([self.sink_exponent(i)], bits, 0)[0]
+            if value is None:
+                return None
+            total, terms = total + value[0], terms + 1
+        fixed = self._fixed_rows[key] = FixedRow(exps, total, terms, fine)
+        self._fixed_gaps[i] = gaps
+        return fixed
+
+    def prepare_fixed(self, rows, bits: int, fine_bits: int) -> None:
+        """Every distinct e^t the given rows need, floored in one batch (one precision switch
+        instead of one per row: setting flint's precision is not free)."""
+        gaps: set[int] = set()
+        for i in rows:
+            if self._fixed_applies(i):
+                gaps.update(self._row_gaps(i))
+        self._fixed_caches(bits, fine_bits)
+        self._fill_fixed(gaps, bits, fine_bits)
+
+    def _fixed_applies(self, i: int) -> bool:
+        return (self.plain and self._score_ints is not None and self.scale_rational is not None
+                and self.rows[i].argmax is not None and "exp" not in self.extra
+                and "weights" not in self.extra
+                and (self.sink is None or self.sink.is_Rational))   # log 2 could make a value rational
+
+    def _fixed_caches(self, bits: int, fine_bits: int) -> tuple[dict, dict]:
+        """The floors by score gap at this precision; one precision is kept (memory: 20 MB of
+        rows at n = 512), as keep_only does for the balls."""
+        if self._fixed_precision != (bits, fine_bits):
+            self._fixed_precision = (bits, fine_bits)
+            for caches in (self._fixed_rows, self._fixed, self._fixed_fine, self._fixed_fmpz,
+                           self._fixed_gaps):
+                caches.clear()
+        return (self._fixed.setdefault((bits, fine_bits), {}),
+                self._fixed_fine.setdefault((bits, fine_bits), {}))
+
+    def _row_gaps(self, i: int) -> list[int]:
+        """N_j − N_top over row i's allowed keys (the integer score differences)."""
+        plan, row = self.rows[i], self._integer_row(i)
+        top = row[self._argmax(i)]
+        if len(plan.allowed) == self.m:
+            return [x - top for x in row]
+        return [row[j] - top for j in plan.allowed]
+
+    def _fill_fixed(self, gaps, bits: int, fine_bits: int) -> None:
+        """Floor the e^(scale·gap/den) not yet cached (None where no ball decides it)."""
+        cache, fine_cache = self._fixed_caches(bits, fine_bits)
+        missing = sorted(set(gaps).difference(cache))
+        if not missing:
+            return
+        factor = self._integer_scale()
+        for gap, value in zip(missing, _fixed_exps([factor * g for g in missing], bits, fine_bits)):
+            cache[gap] = None if value is None else value[0]
+            if value is not None and value[2]:
+                fine_cache[gap] = value[1:]
+
+    def fixed_exps_fmpz(self, i: int, bits: int, fine_bits: int) -> list[flint.fmpz]:
+        """:meth:`fixed_exps` of row i as fmpz (made once per distinct exponent: building an
+        fmpz_mat from fmpz is about three times faster than from Python ints)."""
+        self.fixed_exps(i, bits, fine_bits)                 # the row and its score gaps
+        exps, cache = self._fixed[bits, fine_bits], self._fixed_fmpz
+        for gap in set(self._fixed_gaps[i]).difference(cache):
+            cache[gap] = flint.fmpz(exps[gap])
+        values = [cache[g] for g in self._fixed_gaps[i]]
+        if len(values) == self.m:
+            return values
+        out = [flint.fmpz(0)] * self.m
+        for j, z in zip(self.rows[i].allowed, values):
+            out[j] = z
+        return out
+
+
+#: the finer floors of tiny e^t go at most this many times ``bits`` further down (smaller
+#: ones are left to the arb path)
+_FINE_REACH = 8
+
+
+def _fixed_exps(exponents: list[flint.fmpq | sympy.Expr], bits: int,
+                fine_bits: int) -> list[tuple[int, int, int] | None]:
+    """(E, M, s) for each exponent t: E = ⌊e^t·2^bits⌋ and the finer M = ⌊e^t·2^(bits+s)⌋,
+    with the shift s ≥ 0 that gives M about ``fine_bits`` bits (s = 0 and M = E when E
+    has them already; M = 0 for e^t below 2^−(bits·(1 + _FINE_REACH))).  Each floor is
+    proved by an arb ball (one precision context per batch); None where two precisions
+    do not decide it.  E = ⌊M/2^s⌋ exactly (floors of floors)."""
+    found: list[tuple[int, int, int] | None] = [None] * len(exponents)
+    todo = []
+    reach = bits * (1 + _FINE_REACH)
+    for k, t in enumerate(exponents):
+        if isinstance(t, flint.fmpq) and t == 0:
+            found[k] = (1 << bits, 1 << bits, 0)
+        elif isinstance(t, flint.fmpq) and t < -reach:   # e^t < e^-reach < 2^-reach
+            found[k] = (0, 0, 0)
+        else:
+            todo.append(k)
+    unit = flint.fmpz(1) << bits
+    for prec in (bits + 64, 2 * bits + 128):
+        with precision(prec):
+            for k in todo:
+                t = exponents[k]
+                x = (flint.arb(t) if isinstance(t, flint.fmpq) else to_arb(t, prec)).exp()
+                floor = (x * unit).floor().unique_fmpz()
+                if floor is None:
+                    continue
+                e = int(floor)
+                if e.bit_length() >= fine_bits:         # the common case: E is fine already
+                    found[k] = (e, e, 0)
+                    continue
+                man, exp = x.mid().man_exp()            # x ≈ 2^(exp + bits of man − 1)
+                shift = min(max(0, fine_bits - bits - int(exp) - int(man).bit_length()),
+                            reach - bits)
+                fine = (x * (flint.fmpz(1) << (bits + shift))).floor().unique_fmpz()
+                if fine is not None:
+                    found[k] = (int(fine) >> shift, int(fine), shift)
+        todo = [k for k in todo if found[k] is None]
+        if not todo:
+            break
+    return found

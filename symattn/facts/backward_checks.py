@@ -1,0 +1,180 @@
+"""Shared by the backward facts: when an instance check runs, and how a difference is decided
+(exactly by Lindemann–Weierstrass where that applies, else by certified arb balls, worded as a
+check of this instance)."""
+
+from __future__ import annotations
+
+import time
+from fractions import Fraction
+from typing import Any
+
+import flint
+import sympy
+
+from symattn.errors import SymattnError
+from symattn.facts.proof import Line
+from symattn.facts.symbolic import has_symbols
+from symattn.numbers.arb import to_arb
+from symattn.numbers.compare import exp_sum_is_zero, trig_is_zero
+from symattn.numbers.precision import precision
+from symattn.trace.trace import Trace
+
+#: rows (and columns) checked exactly; past this the instance check uses certified balls
+MAX_EXACT = 8
+#: bits of the balls of an instance check that no exact test decides
+BALL_BITS = 256
+#: seconds of exact zero tests per check; past them a difference is decided by its ball only
+EXACT_BUDGET = 1.0
+
+
+# ------------------------------------------------------------------ helpers
+
+def no_backward(trace: Trace | None) -> tuple[Line, ...] | None:
+    """The reason an instance check does not run (None: it runs)."""
+    if trace is None:
+        return ()
+    if trace.problem.backward is None:
+        return (Line("this problem has no backward key: nothing to check on it "
+                     '(add backward = { loss = "sum" }, a target or a grad_output)',
+                     r"\text{no backward key}"),)
+    if has_symbols(trace):
+        return (Line("this problem has symbols: the instance check needs numbers (substitute them)",
+                     r"\text{symbolic problem: not checked}"),)
+    return None
+
+
+class Verdict:
+    """How the differences of one check were decided: exactly, by balls, or not at all."""
+
+    def __init__(self, budget: float | None = None) -> None:
+        self.deadline = time.monotonic() + (EXACT_BUDGET if budget is None else budget)
+        self.exact = 0
+        self.by_balls = 0
+        self.radius: flint.arb | None = None
+        self.failed: list[tuple[Any, str]] = []
+
+    def zero(self, difference: sympy.Expr, where: Any) -> bool:
+        """Whether ``difference`` is 0: exactly when an exact test decides, else by a ball."""
+        d = sympy.Integer(difference) if isinstance(difference, int) else difference   # an exact value, never text
+        if d == 0:
+            self.exact += 1
+            return True
+        ball = to_arb(d, BALL_BITS)
+        if not ball.contains(0):          # certified nonzero: no exact test needed
+            return self._ball(ball, where, True)
+        decided = _exact_zero(d) if time.monotonic() < self.deadline else None
+        if decided is True:
+            self.exact += 1
+            return True
+        return self._ball(ball, where, decided is False)
+
+    def ball(self, ball: flint.arb, where: Any) -> bool:
+        return self._ball(ball, where, False)
+
+    def _ball(self, ball: flint.arb, where: Any, proved_nonzero: bool) -> bool:
+        if proved_nonzero or not ball.contains(0):
+            self.failed.append((where, upper_text(abs(ball))))
+            return False
+        self.by_balls += 1
+        rad = ball.rad() + abs(ball.mid())
+        self.radius = rad if self.radius is None or rad > self.radius else self.radius
+        return True
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    def how(self) -> str:
+        """'exactly' or the honest wording of a ball check."""
+        if self.failed:
+            where, size = self.failed[0]
+            return f"FAILS at {where}: the difference is certified nonzero (|·| about {size})"
+        if not self.by_balls:
+            return "exactly"
+        bound = upper_text(self.radius) if self.radius is not None else "0"
+        exact = f"{self.exact} exactly, " if self.exact else ""
+        return (f"{exact}{self.by_balls} by certified {BALL_BITS}-bit balls: |difference| ≤ {bound} "
+                "(a check of this instance, not an exact proof of 0)")
+
+    def tex(self) -> str:
+        return r"\text{(exact)}" if not self.by_balls and self.ok else r"\text{(certified balls)}"
+
+
+def _exact_zero(d: sympy.Expr) -> bool | None:
+    """Lindemann–Weierstrass on exponentials (tanh rewritten as them), or on cosines and
+    sines alone; None when neither applies."""
+    try:
+        if d.has(sympy.tanh):
+            d = d.rewrite(sympy.exp)
+        if d.has(sympy.cos, sympy.sin):
+            return trig_is_zero(d) if not d.has(sympy.exp) else None
+        return exp_sum_is_zero(d)
+    except SymattnError:
+        return None
+
+
+def upper_text(x: flint.arb) -> str:
+    """An upper bound of |x| with two significant digits, rounded up."""
+    if x.is_zero():
+        return "0"
+    up = abs(x).abs_upper()
+    m, e = flint.arb(up).mid().man_exp()
+    value = Fraction(int(m)) * (Fraction(2) ** int(e))
+    if value == 0:
+        return "0"
+    k = len(str(int(value))) - 1 if value >= 1 else -len(str(int(1 / value)))
+    while Fraction(10) ** (k + 1) <= value:
+        k += 1
+    while Fraction(10) ** k > value:
+        k -= 1
+    scaled = value / Fraction(10) ** (k - 1)
+    digits = -(-scaled.numerator // scaled.denominator)   # ceiling: an upper bound
+    if digits >= 100:
+        digits, k = 10, k + 1
+    return f"{digits // 10}.{digits % 10}e{k:+d}"
+
+
+def tex_number(text: str) -> str:
+    """2.1e-7 as 2.1 \\times 10^{-7} for math mode."""
+    if "e" not in text:
+        return text
+    mantissa, exponent = text.split("e")
+    return rf"{mantissa} \times 10^{{{int(exponent)}}}"
+
+
+def rows(trace: Trace) -> range:
+    return range(min(trace.problem.n, MAX_EXACT))
+
+
+def small(trace: Trace) -> bool:
+    p = trace.problem
+    return p.n <= MAX_EXACT and p.m <= MAX_EXACT
+
+
+def label(trace: Trace, i: int) -> str:
+    return repr(trace.problem.tokens[i])
+
+
+def ball_sum(trace: Trace, terms: list[tuple[str, int, int, float]]) -> flint.arb:
+    """Σ sign·entry as a ball, from the steps' certified enclosures."""
+    cache: dict[tuple[str, int], list] = {}
+    with precision(BALL_BITS):     # the arithmetic on the balls at their own precision
+        out = flint.arb(0)
+        for name, i, j, sgn in terms:
+            key = (name, i)
+            if key not in cache:
+                cache[key] = trace.enclosure(name, i, BALL_BITS)
+            out += cache[key][j] * sgn
+    return out
+
+
+def ball_products(trace: Trace, pairs: list[tuple[str, str]], rows: int, cols: int,
+                   sgn: float) -> flint.arb:
+    with precision(BALL_BITS):
+        out = flint.arb(0)
+        for a, b in pairs:
+            for i in range(rows):
+                ra, rb = trace.enclosure(a, i, BALL_BITS), trace.enclosure(b, i, BALL_BITS)
+                for c in range(cols):
+                    out += ra[c] * rb[c] * sgn
+    return out

@@ -1,0 +1,1 @@
+"""Written mathematics as data (the hand-form nodes); printed only by ``document/``."""

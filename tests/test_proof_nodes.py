@@ -1,0 +1,94 @@
+"""Proofs are document nodes (issue 19): each printer typesets a proof's math in its format.
+
+The facts page in HTML carries MathML for the general proofs (no raw ``e^{s_j}`` text), the
+LaTeX compiles with a real TeX engine, and the text view reads as Unicode math.  Values are
+asserted against independent computations, not against the printers' own output.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+import symattn as sa
+from symattn.cli import main
+from symattn.document.blocks import Frac, ProofLines, SigmaSum
+from symattn.document.build.facts import build_facts_document
+from symattn.document.formats import print_document
+from symattn.facts import Line, check_facts
+from symattn.facts.notation import e, frac, rel, s, sigma
+from browser import shared_browser
+
+RAW_TEX = re.compile(r"\^\{|\\frac|\\sum|\\operatorname")
+
+
+@pytest.fixture(scope="module")
+def lesson_proofs():
+    return check_facts(sa.load_example("i-love-cats"))
+
+
+def test_a_proof_line_is_words_and_math_nodes():
+    line = Line("so ", rel(frac(e(s("j")), sigma(e(s("k")), "k")), "<", s("j")), " here")
+    assert line.parts[0] == "so " and isinstance(line.parts[1].parts[0], Frac)
+    assert line.text == "so e^(s_j) / Σ_k e^(s_k) < s_j here"
+    assert line.latex == r"so $\frac{e^{s_{j}}}{\sum_k e^{s_{k}}} < s_{j}$ here"
+    with pytest.raises(TypeError, match="words and math nodes"):
+        Line("x", 3)                                   # a number is not a node
+
+
+def test_the_general_proofs_carry_math_nodes(lesson_proofs):
+    doc = build_facts_document(lesson_proofs)
+    rows = next(s for s in doc.sections if s.key == "fact-rows-sum-to-one")
+    general = next(b for b in rows.children if isinstance(b, ProofLines) and b.heading.startswith("In general"))
+    nodes = [p for line in general.lines for p in line.parts if not isinstance(p, str)]
+    assert any(isinstance(n, SigmaSum) for x in nodes for n in getattr(x, "parts", (x,)))
+
+
+def test_facts_html_typesets_the_proofs_in_mathml(lesson_proofs, tmp_path):
+    page = print_document(build_facts_document(lesson_proofs), "html")
+    # every general proof line of the softmax facts has a <math> element, and no raw TeX
+    for key in ("rows-sum-to-one", "shift-invariance", "softmax-jacobian", "convex-hull"):
+        section = page[page.index(f'id="sec-fact-{key}"'):]
+        section = section[:section.index("</section>")]
+        items = re.findall(r'<ul class="steps">(.*?)</ul>', section, re.S)[0]
+        lines = re.findall(r"<li>(.*?)</li>", items, re.S)
+        assert lines and all("<math" in x for x in lines), key
+        assert not RAW_TEX.search(re.sub(r"<[^>]+>", "", section)), key
+    assert page.count("<math") >= 40
+    # the page renders in Chromium with the network off, the math laid out as MathML
+    path = tmp_path / "facts.html"
+    path.write_text(page, encoding="utf-8")
+    rendered = shared_browser().open(path)
+    try:
+        rendered.assert_clean()
+        boxes = rendered.page.eval_on_selector_all(
+            "#sec-fact-rows-sum-to-one ul.steps math mfrac",
+            "els => els.map(e => { const r = e.getBoundingClientRect(); return [r.width, r.height]; })")
+        assert boxes and all(w > 10 and h > 20 for w, h in boxes)    # stacked: taller than a line
+        shots = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
+        if shots.is_dir():
+            rendered.page.locator("#sec-fact-rows-sum-to-one").screenshot(path=str(tmp_path / "rows.png"))
+    finally:
+        rendered.close()
+
+
+def test_facts_text_reads_as_unicode_math(lesson_proofs):
+    text = print_document(build_facts_document(lesson_proofs), "text")
+    assert "Σ_j (e^(s_j) / Σ_k e^(s_k)) = (Σ_j e^(s_j)) / Σ_k e^(s_k) = 1" in text
+    assert "J = diag(p) − p·pᵀ" in text
+    assert not RAW_TEX.search(text.split("window-is-a-mask")[0])
+    # the instance check shows the certified weights of row 'I', which sum to 1
+    weights = [math.exp(x) for x in (1 / math.sqrt(3) * v for v in (2, 4, 4))]   # scores 2, 4, 4
+    shown = ["%.3g" % (w / sum(weights)) for w in weights]
+    assert f"row 'I': {' + '.join(shown)} → Σ = 1 exactly" in text
+
+
+def test_facts_json_keeps_text_lines(capsys):
+    assert main(["facts", "--json", "--fact", "shift-invariance"]) == 0
+    (fact,) = json.loads(capsys.readouterr().out)
+    assert fact["general"][0].startswith("e^(s_j + c) / Σ_k e^(s_k + c) = ")
+    assert fact["checks"][0].startswith("row 'I': scores + 5/2 (recomputed by the engine) give the same")
