@@ -25,6 +25,7 @@ from symattn.numbers.certify import CertifiedDecimal, Rounding
 from symattn.check.checker import Checker
 from symattn.check.targets import Cell
 from symattn.check.verdict import MistakeCell
+from symattn.classroom.worksheets.backward_sheet import BACKWARD_ASK, BACKWARD_SAYS
 from symattn.numbers.masked import NEG_INF, Masked
 from symattn.errors import SymattnError
 from symattn.problem.problem import Problem
@@ -79,15 +80,19 @@ def describe(code: str, detail: str | None) -> str:
         return f"you rounded too early ({detail})"
     if code == "window-off-by-one":
         return f"your sliding window is off by one ({detail})"
-    said = _SAYS.get(code)
+    said = _SAYS.get(code) or BACKWARD_SAYS.get(code)
     return said if said else f"{code}: {detail}" if detail else code
 
 
 def plausible(code: str, detail: str | None) -> bool:
     """Is this mistake worth naming for one entry?  Another step's value is, only for the
     softmax's steps (an integer input given for a weight would name a "mistake" for every
-    0 or 1 typed)."""
-    return code != "wrong-step" or (detail or "").split(" given for ")[0] in WRONG_STEPS
+    0 or 1 typed), and only for a forward step (a weight given for a gradient is no slip
+    worth a name)."""
+    if code != "wrong-step":
+        return True
+    given, _, target = (detail or "").partition(" given for ")
+    return given in WRONG_STEPS and target.split("[")[0] not in BACKWARD_ASK
 
 
 @dataclass(frozen=True)
@@ -389,11 +394,15 @@ def _points(text: str, v: VersionAnswers) -> dict[str, Fraction]:
 
 
 def given_inputs(trace: Trace) -> list[tuple[str, sympy.Matrix, tuple[str, ...] | None]]:
-    """The matrices a sheet gives (X and the W's, or Q, K and V), with row labels for data rows."""
+    """The matrices a sheet gives (X and the W's, or Q, K and V; with a backward key dO or the
+    loss's target T), with row labels for data rows."""
+    from symattn.classroom.worksheets.backward_sheet import backward_givens
+
     names: list[str] = [n for n in ("X", "X_kv", "W_q", "W_k", "W_v") if n in trace.step_names] or ["Q", "K", "V"]
     out: list[tuple[str, sympy.Matrix, tuple[str, ...] | None]] = []
     for name in names:
         step = trace.step(name)
         rows = tuple(step.row_labels) if name in ("X", "X_kv", "Q", "K", "V") else None
         out.append((name, step.matrix, rows))
+    out += [(symbol, matrix, rows) for _, symbol, matrix, rows in backward_givens(trace)]
     return out

@@ -13,8 +13,7 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
-from symattn.classroom.worksheets.backward_sheet import (BACKWARD_ASK, BACKWARD_ORDER, BACKWARD_QUESTIONS,
-                                                         FORWARD_KEPT)
+from symattn.classroom.worksheets.backward_sheet import BACKWARD_ASK, BACKWARD_ORDER, backward_questions
 from symattn.numbers.certify import Rounding
 from symattn.trace.trace import Trace
 from symattn.errors import WorksheetError
@@ -139,12 +138,13 @@ def default_questions(trace: Trace) -> tuple[str, ...]:
     """The questions a sheet asks when none are chosen: plain attention's, with each variant's
     own steps where they fall (RoPE's rotations, ALiBi's bias, the online softmax's running
     maximum, rescale and sum); a KV-cache sheet asks about its decode steps (the last two at
-    most: the new query, the caches after appending, scores, weights, output) and the work."""
+    most: the new query, the caches after appending, scores, weights, output) and the work; a
+    backward sheet asks P, O and the gradients (``backward_sheet.backward_questions``)."""
     p = trace.problem
     names = set(trace.step_names)
     extra = {"Q_rot", "K_rot", "bias", "biased", "capped", "running_max", "rescale", "running_sum"}
     if p.backward is not None:          # the backward sheet: P and O, then the gradients
-        return tuple(n for n in (*FORWARD_KEPT, *BACKWARD_QUESTIONS) if n in names)
+        return backward_questions(trace)
     if p.prefill is None and not extra & names:
         return QUESTIONS                # plain attention: the sheet's questions as they always were
     if p.prefill is not None:

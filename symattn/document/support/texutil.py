@@ -18,6 +18,7 @@ _SPECIAL = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "$": r"\$", "&": 
             # the Unicode math the text view and step meanings use
             "−": r"\ensuremath{-}", "∞": r"\ensuremath{\infty}", "×": r"\ensuremath{\times}",
             "·": r"\ensuremath{\cdot}", "√": r"\ensuremath{\surd}", "Σ": r"\ensuremath{\Sigma}", "∂": r"\ensuremath{\partial}",
+            "∇": r"\ensuremath{\nabla}",
             "≈": r"\ensuremath{\approx}", "ᵀ": r"\ensuremath{^\top}", "≤": r"\ensuremath{\le}",
             "≥": r"\ensuremath{\ge}", "<": r"\ensuremath{<}", ">": r"\ensuremath{>}",
             "⋯": r"\ensuremath{\cdots}", "…": r"\ldots{}", "|": r"\textbar{}", "\"": r"\textquotedbl{}",
