@@ -104,3 +104,16 @@ def test_prairielearn_carries_the_backward_questions(folder, tmp_path):
         data["raw_submitted_answers"][f"d_V{k + 1}"] = str(float(sig(wrong[i, j])))
     server.grade(data)
     assert "you computed dV = P·dO instead of Pᵀ·dO" in html.unescape(data["feedback"]["symattn"])
+
+
+def test_export_questions_may_name_the_gradients(folder, tmp_path):
+    """--questions d_V,d_K exports only those (a typo is one line naming the choices)."""
+    out = tmp_path / "quiz.xml"
+    done = cli("export", "--to", "moodle", str(folder), "--questions", "d_V,d_K", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    text = ET.parse(out).getroot().find("question[@type='cloze']/questiontext/text").text
+    assert len(cloze_fields(text)) == 4 + 8
+    assert "<caption>1. the value gradient</caption>" in html.unescape(text)
+    bad = cli("export", "--to", "moodle", str(folder), "--questions", "d_k", "-o", str(tmp_path / "x.xml"))
+    assert bad.returncode == 2 and "no question 'd_k'" in bad.stderr and "d_K" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1

@@ -18,7 +18,7 @@ import sympy
 if TYPE_CHECKING:
     from symattn.trace.trace import Trace
 
-__all__ = ["BACKWARD_QUESTIONS", "FORWARD_KEPT", "BACKWARD_ORDER", "BACKWARD_ASK", "BACKWARD_MISTAKES",
+__all__ = ["BACKWARD_QUESTIONS", "BACKWARD_ASKABLE", "FORWARD_KEPT", "BACKWARD_ORDER", "BACKWARD_ASK", "BACKWARD_MISTAKES",
            "BACKWARD_WORK_CM", "BACKWARD_SAYS", "backward_questions", "backward_givens", "loss_rule"]
 
 #: the backward questions of a sheet, in the order of the computation (after the forward's)
@@ -30,6 +30,9 @@ FORWARD_KEPT = ("scores", "weights", "output")
 #: with projections, the queries, keys and values are asked too, and the projections' gradients
 PROJECTED_KEPT = ("Q", "K", "V")
 PROJECTION_GRADIENTS = ("d_W_q", "d_W_k", "d_W_v")
+
+#: the backward steps ``symattn export --questions`` takes (those of plain attention's backward)
+BACKWARD_ASKABLE = ("d_output", *BACKWARD_QUESTIONS, *PROJECTION_GRADIENTS)
 
 #: every backward step a sheet may ask, in order (after ``output``)
 BACKWARD_ORDER = ("lse", "loss", "d_output", "d_V", "d_weights", "row_dot", "d_logits", "d_scores",
