@@ -26,6 +26,7 @@ from symattn.check.checker import Checker
 from symattn.check.targets import Cell
 from symattn.check.verdict import MistakeCell
 from symattn.check.codes import MistakeCode
+from symattn.classroom.worksheets.backward_sheet import BACKWARD_ASK, BACKWARD_SAYS
 from symattn.numbers.masked import NEG_INF, Masked
 from symattn.errors import SymattnError
 from symattn.problem.problem import Problem
@@ -81,15 +82,19 @@ def describe(code: str, detail: str | None) -> str:
         return f"you rounded too early ({detail})"
     if code == MistakeCode.WINDOW_OFF_BY_ONE:
         return f"your sliding window is off by one ({detail})"
-    said = _SAYS.get(code)
+    said = _SAYS.get(code) or BACKWARD_SAYS.get(code)
     return said if said else f"{code}: {detail}" if detail else code
 
 
 def plausible(code: str, detail: str | None) -> bool:
     """Is this mistake worth naming for one entry?  Another step's value is, only for the
     softmax's steps (an integer input given for a weight would name a "mistake" for every
-    0 or 1 typed)."""
-    return code != MistakeCode.WRONG_STEP or (detail or "").split(" given for ")[0] in WRONG_STEPS
+    0 or 1 typed), and only for a forward step (a weight given for a gradient is no slip
+    worth a name)."""
+    if code != MistakeCode.WRONG_STEP:
+        return True
+    given, _, target = (detail or "").partition(" given for ")
+    return given in WRONG_STEPS and target.split("[")[0] not in BACKWARD_ASK
 
 
 @dataclass(frozen=True)
@@ -391,7 +396,10 @@ def _points(text: str, v: VersionAnswers) -> dict[str, Fraction]:
 
 
 def given_inputs(trace: Trace) -> list[tuple[str, sympy.Matrix, tuple[str, ...] | None]]:
-    """The matrices a sheet gives (X and the W's, or Q, K and V), with row labels for data rows."""
+    """The matrices a sheet gives (X and the W's, or Q, K and V; with a backward key dO or the
+    loss's target T), with row labels for data rows."""
+    from symattn.classroom.worksheets.backward_sheet import backward_givens
+
     names: list[str] = [n for n in StepName.of_kind(StepKind.EMBEDDING, StepKind.WEIGHT) if n in trace.step_names] \
         or list(StepName.of_kind(StepKind.PROJECTION))
     out: list[tuple[str, sympy.Matrix, tuple[str, ...] | None]] = []
@@ -399,4 +407,5 @@ def given_inputs(trace: Trace) -> list[tuple[str, sympy.Matrix, tuple[str, ...] 
         step = trace.step(name)
         rows = tuple(step.row_labels) if name in StepName.of_kind(StepKind.EMBEDDING, StepKind.PROJECTION) else None
         out.append((name, step.matrix, rows))
+    out += [(symbol, matrix, rows) for _, symbol, matrix, rows in backward_givens(trace)]
     return out

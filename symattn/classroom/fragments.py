@@ -18,7 +18,11 @@ __all__ = ["given_html", "grid_html", "intro_html", "key_html", "rounding_words"
 
 Escape = Callable[[str], str]
 _TABLE = 'border="1" cellpadding="4" style="border-collapse:collapse;text-align:center"'
-_SYMBOL = {"Q": "Q", "K": "K", "V": "V", "scores": "S", "weights": "A", "output": "O"}
+_SYMBOL = {"Q": "Q", "K": "K", "V": "V", "scores": "S", "weights": "A", "output": "O",
+           "d_output": "dO", "d_V": "dV", "d_weights": "dP", "row_dot": "D", "d_logits": "dS",
+           "d_scores": "dS'", "d_Q": "dQ", "d_K": "dK", "d_W_q": "dW_q", "d_W_k": "dW_k", "d_W_v": "dW_v"}
+#: questions whose columns are the keys (their grids carry the key tokens on top)
+_KEY_COLUMNS = ("scores", "scaled", "weights", "d_weights", "d_logits", "d_scores")
 
 
 def rounding_words(v: VersionAnswers) -> str:
@@ -58,6 +62,10 @@ def intro_html(v: VersionAnswers, esc: Escape = escape) -> str:
         from symattn.problem.keys.rope import rope_text
 
         parts.append(" " + esc(rope_text(p)))
+    if p.backward is not None:
+        from symattn.classroom.worksheets.backward_sheet import loss_rule
+
+        parts.append(" " + esc(loss_rule(v.trace)))
     parts.append(f" Give every decimal answer correctly rounded to {esc(str(v.rounding))}.</p>")
     return "".join(parts)
 
@@ -75,7 +83,7 @@ def given_html(v: VersionAnswers, esc: Escape = escape) -> str:
 def grid_html(q: Question, cell: Callable[[int, int], str], esc: Escape = escape) -> str:
     """A question's answer grid; ``cell(i, j)`` gives each box's markup (already HTML)."""
     cells = [[cell(i, j) for j in range(q.shape[1])] for i in range(q.shape[0])]
-    cols = q.col_labels if q.step in ("scores", "scaled", "weights") else None
+    cols = q.col_labels if q.step in _KEY_COLUMNS else None
     return _table(cells, q.row_labels, cols, f"{q.number}. {esc(q.ask)}", esc)
 
 

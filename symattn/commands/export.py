@@ -54,11 +54,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _questions(text: str) -> tuple[str, ...]:
     from symattn.classroom.answers import QUESTIONS
+    from symattn.classroom.worksheets.backward_sheet import BACKWARD_ASKABLE
 
     asked = [q.strip() for q in text.split(",") if q.strip()]
     for q in asked:
-        if q not in QUESTIONS:
-            raise SymattnError(f"--questions: no question {q!r}; choose from {', '.join(QUESTIONS)}")
+        if q not in QUESTIONS and q not in BACKWARD_ASKABLE:
+            raise SymattnError(f"--questions: no question {q!r}; choose from {', '.join(QUESTIONS)} "
+                               f"(with a backward key also {', '.join(BACKWARD_ASKABLE)})")
     if not asked:
         raise SymattnError(f"--questions is empty; choose from {', '.join(QUESTIONS)}")
     return tuple(asked)

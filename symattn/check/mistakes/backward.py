@@ -37,8 +37,9 @@ from sympy import Matrix
 
 from symattn.check.targets import Source
 from symattn.check.codes import MistakeCode, MistakeFamily
-from symattn.errors import SymattnError
+from symattn.errors import CertificationError, SymattnError
 from symattn.numbers.certify import CertifiedDecimal, Rounding, certify
+from symattn.numbers.compare import sign
 from symattn.numbers.masked import Masked
 from symattn.problem.problem import Problem
 from symattn.trace.trace import Trace
@@ -79,7 +80,19 @@ class _Values(Source):
     def decimal(self, name: str, i: int, j: int, rounding: Rounding) -> CertifiedDecimal | Masked:
         if name not in self.steps:
             return super().decimal(name, i, j, rounding)
-        return certify(self.exact(name, i, j), rounding)
+        return _certified(self.exact(name, i, j), rounding)
+
+
+def _certified(value: sympy.Expr, rounding: Rounding) -> CertifiedDecimal:
+    """A hand chain's entry rounded; one exactly 0 in an unsimplified form (p·(dP − D) on a row
+    whose dP is constant, dS·Q where it cancels), which ``certify`` cannot round, is 0 when the
+    exact sign test proves it so."""
+    try:
+        return certify(value, rounding)
+    except CertificationError:
+        if sign(value) == 0:
+            return certify(sympy.S.Zero, rounding)
+        raise
 
 
 class _Negated(Source):

@@ -36,25 +36,27 @@ from symattn.trace.trace import Trace
 from symattn.vocab import StepName, StepKind
 from symattn.classroom.worksheets.wrong_answers import answer_texts, wrong_answers
 from symattn.classroom.worksheets.questions import SheetQuestion, ask_text, decode_part, rounding_words
+from symattn.classroom.worksheets.backward_sheet import BACKWARD_WORK_CM, backward_givens, loss_rule
+from symattn.document.build.backward import KEY_COLUMNS, SYMBOLS as BACKWARD_SYMBOLS
 
 __all__ = ["build_sheet", "build_key", "VersionLike"]
 
 SHORT_FRACTION = 7          # a rational whose p/q has at most this many characters is written exactly
 _WORK_CM = {"Q": 3.0, "K": 3.0, "V": 3.0, "scores": 3.5, "scaled": 2.5, "weights": 6.0, "output": 3.5,
             "Q_rot": 4.0, "K_rot": 4.0, "bias": 1.5, "biased": 2.0, "capped": 3.0, "running_max": 2.0,
-            "rescale": 2.5, "running_sum": 4.0, "decode_work": 2.5}
+            "rescale": 2.5, "running_sum": 4.0, "decode_work": 2.5, **BACKWARD_WORK_CM}
 _DECODE_WORK_CM = {"q": 2.0, "k": 2.0, "v": 2.0, "K_cache": 1.5, "V_cache": 1.5, "scores": 2.5,
                    "weights": 4.0, "output": 2.5}
 _SYMBOL = {"Q": Sym("Q"), "K": Sym("K"), "V": Sym("V"), "scores": Sym("S"), "weights": Sym("A"),
            "output": Sym("O"), "Q_rot": Sym("Q", "rot"), "K_rot": Sym("K", "rot"), "bias": Sym("B"),
            "biased": Sym("S", "bias"), "capped": Sym("S", "cap"), "running_max": Sym("m"),
-           "rescale": Sym("r"), "running_sum": Sym("l"), "decode_work": Sym("N")}
+           "rescale": Sym("r"), "running_sum": Sym("l"), "decode_work": Sym("N"), **BACKWARD_SYMBOLS}
 _DECODE_SYMBOL = {"q": "q", "k": "k", "v": "v", "K_cache": "K", "V_cache": "V", "scores": "s",
                   "weights": "a", "output": "o"}
 #: Questions whose columns are named (keys, blocks, counts), so the answer boxes are labelled
 _LABELLED_COLUMNS = frozenset(s for s in StepName.of_kind(StepKind.SCORE, StepKind.LOGIT, StepKind.MASK,
                                                          StepKind.SOFTMAX, StepKind.ONLINE, StepKind.DECODE)
-                               if s is not StepName.ROW_SUM)     # the row sums' one column is Σ
+                               if s is not StepName.ROW_SUM) | frozenset(KEY_COLUMNS)   # row sums: one column, Σ
 #: Steps whose rows are the tokens (the data and the projections), not d_model
 _TOKEN_ROWS = frozenset(StepName.of_kind(StepKind.EMBEDDING, StepKind.PROJECTION))
 
@@ -112,6 +114,11 @@ def _given(trace: Trace) -> Section:
         labels = step.row_labels if name in _TOKEN_ROWS else None
         blocks.append(LabelledMatrix(name, symbols[name], cells, None, rows, cols, labels, None,
                                      step.shape, True, None))
+    for name, symbol, matrix, labels in backward_givens(trace):      # dO, or the loss's target
+        cells = tuple(tuple(hf.exact(matrix[i, j]) for j in range(matrix.cols)) for i in range(matrix.rows))
+        blocks.append(LabelledMatrix(name, Sym(symbol), cells, None, tuple(range(matrix.rows)),
+                                     tuple(range(matrix.cols)), labels, None, matrix.shape,
+                                     all(v.is_Integer for v in matrix), None))
     return Section("given", "Given", tuple(blocks), numbered=False)
 
 
@@ -169,6 +176,8 @@ def instructions(trace: Trace, rounding: Rounding, steps: list[str]) -> list[Ins
         out.append(Instruction("Softmax", (f"in each row of {logits} ", Sym("x"), ", ", rule,
                                            " (max: the row's largest entry)"
                                            + ("; each row of weights sums to 1." if p.sink is None else "."))))
+    if p.backward is not None:
+        out.append(Instruction("Backward", (loss_rule(trace),)))
     extra = ""
     if p.rope is not None:
         extra = " Entries with a root (such as √3/2) are given as decimals."

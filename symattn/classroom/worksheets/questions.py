@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
+from symattn.classroom.worksheets.backward_sheet import BACKWARD_ASK, BACKWARD_ORDER, backward_questions
 from symattn.numbers.certify import Rounding
 from symattn.trace.trace import Trace
 from symattn.errors import WorksheetError
@@ -29,7 +30,7 @@ QUESTIONS = ("Q", "K", "V", "scores", "scaled", "weights", "output")
 #: they fall; ``decode_<t>_…`` and ``running_output_<b>`` are placed by their pattern).
 _ORDER = ("Q", "K", "V", "Q_rot", "K_rot", "scores", "scaled", "bias", "biased", "capped", "masked",
           "running_max", "rescale", "running_sum", "running_output", "shifted", "exp", "row_sum",
-          "weights", "output", "decode", "decode_work")
+          "weights", "output", *BACKWARD_ORDER, "decode", "decode_work")
 _DECODE_PARTS = ("q", "k", "v", "K_cache", "V_cache", "scores", "weights", "output")
 _INPUTS = StepName.of_kind(StepKind.EMBEDDING, StepKind.WEIGHT)
 _DECODE_SHOWN = 2        # a KV-cache sheet asks about at most the last two decode steps
@@ -46,7 +47,7 @@ _ASK: dict[str, str] = {"Q": "the queries", "K": "the keys", "V": "the values", 
         "running_max": "the running maximum after each block of keys",
         "rescale": "the rescale factor of each block",
         "running_sum": "the running sum after each block of keys",
-        "decode_work": "the work counts of the decode steps, with and without the cache"}
+        "decode_work": "the work counts of the decode steps, with and without the cache", **BACKWARD_ASK}
 _DECODE_ASK: dict[str, str] = {"q": "the new token's query", "k": "the new token's key", "v": "the new token's value",
                "K_cache": "the key cache after appending", "V_cache": "the value cache after appending",
                "scores": "the new token's scores against the cache",
@@ -138,10 +139,13 @@ def default_questions(trace: Trace) -> tuple[str, ...]:
     """The questions a sheet asks when none are chosen: plain attention's, with each variant's
     own steps where they fall (RoPE's rotations, ALiBi's bias, the online softmax's running
     maximum, rescale and sum); a KV-cache sheet asks about its decode steps (the last two at
-    most: the new query, the caches after appending, scores, weights, output) and the work."""
+    most: the new query, the caches after appending, scores, weights, output) and the work; a
+    backward sheet asks P, O and the gradients (``backward_sheet.backward_questions``)."""
     p = trace.problem
     names = set(trace.step_names)
     extra = set(StepName.of_kind(StepKind.ROTATION, StepKind.LOGIT, StepKind.ONLINE))
+    if p.backward is not None:          # the backward sheet: P and O, then the gradients
+        return backward_questions(trace)
     if p.prefill is None and not extra & names:
         return QUESTIONS                # plain attention: the sheet's questions as they always were
     if p.prefill is not None:

@@ -91,6 +91,15 @@ W_q = [[1, 0, 1, 0], [0, 1, 1, -1]]
 W_k = [[1, 1, 0, 0], [0, 1, -1, 1]]
 W_v = [[1, 0], [1, 1]]
 """),
+    _t("backward", "The backward pass by hand: two tokens, d_k = 4 (scale 1/2) and dL/dO given; "
+                   "dV, dP, D, dS, dQ and dK.", """
+title = "The backward pass by hand"
+tokens = ["I", "cats"]
+Q = [[0, 1, 0, -1], [0, 1, -1, 0]]
+K = [[-1, 1, 0, 1], [0, -1, 0, 0]]
+V = [[0, 2], [1, 1]]
+backward = { grad_output = [[1, -1], [1, 0]] }
+"""),
     _t("online-softmax", "FlashAttention's online softmax with two key blocks of two: running "
                          "maximum, rescale, running sum.", """
 title = "Online softmax by hand: two blocks"

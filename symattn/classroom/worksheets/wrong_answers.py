@@ -15,6 +15,7 @@ is not a computation mistake and is left out.
 from __future__ import annotations
 
 
+from symattn.classroom.worksheets.backward_sheet import BACKWARD_MISTAKES, BACKWARD_ORDER
 from symattn.numbers.certify import CertifiedDecimal, Rounding
 from symattn.check.checker import Checker
 from symattn.check.targets import Cell
@@ -46,14 +47,18 @@ VARIANT_MISTAKES: dict[str, frozenset[str]] = {
     "sink": frozenset(),
     "softcap": frozenset(),
     "decode": frozenset(),
+    "backward": BACKWARD_MISTAKES,
 }
 #: (mistake, question) pairs not required to be told apart, though listed in the key's table:
 #: on K_rot, angles read as degrees are nearly 0 (cos ≈ 0.9996), so rope-degrees writes almost the
 #: unrotated K that rope-query-only writes, and check may name either (both are told apart on the
 #: scores and every later question); on rescale, online-no-rescale writes 1 everywhere, a
-#: whole number that check also reads as the right factor rounded to 0 places.
+#: whole number that check also reads as the right factor rounded to 0 places; dP = dO·Vᵀ has no
+#: scale in it, so the gradient of the unscaled forward gives the right dP (when dO is given).
 NOT_REQUIRED_ON = frozenset(((MistakeCode.ROPE_DEGREES, "K_rot"), (MistakeCode.ROPE_QUERY_ONLY, "K_rot"),
-                             (MistakeCode.ONLINE_NO_RESCALE, "rescale")))
+                             (MistakeCode.ONLINE_NO_RESCALE, "rescale"),
+                             (MistakeCode.UNSCALED_FORWARD, "d_weights"),   # dP = dO·Vᵀ has no scale in it
+                             *((MistakeCode.EARLY_ROUNDING, q) for q in BACKWARD_ORDER)))   # often a slip
 #: Mistakes of precision: when the answer rounds the same as the right one, the student is right at
 #: the precision asked, so only an answer that differs must be told apart.
 PRECISION = frozenset((MistakeCode.EARLY_ROUNDING,))
@@ -85,6 +90,13 @@ def wrong_answers(trace: Trace, step: str, rounding: Rounding, *,
     order; a mistake that changes nothing at this rounding is listed with the right answer's values
     (so a caller can see it is not separated).  ``codes``: only these mistakes (the others are
     not rounded)."""
+    return _wrong_answers(trace, step, rounding, checker, codes)[0]
+
+
+def _wrong_answers(trace: Trace, step: str, rounding: Rounding, checker: Checker | None,
+                   codes: frozenset[str] | None) -> tuple[list[WrongAnswer], set[str]]:
+    """:func:`wrong_answers`, and the codes left out because a value of theirs could not be
+    certified (an entry on a rounding boundary), so the key could not show them."""
     checker = checker or Checker(trace)
     target = checker.target(step)
     right = answer_texts(trace, step, rounding)
@@ -97,6 +109,7 @@ def wrong_answers(trace: Trace, step: str, rounding: Rounding, *,
                 continue
             variants.setdefault((m.code, m.detail), [None] * (rows * cols))[k] = m.cell
     chosen: dict[str, WrongAnswer] = {}
+    dropped: set[str] = set()
     for (code, detail), places in variants.items():
         covered = [c for c in places if c is not None]
         if len(covered) != len(places):
@@ -104,12 +117,13 @@ def wrong_answers(trace: Trace, step: str, rounding: Rounding, *,
         try:
             flat = [_text(c.rounded(rounding)) for c in covered]
         except Exception:   # noqa: BLE001 - a variant that cannot be certified explains nothing
+            dropped.add(code)
             continue
         grid = tuple(tuple(flat[i * cols:(i + 1) * cols]) for i in range(rows))
         previous = chosen.get(code)
         if previous is None or (previous.values == right and grid != right):
             chosen[code] = WrongAnswer(code, detail, grid)
-    return list(chosen.values())
+    return list(chosen.values()), dropped - set(chosen)
 
 
 def figure(values: Grid) -> str:
@@ -128,7 +142,8 @@ def variants_of(trace: Trace) -> tuple[str, ...]:
         ("rope", p.rope is not None), ("window", p.window is not None),
         ("mask", p.mask is not None and p.window is None and p.prefill is None),
         ("tiles", p.tiles is not None), ("alibi", p.alibi is not None), ("sink", p.sink is not None),
-        ("softcap", p.softcap is not None), ("decode", p.prefill is not None)) if present]
+        ("softcap", p.softcap is not None), ("decode", p.prefill is not None),
+        ("backward", p.backward is not None)) if present]
     return tuple(found)
 
 
@@ -155,7 +170,10 @@ def separates(trace: Trace, steps: list[str], rounding: Rounding) -> bool:
                     and checker.right_or_slip(step, figure(wrong.values)):
                 return False            # a rounding slip that check calls a slip: the usual failure
         seen = {right}
-        wrongs = [w for w in wrong_answers(trace, step, rounding, checker=checker) if w.code in codes
+        found, dropped = _wrong_answers(trace, step, rounding, checker, None)
+        if dropped & BACKWARD_MISTAKES & codes:
+            return False                # a backward mistake the key cannot show (a value of it uncertified)
+        wrongs = [w for w in found if w.code in codes
                   and (w.code, step) not in NOT_REQUIRED_ON and not (w.code in PRECISION and w.values == right)]
         for wrong in wrongs:
             if wrong.values in seen:

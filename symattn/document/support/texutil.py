@@ -18,12 +18,13 @@ _SPECIAL = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "$": r"\$", "&": 
             # the Unicode math the text view and step meanings use
             "−": r"\ensuremath{-}", "∞": r"\ensuremath{\infty}", "×": r"\ensuremath{\times}",
             "·": r"\ensuremath{\cdot}", "√": r"\ensuremath{\surd}", "Σ": r"\ensuremath{\Sigma}", "∂": r"\ensuremath{\partial}",
+            "∇": r"\ensuremath{\nabla}",
             "≈": r"\ensuremath{\approx}", "ᵀ": r"\ensuremath{^\top}", "≤": r"\ensuremath{\le}",
             "≥": r"\ensuremath{\ge}", "<": r"\ensuremath{<}", ">": r"\ensuremath{>}",
             "⋯": r"\ensuremath{\cdots}", "…": r"\ldots{}", "|": r"\textbar{}", "\"": r"\textquotedbl{}",
             "€": r"\texteuro{}", "∘": r"\ensuremath{\circ}",
             "‖": r"\ensuremath{\|}",
-            "ℓ": r"\ensuremath{\ell}", "∇": r"\ensuremath{\nabla}", "∈": r"\ensuremath{\in}",
+            "ℓ": r"\ensuremath{\ell}", "∈": r"\ensuremath{\in}",
             "⊆": r"\ensuremath{\subseteq}",
             # verdict marks (a fact's heading, a class's grades)
             "✓": r"\ensuremath{\checkmark}", "✗": r"\ensuremath{\times}",

@@ -103,6 +103,13 @@ def _alibi_free(spec: Alibi | None) -> frozenset[sympy.Symbol]:
     return frozenset() if spec is None else frozenset(spec.slope.free_symbols)
 
 
+def _backward_written(p: Any) -> object:
+    """The backward key as a file writes it (its matrices as lists of rows)."""
+    if p.backward is None:
+        return None
+    return {k: v.tolist() if isinstance(v, sympy.MatrixBase) else v for k, v in p.backward.value.items()}
+
+
 def _alibi_written(p: Any) -> object:
     """ALiBi as a version's file writes it: the slope, and the rest when symmetric."""
     alibi = p.alibi
@@ -149,7 +156,7 @@ KEYS: tuple[Key, ...] = (
     Key("backward", "what the gradient is taken of", read=backward_key, order=12,
         value=lambda p: p.backward,
         as_given=lambda p: None if p.backward is None else p.backward.value,
-        substitute=True, shared=True),
+        substitute=True, shared=True, in_versions=6, written=_backward_written),
 )
 
 #: The keys a problem file or dict may hold, in the order the unknown-key error lists them.
