@@ -133,11 +133,15 @@ def test_multihead_files_take_the_per_head_and_shared_keys_of_the_table():
 
 
 def test_worksheet_versions_keep_the_version_keys_in_their_order():
-    assert [k.name for k in version_keys()] == ["alibi", "sink", "softcap", "tiles", "decode"]
+    assert [k.name for k in version_keys()] == ["alibi", "sink", "softcap", "tiles", "decode", "backward"]
     p = _numeric()
     assert variant_values(p) == (("alibi", {"slope": "1/4", "symmetric": True}), ("sink", 0),
-                                 ("softcap", 5), ("tiles", [1]), ("decode", {"prefill": 2}))
+                                 ("softcap", 5), ("tiles", [1]), ("decode", {"prefill": 2}),
+                                 ("backward", {"loss": "sum"}))
     assert spec_from_problem(p).variants == variant_values(p)
+    with_dO = Problem(Q=[[1, 0], [0, 1]], K=[[1, 0], [0, 1]], V=[[1, 2], [3, 4]],
+                      backward={"grad_output": [[1, 0], [0, -1]]})
+    assert variant_values(with_dO) == (("backward", {"grad_output": [[1, 0], [0, -1]]}),)
     plain_alibi = Problem(Q=[[1]], K=[[1]], V=[[1]], alibi={"slope": "1/2"})
     assert variant_values(plain_alibi) == (("alibi", {"slope": "1/2"}),)
     for key in KEYS:     # the keys versions draw or leave out themselves
