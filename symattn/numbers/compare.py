@@ -14,7 +14,7 @@ from sympy.polys.numberfields import minimal_polynomial
 from sympy.simplify.fu import TR8
 
 from symattn.exact.parser import minimal_polynomial_affordable
-from symattn.numbers.certify import _short, to_arb
+from symattn.numbers.arb import _short, to_arb
 from symattn.numbers.precision import SIGN_DIGITS, cap_bits, precisions, undecided
 
 #: past this many bits a ball still straddling 0 is tested for being exactly 0

@@ -18,8 +18,8 @@ from typing import Callable
 import flint
 import sympy
 
-from symattn.numbers.certify import (CertifiedDecimal, Rounding, certify, effective_digits, round_balls,
-                             round_ratio)
+from symattn.numbers.balls import round_balls
+from symattn.numbers.certify import CertifiedDecimal, Rounding, certify, effective_digits, round_ratio
 from symattn.numbers.masked import NEG_INF, Masked
 from symattn.engine.engine import Engine
 from symattn.errors import CertificationError
