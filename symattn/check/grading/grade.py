@@ -36,6 +36,7 @@ from fractions import Fraction
 
 from symattn.check import spreadsheet
 from symattn.check.grading.carry import carry_forward
+from symattn.check.grading.class_summary import summarise
 from symattn.check.checker import Checker, FigureVerdict, invalid
 from symattn.check.verdict import blank
 from symattn.check.grading.credit import (CARRY_POLICIES, answer_credit, column_points, exact_points,
@@ -44,6 +45,7 @@ from symattn.check.grading.credit import show_points as _show_points
 from symattn.check.grading.folder import GradeError, Versions
 from symattn.check.grading.headers import refusal
 from symattn.check.grading.othervers import OtherVersions
+from symattn.check.grading.rows import StudentRow, mistake_name
 from symattn.errors import SymattnError
 from symattn.output.escaping import csv_line
 from symattn.check.grading.submissions import (  # noqa: F401 (read_submissions: public here too)
@@ -54,47 +56,6 @@ __all__ = ["GradeError", "GradeReport", "StudentRow", "Versions", "grade", "read
 
 MAX_ANSWER_CHARS = 1_000_000       # one answer cell (a 128×128 matrix fits; as check reads figures)
 MAX_ID_CHARS = 200                 # a student id or version shown in the report
-
-
-@dataclass
-class StudentRow:
-    """One student's graded answers (or why the row could not be graded).
-
-    ``note`` says why part of the row could not be graded (it counts as
-    unreadable); ``warning`` is for the teacher only (the same student id on
-    more than one line: every line is graded).  ``worth`` is what each column
-    is worth for this student's version, ``earned`` what each answer earned."""
-
-    line: int
-    student: str
-    version: str | None
-    verdicts: list[FigureVerdict] = field(default_factory=list)
-    note: str = ""
-    warning: str = ""
-    version_id: str | None = None
-    worth: list[Fraction] = field(default_factory=list)
-    earned: list[Fraction] = field(default_factory=list)
-    answers: list[str] = field(default_factory=list)     # each cell as the student wrote it
-
-    @property
-    def right(self) -> int:
-        return sum(1 for v in self.verdicts if v.right)
-
-    @property
-    def points(self) -> Fraction:
-        return sum(self.earned, Fraction(0))
-
-    @property
-    def max_points(self) -> Fraction:
-        return sum(self.worth, Fraction(0))
-
-
-def mistake_name(verdict: FigureVerdict) -> str:
-    """The mistake as the report shows it: its code, and for ``other-version`` which one
-    (``other-version: B``)."""
-    if verdict.mistake == "other-version" and verdict.mistake_detail:
-        return f"other-version: {verdict.mistake_detail}"
-    return verdict.mistake or ""
 
 
 @dataclass
@@ -176,8 +137,6 @@ class GradeReport:
         """The report as JSON data: every answer's verdict (the ``check --json`` object)
         with its points, per student the totals, and the class summary.  Points are exact
         strings (``"4/3"``) beside their two-place form."""
-        from symattn.check.grading.class_summary import summarise
-
         students = []
         for row in self.rows:
             answers = []
