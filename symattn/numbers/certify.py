@@ -30,7 +30,7 @@ from sympy.polys.numberfields import minimal_polynomial
 
 from symattn.exact.coerce import to_exact
 from symattn.exact.parser import minimal_polynomial_affordable
-from symattn.numbers.arb import _short, to_arb
+from symattn.numbers.arb import SYMPY_FAILURES, _short, to_arb
 from symattn.numbers.balls import _decide, _too_long, round_ball
 from symattn.numbers.decimals import (
     MAX_DIGITS, CertifiedDecimal, Rounding, RoundingSpecError, _ndigits, effective_digits, p10,
@@ -69,7 +69,7 @@ def _rational_value(expr: sympy.Expr) -> Fraction | None:
         return None       # degree 10^20, or 735 digits beside a root: never ends, we know nothing
     try:
         poly = minimal_polynomial(expr, sympy.Dummy("x"), polys=True)
-    except Exception:  # noqa: BLE001 - SymPy may fail in many ways; then we know nothing
+    except SYMPY_FAILURES:      # SymPy could not decide it: then we know nothing
         return None
     if poly.degree() != 1:
         return None

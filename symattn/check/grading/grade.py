@@ -46,7 +46,7 @@ from symattn.check.grading.folder import GradeError, Versions
 from symattn.check.grading.headers import refusal
 from symattn.check.grading.othervers import OtherVersions
 from symattn.check.grading.rows import StudentRow, mistake_name
-from symattn.errors import SymattnError
+from symattn.errors import VALUE_FAILURES, SymattnError
 from symattn.output.escaping import csv_line
 from symattn.check.grading.submissions import (  # noqa: F401 (read_submissions: public here too)
     MAX_BYTES, MAX_COLUMNS, MAX_ROWS, read_submission_table, read_submissions, spreadsheet_safe,
@@ -187,7 +187,9 @@ def judge(checker: Checker, target: str, answer: str) -> FigureVerdict:
         return checker.check(target, answer)
     except SymattnError as exc:
         return invalid(target, answer, str(exc))
-    except Exception as exc:  # noqa: BLE001 — one cell must not stop a class
+    except Exception as exc:  # noqa: BLE001 — the last resort, kept on purpose: one cell must
+        # not stop a class, and the bug is not hidden: the cell says "internal error", the
+        # error's type and message, and "please report it" (Checker.check has its own)
         return invalid(target, answer, _internal(exc))
 
 
@@ -197,7 +199,8 @@ def _column_error(checker: Checker, target: str) -> str | None:
         checker.target(target)
     except SymattnError as exc:
         return str(exc)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 — the last resort, kept on purpose: the column's
+        # error names the bug (type and message, "please report it"); the other columns are graded
         return _internal(exc).replace("judging this answer", "reading this target")
     return None
 
@@ -366,14 +369,14 @@ class _ClassGrader:
         targets = self.report.targets
         try:
             carry_forward(checker.trace, targets, row.verdicts, self.carried.setdefault(id(checker), {}))
-        except Exception:  # noqa: BLE001 — the verdicts stand as judged
+        except VALUE_FAILURES:     # not followable: the verdicts stand as judged (a bug surfaces)
             pass
         if self.others is not None and row.version_id is not None:
             for target, verdict in zip(targets, row.verdicts):
                 if verdict.code == "wrong":
                     try:
                         self.others.mark(row.version_id, target, verdict)
-                    except Exception:  # noqa: BLE001 — the verdict stands as judged
+                    except VALUE_FAILURES:     # not comparable: the verdict stands as judged
                         pass
 
     def _give_points(self, row: StudentRow) -> None:

@@ -15,6 +15,7 @@ is not a computation mistake and is left out.
 from __future__ import annotations
 
 
+from symattn.errors import VALUE_FAILURES
 from symattn.numbers.certify import CertifiedDecimal, Rounding
 from symattn.check.checker import Checker
 from symattn.check.targets import Cell
@@ -103,7 +104,7 @@ def wrong_answers(trace: Trace, step: str, rounding: Rounding, *,
             continue                       # a variant that does not cover the whole answer
         try:
             flat = [_text(c.rounded(rounding)) for c in covered]
-        except Exception:   # noqa: BLE001 - a variant that cannot be certified explains nothing
+        except VALUE_FAILURES:     # a variant that cannot be certified explains nothing
             continue
         grid = tuple(tuple(flat[i * cols:(i + 1) * cols]) for i in range(rows))
         previous = chosen.get(code)
