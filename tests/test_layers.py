@@ -261,6 +261,45 @@ def test_the_list_of_long_functions_only_shrinks():
     assert shorter == {}, f"lower or remove these in KNOWN_LONG (None: gone): {shorter}"
 
 
+#: the last resorts that may catch every Exception: each puts the error's type and message in
+#: the verdict or the row (see docs/architecture.md, errors.py); everything else catches
+#: errors.VALUE_FAILURES or narrower, so a programming error surfaces (issue 19)
+BROAD_EXCEPT_ALLOWED = {
+    "symattn.check.checker.Checker._check",          # one figure never stops the rest
+    "symattn.check.grading.grade.judge",              # one answer never stops a class
+    "symattn.check.grading.grade._column_error",      # one column never stops a class
+    "symattn.check.grading.folder.Versions.checker",  # one version never stops the others
+}
+
+
+def broad_excepts() -> list[str]:
+    """Where ``except Exception`` (or a bare ``except:``) is, by enclosing function."""
+    found: list[str] = []
+
+    def walk(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                walk(child, f"{prefix}.{child.name}")
+                continue
+            if isinstance(child, ast.ExceptHandler):
+                kinds = child.type.elts if isinstance(child.type, ast.Tuple) else [child.type]
+                if any(k is None or isinstance(k, ast.Name) and k.id == "Exception" for k in kinds):
+                    found.append(prefix)
+            walk(child, prefix)
+
+    for name, path in modules().items():
+        walk(ast.parse(path.read_text(encoding="utf-8")), name)
+    return found
+
+
+def test_only_the_last_resorts_catch_every_exception():
+    found = broad_excepts()
+    assert "symattn.check.checker.Checker._check" in found      # the walk sees them
+    assert sorted(set(found) - BROAD_EXCEPT_ALLOWED) == [], \
+        "catch errors.VALUE_FAILURES (or narrower) here, not Exception"
+    assert len(found) == len(BROAD_EXCEPT_ALLOWED)
+
+
 def test_tests_import_their_helpers_as_bare_pytest_finds_them():
     """``pytest`` as the README writes it puts tests/ on sys.path, not the repository: a test
     that imports ``tests.x`` runs only under ``python -m pytest`` (issue 25)."""
