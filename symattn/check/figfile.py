@@ -25,6 +25,7 @@ from symattn.check.spreadsheet import figure_commas
 from symattn.errors import ProblemError, SymattnError
 from symattn.exact.coerce import DecimalText
 from symattn.examples import example_names, example_text
+from symattn.problem.keys.table import DIRECT_INPUTS, PROJECTED_INPUTS
 from symattn.problem.problem import PROBLEM_KEYS, Problem
 from symattn.problem.tomlfile import load_toml, parse_toml, read_text
 
@@ -33,8 +34,7 @@ __all__ = ["FigureSpec", "FiguresFile", "FiguresError", "example_figures", "figu
 
 FILE_KEYS = ("title", "about", "example", "problem", "variant", "figure")
 FIGURE_KEYS = ("target", "text", "variant", "note")
-_PROJECTED = ("X", "W_q", "W_k", "W_v", "X_kv")
-_DIRECT = ("Q", "K", "V")
+_PROJECTED, _DIRECT = PROJECTED_INPUTS, DIRECT_INPUTS   # the key table's roles of the inputs
 _FIGURES_PACKAGE = "symattn.examples"
 
 

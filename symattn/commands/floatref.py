@@ -87,6 +87,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-ulp", type=_max_ulp, metavar="N",
                         help="exit 1 when some entry's error is proved to exceed N ulps")
     parser.add_argument("--worst", type=int, default=5, metavar="K", help="certify the K worst entries (default 5)")
+    parser.add_argument("--grad-output", metavar="dO.npy",
+                        help="the gradient of the loss with respect to the output: judge --dq, --dk, --dv")
+    parser.add_argument("--dq", metavar="DQ.npy", help="the kernel's dQ (with --grad-output)")
+    parser.add_argument("--dk", metavar="DK.npy", help="the kernel's dK (with --grad-output)")
+    parser.add_argument("--dv", metavar="DV.npy", help="the kernel's dV (with --grad-output)")
+    parser.add_argument("--conditional", action="store_true",
+                        help="judge the gradients against the backward recipe on the kernel's own saved "
+                             "forward: --candidate (O) and --lse (natural) instead of the exact gradients")
+    parser.add_argument("--ulp-scale", choices=("magnitude", "entry"), default="magnitude",
+                        help="gradient distances in ulps of each entry's scale (the sum of its |terms|; "
+                             "default) or of the entry itself")
     parser.add_argument("--write-reference", metavar="REF.npz",
                         help="write the correctly rounded output and weights (and fully_masked)")
     add_format_arguments(parser, json_help="the report as JSON (the keys of ULPReport.to_json)", latex_help="")
@@ -106,11 +117,13 @@ def run(args: argparse.Namespace) -> Outcome:
     from symattn.floatref import FloatRefError
 
     fmt = chosen_format(args)
-    if args.max_ulp is not None and args.candidate is None and args.lse is None:
-        raise FloatRefError("--max-ulp judges --candidate or --lse: give --candidate OUT.npy or --lse LSE.npy")
+    _check_grad_flags(args)
+    if args.max_ulp is not None and args.candidate is None and args.lse is None and args.grad_output is None:
+        raise FloatRefError("--max-ulp judges --candidate or --lse: give --candidate OUT.npy or --lse LSE.npy "
+                            "(or gradients: --grad-output dO.npy with --dq, --dk, --dv)")
     if args.worst < 0:
         raise FloatRefError(f"--worst is {args.worst}: give 0 or more")
-    if args.candidate is None and args.lse is None and not args.write_reference:
+    if args.candidate is None and args.lse is None and not args.write_reference and args.grad_output is None:
         raise FloatRefError("give --candidate OUT.npy to judge a result (or --lse LSE.npy), "
                             "or --write-reference REF.npz")
     if args.lse is not None and fmt not in ("text", "json"):
@@ -133,6 +146,11 @@ def run(args: argparse.Namespace) -> Outcome:
         lse_report = _judge_lse(lse, args.lse, Q, K, V, dtype if args.dtype else None, args.lse_base, kwargs)
         if args.max_ulp is not None and lse_report.over(args.max_ulp).any():
             status = 1
+    grads = None
+    if args.grad_output is not None:
+        grads = _judge_grads(args, Q, K, V, out, lse, kwargs)
+        if args.max_ulp is not None and not grads.passed:
+            status = 1
     if args.write_reference:
         import numpy as np
 
@@ -147,6 +165,8 @@ def run(args: argparse.Namespace) -> Outcome:
         data = {} if report is None else report.to_json()
         if lse_report is not None:
             data["lse"] = lse_report.to_json(args.max_ulp)
+        if grads is not None:
+            data["backward"] = grads.to_json()
         return Outcome(json.dumps(data, indent=2) + "\n", status)
     text = ""
     if report is not None:
@@ -157,7 +177,46 @@ def run(args: argparse.Namespace) -> Outcome:
         text = print_document(doc, fmt, fragment=args.fragment, paper=paper(args))
     if lse_report is not None:
         text += _lse_text(lse_report, args.max_ulp)
+    if grads is not None:
+        from symattn.document.build.floatref_grads import build_grads_document
+        from symattn.document.formats import print_document
+
+        doc = build_grads_document(grads, max_ulp=args.max_ulp)
+        text += ("\n" if text else "") + print_document(doc, fmt, fragment=args.fragment, paper=paper(args))
     return pdf_or_text(args, text, status)
+
+
+def _check_grad_flags(args: argparse.Namespace) -> None:
+    """--dq/--dk/--dv come together with --grad-output; --conditional needs the saved forward."""
+    from symattn.floatref import FloatRefError
+
+    given = [flag for flag, value in (("--dq", args.dq), ("--dk", args.dk), ("--dv", args.dv)) if value]
+    if args.grad_output is None and (given or args.conditional):
+        first = given[0] if given else "--conditional"
+        raise FloatRefError(f"{first} judges gradients: give --grad-output dO.npy with --dq, --dk and --dv")
+    if args.grad_output is not None and len(given) != 3:
+        missing = [f for f in ("--dq", "--dk", "--dv") if f not in given]
+        raise FloatRefError(f"--grad-output judges the kernel's gradients: give {', '.join(missing)} too")
+    if args.conditional and (args.candidate is None or args.lse is None or args.lse_base != "e"):
+        raise FloatRefError("--conditional reads the kernel's saved forward: give --candidate O.npy and "
+                            "--lse LSE.npy (natural, --lse-base e)")
+    if args.grad_output is not None and args.step != "output":
+        raise FloatRefError("--grad-output judges gradients of the output: drop --step weights")
+
+
+def _judge_grads(args: argparse.Namespace, Q, K, V, out, lse, kwargs: dict):
+    """The kernel's dQ, dK, dV against the correctly rounded gradients (or the conditional recipe)."""
+    from symattn import floatref
+    from symattn.testing.gradients import grads_report
+
+    dO = _load(args.grad_output, "the output gradient (--grad-output)")
+    dq, dk, dv = (_load(p, f"the kernel's {n} (--{n.lower()})") for p, n in
+                  ((args.dq, "dQ"), (args.dk, "dK"), (args.dv, "dV")))
+    given = {"out": out, "lse": lse} if args.conditional else None
+    dtype = args.dtype or floatref.format_of(dq)
+    return grads_report(dq, dk, dv, Q, K, V, dO, given=given, dtype=dtype,
+                        max_ulp=8.0 if args.max_ulp is None else args.max_ulp, ulp_scale=args.ulp_scale,
+                        worst=args.worst, **kwargs)
 
 
 def _judge_lse(lse, path: str, Q, K, V, dtype: str | None, base: str, kwargs: dict):

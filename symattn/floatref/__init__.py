@@ -370,3 +370,5 @@ from symattn.floatref.sdpa import SDPAReference as SDPAReference, correctly_roun
 from symattn.floatref.sdpa import causal_pattern as causal_pattern  # noqa: E402
 from symattn.floatref.ulp import ULPReport as ULPReport, ulp_report as ulp_report  # noqa: E402
 from symattn.floatref.hard import HardCase as HardCase, hard_cases as hard_cases  # noqa: E402
+from symattn.floatref.backward import BackwardReference as BackwardReference  # noqa: E402  (gradients, public here)
+from symattn.floatref.backward import correctly_rounded_backward as correctly_rounded_backward  # noqa: E402

@@ -64,6 +64,12 @@ class ULPReport(Displayable):
     heads: tuple = field(default_factory=tuple)
     worst: tuple = field(default_factory=tuple)
     errors: Any = None                # every entry's (y − x)/ulp(x), float64 (NaN: fully masked)
+    #: max |y − x| / max |x|: the error relative to the largest entry (normwise), which does not
+    #: explode at an output near 0 as the relative error does
+    max_error_of_max_abs: float = 0.0
+    #: max |y − x| / Σ_j w_j·|v_j|: each output entry's error relative to its scale, the size a
+    #: float kernel's rounding errors have (weights: relative to the row's Σ w = 1, so absolute)
+    max_error_of_scale: float = 0.0
 
     def exceeds(self, max_ulp: float) -> bool:
         """True when some entry's |error| is proved to exceed ``max_ulp`` ulps."""
@@ -74,6 +80,8 @@ class ULPReport(Displayable):
         return {"step": self.step, "format": self.fmt, "entries": self.entries,
                 "correctly_rounded": self.correctly_rounded, "max_ulps": self.max_ulps,
                 "mean_ulps": self.mean_ulps, "max_relative": self.max_relative,
+                "max_error_relative_to_max_abs": self.max_error_of_max_abs,
+                "max_error_relative_to_scale": self.max_error_of_scale,
                 "resolution_ulps": self.resolution, "fully_masked_rows_skipped": self.skipped_rows,
                 "histogram": dict(zip(bins, self.histogram)),
                 "heads": [{"head": list(h.head), "max_ulps": h.max_ulps, "mean_ulps": h.mean_ulps,
@@ -163,10 +171,53 @@ def ulp_report(out: Any, Q: Any, K: Any, V: Any, *, step: str = "output", dtype:
     order = np.argsort(-np.where(live, np.abs(ulps), -1).reshape(-1), kind="stable")[:max(0, worst)]
     flat_live = live.reshape(-1)
     chosen = [np.unravel_index(k, want.shape) for k in order.tolist() if flat_live[k]]
-    return ULPReport(step, fmt_name, float(a.max()) if a.size else 0.0, float(a.mean()) if a.size else 0.0,
-                     float(rel[live].max()) if a.size else 0.0, exact, int(live.sum()), skipped,
-                     resolution, tuple(int(n) for n in hist), tuple(heads),
-                     tuple(_certify_worst(pr, step, fmt_name, y, chosen)), np.where(live, ulps, np.nan))
+    report = ULPReport(step, fmt_name, float(a.max()) if a.size else 0.0, float(a.mean()) if a.size else 0.0,
+                       float(rel[live].max()) if a.size else 0.0, exact, int(live.sum()), skipped,
+                       resolution, tuple(int(n) for n in hist), tuple(heads),
+                       tuple(_certify_worst(pr, step, fmt_name, y, chosen)), np.where(live, ulps, np.nan))
+    return _scaled_errors(report, want, live, pr, fmt)
+
+
+def _scaled_errors(report: ULPReport, want, live, pr, fmt) -> ULPReport:
+    """The report with its errors relative to max |x| and to each entry's scale Σ_j w_j·|v_j|.
+
+    |y − x| is taken as |error in ulps|·ulp(RN(x)) (x and RN(x) share their binade but at a
+    power of two, where this is within a factor 2), and the scale from a float64 softmax: both
+    are float64 estimates for reading errors, not proved figures."""
+    import dataclasses
+
+    import numpy as np
+
+    if not live.any():
+        return report
+    err = np.where(live, np.abs(np.nan_to_num(report.errors)) * _ulp(np.nan_to_num(want), fmt), 0.0)
+    top = float(np.abs(want[live]).max())
+    if report.step == "output":
+        scale = np.einsum("...ls,...sc->...lc", _weights64(pr), np.abs(pr.V))
+    else:
+        scale = np.ones(want.shape)
+    scale = np.maximum(scale, np.abs(np.nan_to_num(want)))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        of_scale = np.where(err == 0, 0.0, err / scale)
+    return dataclasses.replace(report, max_error_of_max_abs=float(err.max()) / top if top else
+                               (0.0 if not err.any() else float("inf")),
+                               max_error_of_scale=float(of_scale[live].max()))
+
+
+def _weights64(pr):
+    """The softmax weights in float64 (0 on blocked keys and fully masked rows), for the scale."""
+    import numpy as np
+
+    with np.errstate(invalid="ignore", over="ignore", under="ignore"):
+        t = pr.scale_f * np.einsum("...le,...se->...ls", pr.Q, pr.K)
+        if pr.additive is not None:
+            t = t + pr.additive
+        if pr.allowed is not None:
+            t = np.where(pr.allowed, t, -np.inf)
+        top = t.max(axis=-1, keepdims=True)
+        w = np.exp(t - np.where(np.isfinite(top), top, 0.0))
+        z = w.sum(axis=-1, keepdims=True)
+        return np.where(z > 0, w / np.where(z > 0, z, 1.0), 0.0)
 
 
 def _ulp(x, fmt):

@@ -29,6 +29,7 @@ from symattn.errors import ParseError, ProblemError
 from symattn.limits import MAX_HEADS
 from symattn.problem.matrix import exact_matrix
 from symattn.heads.keys import VARIANT_KEYS, head_variants
+from symattn.problem.keys.table import heads_shared_keys
 from symattn.problem.problem import Problem
 from symattn.trace.trace import Trace
 from symattn.problem.tomlfile import parse_toml, read_text
@@ -40,11 +41,13 @@ from symattn.examples import heads_example_names, heads_example_text  # noqa: F4
 
 Matrix: TypeAlias = sympy.ImmutableMatrix
 
-#: The keys of a multi-head problem file.
+#: The keys of a multi-head problem file (its own, the shared problem keys and the per-head
+#: ones; tests/test_key_table.py checks it holds every shared and per-head key of the key table).
 MULTIHEAD_KEYS = ("title", "about", "X", "X_kv", "tokens", "key_tokens", "scale",
                   "heads", "kv_heads", "W_q", "W_k", "W_v", "W_o", "head", "kv_head", "K", "V", "backward",
                   *VARIANT_KEYS)
-_SHARED = ("X_kv", "tokens", "key_tokens", "scale", "backward")
+#: the problem keys the top level gives to every head: X_kv, tokens, key_tokens, scale, backward
+_SHARED = heads_shared_keys()
 
 
 #: The problem ``symattn heads`` works when given none: the lesson's X with two
@@ -100,8 +103,8 @@ class MultiHeadProblem:
     With ``direct`` (and no X) they are the heads' Q and (K, V) themselves, as
     exercises give them: two query heads q₁ = [1, 0], q₂ = [0, 1] sharing one K, V.
 
-    Variant keys (``mask``, ``rope``, ``alibi``, ``softcap``, ``sink``, ``tiles``,
-    ``decode``) given as keywords apply to every query head; ``variants[i]`` holds query
+    Variant keys (the key table's per-head keys: ``mask``, ``rope``, ``alibi``, ``softcap``,
+    ``sink``, ``tiles``, ``decode``) given as keywords apply to every query head; ``variants[i]`` holds query
     head i's own, which replace them (``False`` drops one).  ``alibi="default"`` gives
     head i the paper's slope (symattn.heads.keys).  Each head is one Problem.
     """
@@ -110,10 +113,12 @@ class MultiHeadProblem:
                  kv_weights: Sequence[tuple[object, object]], W_o: object = None,
                  X_kv: object = None, tokens: Sequence[str] | None = None,
                  key_tokens: Sequence[str] | None = None, scale: object = None,
-                 mask: object = None, title: str | None = None, direct: bool = False,
-                 variants: Sequence[Mapping[str, object]] | None = None, rope: object = None,
-                 alibi: object = None, softcap: object = None, sink: object = None,
-                 tiles: object = None, decode: object = None, backward: object = None) -> None:
+                 title: str | None = None, direct: bool = False,
+                 variants: Sequence[Mapping[str, object]] | None = None, backward: object = None,
+                 **top: object) -> None:
+        strange = [k for k in top if k not in VARIANT_KEYS]
+        if strange:
+            raise TypeError(f"MultiHeadProblem.__init__() got an unexpected keyword argument {strange[0]!r}")
         self.title = title
         self.direct = direct
         if direct and (X is not None or X_kv is not None):
@@ -132,10 +137,9 @@ class MultiHeadProblem:
         if self.heads > MAX_HEADS:
             raise ProblemError(f"{self.heads:,} query heads is over the cap of {MAX_HEADS} "
                                "(MAX_HEADS): work fewer heads")
-        top = dict(mask=mask, rope=rope, alibi=alibi, softcap=softcap, sink=sink, tiles=tiles,
-                   decode=decode)
         #: each query head's variant keys, as its Problem takes them
-        self.head_keys: list[dict] = head_variants(top, variants, self.heads)
+        self.head_keys: list[dict] = head_variants({k: top[k] for k in VARIANT_KEYS if k in top},
+                                                   variants, self.heads)
         if self.heads % self.kv_heads:
             raise ProblemError(
                 f"heads = {self.heads} is not a multiple of kv_heads = {self.kv_heads}: "

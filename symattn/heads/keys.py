@@ -25,13 +25,15 @@ import sympy
 
 from symattn.errors import ProblemError
 from symattn.limits import MAX_ALGEBRAIC_DEGREE
+from symattn.problem.keys.table import per_head_keys
 
 __all__ = ["VARIANT_KEYS", "DEFAULT_SLOPES", "alibi_slope_exponents", "alibi_default_slopes",
            "alibi_default_slope_values",
            "head_variants"]
 
-#: The Problem keys a multi-head file may give at the top or per [[head]].
-VARIANT_KEYS = ("mask", "rope", "alibi", "softcap", "sink", "tiles", "decode")
+#: The Problem keys a multi-head file may give at the top or per [[head]] (the key table's
+#: per-head keys: mask, rope, alibi, softcap, sink, tiles, decode).
+VARIANT_KEYS = per_head_keys()
 
 #: The spelling that asks for the paper's slope of each head.
 DEFAULT_SLOPES = "default"

@@ -10,37 +10,42 @@ the input and the fix.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, cast
 
 import flint
 import sympy
 
 from symattn.errors import ParseError, ProblemError
 from symattn.exact.coerce import to_exact
-from symattn.problem.keys.logits import read_alibi, read_softcap
+from symattn.exact.parser import algebraic_degree
 from symattn.limits import (MAX_ALGEBRAIC_DEGREE, MAX_ENTRIES, MAX_EXACT_DIGITS,
                             MAX_SCORE_MAGNITUDE, MAX_SYMBOLIC_SIDE)
-from symattn.problem.matrix import (ExactMatrix, plain_scalar, check_magnitude, check_symbols,
-                            exact_matrix)
-from symattn.exact.parser import algebraic_degree
-from symattn.problem.keys.backward import parse_backward
-from symattn.problem.keys.decode import parse_decode
-from symattn.problem.keys.mask import is_causal_rows, parse_mask, parse_window
-from symattn.problem.keys.rope import parse_rope
-from symattn.problem.keys.tiles import parse_tiles
-from symattn.problem.keys.tokens import check_printable, parse_tokens
+from symattn.problem.keys.context import KeyContext
+from symattn.problem.keys.table import (DIRECT_INPUTS, KEY_NAMES, KEYS, PROJECTED_INPUTS,
+                                        ParsedKeys, read_order, substitute, symbols_in)
+from symattn.problem.keys.tokens import check_printable
+from symattn.problem.matrix import ExactMatrix, exact_matrix
 from symattn.problem.tomlfile import parse_toml, read_text
 
 Matrix: TypeAlias = sympy.ImmutableMatrix
 
-#: The keys a problem file or dict may hold.
-PROBLEM_KEYS = (
-    "title", "about", "X", "W_q", "W_k", "W_v", "X_kv", "Q", "K", "V",
-    "tokens", "key_tokens", "scale", "mask", "sink", "rope", "alibi", "softcap", "symbols",
-    "tiles", "decode", "backward",
-)
+#: The keys a problem file or dict may hold (the key table's names, in its order).
+PROBLEM_KEYS = KEY_NAMES
+_KEYWORDS = tuple(k.name for k in KEYS if k.keyword)
+_PROJECTED, _DIRECT = PROJECTED_INPUTS, DIRECT_INPUTS   # X, W_q, W_k, W_v, X_kv; Q, K, V
+
+
+def _keywords(keys: Mapping[str, object]) -> dict[str, object]:
+    """Every keyword of the key table, given or its default (an unknown one is a TypeError,
+    as Python's own for a misspelt keyword)."""
+    for name in keys:
+        if name not in _KEYWORDS:
+            raise TypeError(f"Problem.__init__() got an unexpected keyword argument {name!r}")
+    return {k.name: keys.get(k.name, k.default) for k in KEYS if k.keyword}
+
 
 def _shape(m: Matrix) -> str:
     return f"{m.rows}×{m.cols}"
@@ -57,7 +62,7 @@ def check_scale_ball(scale: sympy.Expr) -> flint.arb | None:
         return None
 
 
-class Problem:
+class Problem(ParsedKeys):
     """The exact inputs of scaled dot-product attention, validated.
 
     Give ``X, W_q, W_k, W_v`` (self-attention; add ``X_kv`` for
@@ -78,39 +83,36 @@ class Problem:
     see :mod:`symattn.problem.keys.logits`.
     ``symbols`` names the symbols that strings may use (``["a", "x_1"]``, or
     True for any); SymPy expressions passed directly may hold symbols anyway.
+    Every keyword is a row of the key table (:mod:`symattn.problem.keys.table`), read there.
     """
 
-    def __init__(
-        self,
-        *,
-        X: object = None,
-        W_q: object = None,
-        W_k: object = None,
-        W_v: object = None,
-        X_kv: object = None,
-        Q: object = None,
-        K: object = None,
-        V: object = None,
-        tokens: Sequence[str] | None = None,
-        key_tokens: Sequence[str] | None = None,
-        scale: object = None,
-        mask: object = None,
-        sink: object = None,
-        rope: object = None,
-        tiles: object = None,
-        decode: object = None,
-        backward: object = None,
-        alibi: object = None,
-        softcap: object = None,
-        title: str | None = None,
-        symbols: bool | Sequence[str] = (),
-    ) -> None:
+    def __init__(self, **keys: object) -> None:
+        """The keys of the key table (``symattn.problem.keys.table``), as keywords."""
+        given = _keywords(keys)
+        symbols = cast("bool | Sequence[str]", given["symbols"])
         if not isinstance(symbols, bool) and (
                 isinstance(symbols, str) or not all(isinstance(x, str) for x in symbols)):
             raise ProblemError("symbols must be a list of names such as [\"a\", \"x_1\"]")
-        projected = {k: v for k, v in (("X", X), ("W_q", W_q), ("W_k", W_k), ("W_v", W_v),
-                                        ("X_kv", X_kv)) if v is not None}
-        direct = {k: v for k, v in (("Q", Q), ("K", K), ("V", V)) if v is not None}
+        title = cast("str | None", given["title"])
+        self._check_roles(given)
+        if title is not None:
+            check_printable(str(title), "title")
+        self.title = title
+        self.inputs: dict[str, ExactMatrix] = {}
+        self._read_inputs(given, symbols)
+        ctx = KeyContext(n=self.n, m=self.m, d_k=self.d_k, d_v=self.d_v, inputs=frozenset(self.inputs),
+                         symbols=symbols, given=given,
+                         input_symbols=any(m.general is not None and m.general.free_symbols
+                                           for m in self.inputs.values()))
+        self._read_keys(ctx, after_caps=False)
+        self._check_size_caps()
+        self._read_keys(ctx, after_caps=True)
+
+    @staticmethod
+    def _check_roles(given: Mapping[str, object]) -> None:
+        """X with the W's, or Q, K, V: one of the two, not both."""
+        projected = [k for k in _PROJECTED if given[k] is not None]
+        direct = [k for k in _DIRECT if given[k] is not None]
         if projected and direct:
             raise ProblemError(
                 f"give either X with W_q, W_k, W_v or Q, K, V directly, not both "
@@ -119,104 +121,40 @@ class Problem:
         if not projected and not direct:
             raise ProblemError("no inputs: give X with W_q, W_k and W_v, or Q, K and V")
 
-        if title is not None:
-            check_printable(str(title), "title")
-        self.title = title
-        self.inputs: dict[str, ExactMatrix] = {}
-        if projected:
-            for key in ("X", "W_q", "W_k", "W_v"):
-                if key not in projected:
+    def _read_inputs(self, given: Mapping[str, object], symbols: bool | Sequence[str]) -> None:
+        """The input matrices, exact, and the sizes they give (n, m, d_model, d_k, d_v)."""
+        if any(given[k] is not None for k in _PROJECTED):
+            for key in (k for k in _PROJECTED if k != "X_kv"):   # X_kv alone is optional
+                if given[key] is None:
                     raise ProblemError(f"{key} is missing: X, W_q, W_k and W_v go together")
-            for key, value in projected.items():
-                self.inputs[key] = exact_matrix(key, value, symbols=symbols,
-                                                bounded=key != "W_v")
+            for key in _PROJECTED:
+                if given[key] is not None:
+                    self.inputs[key] = exact_matrix(key, given[key], symbols=symbols,
+                                                    bounded=key != "W_v")
             self._check_projection_shapes()
             X, W_q, W_v = self.inputs["X"], self.inputs["W_q"], self.inputs["W_v"]
             self.n, self.m = X.rows, self.inputs.get("X_kv", X).rows
             self.d_model = X.cols
             self.d_k, self.d_v = W_q.cols, W_v.cols
-        else:
-            for key in ("Q", "K", "V"):
-                if key not in direct:
-                    raise ProblemError(f"{key} is missing: Q, K and V go together")
-                self.inputs[key] = exact_matrix(key, direct[key], symbols=symbols,
-                                                bounded=key != "V")
-            self._check_direct_shapes()
-            self.n, self.m = self.inputs["Q"].rows, self.inputs["K"].rows
-            self.d_model = None
-            self.d_k, self.d_v = self.inputs["Q"].cols, self.inputs["V"].cols
+            return
+        for key in _DIRECT:
+            if given[key] is None:
+                raise ProblemError(f"{key} is missing: Q, K and V go together")
+            self.inputs[key] = exact_matrix(key, given[key], symbols=symbols, bounded=key != "V")
+        self._check_direct_shapes()
+        self.n, self.m = self.inputs["Q"].rows, self.inputs["K"].rows
+        self.d_model = None
+        self.d_k, self.d_v = self.inputs["Q"].cols, self.inputs["V"].cols
 
-        self.tokens = parse_tokens("tokens", tokens, self.n, "t")
-        same_sequence = "X_kv" not in self.inputs and self.m == self.n
-        if key_tokens is None and same_sequence:
-            self.key_tokens = self.tokens
-        else:
-            self.key_tokens = parse_tokens("key_tokens", key_tokens, self.m, "k")
-        self.scale_given = scale is not None
-        if scale is None:
-            self.scale = 1 / sympy.sqrt(self.d_k)
-        else:
-            scale = plain_scalar(scale)
-            self.scale = to_exact(scale, where="scale",
-                                  symbols=bool(symbols) or isinstance(scale, sympy.Basic))
-            if not isinstance(scale, sympy.Basic):
-                check_symbols(self.scale, "scale", symbols)
-            if self.scale.is_real is False or self.scale.has(sympy.zoo, sympy.oo, sympy.nan):
-                raise ProblemError(f"scale is {self.scale}, which is not a real number: give a real scale such as 1/sqrt(3)")
-            check_magnitude(flint.fmpq(int(self.scale.p), int(self.scale.q))
-                            if self.scale.is_Rational else self.scale, "scale")
-        self.sink = None if sink is None else self._scalar(sink, "sink", symbols)
-        #: ALiBi's slope and form (symattn.problem.keys.logits.Alibi), or None
-        self.alibi = read_alibi(alibi, symbols, n=self.n, m=self.m)
-        #: the soft-cap c of capped = c·tanh(logit / c), or None
-        self.softcap = read_softcap(softcap)
-        #: the validated RoPE key (symattn.problem.keys.rope.Rope), or None
-        self.rope = None if rope is None else parse_rope(rope, n=self.n, m=self.m, d_k=self.d_k)
-        if decode is not None and self.rope is not None:
-            raise ProblemError("rope and decode together are not supported yet (the decode steps "
-                               "would have to rotate each new query and cached key): drop one of them")
-        if decode is not None:
-            self.prefill: int | None = parse_decode(
-                decode, n=self.n, inputs=self.inputs, has_symbols=bool(self.free_symbols), mask=mask)
-            if mask is None or is_causal_rows(mask, self.n):
-                mask = "causal"       # decoding is causal; a causal sliding window stays one
-        else:
-            self.prefill = None
-        self.mask, self.mask_kind = parse_mask(mask, self.n, self.m)
-        #: (W, causal) of a sliding-window mask, else None
-        self.window: tuple[int, bool] | None = parse_window(mask) if isinstance(mask, Mapping) else None
-        if self.mask is not None:
-            for i in range(self.n):
-                if not any(self.mask[i, j] for j in range(self.m)):
-                    raise ProblemError(
-                        f"mask row {i} ({self.tokens[i]!r}) blocks every key: each query must be "
-                        "allowed at least one key (PyTorch returns NaN or zeros for such a row)"
-                    )
-
-        self._check_size_caps()
-        if tiles is not None:
-            #: the key blocks [start, end) of online softmax, or None
-            self.tiles: tuple[tuple[int, int], ...] | None = parse_tiles(
-                tiles, n=self.n, m=self.m, has_symbols=bool(self.free_symbols))
-        else:
-            self.tiles = None
-        self.tiles_value = list(tiles) if isinstance(tiles, Sequence) else tiles   # None, B or points
-        #: what the gradient is taken of (symattn.problem.keys.backward.Backward), or None: forward only
-        self.backward = None if backward is None else parse_backward(backward, n=self.n, d_v=self.d_v,
-                                                                     symbols=symbols)
-
-    @staticmethod
-    def _scalar(value: object, where: str, symbols: bool | Sequence[str]) -> sympy.Expr:
-        """One exact real number of bounded size (the sink logit)."""
-        value = plain_scalar(value)
-        exact = to_exact(value, where=where, symbols=bool(symbols) or isinstance(value, sympy.Basic))
-        if not isinstance(value, sympy.Basic):
-            check_symbols(exact, where, symbols)
-        if exact.is_real is False or exact.has(sympy.zoo, sympy.oo, sympy.nan):
-            raise ProblemError(f"{where} is {exact}, which is not a real number: give a real "
-                               "number such as 0 or -1/2")
-        check_magnitude(flint.fmpq(int(exact.p), int(exact.q)) if exact.is_Rational else exact, where)
-        return exact
+    def _read_keys(self, ctx: KeyContext, *, after_caps: bool) -> None:
+        """Each key's reader, in the table's order: its attributes set here and kept in
+        ``ctx`` for the keys read after it."""
+        for key in read_order(after_caps):
+            assert key.read is not None, "read_order holds only the keys with a reader"
+            found = key.read(ctx.given[key.name], ctx)
+            ctx.parsed.update(found)
+            ctx.found |= symbols_in(key, found.get(key.name))
+            self.__dict__.update(found)
 
     def _bias_bound(self) -> flint.arb:
         """The largest |bias| ALiBi adds to a logit: slope·(max(n, m) − 1) (0 without ALiBi)."""
@@ -363,7 +301,7 @@ class Problem:
                 check_printable(about, "about")
             except ProblemError as exc:
                 raise ProblemError(f"{source}: {exc}") from None
-        kwargs = {k: data[k] for k in PROBLEM_KEYS if k in data and k != "about"}
+        kwargs = {k: data[k] for k in _KEYWORDS if k in data}
         try:
             return cls(**kwargs)
         except ParseError as exc:
@@ -405,11 +343,10 @@ class Problem:
     @property
     def free_symbols(self) -> frozenset[sympy.Symbol]:
         """The symbols of the inputs and the scale (empty for a numeric problem)."""
-        found: set[sympy.Symbol] = set(self.scale.free_symbols)
-        if self.sink is not None:
-            found |= self.sink.free_symbols
-        if self.alibi is not None:
-            found |= self.alibi.slope.free_symbols
+        found: set[sympy.Symbol] = set()
+        for key in KEYS:
+            if key.free is not None:
+                found |= symbols_in(key, getattr(self, key.name))
         for matrix in self.inputs.values():
             if matrix.general is not None:          # symbols live only in a general matrix
                 found |= matrix.general.free_symbols
@@ -425,25 +362,20 @@ class Problem:
                 raise ProblemError(f"subs: the problem has no symbol {str(key)!r}")
             mapping[symbol] = to_exact(value, where=f"the value of {key}",
                                        symbols=isinstance(value, sympy.Basic))
-        inputs = {k: m.to_sympy().subs(mapping) for k, m in self.inputs.items()}
-        return Problem(**inputs, tokens=self.tokens,
-                       key_tokens=None if self.key_tokens == self.tokens else self.key_tokens,
-                       scale=self.scale.subs(mapping) if self.scale_given else None,
-                       mask=self.mask_value, title=self.title,
-                       sink=None if self.sink is None else self.sink.subs(mapping),
-                       tiles=self.tiles_value, decode=self.decode_value, rope=self.rope,
-                       backward=None if self.backward is None else _subs_backward(self.backward.value, mapping),
-                       alibi=None if self.alibi is None else
-                       {**self.alibi.value, "slope": self.alibi.slope.subs(mapping)},
-                       softcap=self.softcap)
+        keys: dict[str, object] = {}
+        for key in KEYS:
+            getter = key.as_given or key.value
+            if getter is not None:
+                value = getter(self)
+                keys[key.name] = substitute(value, mapping) if key.substitute else value
+        return Problem(**keys)
 
     def rebuilt(self, **changes: object) -> "Problem":
         """The same problem with some keys changed: how a mistake or a fact builds the problem a
         person worked by mistake (inputs as exact matrices; the mask, the softmax's variant keys and
         RoPE kept unless changed; tiles and decode left out, since they do not change any value)."""
-        keys: dict[str, Any] = {k: m.to_sympy() for k, m in self.inputs.items()}   # Problem checks them
-        keys.update(tokens=list(self.tokens), key_tokens=list(self.key_tokens), scale=self.scale,
-                    mask=self.mask_value, **self.variant_keys, rope=self.rope, backward=self.backward)
+        keys: dict[str, Any] = {k.name: k.value(self) for k in KEYS   # Problem checks them again
+                                if k.rebuilt and k.value is not None}
         keys.update(changes)
         return Problem(**keys)
 
@@ -451,8 +383,7 @@ class Problem:
     def variant_keys(self) -> dict:
         """The keys that change the softmax, as ``Problem(...)`` takes them (rebuilding a
         problem with other inputs keeps them)."""
-        return {"sink": self.sink, "alibi": None if self.alibi is None else self.alibi.value,
-                "softcap": self.softcap}
+        return {k.name: k.value(self) for k in KEYS if k.variant and k.value is not None}
 
     @property
     def decode_value(self) -> dict | None:
@@ -495,5 +426,12 @@ class Problem:
                 f"d_k={self.d_k}, d_v={self.d_v}, scale={self.scale}>")
 
 
-def _subs_backward(value: dict, mapping: dict) -> dict:
-    return {k: v.subs(mapping) if isinstance(v, sympy.Basic) else v for k, v in value.items()}
+def _signature() -> inspect.Signature:
+    """Problem's keywords as help() and inspect.signature show them: the key table's."""
+    keywords = [inspect.Parameter(k.name, inspect.Parameter.KEYWORD_ONLY, default=k.default)
+                for k in KEYS if k.keyword]
+    return inspect.Signature([inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+                              *keywords], return_annotation=None)
+
+
+Problem.__init__.__signature__ = _signature()  # type: ignore[attr-defined]

@@ -8,10 +8,13 @@ when the candidate matches a neighbouring convention instead (the other causal a
 the other LSE base), says so.  Inputs are numpy arrays, or torch tensors on any device when
 torch is installed (copied to the CPU; torch is never imported here).
 
-The backward assertion (``assert_attention_grads_close``) joins it once floatref has exact
-gradients (issue 21).
+``assert_attention_grads_close(dq, dk, dv, Q, K, V, dO, max_ulp=8)`` does the same for a
+kernel's backward against the correctly rounded gradients (or, with ``given=``, against the
+recipe on the kernel's own saved O and LSE), in ulps of each entry's scale by default.
 """
 
 from symattn.testing.attention import AttentionMismatch, assert_attention_close
+from symattn.testing.gradients import AttentionGradsMismatch, GradsReport, assert_attention_grads_close
 
-__all__ = ["AttentionMismatch", "assert_attention_close"]
+__all__ = ["AttentionGradsMismatch", "AttentionMismatch", "GradsReport", "assert_attention_close",
+           "assert_attention_grads_close"]

@@ -21,6 +21,7 @@ from typing import Any
 
 from symattn.numbers.certify import CertifiedDecimal, Rounding
 from symattn.errors import SymattnError, WorksheetError  # noqa: F401 (WorksheetError: its old home)
+from symattn.problem.keys.table import version_keys
 from symattn.problem.problem import Problem
 from symattn.trace.trace import Trace
 
@@ -81,17 +82,11 @@ def variant_values(problem: Problem) -> tuple[tuple[str, object], ...]:
     """The problem's variant keys (other than rope and the mask) as a problem file writes them,
     so a random version keeps ALiBi, the sink, the soft-cap, the tiles and the decode steps."""
     keys: list[tuple[str, object]] = []
-    if problem.alibi is not None:
-        alibi = _plain(problem.alibi.value)
-        assert isinstance(alibi, dict), "ALiBi's value is a table, and _plain keeps a table one"
-        keys.append(("alibi", alibi if alibi.get("symmetric") else {"slope": alibi["slope"]}))
-    for name, value in (("sink", problem.sink), ("softcap", problem.softcap)):
+    for key in version_keys():          # the key table's rows that versions keep
+        written = key.written or key.value
+        value = None if written is None else written(problem)
         if value is not None:
-            keys.append((name, _plain(value)))
-    if problem.tiles is not None:
-        keys.append(("tiles", _plain(problem.tiles_value)))
-    if problem.prefill is not None:
-        keys.append(("decode", {"prefill": problem.prefill}))
+            keys.append((key.name, _plain(value)))
     return tuple(keys)
 
 

@@ -44,6 +44,10 @@ def build_floatref_document(report: "ULPReport", *, max_ulp: float | None = None
              f"{r.correctly_rounded} correctly rounded (proved)",
              f"max |error| {r.max_ulps:.4g} ulp, mean {r.mean_ulps:.4g} ulp, "
              f"max |relative error| {r.max_relative:.4g}",
+             # beside the ULPs: errors that do not explode at entries near 0 (issue 25)
+             f"max |error| relative to max |{'O' if r.step == 'output' else 'w'}| {r.max_error_of_max_abs:.3g}, "
+             f"relative to the entry's scale {'Σ_j w_j·|v_j|' if r.step == 'output' else '(Σ w = 1)'} "
+             f"{r.max_error_of_scale:.3g}",
              # the resolution is how well each error figure is known, not a bound on the errors
              "errors are measured from the exact value (a correctly rounded result is within "
              f"0.5 ulp of it); each error figure is certified to ±{r.resolution:.1g} ulp"]

@@ -15,8 +15,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from symattn.errors import ProblemError
+from symattn.problem.keys.context import KeyContext
 from symattn.problem.matrix import ExactMatrix, exact_matrix
 
 
@@ -102,3 +104,9 @@ def _output_shaped(name: str, value: object, n: int, d_v: int,
         raise ProblemError(f"{name} is {matrix.rows}×{matrix.cols} but the output is {n}×{d_v} "
                            f"(n × d_v): give one row per query and {d_v} column{'s' * (d_v != 1)}")
     return matrix
+
+
+def backward_key(value: object, ctx: KeyContext) -> dict[str, Any]:
+    """What the gradient is taken of (None: forward only)."""
+    return {"backward": None if value is None else parse_backward(value, n=ctx.n, d_v=ctx.d_v,
+                                                                  symbols=ctx.symbols)}

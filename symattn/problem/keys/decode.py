@@ -5,8 +5,10 @@ Plain values in, the prompt length out; the decode steps themselves are trace/de
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from typing import Any
 
 from symattn.errors import ProblemError
+from symattn.problem.keys.context import KeyContext
 from symattn.problem.keys.mask import causal_window_width
 
 
@@ -47,3 +49,14 @@ def parse_decode(value: object, *, n: int, inputs: Collection[str], has_symbols:
         raise ProblemError("decode needs numbers: each step's maximum must be decided, and symbols "
                            "leave it open; substitute values first (problem.subs)")
     return P
+
+
+def decode_key(value: object, ctx: KeyContext) -> dict[str, Any]:
+    """The prompt length P (None: no decode steps); RoPE is read before it."""
+    if value is None:
+        return {"prefill": None}
+    if ctx.parsed.get("rope") is not None:
+        raise ProblemError("rope and decode together are not supported yet (the decode steps "
+                           "would have to rotate each new query and cached key): drop one of them")
+    return {"prefill": parse_decode(value, n=ctx.n, inputs=ctx.inputs, has_symbols=ctx.has_symbols,
+                                    mask=ctx.given.get("mask"))}

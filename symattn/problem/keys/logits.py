@@ -25,12 +25,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import flint
 import sympy
 
 from symattn.errors import ProblemError
 from symattn.exact.coerce import to_exact
+from symattn.problem.keys.context import KeyContext
 from symattn.problem.matrix import plain_scalar, check_magnitude, check_symbols
 
 ALIBI_KEYS = ("slope", "symmetric", "positions", "key_positions")
@@ -162,3 +164,31 @@ def read_softcap(value: object) -> sympy.Expr | None:
 def capped(cap: sympy.Expr, logit: sympy.Expr) -> sympy.Expr:
     """c·tanh(logit / c), exactly (0 stays 0)."""
     return cap * sympy.tanh(logit / cap)
+
+
+def read_sink(value: object, symbols: bool | Sequence[str]) -> sympy.Expr:
+    """The sink logit: one exact real number of bounded size."""
+    value = plain_scalar(value)
+    exact = to_exact(value, where="sink", symbols=bool(symbols) or isinstance(value, sympy.Basic))
+    if not isinstance(value, sympy.Basic):
+        check_symbols(exact, "sink", symbols)
+    if exact.is_real is False or exact.has(sympy.zoo, sympy.oo, sympy.nan):
+        raise ProblemError(f"sink is {exact}, which is not a real number: give a real "
+                           "number such as 0 or -1/2")
+    check_magnitude(flint.fmpq(int(exact.p), int(exact.q)) if exact.is_Rational else exact, "sink")
+    return exact
+
+
+def sink_key(value: object, ctx: KeyContext) -> dict[str, Any]:
+    """The ``sink`` key's reader (None: no sink column)."""
+    return {"sink": None if value is None else read_sink(value, ctx.symbols)}
+
+
+def alibi_key(value: object, ctx: KeyContext) -> dict[str, Any]:
+    """The ``alibi`` key's reader (None: no bias)."""
+    return {"alibi": read_alibi(value, ctx.symbols, n=ctx.n, m=ctx.m)}
+
+
+def softcap_key(value: object, ctx: KeyContext) -> dict[str, Any]:
+    """The ``softcap`` key's reader (None: no cap)."""
+    return {"softcap": read_softcap(value)}

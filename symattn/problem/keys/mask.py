@@ -10,6 +10,7 @@ from typing import Any, TypeAlias, cast
 import sympy
 
 from symattn.errors import ProblemError
+from symattn.problem.keys.context import KeyContext
 from symattn.problem.matrix import plain_scalar, rows_of
 
 Matrix: TypeAlias = sympy.ImmutableMatrix
@@ -90,3 +91,21 @@ def causal_window_width(mask: object, n: int) -> int | None:
                         for i, r in enumerate(rows) for j in range(n)):
         return None
     return width
+
+
+def mask_key(value: object, ctx: KeyContext) -> dict[str, Any]:
+    """The 0/1 mask, its kind and the window (W, causal) of a sliding one; decoding (read
+    before it) implies the causal mask.  Every query must keep at least one key."""
+    if ctx.parsed.get("prefill") is not None and (value is None or is_causal_rows(value, ctx.n)):
+        value = "causal"       # decoding is causal; a causal sliding window stays one
+    mask, kind = parse_mask(value, ctx.n, ctx.m)
+    window = parse_window(value) if isinstance(value, Mapping) else None
+    if mask is not None:
+        tokens = cast(tuple[str, ...], ctx.parsed["tokens"])
+        for i in range(ctx.n):
+            if not any(mask[i, j] for j in range(ctx.m)):
+                raise ProblemError(
+                    f"mask row {i} ({tokens[i]!r}) blocks every key: each query must be "
+                    "allowed at least one key (PyTorch returns NaN or zeros for such a row)"
+                )
+    return {"mask": mask, "mask_kind": kind, "window": window}

@@ -30,11 +30,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import sympy
 
 from symattn.errors import ParseError, ProblemError
+from symattn.problem.keys.context import KeyContext
 from symattn.limits import MAX_ENTRY_MAGNITUDE, MAX_POWER_EXPONENT, MAX_SYMBOLIC_SIDE
 from symattn.problem.matrix import ExactMatrix, plain_scalar, sympy_to_fmpq, check_magnitude
 
@@ -327,3 +328,8 @@ def rotated_scores(Q: ExactMatrix, K: ExactMatrix, Q_rot: ExactMatrix, K_rot: Ex
             row.append(sympy.expand(sympy.Add(*total)))
         out.append(row)
     return ExactMatrix.from_sympy(sympy.ImmutableMatrix(out))
+
+
+def rope_key(value: object, ctx: KeyContext) -> dict[str, Any]:
+    """The validated RoPE key (None: no rotation)."""
+    return {"rope": None if value is None else parse_rope(value, n=ctx.n, m=ctx.m, d_k=ctx.d_k)}

@@ -5,8 +5,10 @@ Plain values in, the blocks [start, end) out; the online-softmax steps are trace
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from symattn.errors import ProblemError
+from symattn.problem.keys.context import KeyContext
 
 #: online steps hold about n·blocks·m exponentials: beyond this many the problem is refused
 MAX_ONLINE_TERMS = 250_000
@@ -48,3 +50,9 @@ def parse_tiles(value: object, *, n: int, m: int, has_symbols: bool) -> tuple[tu
                            f"{terms:,} exact terms, over the cap of {MAX_ONLINE_TERMS:,} "
                            "(MAX_ONLINE_TERMS): use larger blocks or a smaller problem")
     return blocks
+
+
+def tiles_key(value: object, ctx: KeyContext) -> dict[str, Any]:
+    """The key blocks (None: no online softmax) and the key as given (None, B or the points)."""
+    blocks = None if value is None else parse_tiles(value, n=ctx.n, m=ctx.m, has_symbols=ctx.has_symbols)
+    return {"tiles": blocks, "tiles_value": list(value) if isinstance(value, Sequence) else value}

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from symattn.errors import ProblemError
+from symattn.problem.keys.context import KeyContext
 
 # control characters (ESC starts terminal escapes) and bidirectional overrides
 _UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
@@ -51,3 +53,16 @@ def parse_tokens(name: str, value: object, count: int, default_prefix: str) -> t
         dup = next(t for t in names if names.count(t) > 1)
         raise ProblemError(f"{name} names {dup!r} twice: every token needs its own name")
     return names
+
+
+def tokens_key(value: object, ctx: KeyContext) -> dict[str, Any]:
+    """The queries' names (t0, t1, ... unless given)."""
+    return {"tokens": parse_tokens("tokens", value, ctx.n, "t")}
+
+
+def key_tokens_key(value: object, ctx: KeyContext) -> dict[str, Any]:
+    """The keys' names: the queries' own in self-attention of one sequence, else k0, k1, ...
+    unless given."""
+    if value is None and ctx.same_sequence:
+        return {"key_tokens": ctx.parsed["tokens"]}
+    return {"key_tokens": parse_tokens("key_tokens", value, ctx.m, "k")}

@@ -1,0 +1,269 @@
+"""The gradient a kernel's backward should give from its *own* saved O and LSE, correctly rounded.
+
+FlashAttention's backward does not recompute the softmax: it reads the forward's output O and
+log-sum-exp lse, recomputes P_ij = e^(t_ij − lse_i) (t = s·q_i·k_j + m_ij, the scaled logit with
+the mask added) and takes D_i = Σ_c dO_ic·O_ic.  Then dP = dO·Vᵀ, dS = P ∘ (dP − D),
+dV = Pᵀ·dO, dQ = s·dS·K and dK = s·dSᵀ·Q.  When the kernel's O and lse carry rounding errors,
+its gradients differ from the true ones by an amount set by the forward, not the backward; this
+module gives the exact value of that recipe on the kernel's own O and lse, each entry correctly
+rounded, so a backward can be judged apart from its forward (docs/floatref.md).
+
+How an entry is proved: the scores q·k, dP and D are exact (integers times powers of two, from the
+floats' significands); P is an arb ball; each gradient entry is rounded when its whole ball rounds
+to one value, the precision doubling to 8192 bits.  An entry no ball decides is a sum
+Σ_k c_k·e^(a_k) (times s for dQ, dK) with rational c_k and algebraic exponents a_k; by
+Lindemann–Weierstrass it is algebraic only when the coefficients of every nonzero exponent cancel,
+and then it is c_0 (the coefficient of e^0), found exactly by grouping the exponents: a rational
+c_0 is rounded exactly (an exact 0 when dP = D, as with V = ones), s·c_0 with an irrational s and
+c_0 ≠ 0 is irrational and the balls go on.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+import flint
+
+from symattn.floatref.binary import BinaryFormat, round_ball, round_fraction
+from symattn.floatref.errors import FloatRefError
+from symattn.floatref.rows import _scale_ball, _scale_parts, dyadic_matrix
+from symattn.numbers.precision import precision
+
+_PRECISIONS = (128, 256, 512, 1024, 2048, 4096, 8192)
+
+
+def _np():
+    import numpy
+
+    return numpy
+
+
+def kv_index(idx: tuple, group: int) -> tuple:
+    """The K/V slice a query head reads: head h reads kv head h // group (torch's enable_gqa)."""
+    return idx if group == 1 else idx[:-1] + (idx[-1] // group,)
+
+
+class _Head:
+    """One query head's exact parts: integer scores, dP − D as integers, the mask and the lse."""
+
+    def __init__(self, pr: Any, idx: tuple, dO: Any, out: Any, lse: Any) -> None:
+        np = _np()
+        self.qn, self.gq = dyadic_matrix(pr.Q[idx])
+        self.kn, self.gk = dyadic_matrix(pr.K[idx])
+        vn, gv = dyadic_matrix(pr.V[idx])
+        self.don, self.go = dyadic_matrix(dO[idx])
+        on, g_out = dyadic_matrix(out[idx])
+        self.D = flint.fmpz_mat(self.qn) * flint.fmpz_mat(self.kn).transpose()   # q·k = D·2^(gq+gk)
+        dP = flint.fmpz_mat(self.don) * flint.fmpz_mat(vn).transpose()          # dO·Vᵀ·2^-(go+gv)
+        rows = [sum(a * b for a, b in zip(r, o)) for r, o in zip(self.don, on)]  # D_i·2^-(go+g_out)
+        self.gr = min(self.go + gv, self.go + g_out)
+        a, b = self.go + gv - self.gr, self.go + g_out - self.gr
+        L, S = len(self.qn), len(self.kn)
+        self.R = [[int(dP[i, j]) * 2 ** a - rows[i] * 2 ** b for j in range(S)] for i in range(L)]
+        allowed = np.ones((L, S), dtype=bool) if pr.allowed is None else np.asarray(pr.allowed[idx])
+        self.live = [np.nonzero(r)[0].tolist() for r in allowed]
+        self.add = None if pr.additive is None else np.asarray(pr.additive[idx], dtype=np.float64)
+        self.lse = [float(x) for x in np.asarray(lse[idx], dtype=np.float64)]
+        self.L, self.S = L, S
+
+    def balls(self, s: flint.arb, prec: int) -> tuple[Any, Any, Any]:
+        """(dQ, dK, dV) of this head as arb matrices at the current precision."""
+        two = flint.arb(2)
+        T = flint.arb_mat(self.D) * (s * two ** (self.gq + self.gk))
+        P = [[flint.arb(0)] * self.S for _ in range(self.L)]
+        dS = [[flint.arb(0)] * self.S for _ in range(self.L)]
+        for i, keys in enumerate(self.live):
+            shift = flint.arb(self.lse[i])
+            for j in keys:
+                x = T[i, j] - shift if self.add is None else T[i, j] + flint.arb(float(self.add[i, j])) - shift
+                P[i][j] = x.exp()
+                dS[i][j] = P[i][j] * self.R[i][j]
+        Pm, dSm = flint.arb_mat(P), flint.arb_mat(dS) * two ** self.gr
+        dV = Pm.transpose() * flint.arb_mat(self.don) * two ** self.go
+        dQ = dSm * flint.arb_mat(self.kn) * (s * two ** self.gk)
+        dK = dSm.transpose() * flint.arb_mat(self.qn) * (s * two ** self.gq)
+        return dQ, dK, dV
+
+    def exponent(self, i: int, j: int, s_rational: Fraction | None) -> Any:
+        """The exact exponent a_ij = t_ij − lse_i as a hashable key (equal keys, equal exponents):
+        a Fraction for a rational scale, else (x, y) with a = s·x + y (1 and s independent)."""
+        x = Fraction(int(self.D[i, j])) * Fraction(2) ** (self.gq + self.gk)
+        y = (Fraction(0) if self.add is None else Fraction(float(self.add[i, j]))) - Fraction(self.lse[i])
+        if s_rational is not None:
+            return s_rational * x + y
+        return (x, y) if x else (Fraction(0), y)
+
+    def terms(self, step: str, r: int, c: int, s_rational: Fraction | None):
+        """The (exponent, coefficient) terms of entry [r, c] of dQ, dK or dV (before the factor s)."""
+        two = Fraction(2)
+        if step == "dV":                      # Σ_i P_ir·dO_ic
+            for i, keys in enumerate(self.live):
+                if r in keys and self.don[i][c]:
+                    yield self.exponent(i, r, s_rational), self.don[i][c] * two ** self.go
+        elif step == "dQ":                    # Σ_j P_rj·R_rj·K_jc
+            for j in self.live[r]:
+                if self.R[r][j] and self.kn[j][c]:
+                    yield self.exponent(r, j, s_rational), self.R[r][j] * self.kn[j][c] * two ** (self.gr + self.gk)
+        else:                                 # Σ_i P_ir·R_ir·Q_ic
+            for i, keys in enumerate(self.live):
+                if r in keys and self.R[i][r] and self.qn[i][c]:
+                    yield self.exponent(i, r, s_rational), self.R[i][r] * self.qn[i][c] * two ** (self.gr + self.gq)
+
+
+def _zero_key(key: Any) -> bool:
+    return key == 0 if isinstance(key, Fraction) else key == (0, 0)
+
+
+def algebraic_value(terms, scaled: bool, s_rational: Fraction | None) -> tuple[bool, Fraction | None]:
+    """(algebraic, rational value): group Σ c·e^a by exponent; algebraic iff every nonzero
+    exponent's coefficients cancel (Lindemann–Weierstrass); the value c_0 (times s when
+    ``scaled``) is returned when it is rational, else None (s·c_0, s irrational, c_0 ≠ 0)."""
+    groups: dict[Any, Fraction] = {}
+    for key, coef in terms:
+        groups[key] = groups.get(key, Fraction(0)) + coef
+    c0 = Fraction(0)
+    for key, total in groups.items():
+        if _zero_key(key):
+            c0 = total
+        elif total:
+            return False, None
+    if not scaled or c0 == 0:
+        return True, c0
+    return True, (c0 * s_rational if s_rational is not None else None)
+
+
+def conditional_backward(pr: Any, dO: Any, out: Any, lse: Any, fmt: BinaryFormat, group: int,
+                         kv_batch: tuple) -> tuple[Any, Any, Any, Any]:
+    """dQ (batch…, L, E), dK and dV (kv_batch…, S, ·) of the recipe on the given O and lse, each
+    entry correctly rounded to ``fmt`` (float64 arrays holding the format's values), and a
+    function ``ball(name, index, prec)``: the arb ball of one exact entry (for certified reports)."""
+    np = _np()
+    s_rational, s_exact = _scale_parts(pr)
+    heads = {idx: _Head(pr, idx, dO, out, lse) for idx in np.ndindex(*pr.batch)}
+    L, E, S, Ev = pr.Q.shape[-2], pr.Q.shape[-1], pr.K.shape[-2], pr.V.shape[-1]
+    result = {"dQ": np.zeros(pr.batch + (L, E)), "dK": np.zeros(kv_batch + (S, E)),
+              "dV": np.zeros(kv_batch + (S, Ev))}
+    todo = {name: {(idx, r, c) for idx in np.ndindex(*a.shape[:-2]) for r in range(a.shape[-2])
+                   for c in range(a.shape[-1])} for name, a in result.items()}
+    members: dict[tuple, list[tuple]] = {}
+    for idx in heads:
+        members.setdefault(kv_index(idx, group), []).append(idx)
+    for round_no, prec in enumerate(_PRECISIONS):
+        if round_no:
+            _exact_pass(todo, result, heads, members, s_rational, fmt)
+        if not any(todo.values()):
+            break
+        with precision(prec):
+            s = _scale_ball(s_exact)
+            balls = {idx: head.balls(s, prec) for idx, head in heads.items()}
+            for name, k in (("dQ", 0), ("dK", 1), ("dV", 2)):
+                keys = list(todo[name])
+                if name == "dQ":
+                    entries = [balls[idx][0][r, c] for idx, r, c in keys]
+                else:
+                    entries = [sum((balls[h][k][r, c] for h in members[idx]), flint.arb(0)) for idx, r, c in keys]
+                left = set()
+                for key, y in zip(keys, round_balls(entries, fmt)):
+                    if y is None:
+                        left.add(key)
+                    else:
+                        result[name][key[0] + key[1:]] = y + 0.0
+                todo[name] = left
+    for name, left in todo.items():
+        if left:
+            idx, r, c = min(left)
+            raise FloatRefError(f"{name}{list(idx + (r, c))} sits on a {fmt.name} rounding boundary as "
+                                f"far as {_PRECISIONS[-1]} bits show: it cannot be rounded here")
+    return result["dQ"], result["dK"], result["dV"], _ball_function(heads, members, s_exact)
+
+
+def _ball_function(heads: dict, members: dict, s_exact: Any):
+    def ball(name: str, index: tuple, prec: int) -> flint.arb:
+        """The ball of entry ``index`` of dQ, dK or dV at ``prec`` bits (call inside precision)."""
+        idx, r, c = tuple(index[:-2]), index[-2], index[-1]
+        s = _scale_ball(s_exact)
+        k = ("dQ", "dK", "dV").index(name)
+        total = flint.arb(0)
+        for h in ([idx] if name == "dQ" else members[idx]):
+            total += heads[h].balls(s, prec)[k][r, c]
+        return total
+    return ball
+
+
+def round_balls(balls: list, fmt: BinaryFormat) -> list[float | None]:
+    """:func:`round_ball` of many balls, most decided in float64 first (formats narrower than
+    float64): each ball's midpoint and radius as floats, the radius widened by 2^-50 of the
+    midpoint (the two conversions to float and the ends' own roundings) plus the least
+    subnormal, and both ends rounded with numpy; where they agree, no rounding boundary of
+    ``fmt`` lies in the ball.  The rest go through the exact :func:`round_ball`."""
+    np = _np()
+    out: list[float | None] = [None] * len(balls)
+    rest = range(len(balls))
+    if fmt.name != "float64" and balls:
+        from symattn.floatref.binary import round_array
+
+        mid = np.array([float(b.mid()) for b in balls])
+        rad = np.array([float(b.rad()) for b in balls])
+        with np.errstate(invalid="ignore", over="ignore"):
+            wide = (rad + np.abs(mid) * 2.0 ** -50) * (1 + 2.0 ** -50) + 2.0 ** -1072
+            lo, hi = round_array(mid - wide, fmt), round_array(mid + wide, fmt)
+            ok = np.isfinite(mid) & np.isfinite(wide) & (lo == hi) & np.isfinite(hi)
+        for i in np.nonzero(ok)[0].tolist():
+            out[i] = float(hi[i]) + 0.0
+        rest = np.nonzero(~ok)[0].tolist()
+    for i in rest:
+        y = round_ball(balls[i], fmt)
+        out[i] = None if y is None else y + 0.0          # zeros are +0, as floatref's references
+    return out
+
+
+def _exact_pass(todo: dict, result: dict, heads: dict, members: dict, s_rational, fmt) -> None:
+    """Round exactly the undecided entries whose value is rational (see the module docstring)."""
+    for name, left in todo.items():
+        done = set()
+        for idx, r, c in left:
+            owners = [idx] if name == "dQ" else members[idx]
+            terms = [t for h in owners for t in heads[h].terms(name, r, c, s_rational)]
+            algebraic, value = algebraic_value(terms, name != "dV", s_rational)
+            if algebraic and value is not None:
+                result[name][idx + (r, c)] = round_fraction(value, fmt) + 0.0
+                done.add((idx, r, c))
+        left -= done
+
+
+def conditioning(pr: Any, dO: Any, P: Any, out: Any) -> tuple[Any, dict[str, Any]]:
+    """Per-row condition numbers of the backward and each gradient entry's scale, in float64
+    (estimates, not proved).  With |dP|_ij = Σ_c |dO_ic·V_jc| and |D|_i = Σ_c |dO_ic·O_ic| (the
+    products dP − D is summed from), κ_i = Σ_j P_ij·(|dP|_ij + |D|_i) / Σ_j P_ij·|dP_ij − D_i|:
+    how much row i's dP − D cancels (∞ when it cancels exactly, 1 when nothing does; a row with
+    no key or dO = 0 is 1).  The scales are each entry's sum of the absolute values of its terms
+    (s·Σ_j P_ij·(|dP|_ij + |D|_i)·|K_jc| for dQ, and so on), the size a float kernel's rounding
+    errors have.  ``P``: the probabilities (0 where blocked), ``out``: the O that D is taken from."""
+    np = _np()
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        o = np.nan_to_num(out)
+        dP = np.einsum("...lc,...sc->...ls", dO, pr.V)
+        D = np.einsum("...lc,...lc->...l", dO, o)
+        absterm = P * (np.einsum("...lc,...sc->...ls", np.abs(dO), np.abs(pr.V))
+                       + np.einsum("...lc,...lc->...l", np.abs(dO), np.abs(o))[..., None])
+        num, den = absterm.sum(axis=-1), np.abs(P * (dP - D[..., None])).sum(axis=-1)
+        kappa = np.where(num == 0, 1.0, np.where(den == 0, np.inf, num / np.where(den == 0, 1.0, den)))
+        s = pr.scale_f
+        scales = {"dQ": s * np.einsum("...ls,...se->...le", absterm, np.abs(pr.K)),
+                  "dK": s * np.einsum("...ls,...le->...se", absterm, np.abs(pr.Q)),
+                  "dV": np.einsum("...ls,...lc->...sc", P, np.abs(dO))}
+    return kappa, scales
+
+
+def probabilities(pr: Any, lse: Any) -> Any:
+    """P = e^(t − lse) in float64 (0 where blocked), for :func:`conditioning`."""
+    np = _np()
+    with np.errstate(invalid="ignore", over="ignore", under="ignore"):
+        t = pr.scale_f * np.einsum("...le,...se->...ls", pr.Q, pr.K)
+        if pr.additive is not None:
+            t = t + pr.additive
+        P = np.exp(t - np.asarray(lse, dtype=np.float64)[..., None])
+        if pr.allowed is not None:
+            P = np.where(pr.allowed, P, 0.0)
+    return np.nan_to_num(P, nan=0.0, posinf=0.0)
