@@ -204,7 +204,12 @@ def test_a_wrong_figure_shows_expected_value_and_mistake(tmp_path):
     cells = [html.unescape(re.sub(r"<[^>]+>", "", c)) for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row)]
     assert cells[0] == "scaled[love, love]" and cells[1] == "5.33" and cells[2] == "✗ mistake"
     assert cells[3] == "9.24" and cells[4] == verdicts[1].mistake and cells[4]
-    assert cells[5] == verdicts[1].message
+    # the Why column is the message with its values typeset: √d_k, 16/√3 ≈ 9.23760 and 9.24 in MathML
+    why = re.findall(r'<td class="left">(.*?)</td>', row)[0]
+    words = html.unescape(re.sub(r"<[^>]+>", "", re.sub(r"<math.*?</math>", "|", why)))
+    assert verdicts[1].message.startswith(words.split("|")[0]) and words.count("|") == 3
+    assert words.endswith("gives at 2 decimal places; scaled[love, love] = | rounds to |")
+    assert "<mfrac><mn>16</mn><msqrt><mn>3</mn></msqrt></mfrac><mo>≈</mo><mn>9.23760</mn>" in why
 
 
 # -- the command line --------------------------------------------------------------------

@@ -109,7 +109,7 @@ def test_temperature_limits_on_the_lesson(lesson):
 def test_variance_of_the_unscaled_problem_is_d_k():
     proof = facts.prove("variance-d_k", sa.load_example("i-love-cats-unscaled"))
     assert proof.holds
-    assert "Var(scale · q·k) = 3 (not 1" in proof.text()
+    assert "Var(scale·q·k) = 3 (not 1" in proof.text()
 
 
 def test_causal_prefix_is_not_applicable_to_cross_attention():

@@ -30,7 +30,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("symattn.engine",),
     ("symattn.trace",),
     ("symattn.check", "symattn.floatref"),
-    ("symattn.testing",),               # the kernel test gate: floatref's references as assertions
+    # the kernel test gate (floatref's references as assertions); a whole dump run on Dask,
+    # shard by shard, through floatref's public API (floatrun/: below document/, which prints
+    # its report, and commands/; it needs nothing from heads/ or facts/)
+    ("symattn.testing", "symattn.floatrun"),
     ("symattn.heads",),
     ("symattn.facts",),
     ("symattn.document",),

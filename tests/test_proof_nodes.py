@@ -22,6 +22,7 @@ from symattn.document.formats import print_document
 from symattn.facts import Line, check_facts
 from symattn.facts.notation import e, frac, rel, s, sigma
 from browser import shared_browser
+from symattn.examples import example_names, heads_example_names
 
 RAW_TEX = re.compile(r"\^\{|\\frac|\\sum|\\operatorname")
 
@@ -80,7 +81,7 @@ def test_facts_text_reads_as_unicode_math(lesson_proofs):
     text = print_document(build_facts_document(lesson_proofs), "text")
     assert "Σ_j (e^(s_j) / Σ_k e^(s_k)) = (Σ_j e^(s_j)) / Σ_k e^(s_k) = 1" in text
     assert "J = diag(p) − p·pᵀ" in text
-    assert not RAW_TEX.search(text.split("window-is-a-mask")[0])
+    assert not RAW_TEX.search(text) and "\\" not in text     # no fact's line is TeX any more
     # the instance check shows the certified weights of row 'I', which sum to 1
     weights = [math.exp(x) for x in (1 / math.sqrt(3) * v for v in (2, 4, 4))]   # scores 2, 4, 4
     shown = ["%.3g" % (w / sum(weights)) for w in weights]
@@ -92,3 +93,59 @@ def test_facts_json_keeps_text_lines(capsys):
     (fact,) = json.loads(capsys.readouterr().out)
     assert fact["general"][0].startswith("e^(s_j + c) / Σ_k e^(s_k + c) = ")
     assert fact["checks"][0].startswith("row 'I': scores + 5/2 (recomputed by the engine) give the same")
+
+
+#: what a proof line written as TeX leaves in a page: a fraction, braces, an index written Σ_x
+RAW_MARKERS = re.compile(r"\\frac|_\{|\^\{|Σ_")
+#: the facts whose proofs were strings written twice (text, LaTeX) before they were nodes
+CONVERTED = ("window-is-a-mask", "sink-forms-agree", "online-softmax-equals-softmax", "kv-cache-equals-causal-row",
+             "rope-relative-position", "gqa-equals-repeated-heads", "d-logits-rows-sum-to-zero", "d-V-column-sums",
+             "row-dot-is-dO-dot-O", "finite-difference-converges", "temperature-limits", "variance-d_k")
+
+
+def _problem(name: str):
+    if name in heads_example_names():
+        from importlib import resources
+
+        from symattn.heads.heads import MultiHeadProblem
+        return MultiHeadProblem.from_toml(str(resources.files("symattn.examples") / "heads" / f"{name}.toml"))
+    return sa.load_example(name)
+
+
+@pytest.mark.parametrize("name", [*example_names(), *heads_example_names()])
+def test_no_facts_page_prints_raw_math(name):
+    """Every example's facts page: outside the <math> elements no TeX-like formula is left (the words
+    may say Σ, the formulas are MathML), the proofs of the converted facts carry MathML, and the text
+    view has no TeX in it."""
+    doc = build_facts_document(check_facts(_problem(name)))
+    page = print_document(doc, "html")
+    body = page[page.index("<main"):]
+    words = re.sub(r"<[^>]+>", "", re.sub(r"<math.*?</math>", "", body, flags=re.S))
+    found = [line.strip()[:120] for line in words.splitlines() if RAW_MARKERS.search(line)]
+    assert found == [], found
+    for key in CONVERTED:
+        section = body[body.index(f'id="sec-fact-{key}"'):]
+        section = section[:section.index("</section>")]
+        assert "<math" in section, key
+    text = print_document(doc, "text")
+    assert "\\" not in text and not RAW_MARKERS.search(text.replace("Σ_", "Σ"))
+
+
+def test_variant_and_backward_proofs_render_as_mathml_in_chromium(tmp_path):
+    """The online-softmax and backward proofs laid out by Chromium: their fractions stacked, their
+    sums with a visible Σ, offline and without errors."""
+    page = print_document(build_facts_document(check_facts(sa.load_example("online-softmax"))), "html")
+    path = tmp_path / "facts.html"
+    path.write_text(page, encoding="utf-8")
+    rendered = shared_browser().open(path)
+    try:
+        rendered.assert_clean()
+        measure = "els => els.map(e => { const r = e.getBoundingClientRect(); return [r.width, r.height]; })"
+        for key in ("online-softmax-equals-softmax", "kv-cache-equals-causal-row", "d-V-column-sums"):
+            fractions = rendered.page.eval_on_selector_all(f"#sec-fact-{key} math mfrac", measure)
+            sums = rendered.page.eval_on_selector_all(f"#sec-fact-{key} math msub > mo", measure)
+            assert fractions or key == "d-V-column-sums", key
+            assert all(w > 5 and h > 15 for w, h in fractions), (key, fractions)
+            assert sums and all(w > 3 and h > 5 for w, h in sums), (key, sums)
+    finally:
+        rendered.close()

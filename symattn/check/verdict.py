@@ -73,6 +73,10 @@ class EntryVerdict:
     matches: list[MistakeCell] = field(default_factory=list, repr=False)
     at: str | None = field(default=None, repr=False)      # the written precision, in words
     shown: str = field(default="", repr=False)            # the exact value for messages
+    # for the views (not judged, not in the JSON): the cell judged against and the written
+    # precision, so a document typesets the exact value and its rounding as math
+    cell: Cell | None = field(default=None, repr=False, compare=False)
+    rounding: Rounding | None = field(default=None, repr=False, compare=False)
 
     @property
     def right(self) -> bool:
@@ -248,10 +252,14 @@ def judge_entry(written: Entry, cell: Cell, mistakes: Sequence[MistakeCell] | Mi
     the codes and the mistakes (choosing worksheet versions)."""
     found = _as_set(mistakes)
     if isinstance(written, WrittenInfinity):
-        return _judge_infinity(written, cell, found)
-    if isinstance(written, WrittenExact):
-        return _judge_exact(written, cell, found)
-    return _judge_number(written, cell, found, quiet)
+        verdict = _judge_infinity(written, cell, found)
+    elif isinstance(written, WrittenExact):
+        verdict = _judge_exact(written, cell, found)
+    else:
+        verdict = _judge_number(written, cell, found, quiet)
+        verdict.rounding = written.rounding
+    verdict.cell = None if quiet else cell
+    return verdict
 
 
 def _masked_base(w: Entry, cell: Cell) -> dict[str, Any]:

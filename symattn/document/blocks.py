@@ -38,7 +38,7 @@ from typing import Union
 
 from symattn.notation.nodes import (   # the math nodes live below facts/ and document/
     Approx, Chain, Decimal, Dots, Exact, Exp, Factor, Frac, Func, Int, Math, Mul, Neg, Product, Row,
-    Seq, SigmaSum, Sqrt, Sub, Sum, Sup, Sym, Token, Words,
+    Seq, SigmaSum, Sqrt, Sub, Sum, Sup, Sym, Token, Words, Group,
 )
 from symattn.numbers.certify import Rounding
 
@@ -46,6 +46,7 @@ __all__ = [
     # math nodes
     "Math", "Int", "Exact", "Decimal", "Sym", "Words", "Token", "Dots", "Neg", "Frac", "Sqrt", "Exp",
     "Mul", "Product", "Factor", "Sum", "SigmaSum", "Row", "Seq", "Sub", "Sup", "Approx", "Chain", "Func",
+    "Group",
     # blocks
     "Block", "Document", "Section", "Formula", "Summary", "Note", "LabelledMatrix", "WorkedProjection",
     "DotProduct", "DotProducts", "ScaleNote", "ScaledRow", "SoftmaxRule", "SoftmaxRow", "HeatMap",
@@ -311,7 +312,9 @@ class ProofLines(Block):
 @dataclass(frozen=True)
 class VerdictRow:
     """The verdict on one written figure: ``mark`` is ✓ (right), ✗ (not) or ! (unreadable);
-    ``expected`` the certified rounding at the written precision (entries joined by ", ")."""
+    ``expected`` the certified rounding at the written precision (entries joined by ", ").
+    ``says`` is ``message`` as words and math nodes and ``expected_math`` the rounding as a
+    node, for the printers that typeset math (LaTeX, HTML); the terminal keeps the strings."""
 
     target: str
     variant: str | None
@@ -322,6 +325,8 @@ class VerdictRow:
     message: str
     expected: str | None = None
     mistake: str | None = None
+    says: tuple[str | Math, ...] = ()
+    expected_math: Math | None = None
 
 
 @dataclass(frozen=True)
@@ -345,6 +350,10 @@ class Table(Block):
     rows: tuple[tuple[str | Math, ...], ...]
     numeric: tuple[bool, ...] = ()
     prose: int | None = None
+    #: a heat map: each body cell's shade in whole percents (0 white .. 100 darkest; None unshaded,
+    #: the row header included), on the scale ``legend`` states; HTML shades, text and LaTeX show the values
+    shades: tuple[tuple[int | None, ...], ...] | None = None
+    legend: str = ""
 
 
 @dataclass(frozen=True)

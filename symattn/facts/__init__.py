@@ -69,15 +69,13 @@ PLAIN_LOGITS = {"alibi": frozenset(("permutation-equivariance",)),
                 "softcap": frozenset(("shift-invariance",))}
 
 
-def _general_only(name: str, claims: Claims | None, why_text: str | None = None,
-                  why_tex: str | None = None) -> Proof:
+def _general_only(name: str, claims: Claims | None, why_text: str | None = None) -> Proof:
     """A plain-softmax fact on a problem with a sink: its general proof, and why the
     problem's own data are not checked against it (they obey the sink's forms instead)."""
     proof = FACTS[name](None, None)
-    why = Line.written(f"not checked on this problem{' or the claims' if claims is not None else ''}: "
+    why = Line(f"not checked on this problem{' or the claims' if claims is not None else ''}: "
                + (why_text or "it has a sink logit, so its weights sum to less than 1 and this "
-                  "fact about the plain softmax does not apply (see sink-forms-agree)"),
-               why_tex or r"\text{not checked: the problem has a sink logit}")
+                  "fact about the plain softmax does not apply (see sink-forms-agree)"))
     return dataclasses.replace(proof, checks=proof.checks + (why,))
 
 
@@ -119,8 +117,7 @@ def prove(name: str, subject: Subject = None, claims: Claims | None = None) -> P
                                    for key, facts in PLAIN_LOGITS.items()):
         return _general_only(name, claims, f"it has {variant}, so the softmax takes the "
                              f"{trace.logit_step} logits, not scale·scores of unordered tokens, and "
-                             "this fact's instance check (on the scores) does not apply",
-                             rf"\text{{not checked: the problem has {variant}}}")
+                             "this fact's instance check (on the scores) does not apply")
     return FACTS[name](trace, claims)
 
 

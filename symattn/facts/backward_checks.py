@@ -35,11 +35,9 @@ def no_backward(trace: Trace | None) -> tuple[Line, ...] | None:
         return ()
     if trace.problem.backward is None:
         return (Line("this problem has no backward key: nothing to check on it "
-                     '(add backward = { loss = "sum" }, a target or a grad_output)',
-                     r"\text{no backward key}"),)
+                     '(add backward = { loss = "sum" }, a target or a grad_output)'),)
     if has_symbols(trace):
-        return (Line("this problem has symbols: the instance check needs numbers (substitute them)",
-                     r"\text{symbolic problem: not checked}"),)
+        return (Line("this problem has symbols: the instance check needs numbers (substitute them)"),)
     return None
 
 
@@ -96,9 +94,6 @@ class Verdict:
         return (f"{exact}{self.by_balls} by certified {BALL_BITS}-bit balls: |difference| ≤ {bound} "
                 "(a check of this instance, not an exact proof of 0)")
 
-    def tex(self) -> str:
-        return r"\text{(exact)}" if not self.by_balls and self.ok else r"\text{(certified balls)}"
-
 
 def _exact_zero(d: sympy.Expr) -> bool | None:
     """Lindemann–Weierstrass on exponentials (tanh rewritten as them), or on cosines and
@@ -132,14 +127,6 @@ def upper_text(x: flint.arb) -> str:
     if digits >= 100:
         digits, k = 10, k + 1
     return f"{digits // 10}.{digits % 10}e{k:+d}"
-
-
-def tex_number(text: str) -> str:
-    """2.1e-7 as 2.1 \\times 10^{-7} for math mode."""
-    if "e" not in text:
-        return text
-    mantissa, exponent = text.split("e")
-    return rf"{mantissa} \times 10^{{{int(exponent)}}}"
 
 
 def rows(trace: Trace) -> range:

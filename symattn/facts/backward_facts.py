@@ -29,7 +29,9 @@ from typing import Any, Callable
 import flint
 import sympy
 
+from symattn.facts import notation as nt
 from symattn.facts.proof import Line, Proof
+from symattn.notation.nodes import Factor, Group, Math, Neg, Sub
 from symattn.facts.symbolic import is_zero, softmax, symbol_vector
 from symattn.numbers.precision import precision
 from symattn.trace.trace import Trace
@@ -40,6 +42,29 @@ from symattn.facts.backward_checks import MAX_EXACT, BALL_BITS, Verdict as _Verd
 from symattn.facts.backward_gradient_facts import finite_difference_converges, gradient_is_sympy_derivative
 
 SMALL_N = (2, 3, 4)
+
+
+def _s(name: str, sub: str) -> Math:
+    """A named entry with its indices: dP_j, P_ij, dO_ic (written as the proofs write them)."""
+    return nt.sym(name, sub)
+
+
+_D = nt.sym("D")
+
+
+def _dV_sum() -> Math:
+    """Σ_j dV_jc: a column sum of dV."""
+    return nt.sigma(_s("dV", "jc"))
+
+
+def _weighted_dO() -> Math:
+    """Σ_i (Σ_j P_ij)·dO_ic."""
+    return nt.sigma(nt.dot(Group(nt.sigma(_s("P", "ij"))), _s("dO", "ic")), "i")
+
+
+def _row_dot() -> Math:
+    """D_i = dO_i·O_i."""
+    return nt.rel(_s("D", "i"), "=", nt.dot(_s("dO", "i"), _s("O", "i")))
 
 
 # ------------------------------------------------------- d-logits-rows-sum-to-zero
@@ -63,17 +88,19 @@ def _general_row_sums() -> tuple[bool, tuple[Line, ...]]:
     sizes = ", ".join(map(str, SMALL_N))
     ok = ok_free and ok_soft and ok_sink
     return ok, (
-        Line("Σ_j p_j (dP_j − D) = D − D·Σ_j p_j = D·(1 − Σ_j p_j) with D = Σ_k p_k dP_k, for any p and dP "
+        Line(nt.rel(nt.sigma(nt.times(nt.p("j"), Factor(nt.minus(_s("dP", "j"), _D))), "j"), "=",
+                    nt.minus(_D, nt.dot(_D, nt.sigma(nt.p("j")))), "=",
+                    nt.dot(_D, Group(nt.minus(nt.one, nt.sigma(nt.p("j")))))),
+             " with ", nt.rel(_D, "=", nt.sigma(nt.times(nt.p("k"), _s("dP", "k")), "k")), ", for any p and dP "
              f"(SymPy, expanded, n = {sizes}: {'verified' if ok_free else 'FAILED'}); "
-             "the softmax's weights sum to 1, so the row sums to 0",
-             r"\sum_j p_j (dP_j - D) = D\,\bigl(1 - \textstyle\sum_j p_j\bigr) = 0"),
-        Line(f"with p = softmax(s) written out, for symbols s and dP, n = {sizes}: the row sum simplifies "
-             f"to 0 ({'verified' if ok_soft else 'FAILED'}); a masked key has p = 0 and adds nothing",
-             r"\sum_j \operatorname{softmax}(s)_j\,(dP_j - D) \equiv 0"),
-        Line("with a sink logit σ the weights of the keys sum to 1 − p_σ, so the row sums to p_σ·D, which is "
-             "minus the sink's share −p_σ·D of d_sink: the row with its sink column sums to 0 "
-             f"(SymPy, n = {sizes}: {'verified' if ok_sink else 'FAILED'})",
-             r"\sum_j dS_{ij} = p_{\sigma,i} D_i = -\frac{\partial L}{\partial \sigma}\Big|_{\text{row } i}"),
+             "the softmax's weights sum to 1, so the row sums to 0"),
+        Line("with ", nt.rel(nt.p(), "=", nt.fn("softmax", nt.s())), f" written out, for symbols s and dP, n = {sizes}: "
+             f"the row sum simplifies to 0 ({'verified' if ok_soft else 'FAILED'}); a masked key has ",
+             nt.rel(nt.p(), "=", nt.zero), " and adds nothing"),
+        Line("with a sink logit σ the weights of the keys sum to ", nt.minus(nt.one, _s("p", "σ")),
+             ", so the row sums to ", nt.dot(_s("p", "σ"), _D), ", which is minus the sink's share ",
+             Neg(nt.dot(_s("p", "σ"), _D)), " of d_sink: the row with its sink column sums to 0 "
+             f"(SymPy, n = {sizes}: {'verified' if ok_sink else 'FAILED'})"),
     )
 
 
@@ -94,19 +121,17 @@ def d_logits_rows_sum_to_zero(trace: Trace | None = None) -> Proof:
             want = p_sink * trace.step("row_dot")[i, 0] if sink else sympy.S.Zero
             v.zero(row - want, f"row {_label(trace, i)}")
             ok &= v.ok
-            said = "p_sink,i·D_i" if sink else "0"
-            said_tex = rf"p_{{\sigma,{i}}} D_{{{i}}}" if sink else "0"
-            lines.append(Line(f"row {_label(trace, i)}: Σ_j dS = {said} ({v.how()})",
-                              rf"\sum_j dS_{{{i}j}} = {said_tex} " + v.tex()))
+            said = nt.dot(_s("p", "sink,i"), _s("D", "i")) if sink else nt.zero
+            lines.append(Line(f"row {_label(trace, i)}: ", nt.rel(nt.sigma(nt.sym("dS")), "=", said),
+                              f" ({v.how()})"))
             if not v.ok and counter is None:
                 counter = {"row": p.tokens[i]}
         if p.n > MAX_EXACT:
-            lines.append(Line(f"rows past the first {MAX_EXACT} not checked (they are the same identity)",
-                              rf"\text{{first {MAX_EXACT} rows}}"))
+            lines.append(Line(f"rows past the first {MAX_EXACT} not checked (they are the same identity)"))
         checks = tuple(lines)
-    statement = Line("every row of the gradient of the logits dS = P ∘ (dP − D) sums to 0 (with a sink "
-                     "logit: to p_sink·D_i, minus the row's share of d_sink)",
-                     r"\sum_j dS_{ij} = 0 \quad (\text{with a sink: } p_{\sigma,i} D_i)")
+    statement = Line("every row of the gradient of the logits dS = P ∘ (dP − D) sums to 0, ",
+                     nt.rel(nt.sigma(_s("dS", "ij")), "=", nt.zero), " (with a sink logit: to ",
+                     nt.dot(_s("p", "sink,i"), _s("D", "i")), ", minus the row's share of d_sink)")
     return Proof("d-logits-rows-sum-to-zero", ok, statement, general, checks or (), counter)
 
 
@@ -127,14 +152,14 @@ def _general_column_sums() -> tuple[bool, tuple[Line, ...]]:
     soft = all(is_zero(sum(dVs[j, c] for j in range(m)) - sum(dO[i, c] for i in range(n))) for c in range(d))
     ok = free and soft
     return ok, (
-        Line("Σ_j dV_jc = Σ_j Σ_i P_ij dO_ic = Σ_i (Σ_j P_ij)·dO_ic for any P and dO "
-             f"(SymPy on a 3×2 P and 3×2 dO of symbols: {'verified' if free else 'FAILED'})",
-             r"\mathbf{1}^\top dV = \mathbf{1}^\top P^\top dO = (P\mathbf{1})^\top dO"),
-        Line("when every row's weights sum to 1 (the softmax, no sink, every row attends) this is "
-             f"Σ_i dO_ic (SymPy with the softmax written out: {'verified' if soft else 'FAILED'}); "
-             "with a sink the weights of row i sum to 1 − p_sink,i < 1, and Σ_j dV_jc = "
-             "Σ_i (1 − p_sink,i)·dO_ic instead",
-             r"P\mathbf{1} = \mathbf{1} \Rightarrow \mathbf{1}^\top dV = \mathbf{1}^\top dO"),
+        Line(nt.rel(_dV_sum(), "=", nt.sigma(nt.sigma(nt.times(_s("P", "ij"), _s("dO", "ic")), "i")), "=",
+                    _weighted_dO()), " for any P and dO "
+             f"(SymPy on a 3×2 P and 3×2 dO of symbols: {'verified' if free else 'FAILED'})"),
+        Line("when every row's weights sum to 1 (the softmax, no sink, every row attends) this is ",
+             nt.sigma(_s("dO", "ic"), "i"), f" (SymPy with the softmax written out: {'verified' if soft else 'FAILED'}); "
+             "with a sink the weights of row i sum to ", nt.rel(nt.minus(nt.one, _s("p", "sink,i")), "<", nt.one),
+             ", and ", nt.rel(_dV_sum(), "=", nt.sigma(nt.dot(Group(nt.minus(nt.one, _s("p", "sink,i"))),
+                                                                 _s("dO", "ic")), "i")), " instead"),
     )
 
 
@@ -172,18 +197,17 @@ def d_V_column_sums(trace: Trace | None = None) -> Proof:
                 counter = {"column": c}
         ok &= v.ok
         if plain:
-            lines.append(Line(f"every column c: Σ_j dV_jc = Σ_i dO_ic ({v.how()})",
-                              r"\mathbf{1}^\top dV = \mathbf{1}^\top dO " + v.tex()))
+            lines.append(Line("every column c: ", nt.rel(_dV_sum(), "=", nt.sigma(_s("dO", "ic"), "i")),
+                              f" ({v.how()})"))
         else:
             why = ("a sink logit: each row's weights sum to 1 − p_sink,i < 1" if p.sink is not None
                    else "a row attends no key: its weights sum to 0")
             lines.append(Line(f"{why}, so the column sums of dV are not those of dO; what holds, "
-                              f"every column c: Σ_j dV_jc = Σ_i (Σ_j P_ij)·dO_ic ({v.how()})",
-                              r"\mathbf{1}^\top dV = (P\mathbf{1})^\top dO " + v.tex()))
+                              "every column c: ", nt.rel(_dV_sum(), "=", _weighted_dO()), f" ({v.how()})"))
         checks = tuple(lines)
-    statement = Line("the column sums of dV = Pᵀ·dO equal those of dO (every row's weights summing to 1; "
-                     "in general Σ_j dV_jc = Σ_i (Σ_j P_ij)·dO_ic)",
-                     r"\mathbf{1}^\top dV = (P\mathbf{1})^\top dO = \mathbf{1}^\top dO")
+    statement = Line("the column sums of ", nt.rel(nt.sym("dV"), "=", nt.dot(nt.T(nt.sym("P")), nt.sym("dO"))),
+                     " equal those of dO (every row's weights summing to 1; in general ",
+                     nt.rel(_dV_sum(), "=", _weighted_dO()), ")")
     return Proof("d-V-column-sums", ok, statement, general, checks or (), counter)
 
 
@@ -206,15 +230,18 @@ def _general_inner() -> tuple[bool, tuple[Line, ...]]:
     kept = sympy.simplify(((R * sympy.Matrix([x, y])).T * (R * sympy.Matrix([a, b])))[0] - (x * a + y * b)) == 0
     ok_all = ok and kept
     return ok_all, (
-        Line("⟨dQ, Q⟩ = Σ_ic (Σ_j dS'_ij K_jc) Q_ic = Σ_ij dS'_ij (Q Kᵀ)_ij = ⟨dS', S⟩, and "
-             "⟨dK, K⟩ = Σ_jc (Σ_i dS'_ij Q_ic) K_jc = ⟨dS', S⟩ likewise, for any dS', Q and K "
-             f"(SymPy on a 2×2 Q, 3×2 K and 2×3 dS' of symbols: {'verified' if ok else 'FAILED'})",
-             r"\langle dS' K, Q\rangle = \operatorname{tr}(K^\top dS'^\top Q) = \langle dS', QK^\top\rangle"
-             r" = \langle dS'^\top Q, K\rangle"),
-        Line("with RoPE the scores are Q_rot·K_rotᵀ, so the identity holds on the rotated ones; and each "
-             "row of dQ is turned back by the same rotation as its query (Rᵀ is orthogonal: "
-             f"⟨Ru, Rv⟩ = ⟨u, v⟩, SymPy: {'verified' if kept else 'FAILED'}), so ⟨dQ, Q⟩ = ⟨dQ_rot, Q_rot⟩ too",
-             r"\langle R u, R v\rangle = \langle u, v\rangle"),
+        Line("⟨dQ, Q⟩ = ", nt.sigma(nt.times(Group(nt.sigma(nt.times(_s("dS'", "ij"), _s("K", "jc")))), _s("Q", "ic")),
+                                    "ic"),
+             " = ", nt.sigma(nt.times(_s("dS'", "ij"), Sub(Group(nt.times(nt.sym("Q"), nt.T(nt.sym("K")))),
+                                                          (nt.sym("i"), nt.sym("j")))), "ij"),
+             " = ⟨dS', S⟩, and ⟨dK, K⟩ = ",
+             nt.sigma(nt.times(Group(nt.sigma(nt.times(_s("dS'", "ij"), _s("Q", "ic")), "i")), _s("K", "jc")), "jc"),
+             " = ⟨dS', S⟩ likewise, for any dS', Q and K "
+             f"(SymPy on a 2×2 Q, 3×2 K and 2×3 dS' of symbols: {'verified' if ok else 'FAILED'})"),
+        Line("with RoPE the scores are ", nt.dot(_s("Q", "rot"), nt.T(_s("K", "rot"))),
+             ", so the identity holds on the rotated ones; and each row of dQ is turned back by the same "
+             "rotation as its query (", nt.T(nt.sym("R")), " is orthogonal: "
+             f"⟨Ru, Rv⟩ = ⟨u, v⟩, SymPy: {'verified' if kept else 'FAILED'}), so ⟨dQ, Q⟩ = ⟨dQ_rot, Q_rot⟩ too"),
     )
 
 
@@ -241,21 +268,17 @@ def d_Q_K_inner_products(trace: Trace | None = None) -> Proof:
             v.ball(_ball_products(trace, [(dq, qn)], p.n, p.d_k, 1.0)
                    + _ball_products(trace, [(dk, kn)], p.m, p.d_k, -1.0), f"⟨{dq}, {qn}⟩ − ⟨{dk}, {kn}⟩")
         ok &= v.ok
-        lines.append(Line(f"⟨{dq}, {qn}⟩ = ⟨{dk}, {kn}⟩ = ⟨dS', S⟩ ({v.how()})",
-                          rf"\langle d{qn}, {qn}\rangle = \langle d{kn}, {kn}\rangle = "
-                          r"\langle dS', S\rangle " + v.tex()))
+        lines.append(Line(f"⟨{dq}, {qn}⟩ = ⟨{dk}, {kn}⟩ = ⟨dS', S⟩ ({v.how()})"))
         if p.rope is not None:
             w = _Verdict()
             w.ball(_ball_products(trace, [("d_Q", "Q")], p.n, p.d_k, 1.0)
                    + _ball_products(trace, [("d_Q_rot", "Q_rot")], p.n, p.d_k, -1.0), "⟨dQ, Q⟩ − ⟨dQ_rot, Q_rot⟩")
             ok &= w.ok
-            lines.append(Line(f"and on the unrotated queries: ⟨d_Q, Q⟩ = ⟨d_Q_rot, Q_rot⟩ ({w.how()})",
-                              r"\langle dQ, Q\rangle = \langle dQ_{\text{rot}}, Q_{\text{rot}}\rangle " + w.tex()))
+            lines.append(Line(f"and on the unrotated queries: ⟨d_Q, Q⟩ = ⟨d_Q_rot, Q_rot⟩ ({w.how()})"))
         if not ok:
             counter = {"inner products": "differ"}
         checks = tuple(lines)
-    statement = Line("⟨dQ, Q⟩ = ⟨dK, K⟩, both equal to ⟨dS', S⟩ (with RoPE: on the rotated queries and keys)",
-                     r"\langle dQ, Q\rangle = \langle dK, K\rangle = \langle dS', S\rangle")
+    statement = Line("⟨dQ, Q⟩ = ⟨dK, K⟩, both equal to ⟨dS', S⟩ (with RoPE: on the rotated queries and keys)")
     return Proof("d-Q-K-inner-products", ok, statement, general, checks or (), counter)
 
 
@@ -270,10 +293,13 @@ def _general_row_dot() -> tuple[bool, tuple[Line, ...]]:
     dP = [sum(g[c] * V[j, c] for c in range(d)) for j in range(m)]
     O = [sum(p[j] * V[j, c] for j in range(m)) for c in range(d)]  # noqa: E741
     ok = sympy.expand(sum(p[j] * dP[j] for j in range(m)) - sum(g[c] * O[c] for c in range(d))) == 0
-    return ok, (Line("D_i = Σ_j P_ij dP_ij = Σ_j P_ij Σ_c dO_ic V_jc = Σ_c dO_ic Σ_j P_ij V_jc = Σ_c dO_ic O_ic, "
-                     "for any weights (a sink's too: it has no value row) "
-                     f"(SymPy on 3 weights, a 3×2 V and dO of symbols: {'verified' if ok else 'FAILED'})",
-                     r"D_i = \sum_j P_{ij}\,(dO\,V^\top)_{ij} = \sum_c dO_{ic}\,(PV)_{ic} = dO_i \cdot O_i"),)
+    P, dO, c = _s("P", "ij"), _s("dO", "ic"), "c"
+    return ok, (Line(nt.rel(_s("D", "i"), "=", nt.sigma(nt.times(P, _s("dP", "ij"))), "=",
+                            nt.sigma(nt.times(P, nt.sigma(nt.times(dO, _s("V", "jc")), c))), "=",
+                            nt.sigma(nt.times(dO, nt.sigma(nt.times(P, _s("V", "jc")))), c), "=",
+                            nt.sigma(nt.times(dO, _s("O", "ic")), c)),
+                     ", for any weights (a sink's too: it has no value row) "
+                     f"(SymPy on 3 weights, a 3×2 V and dO of symbols: {'verified' if ok else 'FAILED'})"),)
 
 
 def row_dot_is_dO_dot_O(trace: Trace | None = None) -> Proof:
@@ -288,13 +314,12 @@ def row_dot_is_dO_dot_O(trace: Trace | None = None) -> Proof:
             v = _Verdict()
             v.zero(D[i, 0] - sympy.Add(*[dO[i, c] * O[i, c] for c in range(p.d_v)]), f"row {_label(trace, i)}")
             ok &= v.ok
-            lines.append(Line(f"row {_label(trace, i)}: D_i = dO_i·O_i ({v.how()})",
-                              rf"D_{{{i}}} = dO_{{{i}}} \cdot O_{{{i}}} " + v.tex()))
+            lines.append(Line(f"row {_label(trace, i)}: ", _row_dot(), f" ({v.how()})"))
             if not v.ok and counter is None:
                 counter = {"row": p.tokens[i]}
         checks = tuple(lines)
-    statement = Line("D_i = Σ_j P_ij·dP_ij equals dO_i·O_i (FlashAttention-2's D = rowsum(dO ∘ O))",
-                     r"D_i = \sum_j P_{ij}\, dP_{ij} = dO_i \cdot O_i")
+    statement = Line(nt.rel(_s("D", "i"), "=", nt.sigma(nt.dot(_s("P", "ij"), _s("dP", "ij")))), " equals ",
+                     nt.dot(_s("dO", "i"), _s("O", "i")), " (FlashAttention-2's D = rowsum(dO ∘ O))")
     return Proof("row-dot-is-dO-dot-O", ok, statement, general, checks or (), counter)
 
 

@@ -13,7 +13,8 @@ import flint
 import sympy
 
 from symattn.facts.backward_checks import BALL_BITS, Verdict as _Verdict, no_backward as _no_backward, \
-    tex_number as _tex_number, upper_text as _upper_text
+    upper_text as _upper_text
+from symattn.facts import notation as nt
 from symattn.facts.proof import Line, Proof
 from symattn.numbers.arb import to_arb
 from symattn.numbers.precision import precision
@@ -135,15 +136,11 @@ def _refuse_size(trace: Trace) -> Line | None:
     if p.n > MAX_TOKENS or p.m > MAX_TOKENS or count > MAX_PARAMETERS:
         return Line(f"not checked on this problem: it is too large for SymPy's derivative ({p.n} queries, "
                     f"{p.m} keys, {count} input entries; the cap is {MAX_TOKENS} tokens and {MAX_PARAMETERS} "
-                    "entries, each a symbolic forward pass)", r"\text{not checked: above the size cap}")
+                    "entries, each a symbolic forward pass)")
     return None
 
 
 # ---------------------------------------------------------- gradient-is-sympy-derivative
-
-def _tt(name: str) -> str:
-    return name.replace("_", r"\_")
-
 
 def _grad_step(name: str) -> str:
     return "d_sink" if name == "sink" else "d_" + name
@@ -152,11 +149,14 @@ def _grad_step(name: str) -> str:
 def gradient_is_sympy_derivative(trace: Trace | None = None) -> Proof:
     """The engine's gradient of each input entry equals SymPy's ∂L/∂(entry) of the loss
     written out from the definitions, symbol by symbol (small problems only)."""
-    general = (Line("the chain rule through O = PV, P = softmax(z), z = scale·QKᵀ (+ bias, soft-cap), "
-                    "with the softmax's Jacobian diag(p) − ppᵀ (see softmax-jacobian), gives the engine's "
-                    "steps; this fact does not re-prove that in general, it checks the engine against "
-                    "SymPy's own derivative on the given problem",
-                    r"\frac{\partial L}{\partial \theta} = \text{engine's } d\theta"),)
+    z = nt.sym("z")
+    general = (Line("the chain rule through ", nt.rel(nt.sym("O"), "=", nt.times(nt.sym("P"), nt.sym("V"))), ", ",
+                    nt.rel(nt.sym("P"), "=", nt.fn("softmax", z)), ", ",
+                    nt.rel(z, "=", nt.dot(nt.words("scale"), nt.times(nt.sym("Q"), nt.T(nt.sym("K"))))),
+                    " (+ bias, soft-cap), with the softmax's Jacobian ",
+                    nt.minus(nt.fn("diag", nt.p()), nt.times(nt.p(), nt.T(nt.p()))), " (see softmax-jacobian), "
+                    "gives the engine's steps; this fact does not re-prove that in general, it checks the "
+                    "engine against SymPy's own derivative on the given problem"),)
     ok = True
     checks = _no_backward(trace)
     counter = None
@@ -181,17 +181,13 @@ def gradient_is_sympy_derivative(trace: Trace | None = None) -> Proof:
                 if not v.ok and counter is None:
                     counter = {"step": _grad_step(name), "entry": v.failed[0][0]}
                 what = _grad_step(name)
-                lines.append(Line(f"{what}: all {rows * cols} entries agree with SymPy's ∂L/∂{name} ({v.how()})",
-                                  rf"\texttt{{{_tt(what)}}} = \partial L / \partial \texttt{{{_tt(name)}}} "
-                                  + v.tex()))
+                lines.append(Line(f"{what}: all {rows * cols} entries agree with SymPy's ∂L/∂{name} ({v.how()})"))
             checks = (Line("the loss written out here from the definitions (it shares only the problem's data "
                            "with the engine: inputs, mask, scale, sink, RoPE angles, ALiBi's bias), each input entry in turn a symbol t, differentiated by SymPy and "
-                           "evaluated at the entry's value",
-                           r"L(\theta_{rc} = t),\ \frac{dL}{dt}\Big|_{t = \theta_{rc}}"), *lines)
+                           "evaluated at the entry's value"), *lines)
     return Proof("gradient-is-sympy-derivative", ok,
                  Line("the engine's gradient equals SymPy's derivative of the exact loss, entry by entry "
-                      "(on small problems; a check of this problem, not a general proof)",
-                      r"d\theta = \partial L / \partial \theta \text{ exactly}"),
+                      "(on small problems; a check of this problem, not a general proof)"),
                  general, checks or (), counter)
 
 
@@ -205,11 +201,14 @@ def _general_fd() -> tuple[bool, tuple[Line, ...]]:
     series = sympy.series(central, h, 0, 4).removeO().doit()
     want = sympy.diff(f(x), x) + h ** 2 / 6 * sympy.diff(f(x), x, 3)
     ok = sympy.simplify(series - want) == 0
-    return ok, (Line("(f(x + h) − f(x − h)) / 2h = f′(x) + h²·f‴(x)/6 + O(h⁴) for any smooth f (SymPy's "
+    xn, hn = nt.sym("x"), nt.sym("h")
+    central_node = nt.frac(nt.minus(nt.fn("f", nt.plus(xn, hn)), nt.fn("f", nt.minus(xn, hn))), nt.times(nt.num(2), hn))
+    series_node = nt.plus(nt.fn("f'", xn), nt.frac(nt.dot(nt.sup(hn, nt.num(2)), nt.fn("f'''", xn)), nt.num(6)),
+                          nt.fn("O", nt.sup(hn, nt.num(4))))
+    return ok, (Line(nt.rel(central_node, "=", series_node), " for any smooth f (SymPy's "
                      f"series in h: {'verified' if ok else 'FAILED'}): in exact arithmetic the error falls "
                      "as h²; in floats the two values of f are rounded, so the difference also has an error "
-                     "of about ε·|f|/h (ε the format's unit roundoff) that grows as h falls",
-                     r"\frac{f(x+h) - f(x-h)}{2h} = f'(x) + \frac{h^2}{6} f'''(x) + O(h^4)"),)
+                     "of about ε·|f|/h (ε the format's unit roundoff) that grows as h falls"),)
 
 
 def _pick(trace: Trace) -> tuple[str, int, int, flint.arb]:
@@ -257,8 +256,7 @@ def finite_difference_converges(trace: Trace | None = None) -> Proof:
         try:
             import numpy  # noqa: F401
         except ImportError:  # pragma: no cover - numpy is a test dependency
-            refused = Line("not checked: numpy is not installed (the float differences need it)",
-                           r"\text{not checked: no numpy}")
+            refused = Line("not checked: numpy is not installed (the float differences need it)")
         if refused is not None:
             checks = (refused,)
         else:
@@ -271,8 +269,7 @@ def finite_difference_converges(trace: Trace | None = None) -> Proof:
             lines = [Line(f"the entry {name}[{r}, {c}] (the first input's largest gradient), whose exact "
                           f"gradient {_grad_step(name)}[{r}, {c}] is in the certified ball "
                           f"{grad.str(12, radius=False)}…; errors are certified upper bounds of "
-                          "|difference − exact gradient| (arb balls; float results converted exactly)",
-                          rf"\theta = \texttt{{{_tt(name)}}}[{r}, {c}]")]
+                          "|difference − exact gradient| (arb balls; float results converted exactly)")]
             rows = []
             for h in STEPS:
                 up, down = to_arb(L.subs(t, theta + h), BALL_BITS), to_arb(L.subs(t, theta - h), BALL_BITS)
@@ -284,18 +281,13 @@ def finite_difference_converges(trace: Trace | None = None) -> Proof:
                     errs.update({label: _upper_text(abs(_arb_of(x) - grad)) for label, x in floats.items()})
                 rows.append({"h": f"1e-{len(str(h.q)) - 1}", **errs})
                 lines.append(Line(f"h = {rows[-1]['h']}: exact arithmetic ≤ {errs['exact']}, "
-                                  f"float64 ≤ {errs['float64']}, float32 ≤ {errs['float32']}",
-                                  rf"h = 10^{{-{len(str(h.q)) - 1}}}:\ "
-                                  + r",\ ".join(rf"\text{{{k}}} \le {_tex_number(errs[k])}"
-                                                for k in ("exact", "float64", "float32"))))
+                                  f"float64 ≤ {errs['float64']}, float32 ≤ {errs['float32']}"))
             lines.append(Line("(measured on this problem, not proved in general: the exact-arithmetic errors fall "
                               "as h²; the float errors stop falling and grow again once rounding dominates — a "
-                              "float32 difference is not a reference for a gradient)",
-                              r"\text{measured on this instance}"))
+                              "float32 difference is not a reference for a gradient)"))
             data = {"finite_differences": {"entry": f"{name}[{r}, {c}]", "errors": rows}}
             checks = tuple(lines)
     return Proof("finite-difference-converges", ok,
                  Line("a central finite difference converges to the gradient as h → 0 (error h²·f‴/6 in exact "
-                      "arithmetic); in float32 or float64 its error is bounded below by rounding",
-                      r"\frac{L(\theta + h) - L(\theta - h)}{2h} \to \frac{\partial L}{\partial \theta}"),
+                      "arithmetic); in float32 or float64 its error is bounded below by rounding"),
                  general, checks or (), None, data)

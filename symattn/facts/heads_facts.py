@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import sympy
 
+from symattn.facts.notation import T, dot, fn, frac, rel, sym, times, words
 from symattn.facts.proof import Line, Proof
+from symattn.notation.nodes import Math, Sub
 from symattn.facts.softmax_facts import same
 from symattn.facts.structure_facts import _symbolic_outputs
 from symattn.facts.symbolic import symbol_vector
@@ -49,6 +51,11 @@ def grouped_from(problem: Problem) -> MultiHeadProblem:
                             scale=problem.scale, mask=mask, title=problem.title)
 
 
+def _concat() -> Math:
+    """concat·W_o: the heads' outputs side by side, projected."""
+    return dot(words("concat"), sym("W", "o"))
+
+
 def gqa_equals_repeated_heads(subject: Trace | MultiHeadProblem | None = None) -> Proof:
     """GQA/MQA output = MHA output with each key/value head copied to its query heads."""
     # general: 4 query heads over 2 key/value heads (i // 2), symbolic tokens
@@ -59,12 +66,14 @@ def gqa_equals_repeated_heads(subject: Trace | MultiHeadProblem | None = None) -
     k_rep, v_rep = [k[h // 2] for h in range(4)], [v[h // 2] for h in range(4)]
     repeated = [_symbolic_outputs(q[h], k_rep[h], v_rep[h]) for h in range(4)]
     ok = grouped == repeated
-    general = (Line.written("query head i of grouped-query attention reads key/value head g(i) = i // (h/h_kv); "
-                    "multi-head attention with K_i := K_g(i), V_i := V_g(i) computes softmax(Q_i K_iᵀ·scale) V_i "
-                    "on the same triple, so every head output, the concatenation and concat·W_o agree. "
-                    f"SymPy, 4 query heads over 2 key/value heads on symbols: {'identical' if ok else 'DIFFERENT'}",
-                    r"\operatorname{GQA}(Q_i, K_{\lfloor i/g \rfloor}, V_{\lfloor i/g \rfloor}) = "
-                    r"\operatorname{MHA}(Q_i, \tilde K_i, \tilde V_i),\ \tilde K_i = K_{\lfloor i/g \rfloor}"),)
+    i, g = sym("i"), fn("g", sym("i"))
+    general = (Line("query head i of grouped-query attention reads key/value head ",
+                    rel(g, "=", fn("floor", frac(times(i, sym("h", "kv")), sym("h")))), "; "
+                    "multi-head attention with ", rel(sym("K", "i"), "=", Sub(sym("K"), (g,))), ", ",
+                    rel(sym("V", "i"), "=", Sub(sym("V"), (g,))), " computes ",
+                    times(fn("softmax", dot(times(sym("Q", "i"), T(sym("K", "i"))), words("scale"))), sym("V", "i")),
+                    " on the same triple, so every head output, the concatenation and ", _concat(), " agree. "
+                    f"SymPy, 4 query heads over 2 key/value heads on symbols: {'identical' if ok else 'DIFFERENT'}"),)
     checks, counter = [], None
     if subject is not None:
         if isinstance(subject, Trace):
@@ -80,12 +89,12 @@ def gqa_equals_repeated_heads(subject: Trace | MultiHeadProblem | None = None) -
                        for i in range(n) for c in range(x.problem.d_v))
         out_ok = all(same(a.output[i, c], b.output[i, c]) for i in range(n) for c in range(a.output.cols))
         ok &= heads_ok and out_ok
-        checks.append(Line.written(f"{how}: every head output and concat·W_o equal those of multi-head attention "
-                           "with the key/value head repeated, exactly" if heads_ok and out_ok
-                           else f"{how}: DIFFERENT", r"O_{\mathrm{GQA}} = O_{\mathrm{MHA,\,repeated}}"))
+        checks.append(Line(f"{how}: every head output and ", _concat(), " equal those of multi-head attention "
+                           "with the key/value head repeated, exactly") if heads_ok and out_ok
+                      else Line(f"{how}: DIFFERENT"))
         if not (heads_ok and out_ok):
             counter = {"heads": mhp.heads, "kv_heads": mhp.kv_heads}
     return Proof("gqa-equals-repeated-heads", ok,
-                 Line.written("multi-query/grouped-query attention equals multi-head attention with repeated "
-                      "key/value heads", r"\operatorname{GQA} = \operatorname{MHA}(\text{repeated } K, V)"),
+                 Line("multi-query/grouped-query attention equals multi-head attention with repeated "
+                      "key/value heads"),
                  general, tuple(checks), counter)

@@ -27,8 +27,10 @@ import sympy
 
 from symattn.numbers.certify import certify
 from symattn.numbers.compare import compare, equal
+from symattn.facts import notation as nt
 from symattn.facts.claims import Claims
 from symattn.facts.proof import Line, Proof
+from symattn.notation.nodes import Dots, Factor, Group, Math, Neg, Seq, Sub, Sym
 from symattn.facts.softmax_facts import same
 from symattn.facts.symbolic import is_zero
 from symattn.trace.online import Online
@@ -37,6 +39,52 @@ from symattn.trace.trace import Trace
 #: rows checked exactly on an instance, and the key count up to which every split is tried
 MAX_CHECKED_ROWS = 8
 ALL_SPLITS_UP_TO = 6
+
+
+_NEG_INF = Neg(Sym("∞"))
+_MASKED = nt.rel(nt.e(_NEG_INF), "=", nt.zero)       # e^(−∞) = 0: a masked key adds nothing
+_SINK = nt.sym("σ")
+
+
+def _x(j: int | str) -> Math:
+    return nt.sym("x", j)
+
+
+def _m(k: int | str) -> Math:
+    return nt.sym("m", k)
+
+
+def _O(k: int) -> Math:
+    return nt.sym("O", k)
+
+
+def _ell(k: int | str | None = None, *, sink: bool = False) -> Math:
+    """ℓ_k, a running sum (ℓ̃ with the sink's term)."""
+    return Sym("ℓ", None if k is None else str(k), "tilde" if sink else None)
+
+
+def _ex(a: Math, b: Math) -> Math:
+    """e^(a − b): a term rescaled by a running maximum."""
+    return nt.e(nt.minus(a, b))
+
+
+def _softmax_j() -> Math:
+    return Sub(nt.fn("softmax", nt.sym("x")), (nt.sym("j"),))
+
+
+def _last() -> Math:
+    """O_last / ℓ_last: the recurrence's end."""
+    return nt.frac(nt.sym("O", "last"), _ell("last"))
+
+
+def _decoded() -> Math:
+    """softmax(q_t·K_(0..t)ᵀ / √d_k)·V_(0..t) = row t of softmax(Q·Kᵀ / √d_k + M)·V."""
+    root = nt.root(nt.sym("d_k"))
+    step = nt.times(nt.fn("softmax", nt.frac(nt.dot(nt.sym("q", "t"), nt.T(nt.sym("K", "0..t"))), root)),
+                    nt.sym("V", "0..t"))
+    full = nt.times(nt.fn("softmax", nt.plus(nt.frac(nt.dot(nt.sym("Q"), nt.T(nt.sym("K"))), root), nt.sym("M"))),
+                    nt.sym("V"))
+    return nt.rel(step, "=", Sub(Group(full), (nt.sym("t"),)))
 
 
 def _within(claimed, exact: sympy.Expr) -> bool:
@@ -62,14 +110,13 @@ def _judge_claims(trace: Trace, claims: Claims | None, values, what: str,
             bad = [j for j, (c, e) in enumerate(zip(row, exact_row)) if not _within(c, e)]
             token = trace.problem.tokens[i]
             if not bad:
-                checks.append(Line.written(f"claimed {name} row {token!r}: {', '.join(c.text for c in row)} agree "
-                                   f"with {what} as written", rf"\hat{{{name[0].upper()}}}_{{{i}}} \checkmark"))
+                checks.append(Line(f"claimed {name} row {token!r}: {', '.join(c.text for c in row)} agree "
+                                   f"with {what} as written"))
                 continue
             ok = False
             j = bad[0]
             shown = str(certify(exact_row[j], 6))
-            checks.append(Line.written(f"claimed {name}[{token}, {j}] = {row[j].text}, but {what} gives {shown}",
-                               rf"\hat{{{name[0].upper()}}}_{{{i},{j}}} = {row[j].text} \ne {shown}"))
+            checks.append(Line(f"claimed {name}[{token}, {j}] = {row[j].text}, but {what} gives {shown}"))
             if counter is None:
                 counter = {"row": token, "step": name, "column": j, "claimed": row[j].text,
                            "exact": shown}
@@ -102,23 +149,28 @@ def _general_online() -> tuple[bool, tuple[Line, ...]]:
         and is_zero(l2s - folded)
     ok = ok_w and ok_o and ok_s
     lines = (
-        Line.written("two blocks {x0, x1} | {x2, x3} with running maxima m1, m2 (any reals): "
-             "ℓ1 = e^(x0−m1) + e^(x1−m1), ℓ2 = e^(m1−m2)·ℓ1 + e^(x2−m2) + e^(x3−m2), "
-             "O2 likewise with v; then e^(x_j−m2)/ℓ2 = softmax(x)_j and O2/ℓ2 = Σ_j softmax(x)_j v_j "
-             f"(SymPy: {'verified' if ok else 'FAILED'})",
-             r"\frac{e^{x_j - m_2}}{e^{m_1 - m_2}\ell_1 + \sum_{j \in 2} e^{x_j - m_2}} = "
-             r"\frac{e^{x_j}}{\sum_k e^{x_k}}"),
-        Line.written("with a sink logit σ: starting the state at m = σ, ℓ = 1, O = 0 (so block 0 rescales "
-             "by e^(σ − m1)) gives ℓ2 = e^(m1−m2)·(e^(σ−m1) + ℓ1) + … = ℓ2 + e^(σ − m2), the same "
-             "denominator as folding e^(σ − m_last) in at the end; then e^(x_j−m2)/ℓ2 = "
-             "e^(x_j)/(Σ_k e^(x_k) + e^σ), the sink softmax, and O2/ℓ2 its output "
-             f"(SymPy: {'verified' if ok_s else 'FAILED'})",
-             r"\frac{e^{x_j - m_2}}{e^{m_1 - m_2}(e^{\sigma - m_1} + \ell_1) + \sum_{j \in 2} e^{x_j - m_2}}"
-             r" = \frac{e^{x_j}}{\sum_k e^{x_k} + e^{\sigma}}"),
-        Line.written("more blocks: block b + 1 is the same step with blocks 0..b as the first block, so by "
-             "induction every split gives the softmax; masked keys are left out of every sum "
-             "(e^(−∞) = 0) and a block with nothing seen yet contributes ℓ = 0, O = 0",
-             r"\ell_{b+1} = e^{m_b - m_{b+1}} \ell_b + \sum_{j \in b+1} e^{x_j - m_{b+1}}"),
+        Line("two blocks {x0, x1} | {x2, x3} with running maxima m1, m2 (any reals): ",
+             nt.rel(_ell(1), "=", nt.plus(_ex(_x(0), _m(1)), _ex(_x(1), _m(1)))), ", ",
+             nt.rel(_ell(2), "=", nt.plus(nt.times(_ex(_m(1), _m(2)), _ell(1)), _ex(_x(2), _m(2)),
+                                          _ex(_x(3), _m(2)))),
+             ", ", _O(2), " likewise with v; then ", nt.rel(nt.frac(_ex(_x("j"), _m(2)), _ell(2)), "=", _softmax_j()),
+             " and ", nt.rel(nt.frac(_O(2), _ell(2)), "=", nt.sigma(nt.times(_softmax_j(), nt.sym("v", "j")))),
+             f" (SymPy: {'verified' if ok else 'FAILED'})"),
+        Line("with a sink logit σ: starting the state at ", nt.rel(nt.sym("m"), "=", _SINK), ", ",
+             nt.rel(_ell(), "=", nt.one), ", ", nt.rel(nt.sym("O"), "=", nt.zero), " (so block 0 rescales by ",
+             _ex(_SINK, _m(1)), ") gives ",
+             nt.rel(_ell(2, sink=True), "=",
+                    nt.plus(nt.times(_ex(_m(1), _m(2)), Factor(nt.plus(_ex(_SINK, _m(1)), _ell(1)))), Dots()),
+                    "=", nt.plus(_ell(2), _ex(_SINK, _m(2)))),
+             ", the same denominator as folding ", _ex(_SINK, nt.sym("m", "last")), " in at the end; then ",
+             nt.rel(nt.frac(_ex(_x("j"), _m(2)), _ell(2, sink=True)), "=",
+                    nt.frac(nt.e(_x("j")), nt.plus(nt.sigma(nt.e(_x("k")), "k"), nt.e(_SINK)))),
+             ", the sink softmax, and ", nt.frac(_O(2), _ell(2, sink=True)),
+             f" its output (SymPy: {'verified' if ok_s else 'FAILED'})"),
+        Line("more blocks: block b + 1 is the same step with blocks 0..b as the first block, so by "
+             "induction every split gives the softmax; masked keys are left out of every sum (", _MASKED,
+             ") and a block with nothing seen yet contributes ", nt.rel(_ell(), "=", nt.zero), ", ",
+             nt.rel(nt.sym("O"), "=", nt.zero)),
     )
     return ok, lines
 
@@ -150,8 +202,8 @@ def online_softmax_equals_softmax(trace: Trace | None = None, claims: Claims | N
     checks: list[Line] = []
     counter = None
     if trace is not None and trace.problem.free_symbols:
-        checks.append(Line.written("the problem has symbols: the running maxima are not decided, so only the "
-                           "general proof applies", r"\text{symbols: general proof only}"))
+        checks.append(Line("the problem has symbols: the running maxima are not decided, so only the "
+                           "general proof applies"))
         trace = None
     online = None
     if trace is not None:
@@ -175,23 +227,23 @@ def online_softmax_equals_softmax(trace: Trace | None = None, claims: Claims | N
                                    "step": "weights" if not weights_ok else "output"}
                     break
         count = len(splits)
-        checks.append(Line.written(f"{'every one of the ' + str(count) + ' splits' if count > 1 else 'the split'} "
+        checks.append(Line(f"{'every one of the ' + str(count) + ' splits' if count > 1 else 'the split'} "
                            f"of the {p.m} keys into blocks, rows {', '.join(repr(p.tokens[i]) for i in rows)}: "
                            f"the recurrence{'' if rescaled else ' WITHOUT rescaling'} ends in the plain "
-                           f"weights and output "
-                           f"({'exactly' if not bad_splits else 'NOT equal for ' + str(len(bad_splits)) + ' split(s), first ' + _split_text(bad_splits[0], p.key_tokens)})",
-                           rf"\frac{{O_{{\text{{last}}}}}}{{\ell_{{\text{{last}}}}}} = A V \text{{ for {count} split(s)}}"))
+                           "weights and output, ", nt.rel(_last(), "=", nt.times(nt.sym("A"), nt.sym("V"))),
+                           f" ({'exactly' if not bad_splits else 'NOT equal for ' + str(len(bad_splits)) + ' split(s), first ' + _split_text(bad_splits[0], p.key_tokens)})"))
         if p.tiles is not None and getattr(trace, "online", None) is not None:
             own = trace.online
             sums_ok = all(same(own.recurrence(i, rescaled=rescaled)[0][b], trace.running_sum[i, b])
                           for i in rows for b in range(len(p.tiles)))
             ok &= sums_ok
-            checks.append(Line.written(f"this problem's tiles ({_split_text(p.tiles, p.key_tokens)}): every "
-                               "running_sum of the recurrence equals Σ over the keys seen of "
-                               f"e^({trace.logit_step} − running_max)"
-                               f"{' plus the sink term e^(s − running_max)' if p.sink is not None else ''} "
-                               f"({'exactly' if sums_ok else 'NOT equal'})",
-                               r"\ell_b = \sum_{j \le b} e^{x_j - m_b}"))
+            checks.append(Line(f"this problem's tiles ({_split_text(p.tiles, p.key_tokens)}): every "
+                               "running_sum of the recurrence equals ",
+                               nt.rel(_ell("b"), "=", nt.sigma(_ex(_x("j"), _m("b")), "j")),
+                               *((" plus the sink term ", _ex(_SINK, _m("b"))) if p.sink is not None else ()),
+                               f" over the keys j seen through block b, x the {trace.logit_step} logits and m "
+                               "the running_max "
+                               f"({'exactly' if sums_ok else 'NOT equal'})"))
             if not sums_ok and counter is None:
                 counter = {"step": "running_sum"}
         source = trace.online if getattr(trace, "online", None) is not None else Online(trace, splits[-1])
@@ -208,9 +260,9 @@ def online_softmax_equals_softmax(trace: Trace | None = None, claims: Claims | N
         claims_ok, counter = _judge_claims(trace, claims, values, "online softmax", checks, counter)
         ok &= claims_ok
     return Proof("online-softmax-equals-softmax", ok,
-                 Line.written("online softmax (running maximum, rescaled running sums and outputs, block by "
-                      "block) gives the softmax weights and output, for every split of the keys",
-                      r"\frac{O_{\text{last}}}{\ell_{\text{last}}} = \operatorname{softmax}(S) V"),
+                 Line("online softmax (running maximum, rescaled running sums and outputs, block by "
+                      "block) gives the softmax weights and output, for every split of the keys: ",
+                      nt.rel(_last(), "=", nt.times(nt.fn("softmax", nt.sym("S")), nt.sym("V")))),
                  general, tuple(checks), counter)
 
 
@@ -227,20 +279,22 @@ def _general_decode() -> tuple[bool, tuple[Line, ...]]:
     ok = all(is_zero(masked[j] / total - cached[j] / ctotal) for j in range(2)) and is_zero(
         sympy.Add(*[v[j] * masked[j] for j in range(3)]) / total
         - sympy.Add(*[v[j] * cached[j] for j in range(2)]) / ctotal)
-    return ok, (Line.written("row t of causal attention has e^(−∞) = 0 for every key after t, so its softmax "
-                     "and its weighted sum of values are those over keys 0..t alone, the cache (SymPy "
-                     f"on s0..s2, t = 1: {'verified' if ok else 'FAILED'})",
-                     r"\frac{e^{s_j}}{\sum_{k \le t} e^{s_k} + \sum_{k > t} e^{-\infty}} = "
-                     r"\frac{e^{s_j}}{\sum_{k \le t} e^{s_k}}"),
-                Line.written("the cache rows are k_j = x_j W_k and v_j = x_j W_v, the rows of K and V: appending "
-                     "row t computes nothing the full projection would not",
-                     r"K^{\text{cache}}_t = K_{0..t}, \; V^{\text{cache}}_t = V_{0..t}"),
-                Line.written("with a sliding window of W keys (Mistral's rolling buffer) the same argument runs "
-                     "on the band: row t of windowed attention has e^(−∞) = 0 for every key outside "
-                     "t − W < j ≤ t, which are exactly the keys the buffer has evicted, so the buffer "
-                     "of the last min(t + 1, W) keys gives row t; ALiBi's bias, a soft-cap and a sink "
-                     "term depend only on (t, j) and the step's own logits, the same in both",
-                     r"K^{\text{cache}}_t = K_{\max(0, t-W+1)..t}"))
+    t = nt.sym("t")
+    score_j, scores_to_t = nt.e(nt.s("j")), nt.sigma(nt.e(nt.s("k")), "k≤t")
+    return ok, (Line("row t of causal attention has ", _MASKED, " for every key after t, so its softmax "
+                     "and its weighted sum of values are those over keys 0..t alone, the cache: ",
+                     nt.rel(nt.frac(score_j, nt.plus(scores_to_t, nt.sigma(nt.e(_NEG_INF), "k>t"))), "=",
+                            nt.frac(score_j, scores_to_t)),
+                     f" (SymPy on s0..s2, t = 1: {'verified' if ok else 'FAILED'})"),
+                Line("the cache rows are ", nt.rel(nt.sym("k", "j"), "=", nt.times(_x("j"), nt.sym("W", "k"))),
+                     " and ", nt.rel(nt.sym("v", "j"), "=", nt.times(_x("j"), nt.sym("W", "v"))),
+                     ", the rows of K and V: appending row t computes nothing the full projection would not"),
+                Line("with a sliding window of W keys (Mistral's rolling buffer) the same argument runs "
+                     "on the band: row t of windowed attention has ", _MASKED, " for every key outside ",
+                     nt.rel(nt.minus(t, nt.sym("W")), "<", nt.sym("j"), "≤", t),
+                     ", which are exactly the keys the buffer has evicted, so the buffer of the last ",
+                     nt.fn("min", Seq((nt.plus(t, nt.one), nt.sym("W")))), " keys gives row t; ALiBi's bias, "
+                     "a soft-cap and a sink term depend only on (t, j) and the step's own logits, the same in both"))
 
 
 def kv_cache_equals_causal_row(trace: Trace | None = None, claims: Claims | None = None) -> Proof:
@@ -250,8 +304,7 @@ def kv_cache_equals_causal_row(trace: Trace | None = None, claims: Claims | None
     counter = None
     p = trace.problem if trace is not None else None
     if p is not None and p.prefill is None:
-        checks.append(Line.written("this problem has no decode key: nothing to check on it",
-                           r"\text{no decode}"))
+        checks.append(Line("this problem has no decode key: nothing to check on it"))
     elif trace is not None and p is not None and p.prefill is not None:
         reference = trace  # decode implies its mask (causal, or the window): the plain steps are the reference
         kind = "causal" if p.window is None else f"sliding-window (W = {p.window[0]})"
@@ -265,11 +318,9 @@ def kv_cache_equals_causal_row(trace: Trace | None = None, claims: Claims | None
             ok &= row_ok
             held = (f"cache of {len(cache)}" if p.window is None else
                     f"rolling cache of {len(cache)}: {', '.join(p.tokens[j] for j in cache)}")
-            checks.append(Line.written(f"decode step {t} ({p.tokens[t]!r}, {held}): its weights and "
+            checks.append(Line(f"decode step {t} ({p.tokens[t]!r}, {held}): its weights and "
                                f"output equal row {p.tokens[t]!r} of {kind} attention "
-                               f"({'exactly' if row_ok else 'NOT equal'})",
-                               rf"\operatorname{{softmax}}(q_{t} K_{{{cache[0]}..{t}}}^\top) = "
-                               rf"A^{{\text{{{'causal' if p.window is None else 'window'}}}}}_{{{t}}}"))
+                               f"({'exactly' if row_ok else 'NOT equal'})"))
             if not row_ok and counter is None:
                 counter = {"row": p.tokens[t], "step": t}
 
@@ -284,9 +335,7 @@ def kv_cache_equals_causal_row(trace: Trace | None = None, claims: Claims | None
         claims_ok, counter = _judge_claims(trace, claims, values, "the decode step", checks, counter)
         ok &= claims_ok
     return Proof("kv-cache-equals-causal-row", ok,
-                 Line.written("a KV-cache decode step (the new query against the cached keys and values) gives "
+                 Line("a KV-cache decode step (the new query against the cached keys and values) gives "
                       "the last row of full causal attention (with a sliding window: of windowed "
-                      "attention, the cache a rolling buffer of the last W keys)",
-                      r"\operatorname{softmax}\!\left(\tfrac{q_t K_{0..t}^\top}{\sqrt{d_k}}\right) V_{0..t}"
-                      r" = \left(\operatorname{softmax}\!\left(\tfrac{QK^\top}{\sqrt{d_k}} + M\right) V\right)_t"),
+                      "attention, the cache a rolling buffer of the last W keys): ", _decoded()),
                  general, tuple(checks), counter)

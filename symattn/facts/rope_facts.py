@@ -16,7 +16,9 @@ import sympy
 
 from symattn.numbers.compare import compare, equal
 from symattn.facts.claims import Claims
+from symattn.facts.notation import dot as cdot, fn, minus, plus, rel, row as bracket, sup, sym, times
 from symattn.facts.proof import Line, Proof
+from symattn.notation.nodes import Factor, Int, Math
 from symattn.problem.problem import Problem
 from symattn.trace.trace import Trace
 
@@ -29,6 +31,19 @@ def _rotated(x: sympy.Expr, y: sympy.Expr, phi: sympy.Expr) -> tuple[sympy.Expr,
     return x * sympy.cos(phi) - y * sympy.sin(phi), x * sympy.sin(phi) + y * sympy.cos(phi)
 
 
+_q, _k, _x, _y, _a, _b, _m, _n = (sym(c) for c in "qkxyabmn")
+
+
+def _turned(position: Math, vector: Math) -> Math:
+    """R(mθ)q: a pair turned by its position's angle."""
+    return times(fn("R", times(position, sym("θ"))), vector)
+
+
+def _offset() -> Math:
+    """(m − n)θ."""
+    return times(Factor(minus(_m, _n)), sym("θ"))
+
+
 def _general() -> tuple[bool, tuple[Line, ...]]:
     x, y, a, b, theta = sympy.symbols("x y a b theta", real=True)
     m, n = sympy.symbols("m n", integer=True)
@@ -38,13 +53,16 @@ def _general() -> tuple[bool, tuple[Line, ...]]:
     relative = sympy.simplify(sympy.expand_trig(sympy.expand(dot - offset))) == 0
     norm = sympy.simplify(q[0] ** 2 + q[1] ** 2 - (x ** 2 + y ** 2)) == 0
     return relative and norm, (
-        Line.written("one pair q = (x, y) at position m and k = (a, b) at position n, each turned by its "
-             "angle: R(mθ)q · R(nθ)k = (xa + yb)·cos((m − n)θ) + (xb − ya)·sin((m − n)θ), a "
-             "function of m − n only, so every pair, and their sum q_m·k_n, depends only on the "
-             f"offset (SymPy: {'verified' if relative else 'FAILED'})",
-             r"R(m\theta)q \cdot R(n\theta)k = (xa + yb)\cos((m-n)\theta) + (xb - ya)\sin((m-n)\theta)"),
-        Line.written(f"|R(mθ)q|² = x² + y²: a rotation keeps the norm (SymPy: {'verified' if norm else 'FAILED'})",
-             r"\lVert R(m\theta) q \rVert^2 = x^2 + y^2"),
+        Line("one pair ", rel(_q, "=", bracket([_x, _y])), " at position m and ", rel(_k, "=", bracket([_a, _b])),
+             " at position n, each turned by its angle: ",
+             rel(cdot(_turned(_m, _q), _turned(_n, _k)), "=",
+                 plus(cdot(Factor(plus(times(_x, _a), times(_y, _b))), fn("cos", _offset())),
+                      cdot(Factor(minus(times(_x, _b), times(_y, _a))), fn("sin", _offset())))),
+             ", a function of ", minus(_m, _n), " only, so every pair, and their sum ",
+             cdot(sym("q", "m"), sym("k", "n")), ", depends only on the "
+             f"offset (SymPy: {'verified' if relative else 'FAILED'})"),
+        Line(rel(sup(fn("abs", _turned(_m, _q)), Int(2)), "=", plus(sup(_x, Int(2)), sup(_y, Int(2)))),
+             f": a rotation keeps the norm (SymPy: {'verified' if norm else 'FAILED'})"),
     )
 
 
@@ -65,15 +83,14 @@ def rope_relative_position(trace: Trace | None = None, claims: Claims | None = N
     counter: dict[str, Any] | None = None
     p = trace.problem if trace is not None else None
     if p is not None and p.rope is None:
-        checks.append(Line.written("this problem has no RoPE: nothing to check on it", r"\text{no RoPE}"))
+        checks.append(Line("this problem has no RoPE: nothing to check on it"))
     elif trace is not None and p is not None and p.rope is not None:
         moved = Trace(_shifted(p, SHIFT))
         for i in range(min(p.n, MAX_CHECKED_ROWS)):
             row_ok = all(equal(trace.scores[i, j], moved.scores[i, j]) for j in range(p.m))
             ok &= row_ok
-            checks.append(Line.written(f"row {p.tokens[i]!r}: every position + {SHIFT} leaves its scores "
-                               f"unchanged ({'exactly' if row_ok else 'NOT equal'})",
-                               rf"\text{{row {i}: }} S_{{ij}}(p + {SHIFT}) = S_{{ij}}(p)"))
+            checks.append(Line(f"row {p.tokens[i]!r}: every position + {SHIFT} leaves its scores "
+                               f"unchanged ({'exactly' if row_ok else 'NOT equal'})"))
             if not row_ok and counter is None:
                 counter = {"row": p.tokens[i]}
         for name, plain in (("Q_rot", "Q"), ("K_rot", "K")):
@@ -82,9 +99,8 @@ def rope_relative_position(trace: Trace | None = None, claims: Claims | None = N
                              sympy.Add(*[source[r, c] ** 2 for c in pair]))
                        for r in range(min(step.shape[0], MAX_CHECKED_ROWS)) for pair in p.rope.pairs())
             ok &= kept
-            checks.append(Line.written(f"{name}: every rotated pair keeps its norm ({'exactly' if kept else 'NOT equal'})",
-                               rf"\lVert {name[0]}_{{\text{{rot}}}} \text{{ pair}} \rVert = "
-                               rf"\lVert {name[0]} \text{{ pair}} \rVert"))
+            checks.append(Line(sym(plain, "rot"), f": every rotated pair keeps its norm "
+                               f"({'exactly' if kept else 'NOT equal'})"))
             if not kept and counter is None:
                 counter = {"step": name}
         if claims is not None and claims.weights is not None:
@@ -93,23 +109,21 @@ def rope_relative_position(trace: Trace | None = None, claims: Claims | None = N
                        if not _within(e.value, moved.weights[i, j], e.half)]
                 label = repr(p.tokens[i])
                 if not bad:
-                    checks.append(Line.written(f"claimed row {label}: the weights with every position + {SHIFT} "
-                                       "are as claimed (within the rounding written)",
-                                       rf"\hat A_{{{i}j}} \approx A_{{{i}j}}(p + {SHIFT})"))
+                    checks.append(Line(f"claimed row {label}: the weights with every position + {SHIFT} "
+                                       "are as claimed (within the rounding written)"))
                     continue
                 ok = False
                 j = bad[0]
-                checks.append(Line.written(f"claimed row {label}: {row[j].text} for key {p.key_tokens[j]!r}, but "
+                checks.append(Line(f"claimed row {label}: {row[j].text} for key {p.key_tokens[j]!r}, but "
                                    f"with every position + {SHIFT} the weight is "
-                                   f"{_decimal(moved.weights[i, j])}",
-                                   rf"\hat A_{{{i}{j}}} \ne A_{{{i}{j}}}(p + {SHIFT})"))
+                                   f"{_decimal(moved.weights[i, j])}"))
                 if counter is None:
                     counter = {"row": p.tokens[i], "key": p.key_tokens[j], "claimed": row[j].text,
                                "shift": SHIFT, "weight": _decimal(moved.weights[i, j])}
     return Proof("rope-relative-position", ok,
-                 Line.written("with RoPE, q_m·k_n depends only on the offset m − n (shifting every "
-                      "position leaves the scores and weights unchanged), and rotations keep norms",
-                      r"\langle R(m\theta)q, R(n\theta)k \rangle = g(q, k, m - n)"),
+                 Line("with RoPE, ", cdot(sym("q", "m"), sym("k", "n")), " depends only on the offset ",
+                      minus(_m, _n), " (shifting every position leaves the scores and weights unchanged), "
+                      "and rotations keep norms"),
                  general, tuple(checks), counter)
 
 

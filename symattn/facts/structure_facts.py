@@ -19,7 +19,8 @@ from symattn.facts.notation import (dot, e, entry, fn, frac, minus, one, rel, ro
                                     zero)
 from symattn.facts.notation import p as prob, s as score
 from symattn.facts.proof import Line, Proof
-from symattn.notation.nodes import Seq
+from symattn.notation.hand import hand
+from symattn.notation.nodes import Factor, Math, Neg, Row, Seq, Sym, Words
 from symattn.facts.softmax_facts import allowed, dec, same
 from symattn.facts.symbolic import has_symbols, is_zero, softmax, symbol_vector, symbolic_trace
 from symattn.problem.problem import Problem
@@ -63,6 +64,15 @@ def _mean(values: list[sympy.Expr]) -> sympy.Expr:
     return sympy.Add(*values) / len(values)
 
 
+_half, _third = sympy.Rational(1, 2), sympy.Rational(1, 3)
+
+
+def _row(*items: object) -> Row:
+    """[a, b, c]: exact values in their hand forms (1/2, not 0.5), nodes as they are."""
+    return Row(tuple(x if isinstance(x, Math) else hand(sympy.Integer(x) if isinstance(x, int) else x)
+                      for x in items))
+
+
 # ---------------------------------------------------------- temperature-limits
 
 def temperature_limits(trace: Trace | None = None) -> Proof:
@@ -83,24 +93,25 @@ def temperature_limits(trace: Trace | None = None) -> Proof:
              " is 1, so p → 1/#ties on the maxima; as ", rel(tau_, "→", zero), " every ",
              rel(e(times(tau_, minus(score("k"), M_))), "→", one), ", so ", rel(prob(), "→", frac(one, sym("n"))),
              " and the output → the mean of V"),
-        Line.written(f"SymPy's limit: s = (0, −a, −b) → (1, 0, 0); s = (0, 0, −a) → (1/2, 1/2, 0); "
-             f"any s, τ → 0 → (1/3, 1/3, 1/3) ({'agrees' if ok else 'DISAGREES'})",
-             r"\lim \operatorname{softmax}(\tau s)"),
+        Line("SymPy's limit: ", rel(score(), "=", _row(0, Neg(sym("a")), Neg(sym("b"))), "→", _row(1, 0, 0)), "; ",
+             rel(score(), "=", _row(0, 0, Neg(sym("a"))), "→", _row(_half, _half, 0)), "; any s, ",
+             rel(tau_, "→", zero), ": ", rel(prob(), "→", _row(_third, _third, _third)),
+             f" ({'agrees' if ok else 'DISAGREES'})"),
     )
     checks, limits = [], {}
     if trace is not None and has_symbols(trace):
-        checks.append(Line.written("not checked on this problem: with symbols the order of the scores is open "
-                           "(substitute numbers, or see the general argument)", ""))
+        checks.append(Line("not checked on this problem: with symbols the order of the scores is open "
+                           "(substitute numbers, or see the general argument)"))
     elif trace is not None:
         V = trace.V.matrix
         logit = trace.logit_step
         if logit != "scaled":       # say which logits τ multiplies: the ones the softmax takes
             after = {"biased": "after ALiBi's bias", "capped": "after the soft-cap"}[logit]
-            checks.append(Line.written(
+            checks.append(Line(
                 f"τ multiplies the logits the softmax takes, here the {logit} ones ({after}), as a "
-                f"sampling temperature divides them: p(τ) = softmax(τ·{logit}); the limits below are "
-                "of that (a τ on the scores before the bias or the cap would be another family)",
-                rf"p(\tau) = \operatorname{{softmax}}(\tau \cdot \text{{{logit}}})"))
+                "sampling temperature divides them: ",
+                rel(fn("p", tau_), "=", fn("softmax", dot(tau_, Words(logit)))), "; the limits below are "
+                "of that (a τ on the scores before the bias or the cap would be another family)"))
         for i in range(trace.problem.n):
             keys = allowed(trace, i)
             top = sorted(trace.ties(i))
@@ -118,13 +129,10 @@ def temperature_limits(trace: Trace | None = None) -> Proof:
                 "weights_hot": [str(x) for x in hot], "weights_cold": [str(x) for x in cold],
                 "output_hot": [sympy.sstr(x) for x in out_hot],
                 "output_cold": [sympy.sstr(x) for x in out_cold]}
-            checks.append(Line.written(
-                f"row {trace.problem.tokens[i]!r}: τ → ∞: weights → [{', '.join(map(str, hot))}] "
-                f"(max at {', '.join(names)}), output → [{', '.join(map(sympy.sstr, out_hot))}]; "
-                f"τ → 0: weights → [{', '.join(map(str, cold))}], output → mean of V = "
-                f"[{', '.join(map(sympy.sstr, out_cold))}]",
-                rf"\lim_{{\tau\to\infty}} O_{{{i}}} = {sympy.latex(sympy.Matrix([out_hot]))},\ "
-                rf"\lim_{{\tau\to 0}} O_{{{i}}} = {sympy.latex(sympy.Matrix([out_cold]))}"))
+            checks.append(Line(
+                f"row {trace.problem.tokens[i]!r}: ", rel(tau_, "→", Sym("∞")), ": weights → ", _row(*hot),
+                f" (max at {', '.join(names)}), output → ", _row(*out_hot), "; ", rel(tau_, "→", zero),
+                ": weights → ", _row(*cold), ", output → mean of V = ", _row(*out_cold)))
     return Proof("temperature-limits", ok,
                  Line("as the scale grows the weights tend to the argmax (ties split equally); "
                       "as it shrinks to 0 they tend to uniform and the output to the mean of V: ",
@@ -159,9 +167,12 @@ def convex_hull(trace: Trace | None = None, claims: Claims | None = None) -> Pro
     if trace is not None and has_symbols(trace):
         good = _hull_identity(trace)
         ok &= good
-        checks.append(Line.written("symbolic values: each output is Σ_j p_j v_j with weights summing to 1 "
-                           f"(the identity o − v_first = Σ_j p_j (v_j − v_first) {'holds' if good else 'FAILS'}); "
-                           "with p_j > 0 that places it between the smallest and largest value", ""))
+        v_first = sym("v", "first")
+        checks.append(Line("symbolic values: each output is ", sigma(times(prob("j"), sym("v", "j"))),
+                           " with weights summing to 1 (the identity ",
+                           rel(minus(sym("o"), v_first), "=", sigma(times(prob("j"), Factor(minus(sym("v", "j"), v_first))))),
+                           f" {'holds' if good else 'FAILS'}); with ", rel(prob("j"), ">", zero),
+                           " that places it between the smallest and largest value"))
     elif trace is not None:
         V = trace.V.matrix
         claimed = claims.entries("output") if claims is not None and claims.output is not None else None
@@ -195,11 +206,10 @@ def convex_hull(trace: Trace | None = None, claims: Claims | None = None) -> Pro
                      for c in range(V.cols)]
             verb = "lies" if not outside else \
                 f"does NOT lie (column {', '.join(map(str, outside))})"
-            checks.append(Line.written(f"{'claimed ' if claimed is not None else ''}row {trace.problem.tokens[i]!r}: "
+            checks.append(Line(f"{'claimed ' if claimed is not None else ''}row {trace.problem.tokens[i]!r}: "
                                f"[{', '.join(shown)}] {verb} between the column minima and maxima of V "
                                f"over its allowed keys"
-                               + (" (each within its rounding as written)" if claimed is not None else ""),
-                               rf"\min_j V_{{jc}} \le O_{{{i}c}} \le \max_j V_{{jc}}"))
+                               + (" (each within its rounding as written)" if claimed is not None else "")))
     return Proof("convex-hull", ok,
                  Line("each output lies in the convex hull of the value rows (between the column min and "
                       "max of V): ", rel(fn("min_j", entry("V", "j", "c")), "≤", entry("O", "i", "c"), "≤",
@@ -265,10 +275,10 @@ def variance_d_k(trace: Trace | None = None) -> Proof:
     if trace is not None:
         p = trace.problem
         var = sympy.nsimplify(p.scale ** 2 * p.d_k) if p.scale.is_Rational else sympy.simplify(p.scale ** 2 * p.d_k)
-        checks.append(Line.written(f"this problem: d_k = {p.d_k}, scale = {sympy.sstr(p.scale)}, so random "
-                           f"unit-variance q, k give Var(scale · q·k) = {sympy.sstr(var)}"
-                           + ("" if var == 1 else " (not 1: the scores grow with d_k)"),
-                           rf"\operatorname{{Var}}(\text{{scale}}\cdot q\cdot k) = {sympy.latex(var)}"))
+        checks.append(Line("this problem: ", rel(sym("d_k"), "=", hand(sympy.Integer(p.d_k))), ", ",
+                           rel(Words("scale"), "=", hand(p.scale)), ", so random unit-variance q, k give ",
+                           rel(fn("Var", dot(Words("scale"), sym("q"), sym("k"))), "=", hand(var)),
+                           "" if var == 1 else " (not 1: the scores grow with d_k)"))
     return Proof("variance-d_k", bool(ok),
                  Line(rel(fn("Var", dot(sym("q"), sym("k"))), "=", sym("d_k")),
                       " for independent zero-mean unit-variance entries (the reason for √d_k)"),
@@ -297,26 +307,23 @@ def causal_prefix(trace: Trace | None = None) -> Proof:
         f"of rows 0–2 built for 3 and for 4 symbolic tokens are {'identical' if ok else 'DIFFERENT'}"),)
     engine_ok = _prefix_check(symbolic_trace(3, 1).problem)[0]
     ok &= engine_ok
-    general += (Line.written("the engine on all-symbol Q, K, V (3 tokens, d = 1), causally masked: the outputs of "
-                     f"each prefix equal the first rows of the full outputs ({'verified' if engine_ok else 'FAILED'})",
-                     r"O(x_{1..t}) \equiv O(x_{1..T})_{1..t}"),)
+    general += (Line("the engine on all-symbol Q, K, V (3 tokens, d = 1), causally masked: the outputs of "
+                     f"each prefix equal the first rows of the full outputs ({'verified' if engine_ok else 'FAILED'})"),)
     checks, counter = [], None
     if trace is not None:
         p = trace.problem
         if p.n != p.m or "X_kv" in p.inputs:
-            checks.append(Line.written("not checked here: the causal mask needs self-attention (keys = queries)",
-                               r"\text{(not applicable)}"))
+            checks.append(Line("not checked here: the causal mask needs self-attention (keys = queries)"))
         else:
             for length, equal_rows in _prefix_check(p)[1]:
                 ok &= equal_rows
-                checks.append(Line.written(f"the first {length} token(s) alone, causally masked: outputs of rows "
+                checks.append(Line(f"the first {length} token(s) alone, causally masked: outputs of rows "
                                    f"{', '.join(map(repr, p.tokens[:length]))} equal those of all {p.n} "
-                                   f"tokens exactly" if equal_rows else f"prefix {length}: DIFFERENT",
-                                   rf"O^{{(1..{length})}} = O^{{(1..{p.n})}}_{{1..{length}}}"))
+                                   f"tokens exactly" if equal_rows else f"prefix {length}: DIFFERENT"))
                 if not equal_rows:
                     counter = counter or {"prefix": length}
             if p.mask_kind not in (None, "causal"):
-                checks.append(Line.written("(the problem's own mask was replaced by the causal mask)", r""))
+                checks.append(Line("(the problem's own mask was replaced by the causal mask)"))
     return Proof("causal-prefix", ok,
                  Line("with a causal mask, appending tokens does not change earlier outputs "
                       "(why a KV cache is exact)"),
@@ -371,21 +378,21 @@ def permutation_equivariance(trace: Trace | None = None) -> Proof:
                     f"{'output rows permuted exactly' if ok else 'MISMATCH'}"),)
     engine_ok = _reversed_check(symbolic_trace())
     ok &= engine_ok
-    general += (Line.written("the engine on all-symbol Q, K, V (3 tokens): reversing the tokens reverses the output "
-                     f"rows identically ({'verified' if engine_ok else 'FAILED'})", r"O(PX) \equiv P\,O(X)"),)
+    general += (Line("the engine on all-symbol Q, K, V (3 tokens): reversing the tokens reverses the output "
+                     "rows identically, ", rel(fn("O", times(P_, sym("X"))), "≡", times(P_, fn("O", sym("X")))),
+                     f" ({'verified' if engine_ok else 'FAILED'})"),)
     checks, counter = [], None
     if trace is not None:
         p = trace.problem
         rows = list(reversed(range(p.n)))
         good = _reversed_check(trace)
         ok &= good
-        checks.append(Line.written(f"tokens reversed ({', '.join(p.tokens[i] for i in rows)}), the mask permuted "
+        checks.append(Line(f"tokens reversed ({', '.join(p.tokens[i] for i in rows)}), the mask permuted "
                            f"with them: the output rows are the old ones reversed, exactly"
-                           if good else "reversed tokens: outputs NOT permuted",
-                           r"O(PX) = P\,O(X)"))
+                           if good else "reversed tokens: outputs NOT permuted"))
         if p.mask_kind == "causal":
-            checks.append(Line.written("note: the permuted causal mask is no longer causal — a causal mask is how "
-                               "order enters attention without positions", r""))
+            checks.append(Line("note: the permuted causal mask is no longer causal — a causal mask is how "
+                               "order enters attention without positions"))
         if not good:
             counter = {"permutation": rows}
     return Proof("permutation-equivariance", ok,

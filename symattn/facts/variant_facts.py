@@ -12,7 +12,9 @@ from typing import Any
 
 import sympy
 
+from symattn.facts.notation import e, entry, fn, frac, minus, one, p as prob, rel, row, s as score, sigma, sup, sym
 from symattn.facts.proof import Line, Proof
+from symattn.notation.nodes import Chain, Int, Math, SigmaSum, Sub, Sum
 from symattn.facts.softmax_facts import same
 from symattn.facts.symbolic import is_zero
 from symattn.problem.keys.mask import window_allows
@@ -38,6 +40,21 @@ def _softmax(scores: list[sympy.Expr]) -> list[sympy.Expr]:
     return [sympy.exp(x) / total for x in scores]
 
 
+def _band() -> Chain:
+    """i − W < j ≤ i, the window's band."""
+    return rel(minus(sym("i"), sym("W")), "<", sym("j"), "≤", sym("i"))
+
+
+def _at(x: Math, index: str) -> Sub:
+    """x_j: one entry of a vector-valued formula, softmax(s)_j."""
+    return Sub(x, (sym(index),))
+
+
+def _windowed(i: int) -> Sub:
+    """A^W_ij: row i's weights under the window."""
+    return Sub(sup(sym("A"), sym("W")), (Int(i), sym("j")))
+
+
 # ---------------------------------------------------------------- window-is-a-mask
 
 def window_is_a_mask(trace: Trace | None = None) -> Proof:
@@ -47,20 +64,19 @@ def window_is_a_mask(trace: Trace | None = None) -> Proof:
     full, kept = _softmax(list(s)), _softmax([s[1], s[2]])
     band_total = full[1] + full[2]
     ok = all(is_zero(kept[k] - full[k + 1] / band_total) for k in range(2))
-    general = (Line.written("softmax over the kept keys S ⊆ T equals the softmax over T restricted to S and "
-                    "renormalised: e^{s_j}/Σ_S e^{s_k} = (e^{s_j}/Σ_T)/(Σ_S e^{s_k}/Σ_T) "
-                    f"(SymPy on s0..s3, S = {{1, 2}}: {'verified' if ok else 'FAILED'})",
-                    r"\frac{e^{s_j}}{\sum_{S} e^{s_k}} = "
-                    r"\frac{e^{s_j}/\sum_T e^{s_k}}{\sum_{S} e^{s_k}/\sum_T e^{s_k}}"),
-               Line.written("the band i − W < j ≤ i lies inside the causal set j ≤ i (and |i − j| < W is "
-                    "the whole sequence's band when not causal), so the window is that restriction",
-                    r"\{j : i - W < j \le i\} \subseteq \{j : j \le i\}"))
+    general = (Line("softmax over the kept keys S (a subset of T) equals the softmax over T restricted to S and "
+                    "renormalised: ", rel(frac(e(score("j")), sigma(e(score("k")), "S")), "=",
+                                          frac(prob("j"), sigma(prob("k"), "S"))),
+                    " with ", rel(prob("j"), "=", frac(e(score("j")), sigma(e(score("k")), "T"))),
+                    f" (SymPy on s0..s3, S = {{1, 2}}: {'verified' if ok else 'FAILED'})"),
+               Line("the band ", _band(), " lies inside the causal set ", rel(sym("j"), "≤", sym("i")),
+                    " (and ", rel(fn("abs", minus(sym("i"), sym("j"))), "<", sym("W")), " is "
+                    "the whole sequence's band when not causal), so the window is that restriction"))
     checks: list[Line] = []
     counter = None
     p = trace.problem if trace is not None else None
     if p is not None and p.window is None:
-        checks.append(Line.written("this problem has no sliding window: nothing to check on it",
-                           r"\text{no sliding window}"))
+        checks.append(Line("this problem has no sliding window: nothing to check on it"))
     elif trace is not None and p is not None and p.window is not None:
         width, causal = p.window
         wider = _rebuild(p, mask="causal" if causal else None)
@@ -71,18 +87,16 @@ def window_is_a_mask(trace: Trace | None = None) -> Proof:
             row_ok = all(same(trace.weights[i, j], outer.weights[i, j] / total if j in band else 0)
                          for j in range(p.m))
             ok &= row_ok
-            checks.append(Line.written(f"row {p.tokens[i]!r}: the window's weights equal the "
+            checks.append(Line(f"row {p.tokens[i]!r}: the window's weights equal the "
                                f"{'causal' if causal else 'unmasked'} weights on keys "
-                               f"{', '.join(p.key_tokens[j] for j in band)}, renormalised "
-                               f"({'exactly' if row_ok else 'NOT equal'})",
-                               rf"\text{{row {i}: }} A^{{W}}_{{ij}} = A_{{ij}} / \sum_{{k \in "
-                               rf"\text{{band}}}} A_{{ik}}"))
+                               f"{', '.join(p.key_tokens[j] for j in band)}, renormalised, ",
+                               rel(_windowed(i), "=", frac(entry("A", i, "j"), sigma(entry("A", i, "k"), "k∈band"))),
+                               f" ({'exactly' if row_ok else 'NOT equal'})"))
             if not row_ok and counter is None:
                 counter = {"row": p.tokens[i]}
     return Proof("window-is-a-mask", ok,
-                 Line.written("a sliding window of W keys is causal attention with the band mask "
-                      "i − W < j ≤ i: the causal weights restricted to the band and renormalised",
-                      r"A^{W} = \operatorname{renormalise}(A^{\text{causal}} \odot \text{band})"),
+                 Line("a sliding window of W keys is causal attention with the band mask ", _band(),
+                      ": the causal weights restricted to the band and renormalised"),
                  general, tuple(checks), counter)
 
 
@@ -100,16 +114,17 @@ def sink_forms_agree(trace: Trace | None = None) -> Proof:
     lse = sympy.log(total)
     renorm = [w / (1 + sympy.exp(sigma - lse)) for w in _softmax(list(s))]
     ok = all(is_zero(a - b) and is_zero(a - c) for a, b, c in zip(dropped, plus, renorm))
-    general = (Line.written("for scores s0, s1, s2 and a sink σ: softmax([s, σ]) without its last entry = "
-                    "e^{s_j}/(Σ_k e^{s_k} + e^σ) = softmax(s)_j / (1 + e^{σ − lse(s)}) "
-                    f"(SymPy: {'verified' if ok else 'FAILED'})",
-                    r"\operatorname{softmax}([s, \sigma])_j = \frac{e^{s_j}}{\sum_k e^{s_k} + e^\sigma}"
-                    r" = \frac{\operatorname{softmax}(s)_j}{1 + e^{\sigma - \operatorname{lse}(s)}}"),)
+    sink = sym("σ")
+    general = (Line("for scores s0, s1, s2 and a sink σ, the first entries of softmax([s, σ]): ",
+                    rel(_at(fn("softmax", row([score(), sink])), "j"), "=",
+                        frac(e(score("j")), Sum((SigmaSum(e(score("k")), "k"), e(sink)))), "=",
+                        frac(_at(fn("softmax", score()), "j"), Sum((one, e(minus(sink, fn("lse", score()))))))),
+                    f" (SymPy: {'verified' if ok else 'FAILED'})"),)
     checks: list[Line] = []
     counter = None
     p = trace.problem if trace is not None else None
     if p is not None and p.sink is None:
-        checks.append(Line.written("this problem has no sink: nothing to check on it", r"\text{no sink}"))
+        checks.append(Line("this problem has no sink: nothing to check on it"))
     elif trace is not None and p is not None and p.sink is not None:
         plain = Trace(_rebuild(p, sink=None))
         # the logits the softmax takes: the scaled scores, or after ALiBi's bias and the soft-cap
@@ -122,14 +137,12 @@ def sink_forms_agree(trace: Trace | None = None) -> Proof:
             row_ok = all(same(trace.weights[i, j], plain.weights[i, j] / (1 + sink_share)
                               if j in keys else 0) for j in range(p.m))
             ok &= row_ok
-            checks.append(Line.written(f"row {p.tokens[i]!r}: the weights equal the plain softmax renormalised "
-                               f"by 1/(1 + e^(sink − lse)) ({'exactly' if row_ok else 'NOT equal'})",
-                               rf"\text{{row {i}: }} A_{{ij}} = \frac{{A^{{0}}_{{ij}}}}"
-                               rf"{{1 + e^{{\sigma - \operatorname{{lse}}_i}}}}"))
+            checks.append(Line(f"row {p.tokens[i]!r}: the weights equal the plain softmax renormalised by ",
+                               frac(one, Sum((one, e(minus(sym("σ"), sym("lse", i)))))),
+                               f" ({'exactly' if row_ok else 'NOT equal'})"))
             if not row_ok and counter is None:
                 counter = {"row": p.tokens[i]}
     return Proof("sink-forms-agree", ok,
-                 Line.written("with a sink logit, concatenate-and-drop, + e^σ in the denominator and "
-                      "log-sum-exp renormalisation give the same weights",
-                      r"\operatorname{softmax}([s, \sigma])_{:n} = \frac{e^{s}}{\sum e^{s} + e^{\sigma}}"),
+                 Line("with a sink logit, concatenate-and-drop, + ", e(sym("σ")), " in the denominator and "
+                      "log-sum-exp renormalisation give the same weights"),
                  general, tuple(checks), counter)

@@ -24,7 +24,7 @@ from symattn.numbers.certify import CertifiedDecimal
 
 __all__ = ["Math", "Int", "Exact", "Decimal", "Sym", "Words", "Token", "Dots", "Neg", "Frac", "Sqrt",
            "Exp", "Func", "Mul", "Product", "Factor", "Sum", "SigmaSum", "Row", "Seq", "Sub", "Sup",
-           "Approx", "Chain", "RELATIONS"]
+           "Approx", "Chain", "Group", "RELATIONS"]
 
 
 # -- math nodes: hand forms -----------------------------------------------------------
@@ -207,6 +207,13 @@ class Sup(Math):
 
     base: Math
     script: Math
+
+
+@dataclass(frozen=True)
+class Group(Math):
+    """An operand in parentheses, whatever it is: (Σ_j P_ij)·dO_ic, (Q·Kᵀ)_ij."""
+
+    operand: Math
 
 
 #: the relations a :class:`Chain` may hold, with their LaTeX

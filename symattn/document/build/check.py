@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from symattn.check.checker import FigureVerdict
 from symattn.check.report import summary, summary_line
+from symattn.document.build.check_math import expected_math, says
 from symattn.document.blocks import Note, Report, Section, VerdictRow, Verdicts
 
 __all__ = ["build_check_document", "verdict_row", "MARK"]
@@ -29,10 +30,11 @@ def _expected(v: FigureVerdict) -> str | None:
 
 
 def verdict_row(v: FigureVerdict) -> VerdictRow:
-    """One verdict as a table row."""
+    """One verdict as a table row: its message and expected value also as math nodes
+    (``check_math``), which LaTeX and HTML typeset."""
     return VerdictRow(target=v.target, variant=v.variant, text=v.text if isinstance(v.text, str) else repr(v.text),
                       code=v.code, mark=MARK[v.code], right=v.right, message=v.message,
-                      expected=_expected(v), mistake=v.mistake)
+                      expected=_expected(v), mistake=v.mistake, says=says(v), expected_math=expected_math(v))
 
 
 def build_check_document(verdicts: Sequence[FigureVerdict], title: str | None = None) -> Report:

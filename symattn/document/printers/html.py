@@ -340,12 +340,13 @@ class HtmlPrinter(HtmlMath, Printer):
         for r in v.rows:
             name = r.target + (f" ({r.variant})" if r.variant else "")
             verdict = f"{r.mark} {r.code}"
+            expected = self.math(r.expected_math) if r.expected_math is not None else m.escape(r.expected or "")
             rows.append(f'<tr class="{"right" if r.right else "not-right"}">'
                         f'<th scope="row"><code>{m.escape(name)}</code></th>'
                         f"<td><code>{m.escape(' '.join(r.text.split()))}</code></td>"
                         f'<td aria-label="{words.get(r.mark, r.mark)}: {m.escape(r.code)}">{m.escape(verdict)}</td>'
-                        f"<td>{m.escape(r.expected or '')}</td><td>{m.escape(r.mistake or '')}</td>"
-                        f'<td class="left">{m.escape(r.message)}</td></tr>')
+                        f"<td>{expected}</td><td>{m.escape(r.mistake or '')}</td>"
+                        f'<td class="left">{self.inline(r.says) if r.says else m.escape(r.message)}</td></tr>')
         return (f'<div class="scroll"><table class="verdicts"><thead><tr>{head}</tr></thead>'
                 f'<tbody>{"".join(rows)}</tbody></table></div>\n')
 
@@ -360,13 +361,19 @@ class HtmlPrinter(HtmlMath, Printer):
                 return ' class="left"'
             return ' class="num"' if k < len(t.numeric) and t.numeric[k] else ""
 
+        def td(r: int, k: int, c) -> str:
+            shade = t.shades[r][k] if t.shades is not None and k < len(t.shades[r]) else None
+            return f"<td{css(k) if shade is None else pg.shaded(shade)}>{cell(c)}</td>"
+
         head = "".join(f'<th scope="col"{css(k)}>{m.escape(h)}</th>' for k, h in enumerate(t.header))
         rows = "".join("<tr>" + "".join(f'<th scope="row"{css(0)}>{cell(c)}</th>' if k == 0
-                                        else f"<td{css(k)}>{cell(c)}</td>" for k, c in enumerate(row))
-                       + "</tr>" for row in t.rows)
+                                        else td(r, k, c) for k, c in enumerate(row))
+                       + "</tr>" for r, row in enumerate(t.rows))
         caption = f"<caption>{m.escape(t.caption)}</caption>" if t.caption else ""
-        return (f'<div class="scroll"><table class="results">{caption}<thead><tr>{head}</tr></thead>'
-                f"<tbody>{rows}</tbody></table></div>\n")
+        kind = "results heat" if t.shades is not None else "results"
+        legend = f'<p class="legend">{m.escape(t.legend)}</p>\n' if t.legend else ""
+        return (f'<div class="scroll"><table class="{kind}">{caption}<thead><tr>{head}</tr></thead>'
+                f"<tbody>{rows}</tbody></table></div>\n{legend}")
 
 
 def print_html(doc: b.Document) -> str:

@@ -113,6 +113,9 @@ class HtmlMath:
             parts.append(self.print(f))
         return m.mrow(*parts)
 
+    def _print_Group(self, n: b.Group) -> str:
+        return m.paren(self.print(n.operand))
+
     def _print_Factor(self, n: b.Factor) -> str:
         inner = self.print(n.operand)
         return m.paren(inner) if _needs_parentheses(n.operand) else inner

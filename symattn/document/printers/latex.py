@@ -11,15 +11,13 @@ from symattn.document.blocks import (
     Approx, Blend, Chain, Check, Decimal, Document, DotProducts, Dots, Exact, Exp, Factor, Frac, Func, HeatMap,
     Int, LabelledMatrix, Math, Mul, Neg, Note, Product, Row, ScaledRow, ScaleNote, Section, Seq, SigmaSum,
     SoftmaxRow, SoftmaxRule, Sqrt, Sub, Sum, Summary, Sym, Token, WorkedProjection, Words,
-    ProofLines, Sup, Table, Verdicts,
+    ProofLines, Sup, Table, Verdicts, Group,
 )
-from symattn.notation.nodes import RELATIONS
+from symattn.notation.nodes import RELATIONS as _RELATIONS
 from symattn.document.printers.base import Printer, section_numbers
 from symattn.exact.sympytext import latex_text
 from symattn.document.support.heatmap import heatmap
 from symattn.document.support.texutil import decimal_latex, matrix_latex, tex_escape
-
-_RELATIONS = RELATIONS
 
 
 def display(math: str) -> str:
@@ -82,7 +80,7 @@ class LatexPrinter(Printer):
     def _print_Sym(self, node: Sym, **ctx) -> str:
         name = node.name if node.name.isascii() else tex_escape(node.name)   # θ: \theta
         name = rf"\{node.accent}{{{name}}}" if node.accent in ("tilde", "hat", "bar") else name
-        return f"{name}_{{{node.sub}}}" if node.sub else name
+        return f"{name}_{{{node.sub if node.sub.isascii() else tex_escape(node.sub)}}}" if node.sub else name
 
     def _print_Words(self, node: Words, **ctx) -> str:
         return f"\\text{{{tex_escape(node.text)}}}"
@@ -146,6 +144,9 @@ class LatexPrinter(Printer):
             text = product_latex(text, part)
         return text
 
+    def _print_Group(self, node: Group, **ctx) -> str:
+        return fenced(self.print(node.operand, **ctx))
+
     def _print_Factor(self, node: Factor, **ctx) -> str:
         text = self.print(node.operand, **ctx)
         if text.startswith("-") or any(op in text[1:] for op in ("+", "-")):
@@ -161,7 +162,7 @@ class LatexPrinter(Printer):
 
     def _print_SigmaSum(self, node: SigmaSum, **ctx) -> str:
         index = node.index if len(node.index) == 1 else \
-            "{" + "".join(f" {RELATIONS[c]} " if c in RELATIONS else c for c in node.index) + "}"
+            "{" + "".join(f" {_RELATIONS[c]} " if c in _RELATIONS else c for c in node.index) + "}"
         body = self.print(node.body, **ctx)
         if isinstance(node.body, Sum):
             body = fenced(body)
@@ -457,10 +458,10 @@ class LatexPrinter(Printer):
             code = f"\\textbf{{{tex_escape(r.code)}}}" + (f": {tex_escape(r.mistake)}" if r.mistake else "")
             written = tex_escape(" ".join(r.text.split()))
             item = f"  \\item[{marks.get(r.mark, tex_escape(r.mark))}] {name}: {written} --- {code}"
-            if r.expected is not None and not r.right:
-                item += f"; expected {tex_escape(r.expected)}"
+            if r.expected is not None and not r.right:   # the rounding and the message typeset as math
+                item += f"; expected {inline(self.print(r.expected_math)) if r.expected_math else tex_escape(r.expected)}"
             if not r.right:
-                item += f"\\\\\n  {{\\small {tex_escape(r.message)}}}"
+                item += f"\\\\\n  {{\\small {self.words(r.says) if r.says else tex_escape(r.message)}}}"
             lines.append(item)
         lines.append(r"\end{itemize}")
         return lines
@@ -487,7 +488,7 @@ class LatexPrinter(Printer):
                   f"\\begin{{longtable}}[l]{{@{{}}{' '.join(spec)}@{{}}}}", r"\toprule", head, r"\midrule",
                   r"\endhead", *(" & ".join(cell(c, k) for k, c in enumerate(row)) + r" \\" for row in t.rows),
                   r"\bottomrule", r"\end{longtable}}", ""]
-        return lines
+        return lines + ([f"{{\\small {tex_escape(t.legend)}}}\\par", ""] if t.legend else [])
 
 
 def print_latex(node: Document | Math, *, header: bool = True) -> str:

@@ -12,7 +12,7 @@ from symattn.document.blocks import (
     Approx, Blend, Chain, Check, Decimal, Document, DotProducts, Dots, Exact, Exp, Factor, Frac, Func, HeatMap,
     Int, LabelledMatrix, Math, Mul, Neg, Note, Product, Row, ScaledRow, ScaleNote, Section, Seq, SigmaSum,
     SoftmaxRow, SoftmaxRule, Sqrt, Sub, Sum, Summary, Sym, Token, WorkedProjection, Words,
-    ProofLines, Report, Sup, Table, Verdicts,
+    ProofLines, Report, Sup, Table, Verdicts, Group,
 )
 from symattn.document.printers.base import Printer
 from symattn.exact.sympytext import unicode_text
@@ -107,6 +107,9 @@ class TextPrinter(Printer):
 
     def _print_Product(self, node: Product) -> str:
         return "·".join(self.print(f) for f in node.factors)
+
+    def _print_Group(self, node: Group) -> str:
+        return f"({self.print(node.operand)})"
 
     def _print_Factor(self, node: Factor) -> str:
         text = self.print(node.operand)
@@ -321,7 +324,7 @@ class TextPrinter(Printer):
         for r in rows:
             cells = [c.rjust(w) if right[k] else c.ljust(w) for k, (c, w) in enumerate(zip(r, widths))]
             lines.append((self.margin + "  ".join(cells)).rstrip())
-        return lines
+        return lines + ([self.margin + t.legend] if t.legend else [])
 
     def _print_Report(self, doc: Report) -> str:
         """The listing: the title, then every section's blocks without headings; notes unwrapped."""

@@ -68,7 +68,8 @@ table.softmax td.left { text-align: left; }
 ul.steps li { margin: .2rem 0; }
 table.heatmap td { position: relative; min-width: 4.2rem; border: 1px solid #fff; cursor: default; }
 table.heatmap td:focus { outline: 3px solid #e8a317; outline-offset: -3px; }
-table.heatmap td.ink-light { color: #fff; }
+table.heatmap td.ink-light, table.heat td.ink-light { color: #fff; }
+table.heat td { border: 1px solid #fff; -webkit-print-color-adjust: exact; print-color-adjust: exact; }
 table.heatmap .pop { display: none; position: absolute; z-index: 10; left: 50%; top: 100%;
   transform: translateX(-50%); margin-top: .25rem; min-width: 12rem; max-width: 28rem; padding: .45rem .6rem;
   background: #fffbe6; color: var(--ink); border: 1px solid #b8a04a; border-radius: .3rem;
@@ -151,6 +152,13 @@ def _background(percent: int) -> str:
     """The fixed-scale colour of a percentage, in integers (white at 0, INK at 100)."""
     r, g, b = (255 - (255 - c) * percent // 100 for c in INK)
     return f"rgb({r} {g} {b})"
+
+
+def shaded(percent: int) -> str:
+    """A table cell's shading attributes on the fixed scale (white ink on the dark shades)."""
+    p = max(0, min(100, int(percent)))
+    ink = ' class="num ink-light"' if p >= WHITE_TEXT_FROM else ' class="num"'
+    return f'{ink} style="background:{_background(p)}"'
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,8 @@ _SPECIAL = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "$": r"\$", "&": 
             "⋯": r"\ensuremath{\cdots}", "…": r"\ldots{}", "|": r"\textbar{}", "\"": r"\textquotedbl{}",
             "€": r"\texteuro{}", "∘": r"\ensuremath{\circ}",
             "‖": r"\ensuremath{\|}",
+            "ℓ": r"\ensuremath{\ell}", "∇": r"\ensuremath{\nabla}", "∈": r"\ensuremath{\in}",
+            "⊆": r"\ensuremath{\subseteq}",
             # verdict marks (a fact's heading, a class's grades)
             "✓": r"\ensuremath{\checkmark}", "✗": r"\ensuremath{\times}",
             "—": r"\textemdash{}", "–": r"\textendash{}"}

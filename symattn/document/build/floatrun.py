@@ -1,0 +1,156 @@
+"""A whole dump's report (``symattn floatref-run``) as a document: the verdict, a heat map of
+the worst error per layer and head, the histograms, the failing heads, the worst entries
+with their certified exact values and the hard-case pattern of their row, the bad shards.
+
+The numbers are the :class:`~symattn.floatrun.RunReport`'s own; this module only decides
+what a reader sees, so index.html, the text listing and LaTeX hold the same sections.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from symattn.document.blocks import Note, Report, Section, Table
+
+if TYPE_CHECKING:
+    from symattn.floatrun.report import RunReport
+
+__all__ = ["build_run_document"]
+
+#: worst entries listed over the whole dump
+WORST_SHOWN = 20
+ROLE_NAMES = {"out": "output", "lse": "log-sum-exp", "dq": "dQ", "dk": "dK", "dv": "dV"}
+
+
+def _shade(ulp: float | None, top: float) -> int | None:
+    """Percent of colour on a log scale: 0 ulp white, ``top`` ulp or more darkest."""
+    if ulp is None or not math.isfinite(ulp):
+        return None
+    return max(0, min(100, round(100 * math.log2(1 + ulp) / math.log2(1 + top))))
+
+
+def _summary(r: "RunReport") -> Section:
+    o = r.options
+    gate = "no --max-ulp gate" if r.max_ulp is None else f"--max-ulp {r.max_ulp:g}"
+    lines = [f"{r.verdict.upper()}: {len(r.heads)} shards, {len(r.failing)} over {gate}, {len(r.bad)} bad input",
+             f"dump {r.dump}; dtype {o.get('dtype') or 'from the files'}, causal {o.get('causal') or 'no'}, "
+             f"rows {o.get('rows')} (seed {o.get('seed')})",
+             "errors in ulps of the exact value; the output's errors are proved from enclosures of the exact "
+             "value (to within each head's resolution), the gradients' and the LSE's measured from the "
+             "correctly rounded value (to within 0.5 ulp); a head fails when an error less its resolution "
+             "exceeds the gate"]
+    sampled = [h for h in r.heads if isinstance(h.get("rows"), dict) and "risky" in h["rows"]]
+    if sampled:
+        reasons = sorted({reason for h in sampled for reason in h["rows"]["risky"]})
+        counts = sorted({(h["rows"]["count"], h["rows"]["of"]) for h in sampled})
+        lines.append(f"rows checked in {len(sampled)} heads: {', '.join(f'{c} of {n}' for c, n in counts[:4])}"
+                     f" (a seeded sample{' plus the risky rows: ' + ', '.join(reasons) if reasons else ''})")
+    if r.run:
+        lines.append(f"run: {r.run.get('engine')}, {r.run.get('computed', 0)} shards computed, "
+                     f"{r.run.get('reused', 0)} reused from an earlier run")
+    return Section("summary", "Summary", tuple(Note((line,)) for line in lines))
+
+
+def _heat(r: "RunReport", role: str) -> Table | None:
+    cells: dict[tuple[int, int], dict[str, Any]] = {}
+    for h in r.heads:
+        t = (h.get("tensors") or {}).get(role)
+        if t is not None:
+            cells[(h["layer"], h["head"])] = t
+    if not cells:
+        return None
+    layers = sorted({h["layer"] for h in r.heads})
+    heads = sorted({h["head"] for h in r.heads})
+    top = max(16.0, 4 * (r.max_ulp or 4))
+    bad = {(h["layer"], h["head"]) for h in r.bad}
+    rows, shades = [], []
+    for layer in layers:
+        row: list[str] = [f"L{layer}"]
+        shade: list[int | None] = [None]
+        for head in heads:
+            t = cells.get((layer, head))
+            if t is None:
+                row.append("bad" if (layer, head) in bad else "—")
+                shade.append(None)
+            else:
+                row.append(f"{t['max_ulp']:.3g}" + (" ✗" if t.get("exceeds") else ""))
+                shade.append(_shade(t["max_ulp"], top))
+        rows.append(tuple(row))
+        shades.append(tuple(shade))
+    rounded = any(t.get("reference") == "correctly rounded" for t in cells.values())
+    what = (f"worst distance in ulps of {ROLE_NAMES.get(role, role)} from its correctly rounded value "
+            "(the exact error is within 0.5 ulp of it)" if rounded else
+            f"worst |error| in ulps of {ROLE_NAMES.get(role, role)}")
+    return Table(f"{what}, per layer (rows) and head (columns)",
+                 ("layer", *(f"H{h}" for h in heads)), tuple(rows), numeric=(False,) + (True,) * len(heads),
+                 shades=tuple(shades),
+                 legend=f"shading: 0 ulp white to {top:g} ulp or more darkest (log scale); "
+                        "✗ over the gate; bad: the shard's input was refused")
+
+
+def _histograms(r: "RunReport") -> Table | None:
+    from symattn.floatref.ulp import BIN_EDGES
+
+    hists = r.histograms()
+    if not hists:
+        return None
+    bins = [f"({lo:g}, {hi:g}]" if lo else f"[0, {hi:g}]" for lo, hi in zip(BIN_EDGES, BIN_EDGES[1:])]
+    roles = list(hists)
+    biggest = {role: max(max(hists[role]), 1) for role in roles}
+    rows = tuple((b, *(str(hists[role][k]) for role in roles)) for k, b in enumerate(bins))
+    shades = tuple((None, *(round(100 * math.log1p(hists[role][k]) / math.log1p(biggest[role]))
+                            for role in roles)) for k in range(len(bins)))
+    return Table("entries per |error| bin (ulps), every head", ("|error| (ulp)", *(ROLE_NAMES.get(x, x) for x in roles)),
+                 rows, numeric=(False,) + (True,) * len(roles), shades=shades,
+                 legend="shading: the count on a log scale, per column")
+
+
+def _failing(r: "RunReport") -> Table | None:
+    rows = []
+    for h in r.failing:
+        for role, t in h["tensors"].items():
+            if t.get("exceeds"):
+                rows.append((h["shard"], ROLE_NAMES.get(role, role), f"{t['max_ulp']:.4g}", f"{t['mean_ulp']:.3g}",
+                             f"{t['correctly_rounded']}/{t['entries']}"))
+    if not rows:
+        return None
+    return Table("", ("shard", "tensor", "max ulp", "mean ulp", "correctly rounded"), tuple(rows),
+                 numeric=(False, False, True, True, True))
+
+
+def _worst(r: "RunReport") -> Table | None:
+    found = []
+    for h in r.heads:
+        for role, t in (h.get("tensors") or {}).items():
+            for w in t["worst"]:
+                found.append((abs(float(w["ulps"])), h["shard"], role, w, t["reference"]))
+    if not found:
+        return None
+    found.sort(key=lambda x: (-x[0], x[1], x[2]))
+    rows = tuple((shard, ROLE_NAMES.get(role, role), str(w["index"]), w.get("shown", w["float"]), w["exact"], w["ulps"],
+                  w.get("relative") or "—", ", ".join(w.get("pattern") or []) or "—")
+                 for _, shard, role, w, ref in found[:WORST_SHOWN])
+    return Table("exact values and errors certified", ("shard", "tensor", "entry", "kernel", "exact", "error (ulp)", "relative",
+                                     "row pattern"), rows,
+                 numeric=(False, False, False, True, True, True, True, False), prose=7)
+
+
+def build_run_document(report: "RunReport") -> Report:
+    """The run's report as a document (index.html, the text listing)."""
+    sections = [_summary(report)]
+    roles = sorted({role for h in report.heads for role in (h.get("tensors") or {})},
+                   key=lambda x: list(ROLE_NAMES).index(x) if x in ROLE_NAMES else 99)
+    heat = tuple(t for role in roles if (t := _heat(report, role)) is not None)
+    if heat:
+        sections.append(Section("heatmap", "Worst error per layer and head", heat))
+    for key, title, table in (("histograms", "Errors in ulps", _histograms(report)),
+                              ("failing", "Failing heads", _failing(report)),
+                              ("worst", "Worst entries", _worst(report))):
+        if table is not None:
+            sections.append(Section(key, title, (table,)))
+    if report.bad:
+        sections.append(Section("bad", "Bad shards (refused; the others were checked)", (Table(
+            "", ("shard", "error"), tuple((h["shard"], h["error"]) for h in report.bad), prose=1),)))
+    return Report(f"floatref-run: {report.dump}", tuple(sections),
+                  meta={"kind": "floatref-run", "status": report.status}, show_title=True)

@@ -1,0 +1,172 @@
+"""floatref-run on a real dask.distributed LocalCluster (2 worker processes), a client killed with
+SIGKILL and resumed, and the report opened in Chromium (issue 22)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from floatrun_dumps import make_dump
+from symattn.cli import main
+
+pytest.importorskip("dask.distributed")
+pytest.importorskip("safetensors")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _children() -> set[int]:
+    import psutil
+
+    return {p.pid for p in psutil.Process().children(recursive=True)   # multiprocessing's own tracker stays
+            if "resource_tracker" not in " ".join(p.cmdline())}
+
+
+def test_a_local_cluster_of_two_workers_gives_the_serial_summary(tmp_path, capsys):
+    make_dump(tmp_path / "dump", wrong=True, backward=True, L=4, E=2)
+    args = ["floatref-run", str(tmp_path / "dump"), "--causal", "--max-ulp", "4", "--quiet"]
+    before = _children()
+    start = time.monotonic()
+    assert main(args + ["--workers", "2", "-o", str(tmp_path / "dask")]) == 1
+    assert time.monotonic() - start < 300
+    assert main(args + ["--serial", "-o", str(tmp_path / "serial")]) == 1
+    out = capsys.readouterr().out
+    assert "(8 computed, 0 reused)" in out
+    dask = json.loads((tmp_path / "dask" / "summary.json").read_text())
+    serial = json.loads((tmp_path / "serial" / "summary.json").read_text())
+    assert dask["heads"] == serial["heads"] and len(dask["heads"]) == 8
+    assert dask["run"]["engine"] == "dask (2 local workers)" and serial["run"]["engine"] == "serial"
+    assert {h["shard"] for h in dask["heads"] if h["exceeds"]} == {"L1.H2"}
+    assert {"dq", "dk", "dv", "out"} <= set(dask["heads"][0]["tensors"])
+    deadline = time.monotonic() + 30                 # the cluster's processes are gone
+    while _children() - before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _children() - before == set()
+
+
+def test_a_client_killed_with_sigkill_resumes_without_recomputing_a_finished_shard(tmp_path):
+    make_dump(tmp_path / "dump", layers=4, heads=4, L=48, E=8)
+    command = [sys.executable, "-m", "symattn", "floatref-run", str(tmp_path / "dump"), "--causal", "--serial",
+               "--quiet", "-o", str(tmp_path / "report")]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    shards = tmp_path / "report" / "shards"
+    child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and child.poll() is None:
+        if shards.is_dir() and len(list(shards.glob("*.json"))) >= 3:
+            break
+        time.sleep(0.01)
+    child.send_signal(signal.SIGKILL)
+    child.communicate(timeout=60)
+    finished = len(list(shards.glob("*.json")))
+    assert finished >= 3
+    rerun = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode in (0, 1), rerun.stderr
+    assert f"({16 - finished} computed, {finished} reused)" in rerun.stdout
+    assert len(list(shards.glob("*.json"))) == 16
+    assert json.loads((tmp_path / "report" / "summary.json").read_text())["shards"]["total"] == 16
+
+
+def test_the_report_page_renders_offline_in_chromium(tmp_path, capsys):
+    from browser import shared_browser
+
+    make_dump(tmp_path / "dump", wrong=True)
+    (tmp_path / "dump" / "L0.H9.pt").write_bytes(b"\x80\x04K\x01.")
+    main(["floatref-run", str(tmp_path / "dump"), "--causal", "--max-ulp", "4", "--serial", "--quiet",
+          "-o", str(tmp_path / "report")])
+    capsys.readouterr()
+    shown = shared_browser().open(tmp_path / "report" / "index.html")
+    try:
+        shown.assert_clean()
+        page = shown.page
+        heat = page.locator("table.heat").first
+        assert heat.locator("tbody tr").count() == 2
+        assert "✗" in heat.locator("tbody tr").nth(1).inner_text()
+        assert page.locator("td.ink-light").count() >= 1
+        assert "torch.save pickle" in page.inner_text("body")
+        shot = os.environ.get("SYMATTN_SCREENSHOTS")
+        page.screenshot(path=str(Path(shot) / "floatref-run.png") if shot else str(tmp_path / "page.png"),
+                        full_page=True)
+    finally:
+        shown.close()
+
+
+def test_a_worker_killed_mid_run_has_its_shards_retried_elsewhere(tmp_path):
+    from dask.distributed import Client, LocalCluster
+
+    from symattn import floatrun
+
+    make_dump(tmp_path / "dump", layers=2, heads=4, L=48, E=8)
+    options = floatrun.Options(causal="top-left")
+    killed: list[int] = []
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        pids = client.run(os.getpid)
+
+        def progress(done, total, name, seconds):
+            if not killed:                                  # after the first shard: one worker dies
+                killed.append(sorted(pids.values())[0])
+                os.kill(killed[0], signal.SIGKILL)
+
+        report = floatrun.run(tmp_path / "dump", options, engine="dask", client=client, progress=progress)
+        assert client.status == "running"                   # the caller's client is left open
+    assert killed and report.bad == [] and len(report.heads) == 8
+    assert report.run["engine"] == "dask (the caller's client)" and report.run["computed"] == 8
+    assert report.heads == floatrun.run(tmp_path / "dump", options).heads
+
+
+def test_an_existing_scheduler_is_used_from_dask_scheduler_address(tmp_path, capsys, monkeypatch):
+    from dask.distributed import LocalCluster
+
+    make_dump(tmp_path / "dump", layers=1, heads=2)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", cluster.scheduler_address)
+        status = main(["floatref-run", str(tmp_path / "dump"), "--quiet", "-o", str(tmp_path / "report")])
+        assert len(cluster.workers) == 1                   # the cluster is the caller's: still there
+    assert status == 0
+    run = json.loads((tmp_path / "report" / "summary.json").read_text())["run"]
+    assert run.pop("dashboard", "http://").startswith("http://")     # the scheduler's, when it says it has one
+    assert run == {"engine": f"dask ({cluster.scheduler_address})", "computed": 2, "reused": 0}
+    monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", "tcp://127.0.0.1:1")
+    monkeypatch.setattr("symattn.floatrun.runner.CONNECT_SECONDS", 2)
+    status = main(["floatref-run", str(tmp_path / "dump"), "--quiet", "--worst", "1", "-o", str(tmp_path / "report")])
+    err = capsys.readouterr().err
+    assert status == 2 and "cannot connect" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_bfloat16_dump_runs_in_a_fresh_process_as_the_issue_writes_it(tmp_path):
+    """The headline command, in a subprocess (ml_dtypes not imported beforehand): bfloat16
+    safetensors with the backward; one head's row 2 scaled by 1.03 (about 4 ulp of bfloat16)."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    from floatrun_dumps import grads64, sdpa64
+
+    bf = ml_dtypes.bfloat16
+    rng = np.random.default_rng(2)
+    (tmp_path / "dump").mkdir()
+    for h in range(2):
+        q, k, v, do = (rng.standard_normal((6, 4)).astype(bf) for _ in range(4))
+        wide = [x.astype(np.float32) for x in (q, k, v, do)]
+        out = sdpa64(*wide[:3], True).astype(bf)
+        if h == 1:
+            out[2] = (out[2].astype(np.float32) * 1.03).astype(bf)
+        grads = {g: x.astype(bf) for g, x in grads64(*wide, True).items()}
+        save_file(dict(q=q, k=k, v=v, out=out, do=do, **grads), str(tmp_path / "dump" / f"L0.H{h}.safetensors"))
+    done = subprocess.run([sys.executable, "-m", "symattn", "floatref-run", str(tmp_path / "dump"), "--dtype",
+                           "bfloat16", "--causal", "--max-ulp", "4", "--serial", "-o", str(tmp_path / "report")],
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr
+    assert "FAIL: 2 shards (2 computed, 0 reused), 1 failing" in done.stdout
+    heads = json.loads((tmp_path / "report" / "summary.json").read_text())["heads"]
+    assert [h["shard"] for h in heads if h["exceeds"]] == ["L0.H1"]
+    assert heads[0]["dtype"] == "bfloat16" and set(heads[0]["tensors"]) == {"out", "dq", "dk", "dv"}
+    assert heads[1]["tensors"]["out"]["worst"][0]["index"][0] == 2
+    assert all(heads[0]["tensors"][g]["max_ulp"] <= 1 for g in ("dq", "dk", "dv"))
