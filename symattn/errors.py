@@ -26,3 +26,14 @@ class CertificationError(SymattnError, ArithmeticError):
 
 class WorksheetError(SymattnError):
     """A worksheet that cannot be made as asked."""
+
+
+#: What computing one exact value can raise when the value cannot be had: a symattn refusal
+#: (a cap, an uncertifiable rounding), and what SymPy, flint and Python's integers raise on
+#: arithmetic they cannot do (ZeroDivisionError and OverflowError are ArithmeticErrors;
+#: ValueError; NotImplementedError from SymPy; RecursionError on deep nesting).  The narrow
+#: catch where such a value "explains nothing" (a mistake's variant, a hint): never
+#: ``except Exception``, so a programming error (AttributeError, KeyError, TypeError,
+#: NameError, ...) surfaces instead of passing as "could not certify".
+VALUE_FAILURES: tuple[type[Exception], ...] = (
+    SymattnError, ArithmeticError, ValueError, NotImplementedError, RecursionError)

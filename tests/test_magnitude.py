@@ -28,19 +28,19 @@ from symattn.numbers.certify import Rounding, certified_mpf, certify
 from symattn.errors import CertificationError, SymattnError
 from symattn.problem.matrix import ExactMatrix
 
-# the module (the package's attribute ``symattn.numbers.certify`` is the function)
-certify_module = importlib.import_module("symattn.numbers.certify")
+# the module of the powers of ten (every one goes through its ``p10``)
+decimals_module = importlib.import_module("symattn.numbers.decimals")
 
 
 @pytest.fixture(autouse=True)
 def no_giant_powers(monkeypatch):
     """Fail if certification builds a power of ten past 10^5000 (it used to build 10^(4·10^11))."""
-    real = certify_module._pow10_big
+    real = decimals_module._pow10_big
 
     def spy(k: int) -> int:
         assert k <= 5000, f"built 10**{k}"
         return real(k)
-    monkeypatch.setattr(certify_module, "_pow10_big", spy)
+    monkeypatch.setattr(decimals_module, "_pow10_big", spy)
 
 
 def ref(make, digits: int, magnitude_digits: int = 0) -> tuple[int, int]:

@@ -16,7 +16,7 @@ from symattn.check.mistakes.catalog import Mistakes
 from symattn.check.targets import Cell, Source, TargetSpec, parse_target, resolve
 from symattn.check.verdict import FigureVerdict, MistakeCell, MistakeSet, invalid, judge_entry
 from symattn.check.codes import MistakeCode, Verdict
-from symattn.errors import SymattnError
+from symattn.errors import VALUE_FAILURES, SymattnError
 from symattn.problem.problem import Problem
 from symattn.trace.trace import Trace, attend
 
@@ -88,7 +88,7 @@ class Checker:
         messages (choosing worksheet versions asks this for every candidate's mistakes)."""
         try:
             return self._judge(target, text, None, quiet=True).mistake
-        except Exception:   # noqa: BLE001 - check calls the figure invalid: it names no mistake
+        except VALUE_FAILURES:     # check calls the figure invalid: it names no mistake
             return None
 
     def right_or_slip(self, target: str, text: str) -> bool:
@@ -102,7 +102,7 @@ class Checker:
                                   expect=(resolved.shape, target))
             entries = [judge_entry(w, cell, (), quiet=True)
                        for w, cell in _align(written, resolved, target)]
-        except Exception:   # noqa: BLE001 - undecided here: the full check judges it
+        except VALUE_FAILURES:     # undecided here: the full check judges it
             return False
         return settled_by_entries(entries)
 
@@ -116,7 +116,9 @@ class Checker:
         except RecursionError:
             return invalid(target, shown, "the figure or target nests too deeply to judge; "
                            "write it more simply", variant)
-        except Exception as exc:   # noqa: BLE001 - a last resort: one figure never stops the rest
+        except Exception as exc:   # noqa: BLE001 - the last resort, kept on purpose: one figure
+            # never stops the rest of a class, and the bug is not hidden: the verdict is
+            # ``invalid`` with the error's type and message and "please report it"
             detail = " ".join(str(exc).split())[:200]
             return invalid(target, shown, f"internal error: {type(exc).__name__}: {detail} "
                            "(please report it; the other figures are judged)", variant)

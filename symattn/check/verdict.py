@@ -22,6 +22,7 @@ from typing import Any, Iterator, Sequence
 
 import sympy
 
+from symattn.errors import VALUE_FAILURES
 from symattn.numbers.certify import CertifiedDecimal, Rounding, certify
 from symattn.check.figures import Entry, WrittenExact, WrittenInfinity, WrittenNumber
 from symattn.check.targets import Cell
@@ -147,8 +148,9 @@ class MistakeSet:
     """The mistakes' cells for one target cell, indexed by their rounding at each
     precision, so judging an answer is a dictionary look-up (grading 10,000 answers).
 
-    A variant whose value cannot be certified (or fails in any way) explains
-    nothing and is skipped: it must never cost the figure its verdict."""
+    A variant whose value cannot be had (a :data:`~symattn.errors.VALUE_FAILURES` error:
+    uncertifiable, past a cap, arithmetic SymPy cannot do) explains nothing and is skipped:
+    it must never cost the figure its verdict.  Anything else is a bug and surfaces."""
 
     def __init__(self, cells: Sequence[MistakeCell]) -> None:
         self.cells = list(cells)
@@ -165,7 +167,7 @@ class MistakeSet:
             for m in self.cells:
                 try:
                     value = m.cell.rounded_value(w.rounding)
-                except Exception:   # noqa: BLE001 - see the class docstring
+                except VALUE_FAILURES:     # see the class docstring
                     continue
                 if value is not None:
                     table.setdefault(value, []).append(m)
@@ -185,7 +187,7 @@ class MistakeSet:
             try:
                 if _same(value, screen, m.cell):
                     found.append(m)
-            except Exception:   # noqa: BLE001 - see the class docstring
+            except VALUE_FAILURES:     # see the class docstring
                 continue
         return found
 
@@ -193,7 +195,7 @@ class MistakeSet:
 def _safe_neg_inf(cell: Cell) -> bool:
     try:
         return cell.neg_inf
-    except Exception:   # noqa: BLE001 - a variant that fails explains nothing
+    except VALUE_FAILURES:      # a variant that cannot be had explains nothing
         return False
 
 

@@ -28,7 +28,7 @@ from symattn.check.verdict import MistakeCell
 from symattn.check.codes import MistakeCode
 from symattn.classroom.worksheets.backward_sheet import BACKWARD_ASK, BACKWARD_SAYS
 from symattn.numbers.masked import NEG_INF, Masked
-from symattn.errors import SymattnError
+from symattn.errors import VALUE_FAILURES, SymattnError
 from symattn.problem.problem import Problem
 from symattn.vocab import StepName, StepKind
 from symattn.trace.trace import Trace, attend
@@ -149,7 +149,7 @@ class Entry:
                 continue
             try:
                 got = m.cell.rounded(rounding)
-            except Exception:   # noqa: BLE001 - a variant that cannot be certified explains nothing
+            except VALUE_FAILURES:     # a variant that cannot be certified explains nothing
                 continue
             if got is NEG_INF or not isinstance(got, CertifiedDecimal):
                 continue

@@ -46,6 +46,7 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
+from symattn.errors import VALUE_FAILURES
 from symattn.numbers.certify import CertifiedDecimal, Rounding
 from symattn.classroom.answers import VersionAnswers
 
@@ -169,7 +170,7 @@ def _rational(cell) -> Fraction | None:
     try:
         value = cell.exact
         return Fraction(int(value.p), int(value.q)) if value.is_Rational else None
-    except Exception:   # noqa: BLE001 - a value that cannot be told rational is not hashed exactly
+    except VALUE_FAILURES:      # a value that cannot be had is not hashed exactly
         return None
 
 

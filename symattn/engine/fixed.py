@@ -42,7 +42,8 @@ from functools import lru_cache
 
 import flint
 
-from symattn.numbers.certify import CertifiedDecimal, Rounding, new_decimal, p10, judge_enclosure
+from symattn.numbers.balls import judge_enclosure
+from symattn.numbers.decimals import CertifiedDecimal, Rounding, new_decimal, p10
 from symattn.engine.engine import Engine, FixedRow
 from symattn.vocab import StepName
 

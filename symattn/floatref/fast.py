@@ -149,81 +149,99 @@ def _block(Q, h: _Head, allowed, additive, s, ds):
     """One block of rows; per-row bounds (docs/floatref.md has the derivation)."""
     import numpy as np
 
-    S, rows = h.S, Q.shape[0]
+    rows = Q.shape[0]
     with np.errstate(over="ignore", invalid="ignore", under="ignore", divide="ignore"):
-        D, eD, cs = _scores(Q, h)
-        # t = s·d + m: |t̃ − t| ≤ |s̃|e_D + |s̃ − s|(|d̃| + e_D) + u|P| + u|t̃| per entry
-        as_ = abs(s)
-        Pmax = _up(as_ * (cs + eD) * (1 + U))
-        E0 = _up(as_ * eD + ds * (cs + 2 * eD) + U * Pmax)
-        T = D
-        T *= s
-        keep = allowed
-        overflow = np.zeros(rows, dtype=bool)
-        if additive is not None:
-            # m − c_m = mh + ml exactly (masks.shift); t̃ = fl(fl(s̃·d̃) + mh), ml only in the bound
-            mh, ml, ok = masks.shift(additive, allowed)
-            T += mh
-            overflow |= ~ok | ~(Pmax < 2.0 ** 900)               # then fl(s̃·d̃ + mh) cannot overflow
-        if allowed is not None:
-            np.putmask(T, ~allowed, -np.inf)
+        X, eX, overflow = _shifted(Q, h, allowed, additive, s, ds)
         empty = np.zeros(rows, dtype=bool) if allowed is None else ~allowed.any(axis=1)
-        c = T.max(axis=1)
-        overflow |= ~np.isfinite(c)                           # these rows go to the arb path whole
-        c = np.where(np.isfinite(c), c, 0.0)
-        if additive is None:
-            Tmax = _up(Pmax * (1 + U))
-            eT = _up(E0 + U * Tmax)
-        else:
-            # keys with t̃ below c − θ have t − c < −800 (docs/floatref.md, "Huge finite masks"):
-            # set aside like blocked keys (w̃ = 0, w < e^-800 < EXP_ABS); the bound uses the rest
-            far = T < masks.far_below(c, E0, Pmax)[:, None]
-            keep = ~far if allowed is None else allowed & ~far
-            np.putmask(T, far, -np.inf)
-            tmin = np.min(T, axis=1, where=keep, initial=0.0)
-            Tmax = np.maximum(np.abs(c), np.abs(tmin))        # every kept t̃ lies in [tmin, c]
-            mlmax = 0.0 if ml is None else np.max(np.abs(ml), axis=1, where=keep, initial=0.0)
-            eT = _up(E0 + U * Tmax + mlmax)
-        overflow |= ~np.isfinite(eT)
-        X = T
-        X -= c[:, None]
-        xmin = X.min(axis=1) if keep is None else np.min(X, axis=1, where=keep, initial=0.0)
-        xm = np.minimum(-xmin, 800.0)                         # x̃ < −800: w̃ = 0 and w < 2^-1070
-        eX = _up(eT + U * xm)
-        # w = e^x; |w − w̃| ≤ w̃·G + a(1 + G), G = (expm1(e_x) + ε)/(1 − ε)² per row
-        G = _up((np.expm1(eX) + EXP_REL) / (1 - EXP_REL) ** 2)
-        Aabs = _up(EXP_ABS * (1 + G))
-        Wm = np.exp(X, out=X)
-        Wb = _blocks(Wm)
-        Z = Wb.sum(axis=2).sum(axis=0)
-        gS = gamma(min(SUM_BLOCK, S) + Wb.shape[0] + 1)      # zero padding adds no error
-        # Σ w̃ ≤ Z̃/(1 − gS); R_Z = (gS + G)·Z̃/(1 − gS) + S·a(1 + G)
-        RZ = _up((gS + G) * Z / (1 - gS) + S * Aabs)
-        denom = np.nextafter(Z - RZ, -np.inf)
-        good = (denom > 0) & np.isfinite(RZ) & ~overflow & (eX < 0.5)
-        denom = np.where(good, denom, np.nan)
-        # output numerators and Σ w̃|v| in one blocked product
-        NA = Wb[0] @ h.VVb[0]
-        for b in range(1, Wb.shape[0]):                      # block by block: nb − 1 more additions
-            NA += Wb[b] @ h.VVb[b]
-        N, A = NA[:, :h.Ev], NA[:, h.Ev:]
-        # p̃ = fl(w̃/Z̃): |p − p̃| ≤ p̃·[(Z̃G + R_Z)(1+2u)²/denom + u] + a(1+G)(1+2u)/denom;
-        # 3u more (and _up) covers computing p̃ ± radius in round-to-nearest
-        alpha = _up((Z * G + RZ) * (1 + 2 * U) ** 2 / denom + 4 * U)
-        gam = _up(Aabs * (1 + 2 * U) / denom)
-        Pm = Wm
-        Pm /= Z[:, None]
-        Rp = Pm * alpha[:, None]
-        Rp += gam[:, None]
-        # o = (Σ w·v)/Z: |Ñ − Σw̃v| ≤ gS·Σw̃|v|; |Σw̃v − Σwv| ≤ G·Σw̃|v| + a(1 + G)Σ|v|
-        gA = 1 + 2 * gamma(S)
-        RN = _up((gS + G[:, None]) * A * gA + Aabs[:, None] * h.absV_sum[None, :] * gA)
-        Om = N / Z[:, None]
-        aO = np.abs(Om)
-        Ro = _up((RN + aO * (1 + 2 * U) * RZ[:, None]) / denom[:, None] * (1 + 2 * U) + 4 * U * aO)
-        bad = ~good
-        if bad.any():
-            Rp[bad] = np.inf
-            Ro[bad] = np.inf
-        Ro = np.where(np.isfinite(Ro), Ro, np.inf)
+        Pm, Rp, Om, Ro = _normalised(X, eX, overflow, h)
     return Pm, Rp, Om, Ro, empty
+
+
+def _shifted(Q, h: _Head, allowed, additive, s, ds):
+    """x̃ = t̃ − c per entry (t = s·d + m, c the row's largest t̃; blocked keys −inf), a per-row
+    bound e_x on |x̃ − x|, and the rows that overflow (they go to the arb path whole)."""
+    import numpy as np
+
+    D, eD, cs = _scores(Q, h)
+    # t = s·d + m: |t̃ − t| ≤ |s̃|e_D + |s̃ − s|(|d̃| + e_D) + u|P| + u|t̃| per entry
+    as_ = abs(s)
+    Pmax = _up(as_ * (cs + eD) * (1 + U))
+    E0 = _up(as_ * eD + ds * (cs + 2 * eD) + U * Pmax)
+    T = D
+    T *= s
+    keep = allowed
+    overflow = np.zeros(Q.shape[0], dtype=bool)
+    if additive is not None:
+        # m − c_m = mh + ml exactly (masks.shift); t̃ = fl(fl(s̃·d̃) + mh), ml only in the bound
+        mh, ml, ok = masks.shift(additive, allowed)
+        T += mh
+        overflow |= ~ok | ~(Pmax < 2.0 ** 900)               # then fl(s̃·d̃ + mh) cannot overflow
+    if allowed is not None:
+        np.putmask(T, ~allowed, -np.inf)
+    c = T.max(axis=1)
+    overflow |= ~np.isfinite(c)                           # these rows go to the arb path whole
+    c = np.where(np.isfinite(c), c, 0.0)
+    if additive is None:
+        Tmax = _up(Pmax * (1 + U))
+        eT = _up(E0 + U * Tmax)
+    else:
+        # keys with t̃ below c − θ have t − c < −800 (docs/floatref.md, "Huge finite masks"):
+        # set aside like blocked keys (w̃ = 0, w < e^-800 < EXP_ABS); the bound uses the rest
+        far = T < masks.far_below(c, E0, Pmax)[:, None]
+        keep = ~far if allowed is None else allowed & ~far
+        np.putmask(T, far, -np.inf)
+        tmin = np.min(T, axis=1, where=keep, initial=0.0)
+        Tmax = np.maximum(np.abs(c), np.abs(tmin))        # every kept t̃ lies in [tmin, c]
+        mlmax = 0.0 if ml is None else np.max(np.abs(ml), axis=1, where=keep, initial=0.0)
+        eT = _up(E0 + U * Tmax + mlmax)
+    overflow |= ~np.isfinite(eT)
+    X = T
+    X -= c[:, None]
+    xmin = X.min(axis=1) if keep is None else np.min(X, axis=1, where=keep, initial=0.0)
+    xm = np.minimum(-xmin, 800.0)                         # x̃ < −800: w̃ = 0 and w < 2^-1070
+    return X, _up(eT + U * xm), overflow
+
+
+def _normalised(X, eX, overflow, h: _Head):
+    """The weights p = e^x / Z and the output o = Σ p·v from x̃ (overwritten), with radii;
+    rows whose bounds fail get infinite radii."""
+    import numpy as np
+
+    S = h.S
+    # w = e^x; |w − w̃| ≤ w̃·G + a(1 + G), G = (expm1(e_x) + ε)/(1 − ε)² per row
+    G = _up((np.expm1(eX) + EXP_REL) / (1 - EXP_REL) ** 2)
+    Aabs = _up(EXP_ABS * (1 + G))
+    Wm = np.exp(X, out=X)
+    Wb = _blocks(Wm)
+    Z = Wb.sum(axis=2).sum(axis=0)
+    gS = gamma(min(SUM_BLOCK, S) + Wb.shape[0] + 1)      # zero padding adds no error
+    # Σ w̃ ≤ Z̃/(1 − gS); R_Z = (gS + G)·Z̃/(1 − gS) + S·a(1 + G)
+    RZ = _up((gS + G) * Z / (1 - gS) + S * Aabs)
+    denom = np.nextafter(Z - RZ, -np.inf)
+    good = (denom > 0) & np.isfinite(RZ) & ~overflow & (eX < 0.5)
+    denom = np.where(good, denom, np.nan)
+    # output numerators and Σ w̃|v| in one blocked product
+    NA = Wb[0] @ h.VVb[0]
+    for b in range(1, Wb.shape[0]):                      # block by block: nb − 1 more additions
+        NA += Wb[b] @ h.VVb[b]
+    N, A = NA[:, :h.Ev], NA[:, h.Ev:]
+    # p̃ = fl(w̃/Z̃): |p − p̃| ≤ p̃·[(Z̃G + R_Z)(1+2u)²/denom + u] + a(1+G)(1+2u)/denom;
+    # 3u more (and _up) covers computing p̃ ± radius in round-to-nearest
+    alpha = _up((Z * G + RZ) * (1 + 2 * U) ** 2 / denom + 4 * U)
+    gam = _up(Aabs * (1 + 2 * U) / denom)
+    Pm = Wm
+    Pm /= Z[:, None]
+    Rp = Pm * alpha[:, None]
+    Rp += gam[:, None]
+    # o = (Σ w·v)/Z: |Ñ − Σw̃v| ≤ gS·Σw̃|v|; |Σw̃v − Σwv| ≤ G·Σw̃|v| + a(1 + G)Σ|v|
+    gA = 1 + 2 * gamma(S)
+    RN = _up((gS + G[:, None]) * A * gA + Aabs[:, None] * h.absV_sum[None, :] * gA)
+    Om = N / Z[:, None]
+    aO = np.abs(Om)
+    Ro = _up((RN + aO * (1 + 2 * U) * RZ[:, None]) / denom[:, None] * (1 + 2 * U) + 4 * U * aO)
+    bad = ~good
+    if bad.any():
+        Rp[bad] = np.inf
+        Ro[bad] = np.inf
+    Ro = np.where(np.isfinite(Ro), Ro, np.inf)
+    return Pm, Rp, Om, Ro

@@ -229,64 +229,18 @@ def enclose64(Q, K, V, allowed, additive, scale: tuple[float, float, float]) -> 
 
 
 def _block(Q, scores: _Product, values: _Product, allowed, additive, scale, Ev: int):
+    """One block of rows: weights and output as hi + lo with radii, and the known zeros.
+    The steps are numbered as in docs/floatref.md ("float64 targets")."""
     import numpy as np
 
     rows, S = Q.shape[0], scores.Y.shape[1]
-    sh, sl, s_err = scale
-    bad = np.zeros(rows, dtype=bool)
+    bad = np.zeros(rows, dtype=bool)     # rows whose bounds do not hold: every radius is inf
     with np.errstate(over="ignore", invalid="ignore", under="ignore", divide="ignore"):
-        # 1. scores d = q·k in double-double; e_d bounds the remainder product's error
-        eq = _exponent(np.abs(Q).max(axis=1), scores.low)
-        if not scores.ok(eq):
+        found = _scores(Q, scores)
+        if found is None:
             return _undecided(rows, S, Ev)
-        Dh, Dl, Q12, Q3, m = scores(Q, None, eq)
-        norm = (1 + gamma(S + Q.shape[1] + 2)) ** 2
-        n12 = np.sqrt(np.einsum("ij,ij->i", Q12, Q12))
-        n3 = np.sqrt(np.einsum("ij,ij->i", Q3, Q3))
-        nq = np.sqrt(np.einsum("ij,ij->i", Q, Q))
-        k3 = float(np.sqrt(np.einsum("ij,ij->j", scores.Y3, scores.Y3)).max())
-        kn = float(np.sqrt(np.einsum("ij,ij->j", scores.Y, scores.Y)).max())
-        cs = _up(nq * kn * norm)                            # ≥ ‖q‖·max‖k‖ ≥ |d|
-        eR = _up(gamma(m) * (n12 * k3 + n3 * kn) * norm)
-        # the remainder is ≤ ‖q12‖‖k3‖ + ‖q3‖‖k‖ + e_R; every partial sum of the slice
-        # products is ≤ 16·‖q‖‖k‖ (|q1|, |q2| ≤ 2|q| entrywise)
-        parts = _up(16 * cs + (n12 * k3 + n3 * kn) * norm + eR)
-        eD = _up(eR + 2 * dd.OP_REL * parts)
-        # 2. t = s·d + m: DWTimesDW (8u²) then DWPlusFP (8u²); |s − s̃| ≤ s_err
-        Th, Tl = dd.mul(Dh, Dl, np.full_like(Dh, sh), np.full_like(Dh, sl))
-        as_ = _up(abs(sh) + abs(sl))
-        P = _up(as_ * (cs + eD))
-        E0 = _up(as_ * eD + s_err * cs + 2 * dd.OP_REL * P)
-        bad |= ~(P < 2.0 ** 900)
-        keep = allowed
-        if additive is not None:
-            # m − c_m = mh + ml exactly (masks.shift), added by one or two DWPlusFP
-            mh, ml, ok = masks.shift(additive, allowed)
-            bad |= ~ok
-            Th, Tl = dd.add_fp(Th, Tl, mh)
-            if ml is not None:
-                Th, Tl = dd.add_fp(Th, Tl, ml)
-        # 3. x = t − c, c the row's largest hi over allowed keys (an exact float)
-        if allowed is not None:
-            np.putmask(Th, ~allowed, -np.inf)
-        c = Th.max(axis=1)
-        c = np.where(np.isfinite(c), c, 0.0)
-        if additive is None:
-            Tmax, eT = P, E0                                # E0 holds the product's ε₂·P
-        else:
-            # keys with t_hi below c − θ have t − c < −800 (docs/floatref.md, "Huge finite
-            # masks"): set aside like blocked keys, proved zeros; the bounds use the rest
-            far = Th < masks.far_below(c, E0, P)[:, None]
-            keep = ~far if allowed is None else allowed & ~far
-            np.putmask(Th, far, -np.inf)
-            tmin = np.min(Th, axis=1, where=keep, initial=0.0)
-            Tmax = _up(np.maximum(np.abs(c), np.abs(tmin)) * (1 + 2 * U))   # ≥ |t̃| of kept keys
-            # the additions' errors ≤ 2.2·8u²·|t̃| per entry (two DWPlusFP); the product's in E0
-            eT = _up(E0 + 3 * dd.OP_REL * Tmax)
-        bad |= ~(Tmax < 2.0 ** 900)
-        Xh, Xl = dd.add_fp(Th, Tl, np.broadcast_to(-c[:, None], Th.shape).copy())
-        eX = _up(eT + dd.OP_REL * (Tmax + np.abs(c)))
-        bad |= ~(eX < 2.0 ** -40)
+        Dh, Dl, cs, eD = found
+        Xh, Xl, eX = _shifted(Dh, Dl, cs, eD, scale, allowed, additive, bad)
         # 4. w = e^x = exp(k/1024)·exp(r): table times a series; keys below X_TABLE: w̃ = 0
         Wh, Wl, tiny, zero = _exp(Xh, Xl)
         if allowed is not None:
@@ -300,50 +254,138 @@ def _block(Q, scores: _Product, values: _Product, allowed, additive, scale, Ev: 
         aw = math.exp(X_TABLE + 1)                          # a tiny key's w < e^(−649)
         # Σ over a row of the absolute parts; a zero key (x̃ < X_ZERO, or set aside) has w < e^(−799)
         Aw = _up(ntiny * aw + zero.sum(axis=1) * math.exp(X_ZERO + 1))
-        # 5. [N | Z] = W·[V | 1] in double-double (exact slice products + a remainder)
-        ew_row = _exponent(Wh.max(axis=1), values.low)
-        if not values.ok(ew_row):
+        sums = _sums(Wh, Wl, ew, Aw, values, Ev)
+        if sums is None:
             return _undecided(rows, S, Ev)
-        Nh, Nl, W12, W3, m2 = values(Wh, Wl, ew_row)
-        Zt = _up(np.abs(Nh[:, Ev]) + np.abs(Nl[:, Ev]))     # ≥ Σ w̃ (up to the bounds below)
-        # remainder error: γ_m·(Σ W12|V3| + Σ |W3||V| + Σ |Wl||V|), per row and column
-        g3 = np.ldexp(1.0, values.ey - 2 * values.beta - 1)  # |V3| bound per column
-        w3 = np.ldexp(1.0, ew_row - 2 * values.beta - 1)     # |W3| bound per row
-        w3sum = _up(np.abs(W3).sum(axis=1) * (1 + gamma(S)))
-        vabs = _up(values.Yabs_sum * (1 + gamma(S)))
-        vmax = values.Yabs_max
-        wsum = _up(Zt * 1.0001 + Aw)                         # ≥ Σ w̃ (docs/floatref.md)
-        t12 = 2 * wsum[:, None] * g3[None, :]               # W12 ≤ 2w̃ entrywise
-        t3 = np.minimum(w3[:, None] * vabs[None, :], w3sum[:, None] * vmax[None, :])
-        tl = (U * wsum)[:, None] * vmax[None, :]
-        eN = _up(gamma(m2) * (t12 + t3 + tl) + 48 * dd.OP_REL * (wsum[:, None] * vmax[None, :]))
-        # and the weights' own errors: Σ|w − w̃||v| ≤ εw·Σw̃|v| + a·max|v|
-        eN = _up(eN + (ew * wsum)[:, None] * vmax[None, :] + Aw[:, None] * vmax[None, :])
-        Zh, Zl = Nh[:, Ev], Nl[:, Ev]
-        eZ = eN[:, Ev]
-        # 6. 1/Z by one Newton step in double-double
-        Yh, Yl, eY = _reciprocal(Zh, Zl)
-        zrel = _up(eZ / np.nextafter(Zh - eZ - np.abs(Zl), -np.inf))
-        bad |= ~(zrel < 2.0 ** -40) | ~(Zh > 0.25)
-        # 7. weights p = w·(1/Z), output o = N·(1/Z)
-        Ph, Pl = dd.mul(Wh, Wl, np.broadcast_to(Yh[:, None], Wh.shape), np.broadcast_to(Yl[:, None], Wh.shape))
-        rel = _up((eY + zrel + dd.OP_REL) * 1.0001)
-        Pr = _up(np.abs(Ph) * ((ew + rel) * 1.0001)[:, None])
-        if tiny.any():
-            Pr = np.where(tiny, np.inf, Pr)                  # a tiny weight: only bounded, not known
-        Nh, Nl, eN = Nh[:, :Ev], Nl[:, :Ev], eN[:, :Ev]
-        Oh, Ol = dd.mul(Nh, Nl, np.broadcast_to(Yh[:, None], Nh.shape), np.broadcast_to(Yl[:, None], Nh.shape))
-        Or = _up((np.abs(Oh) * rel[:, None] + eN * (np.abs(Yh) * 1.0001)[:, None]) * 1.0001)
-        bad |= ~np.isfinite(Or).all(axis=1)
+        Nh, Nl, eN = sums
+        weights, output = _normalised(Wh, Wl, ew, tiny, Nh, Nl, eN, Ev, bad)
         if bad.any():
-            Pr[bad] = np.inf
-            Or[bad] = np.inf
+            weights[2][bad] = np.inf
+            output[2][bad] = np.inf
         # known zeros: blocked keys, and keys with x̃ < X_ZERO in a row whose bounds hold
         # (w < e^(X_ZERO + 1)/Z < 2^-1150 with Z ≥ 1/4: the float64 rounding is +0)
         zeros = zero & ~bad[:, None]
         if allowed is not None:
             zeros |= ~allowed
-    return (Ph, Pl, Pr), (Oh, Ol, Or), zeros
+    return weights, output, zeros
+
+
+def _scores(Q, scores: _Product):
+    """1. The scores d = q·k in double-double, a bound on |d| and e_d, the remainder product's
+    error (None when the exponents are out of the exact products' range)."""
+    import numpy as np
+
+    eq = _exponent(np.abs(Q).max(axis=1), scores.low)
+    if not scores.ok(eq):
+        return None
+    Dh, Dl, Q12, Q3, m = scores(Q, None, eq)
+    norm = (1 + gamma(scores.Y.shape[1] + Q.shape[1] + 2)) ** 2
+    n12 = np.sqrt(np.einsum("ij,ij->i", Q12, Q12))
+    n3 = np.sqrt(np.einsum("ij,ij->i", Q3, Q3))
+    nq = np.sqrt(np.einsum("ij,ij->i", Q, Q))
+    k3 = float(np.sqrt(np.einsum("ij,ij->j", scores.Y3, scores.Y3)).max())
+    kn = float(np.sqrt(np.einsum("ij,ij->j", scores.Y, scores.Y)).max())
+    cs = _up(nq * kn * norm)                            # ≥ ‖q‖·max‖k‖ ≥ |d|
+    eR = _up(gamma(m) * (n12 * k3 + n3 * kn) * norm)
+    # the remainder is ≤ ‖q12‖‖k3‖ + ‖q3‖‖k‖ + e_R; every partial sum of the slice
+    # products is ≤ 16·‖q‖‖k‖ (|q1|, |q2| ≤ 2|q| entrywise)
+    parts = _up(16 * cs + (n12 * k3 + n3 * kn) * norm + eR)
+    eD = _up(eR + 2 * dd.OP_REL * parts)
+    return Dh, Dl, cs, eD
+
+
+def _shifted(Dh, Dl, cs, eD, scale, allowed, additive, bad):
+    """2.–3. x = s·d + m − c in double-double and its bound e_x, c the row's largest allowed
+    hi (an exact float); rows whose bounds fail are marked in ``bad``."""
+    import numpy as np
+
+    sh, sl, s_err = scale
+    # 2. t = s·d + m: DWTimesDW (8u²) then DWPlusFP (8u²); |s − s̃| ≤ s_err
+    Th, Tl = dd.mul(Dh, Dl, np.full_like(Dh, sh), np.full_like(Dh, sl))
+    as_ = _up(abs(sh) + abs(sl))
+    P = _up(as_ * (cs + eD))
+    E0 = _up(as_ * eD + s_err * cs + 2 * dd.OP_REL * P)
+    bad |= ~(P < 2.0 ** 900)
+    if additive is not None:
+        # m − c_m = mh + ml exactly (masks.shift), added by one or two DWPlusFP
+        mh, ml, ok = masks.shift(additive, allowed)
+        bad |= ~ok
+        Th, Tl = dd.add_fp(Th, Tl, mh)
+        if ml is not None:
+            Th, Tl = dd.add_fp(Th, Tl, ml)
+    # 3. x = t − c, c the row's largest hi over allowed keys (an exact float)
+    if allowed is not None:
+        np.putmask(Th, ~allowed, -np.inf)
+    c = Th.max(axis=1)
+    c = np.where(np.isfinite(c), c, 0.0)
+    if additive is None:
+        Tmax, eT = P, E0                                # E0 holds the product's ε₂·P
+    else:
+        # keys with t_hi below c − θ have t − c < −800 (docs/floatref.md, "Huge finite
+        # masks"): set aside like blocked keys, proved zeros; the bounds use the rest
+        far = Th < masks.far_below(c, E0, P)[:, None]
+        keep = ~far if allowed is None else allowed & ~far
+        np.putmask(Th, far, -np.inf)
+        tmin = np.min(Th, axis=1, where=keep, initial=0.0)
+        Tmax = _up(np.maximum(np.abs(c), np.abs(tmin)) * (1 + 2 * U))   # ≥ |t̃| of kept keys
+        # the additions' errors ≤ 2.2·8u²·|t̃| per entry (two DWPlusFP); the product's in E0
+        eT = _up(E0 + 3 * dd.OP_REL * Tmax)
+    bad |= ~(Tmax < 2.0 ** 900)
+    Xh, Xl = dd.add_fp(Th, Tl, np.broadcast_to(-c[:, None], Th.shape).copy())
+    eX = _up(eT + dd.OP_REL * (Tmax + np.abs(c)))
+    bad |= ~(eX < 2.0 ** -40)
+    return Xh, Xl, eX
+
+
+def _sums(Wh, Wl, ew, Aw, values: _Product, Ev: int):
+    """5. [N | Z] = W·[V | 1] in double-double (exact slice products + a remainder) and the
+    bound e_N per row and column (None when the exponents are out of range)."""
+    import numpy as np
+
+    S = Wh.shape[1]
+    ew_row = _exponent(Wh.max(axis=1), values.low)
+    if not values.ok(ew_row):
+        return None
+    Nh, Nl, W12, W3, m2 = values(Wh, Wl, ew_row)
+    Zt = _up(np.abs(Nh[:, Ev]) + np.abs(Nl[:, Ev]))     # ≥ Σ w̃ (up to the bounds below)
+    # remainder error: γ_m·(Σ W12|V3| + Σ |W3||V| + Σ |Wl||V|), per row and column
+    g3 = np.ldexp(1.0, values.ey - 2 * values.beta - 1)  # |V3| bound per column
+    w3 = np.ldexp(1.0, ew_row - 2 * values.beta - 1)     # |W3| bound per row
+    w3sum = _up(np.abs(W3).sum(axis=1) * (1 + gamma(S)))
+    vabs = _up(values.Yabs_sum * (1 + gamma(S)))
+    vmax = values.Yabs_max
+    wsum = _up(Zt * 1.0001 + Aw)                         # ≥ Σ w̃ (docs/floatref.md)
+    t12 = 2 * wsum[:, None] * g3[None, :]               # W12 ≤ 2w̃ entrywise
+    t3 = np.minimum(w3[:, None] * vabs[None, :], w3sum[:, None] * vmax[None, :])
+    tl = (U * wsum)[:, None] * vmax[None, :]
+    eN = _up(gamma(m2) * (t12 + t3 + tl) + 48 * dd.OP_REL * (wsum[:, None] * vmax[None, :]))
+    # and the weights' own errors: Σ|w − w̃||v| ≤ εw·Σw̃|v| + a·max|v|
+    eN = _up(eN + (ew * wsum)[:, None] * vmax[None, :] + Aw[:, None] * vmax[None, :])
+    return Nh, Nl, eN
+
+
+def _normalised(Wh, Wl, ew, tiny, Nh, Nl, eN, Ev: int, bad):
+    """6.–7. 1/Z by one Newton step, then the weights p = w·(1/Z) and the output o = N·(1/Z),
+    each as (hi, lo, radius)."""
+    import numpy as np
+
+    Zh, Zl = Nh[:, Ev], Nl[:, Ev]
+    eZ = eN[:, Ev]
+    # 6. 1/Z by one Newton step in double-double
+    Yh, Yl, eY = _reciprocal(Zh, Zl)
+    zrel = _up(eZ / np.nextafter(Zh - eZ - np.abs(Zl), -np.inf))
+    bad |= ~(zrel < 2.0 ** -40) | ~(Zh > 0.25)
+    # 7. weights p = w·(1/Z), output o = N·(1/Z)
+    Ph, Pl = dd.mul(Wh, Wl, np.broadcast_to(Yh[:, None], Wh.shape), np.broadcast_to(Yl[:, None], Wh.shape))
+    rel = _up((eY + zrel + dd.OP_REL) * 1.0001)
+    Pr = _up(np.abs(Ph) * ((ew + rel) * 1.0001)[:, None])
+    if tiny.any():
+        Pr = np.where(tiny, np.inf, Pr)                  # a tiny weight: only bounded, not known
+    Nh, Nl, eN = Nh[:, :Ev], Nl[:, :Ev], eN[:, :Ev]
+    Oh, Ol = dd.mul(Nh, Nl, np.broadcast_to(Yh[:, None], Nh.shape), np.broadcast_to(Yl[:, None], Nh.shape))
+    Or = _up((np.abs(Oh) * rel[:, None] + eN * (np.abs(Yh) * 1.0001)[:, None]) * 1.0001)
+    bad |= ~np.isfinite(Or).all(axis=1)
+    return (Ph, Pl, Pr), (Oh, Ol, Or)
 
 
 def _undecided(rows: int, S: int, Ev: int):

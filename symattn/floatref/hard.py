@@ -72,8 +72,6 @@ class HardCase:
 def hard_cases(dtype: str = "float32", heads: int = 4, L: int = 256, E: int = 64,
                seed: int = 0) -> Iterator[HardCase]:
     """The cases of the table above, in its order, deterministic from ``seed``."""
-    import numpy as np
-
     if dtype not in BINARY_FORMATS:
         raise FloatRefError(f"dtype is {dtype!r}: use {', '.join(BINARY_FORMATS)}")
     for n, what in ((heads, "heads"), (L, "L"), (E, "E")):
@@ -82,20 +80,40 @@ def hard_cases(dtype: str = "float32", heads: int = 4, L: int = 256, E: int = 64
     if L < 2 * BLOCK or E < 4:
         raise FloatRefError(f"L = {L}, E = {E}: the cases need L ≥ {2 * BLOCK} (two key blocks of "
                             f"{BLOCK}) and E ≥ 4")
-    fmt = BINARY_FORMATS[dtype]
-    big = float(fmt.max_finite)
-    ulp1 = 2.0 ** (1 - fmt.p)                               # the ulp of 1
-    rng = np.random.default_rng(seed)
-    store = np.float64 if dtype == "float64" else np.float16 if dtype == "float16" else np.float32
+    g = _Maker(dtype, heads, L, E, seed)
+    yield from _large_logits(g)           # one random stream: the groups draw in this order
+    yield from _masked_and_sentinel(g)
+    yield from _exact_outputs(g)
+    yield from _layouts(g)
 
-    def put(x):
-        return round_array(np.asarray(x, dtype=np.float64), fmt).astype(store)
 
-    def normal(*shape, s=1.0):
-        return rng.standard_normal(shape) * s
+class _Maker:
+    """What the cases are built from: the format, the shapes and one seeded random stream."""
 
-    sq = math.sqrt(E)
-    h = (1, heads)
+    def __init__(self, dtype: str, heads: int, L: int, E: int, seed: int) -> None:
+        import numpy as np
+
+        self.np, self.dtype, self.heads, self.L, self.E = np, dtype, heads, L, E
+        self.fmt = BINARY_FORMATS[dtype]
+        self.big = float(self.fmt.max_finite)
+        self.ulp1 = 2.0 ** (1 - self.fmt.p)                  # the ulp of 1
+        self.rng = np.random.default_rng(seed)
+        self.store = np.float64 if dtype == "float64" else np.float16 if dtype == "float16" else np.float32
+        self.sq = math.sqrt(E)
+        self.h = (1, heads)
+
+    def put(self, x):
+        """x rounded to the format, stored as the case hands it out."""
+        return round_array(self.np.asarray(x, dtype=self.np.float64), self.fmt).astype(self.store)
+
+    def normal(self, *shape, s=1.0):
+        return self.rng.standard_normal(shape) * s
+
+
+def _large_logits(g: _Maker) -> Iterator[HardCase]:
+    """A maximum that grows late, near ties, and scores near overflow."""
+    np, dtype, L, E, h, sq, put, normal = g.np, g.dtype, g.L, g.E, g.h, g.sq, g.put, g.normal
+    big, ulp1, rng = g.big, g.ulp1, g.rng
 
     # one key per head far above the rest, after the first block: logit gap ≈ 30
     q, k, v = normal(*h, L, E, s=0.5), normal(*h, L, E, s=0.5), normal(*h, L, E)
@@ -128,6 +146,11 @@ def hard_cases(dtype: str = "float32", heads: int = 4, L: int = 256, E: int = 64
     yield HardCase("near_overflow", "entries of Q and K near sqrt(max/E): q·k near the largest finite "
                    "value; scores formed or scaled in the input format overflow", dtype, put(q), put(k), put(v))
 
+
+def _masked_and_sentinel(g: _Maker) -> Iterator[HardCase]:
+    """A fully masked first block, and every logit below a finite sentinel."""
+    np, dtype, L, E, h, sq, put, normal = g.np, g.dtype, g.L, g.E, g.h, g.sq, g.put, g.normal
+
     # the first key block fully masked, the other logits near −120
     q, k, v = normal(*h, L, E, s=0.1), normal(*h, L, E, s=0.1), normal(*h, L, E)
     d = E // 2                                              # spread over d dims: fp8 holds the entries
@@ -147,6 +170,12 @@ def hard_cases(dtype: str = "float32", heads: int = 4, L: int = 256, E: int = 64
                    "instead of −inf gives weights e^(−10⁴) = 0 and zeroes the rows (flashinfer#4267)",
                    dtype, put(q), put(k), put(v))
 
+
+def _exact_outputs(g: _Maker) -> Iterator[HardCase]:
+    """Outputs that are exactly 1, or exactly on a rounding midpoint."""
+    np, dtype, L, E, h, put, normal = g.np, g.dtype, g.L, g.E, g.h, g.put, g.normal
+    ulp1 = g.ulp1
+
     q, k = normal(*h, L, E), normal(*h, L, E)
     yield HardCase("v_ones", "V = 1: every output is exactly 1 (a kernel that rounds P before P·V "
                    "without renormalising is off)", dtype, put(q), put(k), put(np.ones((*h, L, E))))
@@ -157,6 +186,12 @@ def hard_cases(dtype: str = "float32", heads: int = 4, L: int = 256, E: int = 64
     v[:, :, 1::2, :] = 1 + ulp1
     yield HardCase("midpoint_ties", "equal logits and V alternating 1 and 1 + ulp: every output is "
                    "exactly the midpoint 1 + ulp/2, which rounds to the even 1", dtype, put(q), put(k), put(v))
+
+
+def _layouts(g: _Maker) -> Iterator[HardCase]:
+    """Causal alignments, grouped-query heads and the LSE's base."""
+    dtype, L, E, h, sq, put, normal = g.dtype, g.L, g.E, g.h, g.sq, g.put, g.normal
+    heads = g.heads
 
     half = max(1, L // 2)
     for align in ("bottom_right", "top_left"):

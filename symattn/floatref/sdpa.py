@@ -147,6 +147,23 @@ def normalise(Q: Any, K: Any, V: Any, attn_mask: Any = None, is_causal: bool = F
                                    or not math.isfinite(mask_value)):
         raise FloatRefError(f"mask_value is {mask_value!r}: give a finite number such as -5e4 "
                             "(None removes blocked keys, as -inf)")
+    q, k, v = _checked_arrays(Q, K, V)
+    batch, k, v = _batch(q, k, v, enable_gqa)
+    L, S, E = q.shape[-2], k.shape[-2], q.shape[-1]
+    f64 = np.float64
+    Qb = np.broadcast_to(np.asarray(q, dtype=f64), batch + q.shape[-2:])   # no copy of a float64 input
+    Kb = np.broadcast_to(np.asarray(k, dtype=f64), batch + k.shape[-2:])
+    Vb = np.broadcast_to(np.asarray(v, dtype=f64), batch + v.shape[-2:])
+    if is_causal and attn_mask is not None:
+        raise FloatRefError("give is_causal=True or attn_mask, not both (as torch's SDPA)")
+    allowed, additive = _masks(attn_mask, is_causal, causal_align, mask_value, batch + (L, S))
+    exact, scale_f, err = _scale(scale, E)
+    return Problem4(Qb, Kb, Vb, allowed, additive, exact, scale_f, err, batch)
+
+
+def _checked_arrays(Q: Any, K: Any, V: Any) -> tuple[Any, Any, Any]:
+    """Q, K, V as arrays of finite numbers whose shapes fit (E and S agree, nothing empty)."""
+    np = _numpy()
     q, k, v = (_array(x, n) for x, n in ((Q, "Q"), (K, "K"), (V, "V")))
     for a, n in ((q, "Q"), (k, "K"), (v, "V")):
         if a.ndim < 2:
@@ -159,6 +176,13 @@ def normalise(Q: Any, K: Any, V: Any, attn_mask: Any = None, is_causal: bool = F
         raise FloatRefError(f"K has S = {k.shape[-2]} rows but V has {v.shape[-2]}: give equal key counts")
     if 0 in q.shape or 0 in k.shape or 0 in v.shape:
         raise FloatRefError(f"an input is empty (Q {q.shape}, K {k.shape}, V {v.shape}): give non-empty arrays")
+    return q, k, v
+
+
+def _batch(q: Any, k: Any, v: Any, enable_gqa: bool) -> tuple[tuple[int, ...], Any, Any]:
+    """The broadcast batch shape (within the budget), and K and V with their kv heads
+    repeated for grouped-query attention."""
+    np = _numpy()
     kb, vb = k.shape[:-2], v.shape[:-2]
     if enable_gqa:
         if q.ndim < 3 or k.ndim < 3 or v.ndim < 3:
@@ -173,57 +197,66 @@ def normalise(Q: Any, K: Any, V: Any, attn_mask: Any = None, is_causal: bool = F
     except ValueError:
         raise FloatRefError(f"the batch dimensions of Q {q.shape}, K {k.shape} and V {v.shape} do not "
                             "broadcast (for grouped-query heads pass enable_gqa=True)") from None
-    L, S, E = q.shape[-2], k.shape[-2], q.shape[-1]
-    check_budget(batch, L, S, E, v.shape[-1])
+    check_budget(batch, q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1])
     if enable_gqa:
         k = np.repeat(k, hq // hk, axis=-3)   # query head h reads kv head h // (hq / hk)
         v = np.repeat(v, hq // hk, axis=-3)
-    f64 = np.float64
-    Qb = np.broadcast_to(np.asarray(q, dtype=f64), batch + q.shape[-2:])   # no copy of a float64 input
-    Kb = np.broadcast_to(np.asarray(k, dtype=f64), batch + k.shape[-2:])
-    Vb = np.broadcast_to(np.asarray(v, dtype=f64), batch + v.shape[-2:])
+    return batch, k, v
+
+
+def _masks(attn_mask: Any, is_causal: bool, causal_align: str, mask_value: float | None,
+           shape: tuple[int, ...]) -> tuple[Any, Any]:
+    """(allowed, additive) over the full (..., L, S) shape: which keys a query may read (None:
+    all) and what is added to the scaled scores (None: nothing), a finite ``mask_value``
+    turning every blocked key into an added sentinel."""
+    np = _numpy()
     allowed = additive = None
-    if is_causal and attn_mask is not None:
-        raise FloatRefError("give is_causal=True or attn_mask, not both (as torch's SDPA)")
     if is_causal:
-        allowed = np.broadcast_to(causal_pattern(L, S, causal_align), batch + (L, S))
+        allowed = np.broadcast_to(causal_pattern(shape[-2], shape[-1], causal_align), shape)
     elif attn_mask is not None:
-        m = _array(attn_mask, "attn_mask")
-        try:
-            shape = np.broadcast_shapes(m.shape, batch + (L, S))
-        except ValueError:
-            shape = None
-        if shape != batch + (L, S):
-            raise FloatRefError(f"attn_mask has shape {m.shape}, which does not broadcast to {batch + (L, S)}")
-        if m.dtype == bool:
-            allowed = np.broadcast_to(m, shape)
-        elif m.dtype.kind == "f":
-            m = m.astype(f64)
-            if np.isnan(m).any() or np.isposinf(m).any():
-                raise FloatRefError("attn_mask holds NaN or +inf: an additive mask takes finite values or -inf")
-            allowed = np.broadcast_to(~np.isneginf(m), shape)
-            additive = np.broadcast_to(np.where(np.isneginf(m), 0.0, m), shape)
-            if not additive.any():
-                additive = None
-        else:
-            raise FloatRefError(f"attn_mask has dtype {m.dtype}: give a boolean (True = attend) "
-                                "or a float (additive) mask")
+        allowed, additive = _given_mask(attn_mask, shape)
     if mask_value is not None and allowed is not None:
         blocked = np.where(allowed, 0.0, float(mask_value))
         additive = blocked if additive is None else np.where(allowed, additive, float(mask_value))
         allowed = None
         if not additive.any():
             additive = None
+    return allowed, additive
+
+
+def _given_mask(attn_mask: Any, full: tuple[int, ...]) -> tuple[Any, Any]:
+    """A boolean (True = attend) or additive float mask, checked and broadcast to ``full``."""
+    np = _numpy()
+    m = _array(attn_mask, "attn_mask")
+    try:
+        shape = np.broadcast_shapes(m.shape, full)
+    except ValueError:
+        shape = None
+    if shape != full:
+        raise FloatRefError(f"attn_mask has shape {m.shape}, which does not broadcast to {full}")
+    if m.dtype == bool:
+        return np.broadcast_to(m, shape), None
+    if m.dtype.kind != "f":
+        raise FloatRefError(f"attn_mask has dtype {m.dtype}: give a boolean (True = attend) "
+                            "or a float (additive) mask")
+    m = m.astype(np.float64)
+    if np.isnan(m).any() or np.isposinf(m).any():
+        raise FloatRefError("attn_mask holds NaN or +inf: an additive mask takes finite values or -inf")
+    allowed = np.broadcast_to(~np.isneginf(m), shape)
+    additive = np.broadcast_to(np.where(np.isneginf(m), 0.0, m), shape)
+    return allowed, (additive if additive.any() else None)
+
+
+def _scale(scale: float | None, E: int) -> tuple[Any, float, float]:
+    """The scale exactly, as the float used, and the float's error bound."""
     if scale is None:
         import sympy
         exact: Any = 1 / sympy.sqrt(E)
         scale_f = 1.0 / math.sqrt(E)
-        err = 3 * 2.0 ** -53 * scale_f   # two correctly rounded operations
-    else:
-        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale):
-            raise FloatRefError(f"scale is {scale!r}: give a finite float (read by its binary value)")
-        exact, scale_f, err = Fraction(float(scale)), float(scale), 0.0
-    return Problem4(Qb, Kb, Vb, allowed, additive, exact, scale_f, err, batch)
+        return exact, scale_f, 3 * 2.0 ** -53 * scale_f   # two correctly rounded operations
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale):
+        raise FloatRefError(f"scale is {scale!r}: give a finite float (read by its binary value)")
+    return Fraction(float(scale)), float(scale), 0.0
 
 
 def correctly_rounded(Q: Any, K: Any, V: Any, *, dtype: str = "float32", attn_mask: Any = None,

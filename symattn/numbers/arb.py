@@ -12,11 +12,18 @@ from functools import reduce
 import flint
 
 import sympy
+from sympy.polys.polyerrors import BasePolynomialError
 
-from symattn.errors import CertificationError
+from symattn.errors import VALUE_FAILURES, CertificationError
 from symattn.numbers.precision import precision
 
-__all__ = ["to_arb"]
+__all__ = ["SYMPY_FAILURES", "to_arb"]
+
+#: What asking SymPy for a minimal polynomial (or a similar exact decision) can raise besides
+#: :data:`symattn.errors.VALUE_FAILURES`: its polynomial errors (``NotAlgebraic``,
+#: ``PolificationFailed``, ... derive from Exception alone) and TypeError (a relational's
+#: undecidable truth value).  Then the exact test knows nothing; anything else is a bug.
+SYMPY_FAILURES: tuple[type[Exception], ...] = (*VALUE_FAILURES, TypeError, BasePolynomialError)
 
 
 # ---------------------------------------------------------------- SymPy -> arb

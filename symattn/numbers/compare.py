@@ -14,7 +14,7 @@ from sympy.polys.numberfields import minimal_polynomial
 from sympy.simplify.fu import TR8
 
 from symattn.exact.parser import minimal_polynomial_affordable
-from symattn.numbers.certify import _short, to_arb
+from symattn.numbers.arb import SYMPY_FAILURES, _short, to_arb
 from symattn.numbers.precision import SIGN_DIGITS, cap_bits, precisions, undecided
 
 #: past this many bits a ball still straddling 0 is tested for being exactly 0
@@ -35,7 +35,7 @@ def _is_exactly_zero(expr: sympy.Expr) -> bool | None:
     x = sympy.Dummy("x")
     try:
         return minimal_polynomial(expr, x) == x
-    except Exception:  # noqa: BLE001 - SymPy fails in many ways (NotImplementedError, OverflowError, ...)
+    except SYMPY_FAILURES:      # NotAlgebraic, NotImplementedError, OverflowError, ...: undecided
         return None
 
 

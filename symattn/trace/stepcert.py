@@ -18,8 +18,8 @@ from typing import Callable
 import flint
 import sympy
 
-from symattn.numbers.certify import (CertifiedDecimal, Rounding, certify, effective_digits, round_balls,
-                             round_ratio)
+from symattn.numbers.balls import round_balls
+from symattn.numbers.certify import CertifiedDecimal, Rounding, certify, effective_digits, round_ratio
 from symattn.numbers.masked import NEG_INF, Masked
 from symattn.engine.engine import Engine
 from symattn.errors import CertificationError
@@ -64,6 +64,17 @@ def _collector_paused():
 
 def _certify(engine: Engine, step: str, exact: Callable[[int, int], sympy.Expr],
              rounding: Rounding, wanted: dict[int, list[int]]) -> dict[int, dict[int, Entry]]:
+    result, pending = _known_entries(engine, step, rounding, wanted)
+    _by_fixed_point(engine, step, rounding, result, pending)
+    if pending:
+        _by_balls(engine, step, exact, rounding, result, pending)
+    return result
+
+
+def _known_entries(engine: Engine, step: str, rounding: Rounding, wanted: dict[int, list[int]],
+                   ) -> tuple[dict[int, dict[int, Entry]], dict[int, list[int]]]:
+    """The entries the engine knows exactly (rationals, masked), rounded with integers; and
+    per row the columns left for the balls."""
     result: dict[int, dict[int, Entry]] = {}
     pending: dict[int, list[int]] = {}
     memo: dict[tuple[int, int], CertifiedDecimal] = {}  # inputs repeat few distinct values
@@ -99,7 +110,24 @@ def _certify(engine: Engine, step: str, exact: Callable[[int, int], sympy.Expr],
                 if decided is None:
                     decided = memo[key] = round_ratio(key[0], key[1], rounding)
                 row[j] = decided
+    return result, pending
 
+
+def _by_fixed_point(engine: Engine, step: str, rounding: Rounding,
+                    result: dict[int, dict[int, Entry]], pending: dict[int, list[int]]) -> None:
+    """The fixed-point fast path (decimal inputs); what it leaves stays in ``pending``."""
+    for i, decided in fixed_point_decimals(engine, step, rounding, pending).items():
+        result[i].update(decided)
+        left = [j for j in pending[i] if j not in decided]
+        if left:
+            pending[i] = left
+        else:
+            del pending[i]
+
+
+def _by_balls(engine: Engine, step: str, exact: Callable[[int, int], sympy.Expr], rounding: Rounding,
+              result: dict[int, dict[int, Entry]], pending: dict[int, list[int]]) -> None:
+    """The precision loop: balls at rising precision until every pending entry is decided."""
     # Which entries can be exact decimals hidden inside a ball: an output equal to a
     # value-column mean, an input entry that SymPy did not reduce to a rational, and any
     # algebraic logit (scaled, bias, biased, capped, masked, shifted, the variants' own
@@ -122,15 +150,6 @@ def _certify(engine: Engine, step: str, exact: Callable[[int, int], sympy.Expr],
             value = engine.algebraic_value(step, i, j)
             return None if value is None else certify(value, rounding)
         return certify(exact(i, j), rounding)
-
-    # the fixed-point fast path first (decimal inputs); what it leaves goes on
-    for i, decided in fixed_point_decimals(engine, step, rounding, pending).items():
-        result[i].update(decided)
-        left = [j for j in pending[i] if j not in decided]
-        if left:
-            pending[i] = left
-        else:
-            del pending[i]
 
     while pending:
         prec = next(loop, None)
@@ -163,7 +182,6 @@ def _certify(engine: Engine, step: str, exact: Callable[[int, int], sympy.Expr],
     # keep the balls at the starting precision: the next steps are built from them
     if start is not None:
         engine.keep_only(start)
-    return result
 
 
 def _may_equal(ball: flint.arb, decided: CertifiedDecimal, prec: int) -> bool:

@@ -14,13 +14,10 @@ from __future__ import annotations
 import unicodedata
 from collections import Counter
 from fractions import Fraction
-from typing import TYPE_CHECKING
 
 from symattn.check.grading.credit import exact_points, show_points
 from symattn.check.codes import MistakeCode, Verdict
-
-if TYPE_CHECKING:
-    from symattn.check.grading.grade import GradeReport
+from symattn.check.grading.rows import ClassReport, mistake_name
 
 __all__ = ["CATEGORIES", "category", "summarise", "summary_text"]
 
@@ -38,10 +35,8 @@ def category(code: str) -> str:
     return code
 
 
-def summarise(report: "GradeReport") -> dict:
+def summarise(report: ClassReport) -> dict:
     """The summary as data (the ``summary`` of ``grade --json``)."""
-    from symattn.check.grading.grade import mistake_name
-
     questions = []
     for k, target in enumerate(report.targets):
         verdicts = [r.verdicts[k] for r in report.rows if k < len(r.verdicts)]
@@ -116,7 +111,7 @@ _FROM = {"default": "1 point per column", "folder": "points from the worksheet f
          "given": "points from --points"}
 
 
-def summary_text(report: "GradeReport", source: str | None = None) -> str:
+def summary_text(report: ClassReport, source: str | None = None) -> str:
     """The summary a teacher reads on the terminal (``grade -o report.csv`` prints it)."""
     s = summarise(report)
     n = s["students"]

@@ -368,7 +368,9 @@ class Versions:
                 hit = self._build(key)
             except SymattnError as exc:
                 hit = exc
-            except Exception as exc:  # noqa: BLE001 — a bug in one version must not stop the others
+            except Exception as exc:  # noqa: BLE001 — the last resort, kept on purpose: a bug in
+                # one version must not stop the others, and it is not hidden: every row of that
+                # version is invalid with the error's type and message and "please report it"
                 where = "the problem" if key is None else f"version {key}"
                 hit = GradeError(f"internal error while preparing {where} "
                                  f"({type(exc).__name__}: {str(exc)[:120]}); please report it")

@@ -36,8 +36,9 @@ from fractions import Fraction
 
 from symattn.check import spreadsheet
 from symattn.check.grading.carry import carry_forward
+from symattn.check.grading.class_summary import summarise
 from symattn.check.checker import Checker, FigureVerdict, invalid
-from symattn.check.codes import MistakeCode, Verdict
+from symattn.check.codes import Verdict
 from symattn.check.verdict import blank
 from symattn.check.grading.credit import (CARRY_POLICIES, answer_credit, column_points, exact_points,
                                          refuse_unused_points)
@@ -45,7 +46,8 @@ from symattn.check.grading.credit import show_points as _show_points
 from symattn.check.grading.folder import GradeError, Versions
 from symattn.check.grading.headers import refusal
 from symattn.check.grading.othervers import OtherVersions
-from symattn.errors import SymattnError
+from symattn.check.grading.rows import StudentRow, mistake_name
+from symattn.errors import VALUE_FAILURES, SymattnError
 from symattn.output.escaping import csv_line
 from symattn.check.grading.submissions import (  # noqa: F401 (read_submissions: public here too)
     MAX_BYTES, MAX_COLUMNS, MAX_ROWS, read_submission_table, read_submissions, spreadsheet_safe,
@@ -55,47 +57,6 @@ __all__ = ["GradeError", "GradeReport", "StudentRow", "Versions", "grade", "read
 
 MAX_ANSWER_CHARS = 1_000_000       # one answer cell (a 128×128 matrix fits; as check reads figures)
 MAX_ID_CHARS = 200                 # a student id or version shown in the report
-
-
-@dataclass
-class StudentRow:
-    """One student's graded answers (or why the row could not be graded).
-
-    ``note`` says why part of the row could not be graded (it counts as
-    unreadable); ``warning`` is for the teacher only (the same student id on
-    more than one line: every line is graded).  ``worth`` is what each column
-    is worth for this student's version, ``earned`` what each answer earned."""
-
-    line: int
-    student: str
-    version: str | None
-    verdicts: list[FigureVerdict] = field(default_factory=list)
-    note: str = ""
-    warning: str = ""
-    version_id: str | None = None
-    worth: list[Fraction] = field(default_factory=list)
-    earned: list[Fraction] = field(default_factory=list)
-    answers: list[str] = field(default_factory=list)     # each cell as the student wrote it
-
-    @property
-    def right(self) -> int:
-        return sum(1 for v in self.verdicts if v.right)
-
-    @property
-    def points(self) -> Fraction:
-        return sum(self.earned, Fraction(0))
-
-    @property
-    def max_points(self) -> Fraction:
-        return sum(self.worth, Fraction(0))
-
-
-def mistake_name(verdict: FigureVerdict) -> str:
-    """The mistake as the report shows it: its code, and for ``other-version`` which one
-    (``other-version: B``)."""
-    if verdict.mistake == MistakeCode.OTHER_VERSION and verdict.mistake_detail:
-        return f"other-version: {verdict.mistake_detail}"
-    return verdict.mistake or ""
 
 
 @dataclass
@@ -177,8 +138,6 @@ class GradeReport:
         """The report as JSON data: every answer's verdict (the ``check --json`` object)
         with its points, per student the totals, and the class summary.  Points are exact
         strings (``"4/3"``) beside their two-place form."""
-        from symattn.check.grading.class_summary import summarise
-
         students = []
         for row in self.rows:
             answers = []
@@ -229,7 +188,9 @@ def judge(checker: Checker, target: str, answer: str) -> FigureVerdict:
         return checker.check(target, answer)
     except SymattnError as exc:
         return invalid(target, answer, str(exc))
-    except Exception as exc:  # noqa: BLE001 — one cell must not stop a class
+    except Exception as exc:  # noqa: BLE001 — the last resort, kept on purpose: one cell must
+        # not stop a class, and the bug is not hidden: the cell says "internal error", the
+        # error's type and message, and "please report it" (Checker.check has its own)
         return invalid(target, answer, _internal(exc))
 
 
@@ -239,7 +200,8 @@ def _column_error(checker: Checker, target: str) -> str | None:
         checker.target(target)
     except SymattnError as exc:
         return str(exc)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 — the last resort, kept on purpose: the column's
+        # error names the bug (type and message, "please report it"); the other columns are graded
         return _internal(exc).replace("judging this answer", "reading this target")
     return None
 
@@ -292,96 +254,152 @@ def grade(versions: Versions, data: bytes | str, source: str = "submissions", *,
     if carry not in CARRY_POLICIES:
         raise GradeError(f"--carry-forward {carry!r}: choose {' or '.join(CARRY_POLICIES)}")
     header, rows, delimiter, bom = read_submission_table(data, source)
-    s_col = header.index("student")
-    v_col = next((header.index(c) for c in VERSION_COLUMNS if c in header), None)
-    skip = {s_col} | {k for k, c in enumerate(header) if c in VERSION_COLUMNS}
-    if versions.needs_version and v_col is None:
-        raise GradeError(f"{source}: grading against a worksheet folder needs a 'version' column "
-                         "(the version's id, e.g. B, or the code printed on the student's sheet)")
-    targets = [(k, c) for k, c in enumerate(header) if k not in skip]
-    if not targets:
-        raise GradeError(f"{source}: no answer columns; add one column per target, e.g. weights[I]")
-    refuse_unused_points(points, [t for _, t in targets], source, GradeError)
+    columns = _Columns.of(header, versions, source)
+    refuse_unused_points(points, columns.names, source, GradeError)
     if not versions.needs_version:
         versions.checker(None)     # the one problem must be gradable, or nothing is graded
-    written: list[str | None] = [_short(cells[v_col].strip()) if v_col is not None and v_col < len(cells) else None
-               for cells in rows] if versions.needs_version else [None]
-    _refused_headers(_usable_checkers(versions, written), [t for _, t in targets], source)
-    source_of_points = "given" if points is not None else "default"
-    report = GradeReport([t for _, t in targets], [], v_col is not None, carry=carry,
+    written: list[str | None] = [columns.version(cells) for cells in rows] if versions.needs_version else [None]
+    _refused_headers(_usable_checkers(versions, written), columns.names, source)
+    report = GradeReport(columns.names, [], columns.v_col is not None, carry=carry,
                          delimiter=delimiter, bom=bom)
-    carried: dict[int, dict] = {}     # per problem: (earlier, later) answer pairs judged
-    columns: dict[int, dict[str, str | None]] = {}    # per problem: target -> why it cannot be graded
-    worth_of: dict[str | None, list[Fraction]] = {}
-    others = OtherVersions(versions.checker, versions.ids) if versions.needs_version else None
-    shared: dict[tuple, FigureVerdict] = {}                 # see _share
-    shared_points: dict[tuple[int, int], Fraction] = {}
-    semicolons = delimiter == ";"
+    grader = _ClassGrader(versions, report, columns, points, semicolons=delimiter == ";")
     for n, cells in enumerate(rows, start=2):
-        student = _short(cells[s_col].strip()) if s_col < len(cells) else ""
-        version = _short(cells[v_col].strip()) if v_col is not None and v_col < len(cells) else None
-        row = StudentRow(n, student, version)
+        report.rows.append(grader.row(n, cells))
+    report.points_source = grader.source_of_points
+    _refuse_when_no_column_grades(report, source)
+    _mark_duplicates(report)
+    return report
+
+
+@dataclass(frozen=True)
+class _Columns:
+    """Where the student id, the version and each answer are in the submissions' header."""
+
+    width: int
+    s_col: int
+    v_col: int | None
+    targets: list[tuple[int, str]]          # (column, target) of every answer column
+
+    @classmethod
+    def of(cls, header: list[str], versions: Versions, source: str) -> _Columns:
+        s_col = header.index("student")
+        v_col = next((header.index(c) for c in VERSION_COLUMNS if c in header), None)
+        skip = {s_col} | {k for k, c in enumerate(header) if c in VERSION_COLUMNS}
+        if versions.needs_version and v_col is None:
+            raise GradeError(f"{source}: grading against a worksheet folder needs a 'version' column "
+                             "(the version's id, e.g. B, or the code printed on the student's sheet)")
+        targets = [(k, c) for k, c in enumerate(header) if k not in skip]
+        if not targets:
+            raise GradeError(f"{source}: no answer columns; add one column per target, e.g. weights[I]")
+        return cls(len(header), s_col, v_col, targets)
+
+    @property
+    def names(self) -> list[str]:
+        return [t for _, t in self.targets]
+
+    def student(self, cells: list[str]) -> str:
+        return _short(cells[self.s_col].strip()) if self.s_col < len(cells) else ""
+
+    def version(self, cells: list[str]) -> str | None:
+        v_col = self.v_col
+        return _short(cells[v_col].strip()) if v_col is not None and v_col < len(cells) else None
+
+
+class _ClassGrader:
+    """The state one class is graded with, row after row: per problem the columns that
+    cannot be graded and the carried-forward pairs already judged, per version the points,
+    and the verdicts and points shared between students (see :func:`_share`)."""
+
+    def __init__(self, versions: Versions, report: GradeReport, columns: _Columns,
+                 points: dict[str, Fraction] | None, *, semicolons: bool) -> None:
+        self.versions, self.report, self.columns, self.points = versions, report, columns, points
+        self.semicolons = semicolons
+        self.source_of_points = "given" if points is not None else "default"
+        self.carried: dict[int, dict] = {}      # per problem: (earlier, later) answer pairs judged
+        self.unusable: dict[int, dict[str, str | None]] = {}   # per problem: target -> why not
+        self.worth_of: dict[str | None, list[Fraction]] = {}
+        self.others = OtherVersions(versions.checker, versions.ids) if versions.needs_version else None
+        self.shared: dict[tuple, FigureVerdict] = {}
+        self.shared_points: dict[tuple[int, int], Fraction] = {}
+
+    def row(self, n: int, cells: list[str]) -> StudentRow:
+        """Line ``n`` of the submissions graded: its verdicts, points and notes."""
+        columns, versions = self.columns, self.versions
+        row = StudentRow(n, columns.student(cells), columns.version(cells))
         notes = []
-        if len(cells) != len(header):
-            notes.append(f"line {n} has {len(cells)} cells but the header has {len(header)}")
-        if not student:
+        if len(cells) != columns.width:
+            notes.append(f"line {n} has {len(cells)} cells but the header has {columns.width}")
+        if not row.student:
             notes.append(f"line {n} has no student id")
+        checker: Checker | None = None
+        problem_error = ""
         try:
-            checker = versions.checker(version)
-            row.version_id = versions.resolve(version) if versions.needs_version else None
+            checker = versions.checker(row.version)
+            row.version_id = versions.resolve(row.version) if versions.needs_version else None
         except SymattnError as exc:
-            checker, problem_error = None, str(exc)
+            checker, problem_error = None, str(exc)   # every answer of the row says why
             notes.append(f"line {n}: {exc}")
-        bad = columns.setdefault(id(checker), {}) if checker is not None else {}
-        for k, target in targets:
+        for k, target in columns.targets:
             answer = cells[k] if k < len(cells) else ""
             row.answers.append(answer if len(answer) <= MAX_ANSWER_CHARS else answer[:40] + "…")
-            if checker is None:
-                row.verdicts.append(invalid(target, answer, problem_error))
-                continue
-            if target not in bad:
-                bad[target] = unusable = _column_error(checker, target)
-                if unusable is not None:
-                    where = f" (version {version})" if versions.needs_version else ""
-                    report.column_errors.setdefault(target, unusable + where)
-            unusable = bad[target]
-            if unusable is not None:
-                row.verdicts.append(invalid(target, answer, unusable))
-            else:
-                answer = spreadsheet.decimal_comma(answer, _target_size(checker, target), semicolons)
-                row.verdicts.append(judge(checker, target, answer))
+            row.verdicts.append(invalid(target, answer, problem_error) if checker is None
+                                else self._judge(checker, row.version, target, answer))
         if checker is not None:
-            try:
-                carry_forward(checker.trace, report.targets, row.verdicts,
-                              carried.setdefault(id(checker), {}))
-            except Exception:  # noqa: BLE001 — the verdicts stand as judged
-                pass
-            if others is not None and row.version_id is not None:
-                for target, verdict in zip(report.targets, row.verdicts):
-                    if verdict.code == Verdict.WRONG:
-                        try:
-                            others.mark(row.version_id, target, verdict)
-                        except Exception:  # noqa: BLE001 — the verdict stands as judged
-                            pass
-        if row.version_id not in worth_of:
-            own = points if points is not None else versions.points(row.version_id)
-            if points is None and own is not None:
-                source_of_points = "folder"
-            worth_of[row.version_id] = column_points(report.targets, own)
-        row.worth = list(worth_of[row.version_id])
-        row.earned = [w * answer_credit(v, carry) for w, v in zip(row.worth, row.verdicts)]
+            self._after_judging(checker, row)
+        self._give_points(row)
         row.note = "; ".join(notes)
-        _share(row, shared, shared_points)
-        report.rows.append(row)
-    report.points_source = source_of_points
+        _share(row, self.shared, self.shared_points)
+        return row
+
+    def _judge(self, checker: Checker, version: str | None, target: str, answer: str) -> FigureVerdict:
+        """One answer, unless its column cannot be graded against this problem."""
+        bad = self.unusable.setdefault(id(checker), {})
+        if target not in bad:
+            bad[target] = unusable = _column_error(checker, target)
+            if unusable is not None:
+                where = f" (version {version})" if self.versions.needs_version else ""
+                self.report.column_errors.setdefault(target, unusable + where)
+        unusable = bad[target]
+        if unusable is not None:
+            return invalid(target, answer, unusable)
+        answer = spreadsheet.decimal_comma(answer, _target_size(checker, target), self.semicolons)
+        return judge(checker, target, answer)
+
+    def _after_judging(self, checker: Checker, row: StudentRow) -> None:
+        """Carried-forward answers, and wrong answers that are another version's key."""
+        targets = self.report.targets
+        try:
+            carry_forward(checker.trace, targets, row.verdicts, self.carried.setdefault(id(checker), {}))
+        except VALUE_FAILURES:     # not followable: the verdicts stand as judged (a bug surfaces)
+            pass
+        if self.others is not None and row.version_id is not None:
+            for target, verdict in zip(targets, row.verdicts):
+                if verdict.code == Verdict.WRONG:
+                    try:
+                        self.others.mark(row.version_id, target, verdict)
+                    except VALUE_FAILURES:     # not comparable: the verdict stands as judged
+                        pass
+
+    def _give_points(self, row: StudentRow) -> None:
+        """What each column is worth for the row's version, and what each answer earned."""
+        if row.version_id not in self.worth_of:
+            own = self.points if self.points is not None else self.versions.points(row.version_id)
+            if self.points is None and own is not None:
+                self.source_of_points = "folder"
+            self.worth_of[row.version_id] = column_points(self.report.targets, own)
+        row.worth = list(self.worth_of[row.version_id])
+        carry = self.report.carry
+        row.earned = [w * answer_credit(v, carry) for w, v in zip(row.worth, row.verdicts)]
+
+
+def _refuse_when_no_column_grades(report: GradeReport, source: str) -> None:
+    """A class none of whose columns can be graded is an error, not a report of invalids."""
     if len(report.column_errors) == len(report.targets) and \
             not any(v.code != Verdict.INVALID for r in report.rows for v in r.verdicts):
         target, why = next(iter(report.column_errors.items()))
         more = len(report.column_errors) - 1
         raise GradeError(f"{source}: no column can be graded: {target!r}: {why}"
                          + (f" (and {more} more column{'s' if more > 1 else ''})" if more else ""))
-    _mark_duplicates(report)
-    return report
 
 
 MAX_SHARED = 500_000    # distinct verdicts and points shared between students

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 
 from symattn.classroom.worksheets.backward_sheet import BACKWARD_MISTAKES, BACKWARD_ORDER
+from symattn.errors import VALUE_FAILURES
 from symattn.numbers.certify import CertifiedDecimal, Rounding
 from symattn.check.checker import Checker
 from symattn.check.targets import Cell
@@ -116,7 +117,7 @@ def _wrong_answers(trace: Trace, step: str, rounding: Rounding, checker: Checker
             continue                       # a variant that does not cover the whole answer
         try:
             flat = [_text(c.rounded(rounding)) for c in covered]
-        except Exception:   # noqa: BLE001 - a variant that cannot be certified explains nothing
+        except VALUE_FAILURES:     # a variant that cannot be certified explains nothing
             dropped.add(code)
             continue
         grid = tuple(tuple(flat[i * cols:(i + 1) * cols]) for i in range(rows))
