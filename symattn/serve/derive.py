@@ -1,0 +1,93 @@
+"""What a request becomes: a problem read the CLI's way, and its derivation as HTML.
+
+The page posts the problem as JSON holding the plain values a TOML file holds (numbers,
+strings, lists, tables).  JSON floats keep their decimal text, as TOML's do, so 0.1 is
+1/10; every entry then goes through :meth:`Problem.from_dict`, the CLI's parser and caps
+(never eval).  The derivation is the ``<main>`` of the page ``symattn explain --format
+html`` prints, so the page and the CLI show the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from symattn.errors import ProblemError, SymattnError
+from symattn.exact.coerce import DecimalText
+from symattn.problem.problem import PROBLEM_KEYS
+
+__all__ = ["MATRIX_KEYS", "derive_fragment", "field_of", "parse_problem_json", "problem_data"]
+
+#: the inputs the page edits as grids (the other keys ride along unchanged)
+MATRIX_KEYS = ("X", "W_q", "W_k", "W_v", "X_kv", "Q", "K", "V")
+
+_SOURCE = "problem"
+
+
+def _no_constant(name: str) -> Any:
+    raise ProblemError(f"{_SOURCE}: {name} is not a number; give a finite number")
+
+
+def parse_problem_json(body: bytes) -> dict[str, Any]:
+    """The problem table of a request body (JSON), floats as their decimal text."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ProblemError(f"{_SOURCE}: the request is not UTF-8 text") from None
+    try:
+        data = json.loads(text, parse_float=DecimalText, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise ProblemError(f"{_SOURCE} is not valid JSON: {exc}") from None
+    except ProblemError:             # NaN or Infinity, refused by _no_constant
+        raise
+    except ValueError:   # an integer over Python's 4,300-digit conversion limit
+        raise ProblemError(f"{_SOURCE}: an integer has too many digits (over 4,300); "
+                           "write it as a string expression such as \"10^50\"") from None
+    except RecursionError:
+        raise ProblemError(f"{_SOURCE}: arrays or tables nest too deeply; flatten them") from None
+    if not isinstance(data, dict):
+        raise ProblemError(f"{_SOURCE} must be a table of problem keys")
+    return data
+
+
+def problem_data(toml_text: str, source: str) -> dict[str, Any]:
+    """A problem file's table as the page holds it: JSON-ready, decimals as their text."""
+    from symattn.problem.tomlfile import parse_toml
+
+    return parse_toml(toml_text, source=source)
+
+
+def derive_fragment(data: dict[str, Any], digits: int = 3) -> str:
+    """The derivation of a problem table as an HTML fragment (a ``SymattnError`` if invalid)."""
+    from symattn.document.build.trace import build_document
+    from symattn.document.printers.html import print_html
+    from symattn.document.trace_latex import LatexOptions
+    from symattn.numbers.certify import Rounding
+    from symattn.problem.problem import Problem
+    from symattn.trace.trace import Trace
+
+    trace = Trace(Problem.from_dict(data, source=_SOURCE))
+    page = print_html(build_document(trace, LatexOptions(rounding=Rounding(digits=digits))
+                                     .document_options()))
+    return main_of(page)
+
+
+def main_of(page: str) -> str:
+    """The ``<main>`` of a page the HTML printer made."""
+    start, end = page.index("<main>\n") + len("<main>\n"), page.rindex("</main>")
+    return page[start:end]
+
+
+_FIELD = re.compile(r"\b(" + "|".join(sorted(PROBLEM_KEYS, key=len, reverse=True)) + r")\b")
+
+
+def field_of(message: str) -> str | None:
+    """The problem key an error message names first (None: it names none)."""
+    found = _FIELD.search(message.removeprefix(f"{_SOURCE}: "))
+    return found.group(1) if found else None
+
+
+def one_line(exc: SymattnError) -> str:
+    """The CLI's one-line message, as ``symattn`` prints it after ``symattn: error:``."""
+    return " ".join(str(exc).split())

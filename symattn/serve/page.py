@@ -1,0 +1,46 @@
+"""The page ``symattn serve`` serves: the inputs as editable grids and the derivation.
+
+The page is the project's HTML shell (:func:`symattn.document.support.page.page`) with the
+derivation the HTML printer made; the grids are built by the page's one script
+(``static/serve.js``) from the problem, which sits in the page as inert JSON data.  No
+script is inline, so the Content-Security-Policy can forbid inline scripts.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from symattn.document.support import page as pg
+from symattn.serve.derive import MATRIX_KEYS
+
+__all__ = ["dumps_for_script", "editor_page"]
+
+
+def dumps_for_script(data: Any) -> str:
+    """JSON that is safe inside a ``<script type="application/json">`` element."""
+    return (json.dumps(data, ensure_ascii=False).replace("&", "\\u0026").replace("<", "\\u003c")
+            .replace(">", "\\u003e"))
+
+
+def editor_page(problem: dict[str, Any], fragment: str) -> str:
+    """The whole page for a starting problem (its table) and its derivation (HTML)."""
+    title = str(problem.get("title") or "symattn")
+    body = (
+        '<link rel="stylesheet" href="/static/serve.css">\n'
+        '<section id="editor" aria-labelledby="editor-h">\n'
+        '<h2 id="editor-h">Inputs</h2>\n'
+        "<p class=\"note\">Edit any entry, token name or the scale: the derivation below is worked "
+        "again, exactly. An entry may be an integer, a decimal (read exactly: 0.1 is 1/10), a "
+        "fraction such as 2/3 or an expression such as sqrt(2). The address bar holds the problem, "
+        "so the page can be bookmarked.</p>\n"
+        '<div id="grids"></div>\n'
+        '<p id="status" role="status" aria-live="polite"></p>\n'
+        "</section>\n"
+        f'<script type="application/json" id="problem-data">{dumps_for_script(problem)}</script>\n'
+        f'<script type="application/json" id="matrix-keys">{dumps_for_script(list(MATRIX_KEYS))}'
+        "</script>\n"
+        f'<div id="derivation">{fragment}</div>\n'
+        '<script src="/static/serve.js"></script>\n')
+    return pg.page(f"{title} (symattn serve)", body, description="An interactive exact derivation "
+                   "of attention by symattn")

@@ -1,0 +1,161 @@
+// symattn serve: the inputs as grids; every edit is posted to /derive and the derivation
+// the server worked exactly replaces the old one. No library, no inline script (CSP).
+"use strict";
+(function () {
+  const MATRIX_KEYS = JSON.parse(document.getElementById("matrix-keys").textContent);
+  const grids = document.getElementById("grids");
+  const status = document.getElementById("status");
+  const derivation = document.getElementById("derivation");
+  let problem = JSON.parse(document.getElementById("problem-data").textContent);
+  let sequence = 0;          // the latest request; older answers are dropped
+  let timer = null;
+
+  function fromAddress() {
+    const hash = location.hash.startsWith("#p=") ? location.hash.slice(3) : "";
+    if (!hash) return null;
+    try {
+      const data = JSON.parse(decodeURIComponent(hash));
+      return data && typeof data === "object" && !Array.isArray(data) ? data : null;
+    } catch (e) {
+      return null;
+    }
+  }
+
+  function el(tag, attrs, text) {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  function cellInput(value, label, dataset) {
+    const input = el("input", { type: "text", "aria-label": label, spellcheck: "false",
+                                autocomplete: "off", size: "6" });
+    input.value = String(value);
+    Object.assign(input.dataset, dataset);
+    return input;
+  }
+
+  function rowLabels(key, rows) {
+    const queries = problem.tokens || [];
+    const keys = problem.key_tokens || queries;
+    if (key === "X" || key === "Q") return queries;
+    if (key === "X_kv" || key === "K" || key === "V") return keys;
+    return Array.from({ length: rows }, (_, i) => String(i));
+  }
+
+  function matrixBlock(key, rows) {
+    const block = el("div", { class: "grid", "data-key": key });
+    block.appendChild(el("h3", {}, key));
+    const table = el("table", { class: "entries" });
+    const labels = rowLabels(key, rows.length);
+    rows.forEach((row, i) => {
+      const tr = el("tr");
+      tr.appendChild(el("th", { scope: "row" }, labels[i] !== undefined ? String(labels[i]) : String(i)));
+      row.forEach((value, j) => {
+        const td = el("td");
+        td.appendChild(cellInput(value, `${key}[${i}][${j}]`, { key: key, i: i, j: j }));
+        tr.appendChild(td);
+      });
+      table.appendChild(tr);
+    });
+    block.appendChild(table);
+    block.appendChild(el("p", { class: "field-error", "data-for": key, role: "alert" }));
+    return block;
+  }
+
+  function listBlock(key, values, help) {
+    const block = el("div", { class: "grid", "data-key": key });
+    block.appendChild(el("h3", {}, key));
+    const line = el("p", { class: "tokens" });
+    values.forEach((value, i) => line.appendChild(cellInput(value, `${key}[${i}]`, { key: key, i: i })));
+    block.appendChild(line);
+    block.appendChild(el("p", { class: "help" }, help));
+    block.appendChild(el("p", { class: "field-error", "data-for": key, role: "alert" }));
+    return block;
+  }
+
+  function scalarBlock(key, value, help) {
+    const block = el("div", { class: "grid", "data-key": key });
+    block.appendChild(el("h3", {}, key));
+    block.appendChild(cellInput(value === undefined ? "" : value, key, { key: key }));
+    block.appendChild(el("p", { class: "help" }, help));
+    block.appendChild(el("p", { class: "field-error", "data-for": key, role: "alert" }));
+    return block;
+  }
+
+  function render() {
+    grids.replaceChildren();
+    if (Array.isArray(problem.tokens)) grids.appendChild(listBlock("tokens", problem.tokens, "the query tokens' names"));
+    if (Array.isArray(problem.key_tokens)) grids.appendChild(listBlock("key_tokens", problem.key_tokens, "the keys' names"));
+    grids.appendChild(scalarBlock("scale", problem.scale, "empty: 1/√d_k"));
+    const mats = el("div", { class: "grid-row" });
+    for (const key of MATRIX_KEYS) {
+      if (Array.isArray(problem[key])) mats.appendChild(matrixBlock(key, problem[key]));
+    }
+    grids.appendChild(mats);
+  }
+
+  function collect() {
+    const next = JSON.parse(JSON.stringify(problem));
+    for (const input of grids.querySelectorAll("input")) {
+      const { key, i, j } = input.dataset;
+      const text = input.value.trim();
+      if (j !== undefined) next[key][Number(i)][Number(j)] = text;
+      else if (i !== undefined) next[key][Number(i)] = input.value;
+      else if (text === "") delete next[key];
+      else next[key] = text;
+    }
+    return next;
+  }
+
+  function showError(message, field) {
+    for (const p of grids.querySelectorAll(".field-error")) p.textContent = "";
+    const spot = field && grids.querySelector(`.field-error[data-for="${CSS.escape(field)}"]`);
+    if (spot) spot.textContent = message;
+    status.textContent = message + " (the derivation below is the last valid one)";
+    status.className = "error";
+  }
+
+  async function derive(next) {
+    const mine = ++sequence;
+    status.textContent = "working…";
+    status.className = "busy";
+    let reply, answer;
+    try {
+      reply = await fetch("/derive", { method: "POST", headers: { "Content-Type": "application/json" },
+                                        body: JSON.stringify(next) });
+      answer = await reply.json();
+    } catch (e) {
+      if (mine === sequence) showError("the server did not answer: is symattn serve still running?", null);
+      return;
+    }
+    if (mine !== sequence) return;
+    if (reply.ok && typeof answer.html === "string") {
+      problem = next;
+      derivation.innerHTML = answer.html;        // the server's printer escaped every name
+      for (const p of grids.querySelectorAll(".field-error")) p.textContent = "";
+      status.textContent = "";
+      status.className = "";
+      history.replaceState(null, "", "#p=" + encodeURIComponent(JSON.stringify(next)));
+      document.body.dataset.derived = String(mine);
+    } else {
+      showError(answer.error || `the server answered ${reply.status}`, answer.field);
+      document.body.dataset.refused = String(mine);
+    }
+  }
+
+  grids.addEventListener("input", () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => derive(collect()), 200);
+  });
+
+  const saved = fromAddress();
+  if (saved) {
+    problem = saved;
+    render();
+    derive(saved);
+  } else {
+    render();
+  }
+})();
