@@ -29,7 +29,7 @@ def editor_page(problem: dict[str, Any], fragment: str) -> str:
     body = (
         '<link rel="stylesheet" href="/static/serve.css">\n'
         '<section id="editor" aria-labelledby="editor-h">\n'
-        '<h2 id="editor-h">Inputs</h2>\n'
+        '<h2 id="editor-h">Edit the inputs</h2>\n'
         "<p class=\"note\">Edit any entry, token name or the scale: the derivation below is worked "
         "again, exactly. An entry may be an integer, a decimal (read exactly: 0.1 is 1/10), a "
         "fraction such as 2/3 or an expression such as sqrt(2). The address bar holds the problem, "

@@ -86,9 +86,11 @@
 
   function render() {
     grids.replaceChildren();
-    if (Array.isArray(problem.tokens)) grids.appendChild(listBlock("tokens", problem.tokens, "the query tokens' names"));
-    if (Array.isArray(problem.key_tokens)) grids.appendChild(listBlock("key_tokens", problem.key_tokens, "the keys' names"));
-    grids.appendChild(scalarBlock("scale", problem.scale, "empty: 1/√d_k"));
+    const names = el("div", { class: "grid-row" });
+    if (Array.isArray(problem.tokens)) names.appendChild(listBlock("tokens", problem.tokens, "the query tokens' names"));
+    if (Array.isArray(problem.key_tokens)) names.appendChild(listBlock("key_tokens", problem.key_tokens, "the keys' names"));
+    names.appendChild(scalarBlock("scale", problem.scale, "empty: 1/√d_k"));
+    grids.appendChild(names);
     const mats = el("div", { class: "grid-row" });
     for (const key of MATRIX_KEYS) {
       if (Array.isArray(problem[key])) mats.appendChild(matrixBlock(key, problem[key]));

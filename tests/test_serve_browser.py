@@ -1,0 +1,201 @@
+"""symattn serve in Chromium: edit an entry of W_q and watch Q, the scores and the weights follow.
+
+The server is real (tests/serve_server.py); the page is driven by Playwright on Debian's
+Chromium, with every request outside the server's origin aborted and recorded.  The values
+the page shows after an edit are compared with an independent float64 computation written
+here, to the printed digits, and with the page ``symattn explain --format html`` prints for
+the edited problem.  Run as a script to write the screenshots of docs/serve.md:
+``python3 tests/test_serve_browser.py [OUTDIR]``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from browser import need_browser, shared_browser  # noqa: E402
+from serve_server import LESSON, ROOT, start_server, stop_server  # noqa: E402
+
+pytest.importorskip("starlette")
+
+
+@pytest.fixture(scope="module")
+def server():
+    running = start_server()
+    yield running
+    stop_server(running)
+
+
+@pytest.fixture()
+def page(server):
+    need_browser()
+    context = shared_browser().browser.new_context(viewport={"width": 1200, "height": 900})
+    foreign: list[str] = []
+    errors: list[str] = []
+
+    def route(r) -> None:
+        if r.request.url.startswith(server.origin + "/"):
+            r.continue_()
+        else:
+            foreign.append(r.request.url)
+            r.abort()
+
+    context.route("**/*", route)
+    tab = context.new_page()
+    tab.on("console", lambda msg: msg.type == "error" and errors.append(msg.text))
+    tab.on("pageerror", lambda err: errors.append(str(err)))
+    tab.goto(server.origin + "/", wait_until="load")
+    yield tab
+    context.close()
+    assert foreign == [], f"the page fetched {foreign}"
+    refusals = "Failed to load resource: the server responded with a status of 422"
+    assert [e for e in errors if not e.startswith(refusals)] == [], errors   # 422: a refused edit
+
+
+# -- an independent float64 attention, for the checks ------------------------------------
+def matmul(a, b):
+    return [[sum(a[i][k] * b[k][j] for k in range(len(b))) for j in range(len(b[0]))] for i in range(len(a))]
+
+
+def attention(problem):
+    X = problem["X"]
+    Q, K = matmul(X, problem["W_q"]), matmul(X, problem["W_k"])
+    S = [[sum(q * k for q, k in zip(qi, kj)) for kj in K] for qi in Q]
+    scale = 1 / math.sqrt(len(Q[0]))
+    A = []
+    for row in S:
+        z = [s * scale for s in row]
+        top = max(z)
+        e = [math.exp(v - top) for v in z]
+        A.append([v / sum(e) for v in e])
+    return Q, S, A
+
+
+def three_digits(x: float) -> float:
+    return float(f"{x:.3g}")
+
+
+# -- reading the page ----------------------------------------------------------------------
+def matrix(tab, section: str) -> list[list[str]]:
+    return tab.eval_on_selector(
+        f"#derivation #sec-{section} table.matrix",
+        "t => [...t.tBodies[0].rows].map(r => [...r.cells].filter(c => c.tagName === 'TD')"
+        ".map(c => c.textContent.trim()))")
+
+
+def weight_titles(tab) -> list[str]:
+    return tab.eval_on_selector_all("#derivation table.heatmap td[title]", "cs => cs.map(c => c.title)")
+
+
+def shown_weight(title: str) -> float:
+    return float(re.split(r"[≈=]", title)[-1].strip())
+
+
+def edit(tab, label: str, text: str, outcome: str) -> None:
+    """Type into one input and wait until the page has the server's answer to that edit."""
+    before = tab.evaluate(f"document.body.dataset.{outcome} || '0'")
+    tab.fill(f'#grids input[aria-label="{label}"]', text)
+    # a function, not a string: the page's CSP forbids eval, which a string predicate needs
+    tab.wait_for_function(f"(before) => (document.body.dataset.{outcome} || '0') !== before",
+                          arg=before, timeout=30_000)
+
+
+def explain_page(problem: dict, tmp_path: Path) -> str:
+    toml = tmp_path / "edited.toml"
+    toml.write_text("\n".join(f"{k} = {value_toml(v)}" for k, v in problem.items()) + "\n", encoding="utf-8")
+    return subprocess.run([sys.executable, "-m", "symattn", "explain", str(toml), "--format", "html"],
+                          cwd=ROOT, capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout
+
+
+def value_toml(v) -> str:
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, list):
+        return "[" + ", ".join(value_toml(x) for x in v) + "]"
+    return str(v)
+
+
+def test_the_lesson_loads_with_its_grids(page):
+    assert page.input_value('#grids input[aria-label="W_q[0][0]"]') == "1"
+    assert page.input_value('#grids input[aria-label="tokens[2]"]') == "cats"
+    assert matrix(page, "Q") == [["1", "0", "2"], ["2", "2", "2"], ["2", "1", "3"]]
+    Q, S, A = attention(LESSON)
+    assert [shown_weight(t) for t in weight_titles(page)] == [three_digits(w) for row in A for w in row]
+
+
+def test_an_edit_of_w_q_changes_q_the_scores_and_the_weights(page, tmp_path):
+    edit(page, "W_q[0][0]", "3", "derived")
+    edited = {**LESSON, "W_q": [[3, 0, 1], [1, 0, 0], [0, 0, 1], [0, 1, 1]]}
+    Q, S, A = attention(edited)
+    assert matrix(page, "Q") == [[str(v) for v in row] for row in Q]
+    assert matrix(page, "scores") == [[str(v) for v in row] for row in S]
+    titles = weight_titles(page)
+    assert [shown_weight(t) for t in titles] == [three_digits(w) for row in A for w in row]
+    cli = explain_page(edited, tmp_path)                  # the same titles as explain prints
+    cli_titles = re.findall(r'<td tabindex="0"[^>]* title="([^"]*)"', cli)
+    assert titles == [t.replace("&quot;", '"') for t in cli_titles]
+    assert "#p=" in page.url                              # the address holds the edited problem
+
+
+def test_an_invalid_entry_shows_the_cli_message_and_keeps_the_derivation(page, tmp_path):
+    before = weight_titles(page)
+    edit(page, "W_q[1][1]", "2^(10^9)", "refused")
+    message = page.text_content('.field-error[data-for="W_q"]')
+    assert message == ("problem: cannot read '2^(10^9)' in W_q[1][1]: the exponent is over the cap of "
+                       "10,000 (MAX_POWER_EXPONENT) at column 2; use a smaller exponent")
+    assert page.is_visible('.field-error[data-for="W_q"]')
+    assert weight_titles(page) == before                  # the last good derivation stays
+    edit(page, "W_q[1][1]", "x", "refused")
+    assert "unknown name 'x' in W_q[1][1]" in page.text_content('.field-error[data-for="W_q"]')
+    edit(page, "W_q[1][1]", "1/2", "derived")             # a valid entry again: the message goes
+    assert page.text_content('.field-error[data-for="W_q"]') == ""
+    assert matrix(page, "Q")[1][0] == "2"
+
+
+def test_a_bookmarked_address_opens_the_edited_problem(page, server):
+    edit(page, "W_q[0][0]", "3", "derived")
+    address = page.url
+    fresh = page.context.new_page()
+    fresh.goto(address, wait_until="load")
+    fresh.wait_for_function("() => Boolean(document.body.dataset.derived)", timeout=30_000)
+    assert fresh.input_value('#grids input[aria-label="W_q[0][0]"]') == "3"
+    Q, S, A = attention({**LESSON, "W_q": [[3, 0, 1], [1, 0, 0], [0, 0, 1], [0, 1, 1]]})
+    assert matrix(fresh, "Q") == [[str(v) for v in row] for row in Q]
+
+
+def test_hostile_token_names_stay_text(page):
+    edit(page, "tokens[0]", "<img src=x onerror=alert(1)>", "derived")
+    assert page.eval_on_selector_all("#derivation img", "xs => xs.length") == 0
+    assert "<img src=x onerror=alert(1)>" in page.text_content("#derivation")
+
+
+def screenshots(outdir: Path) -> None:
+    """The page after an edit, and with an invalid entry (docs/serve.md)."""
+    from browser import Browser, chromium_path
+
+    server = start_server()
+    browser = Browser(chromium_path() or "/usr/bin/chromium")
+    try:
+        tab = browser.browser.new_context(viewport={"width": 1100, "height": 1000}).new_page()
+        tab.goto(server.origin + "/", wait_until="load")
+        edit(tab, "W_q[0][0]", "3", "derived")
+        tab.screenshot(path=str(outdir / "serve-edited.png"))
+        tab.locator("#derivation #sec-weights").screenshot(path=str(outdir / "serve-weights.png"))
+        edit(tab, "W_q[1][1]", "2^(10^9)", "refused")
+        tab.screenshot(path=str(outdir / "serve-invalid.png"))
+    finally:
+        browser.close()
+        stop_server(server)
+
+
+if __name__ == "__main__":
+    screenshots(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "docs" / "images")
