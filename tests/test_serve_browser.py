@@ -172,6 +172,24 @@ def test_a_bookmarked_address_opens_the_edited_problem(page, server):
     assert matrix(fresh, "Q") == [[str(v) for v in row] for row in Q]
 
 
+def test_the_downloaded_toml_reads_back_as_the_problem_derived(page, tmp_path):
+    import tomllib
+
+    from symattn.problem.problem import Problem
+
+    edit(page, "W_q[0][0]", "3", "derived")
+    edit(page, "W_q[2][1]", "1/2", "derived")
+    edit(page, "W_q[3][1]", "2^(10^9)", "refused")        # not derived: the download leaves it out
+    with page.expect_download() as waiting:
+        page.click("#download-toml")
+    saved = Path(waiting.value.path()).read_text(encoding="utf-8")
+    lesson = tomllib.loads((ROOT / "symattn" / "examples" / "i-love-cats.toml").read_text(encoding="utf-8"))
+    expected = {**lesson, "W_q": [[3, 0, 1], [1, 0, 0], [0, "1/2", 1], [0, 1, 1]]}
+    assert tomllib.loads(saved) == expected
+    assert waiting.value.suggested_filename == "problem.toml"
+    Problem.from_toml_text(saved)                          # a problem the CLI reads
+
+
 def test_hostile_token_names_stay_text(page):
     edit(page, "tokens[0]", "<img src=x onerror=alert(1)>", "derived")
     assert page.eval_on_selector_all("#derivation img", "xs => xs.length") == 0

@@ -155,3 +155,20 @@ def test_exact_decimals_from_json_floats(server):
     status, answer = server.derive(problem)
     assert status == 200
     assert "<mfrac><mn>1</mn><mn>10</mn></mfrac>" in answer["html"]    # 0.1 read as 1/10, not a float
+
+
+def test_the_toml_download_reads_back_and_refuses_what_would_not(server):
+    import tomllib
+
+    problem = {**LESSON, "W_q": [[0.25, 0, "sqrt(2)"], [1, 0, 0], [0, 0, 1], [0, 1, 1]], "mask": "causal"}
+    status, body, headers = server.request("POST", "/toml", json.dumps(problem).encode())
+    assert status == 200 and headers["content-disposition"] == 'attachment; filename="problem.toml"'
+    assert tomllib.loads(body.decode()) == {**problem, "W_q": [["0.25", 0, "sqrt(2)"], *problem["W_q"][1:]]}
+    for bad, words in (({**LESSON, "Q": [[None]]}, "cannot write NoneType"),
+                       ({**LESSON, "rope": {"a = 1\nQ": 2}}, "would not read back"),
+                       ({"__class__": 1}, "unknown key '__class__'")):
+        status, body, _ = server.request("POST", "/toml", json.dumps(bad).encode())
+        assert status == 422 and words in json.loads(body)["error"], body
+    status, _, _ = server.request("POST", "/toml", json.dumps(LESSON).encode(), {"Origin": "http://evil.example"})
+    assert status == 403
+    assert server.answering()

@@ -23,7 +23,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from symattn.errors import SymattnError
-from symattn.serve.derive import field_of, one_line, parse_problem_json
+from symattn.serve.derive import field_of, one_line, parse_problem_json, toml_of
 from symattn.serve.page import editor_page
 from symattn.serve.workers import Busy, TooLarge, WorkerPool
 
@@ -125,7 +125,19 @@ def make_app(problem: dict[str, Any], fragment: str, *, hosts: frozenset[str],
             return _error(result.error, 422)
         return JSONResponse({"html": result.html})
 
+    async def toml(request: Request) -> Response:
+        body = await _body(request)
+        if body is None:
+            return _too_big()
+        try:
+            text = toml_of(parse_problem_json(body))
+        except SymattnError as exc:
+            return _error(one_line(exc), 422)
+        return Response(text, media_type="application/toml; charset=utf-8",
+                        headers={"Content-Disposition": 'attachment; filename="problem.toml"'})
+
     routes = [Route("/", index, methods=["GET", "HEAD"]),
+              Route("/toml", toml, methods=["POST"]),
               Route("/static/{name}", static_file, methods=["GET", "HEAD"]),
               Route("/derive", derive, methods=["POST"])]
     app = Starlette(routes=routes)

@@ -17,7 +17,8 @@ from symattn.errors import ProblemError, SymattnError
 from symattn.exact.coerce import DecimalText
 from symattn.problem.problem import PROBLEM_KEYS
 
-__all__ = ["MATRIX_KEYS", "derive_fragment", "field_of", "parse_problem_json", "problem_data"]
+__all__ = ["MATRIX_KEYS", "derive_fragment", "field_of", "parse_problem_json", "problem_data",
+           "toml_of"]
 
 #: the inputs the page edits as grids (the other keys ride along unchanged)
 MATRIX_KEYS = ("X", "W_q", "W_k", "W_v", "X_kv", "Q", "K", "V")
@@ -56,6 +57,39 @@ def problem_data(toml_text: str, source: str) -> dict[str, Any]:
     from symattn.problem.tomlfile import parse_toml
 
     return parse_toml(toml_text, source=source)
+
+
+def toml_of(data: dict[str, Any]) -> str:
+    """The problem file of a table the page holds; it reads back as the same table.
+
+    Only the problem keys and plain values (integers, strings, lists, tables) are written;
+    the values are not worked here: the page downloads the problem it last derived."""
+    from symattn.classroom.worksheets.versions import problem_toml
+
+    unknown = [k for k in data if k not in PROBLEM_KEYS]
+    if unknown:
+        raise ProblemError(f"{_SOURCE}: unknown key {unknown[0]!r}; the keys are {', '.join(PROBLEM_KEYS)}")
+    try:
+        text = problem_toml(data, comment="a problem from symattn serve: symattn explain problem.toml")
+    except TypeError as exc:                   # null, or a float (JSON floats are read as text)
+        raise ProblemError(f"{_SOURCE}: {exc}: use numbers, strings and lists") from None
+    except RecursionError:
+        raise ProblemError(f"{_SOURCE}: arrays or tables nest too deeply; flatten them") from None
+    try:
+        same = parse_toml_text(text) == data
+    except ProblemError:            # a key or string TOML cannot hold as it is written
+        same = False
+    if not same:
+        raise ProblemError(f"{_SOURCE}: a value would not read back from TOML as it is; "
+                           "use numbers, strings and lists")
+    return text
+
+
+def parse_toml_text(text: str) -> dict[str, Any]:
+    """A TOML text as the page holds it (decimals as their text)."""
+    from symattn.problem.tomlfile import parse_toml
+
+    return parse_toml(text, source=_SOURCE)
 
 
 def derive_fragment(data: dict[str, Any], digits: int = 3) -> str:

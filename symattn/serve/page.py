@@ -8,19 +8,13 @@ script is inline, so the Content-Security-Policy can forbid inline scripts.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from symattn.document.support import page as pg
+from symattn.output.escaping import script_json
 from symattn.serve.derive import MATRIX_KEYS
 
-__all__ = ["dumps_for_script", "editor_page"]
-
-
-def dumps_for_script(data: Any) -> str:
-    """JSON that is safe inside a ``<script type="application/json">`` element."""
-    return (json.dumps(data, ensure_ascii=False).replace("&", "\\u0026").replace("<", "\\u003c")
-            .replace(">", "\\u003e"))
+__all__ = ["editor_page"]
 
 
 def editor_page(problem: dict[str, Any], fragment: str) -> str:
@@ -36,9 +30,12 @@ def editor_page(problem: dict[str, Any], fragment: str) -> str:
         "so the page can be bookmarked.</p>\n"
         '<div id="grids"></div>\n'
         '<p id="status" role="status" aria-live="polite"></p>\n'
+        '<p><button type="button" id="download-toml">Download the problem (TOML)</button> '
+        '<span class="help">the last problem derived, for <code>symattn explain problem.toml</code>'
+        "</span></p>\n"
         "</section>\n"
-        f'<script type="application/json" id="problem-data">{dumps_for_script(problem)}</script>\n'
-        f'<script type="application/json" id="matrix-keys">{dumps_for_script(list(MATRIX_KEYS))}'
+        f'<script type="application/json" id="problem-data">{script_json(problem)}</script>\n'
+        f'<script type="application/json" id="matrix-keys">{script_json(list(MATRIX_KEYS))}'
         "</script>\n"
         f'<div id="derivation">{fragment}</div>\n'
         '<script src="/static/serve.js"></script>\n')

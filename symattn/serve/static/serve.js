@@ -98,12 +98,18 @@
     grids.appendChild(mats);
   }
 
+  // a typed whole number goes as a number (a TOML integer); anything else as its text, which
+  // the server reads exactly (0.1 is 1/10)
+  function entry(text) {
+    return /^-?[0-9]{1,15}$/.test(text) ? Number(text) : text;
+  }
+
   function collect() {
     const next = JSON.parse(JSON.stringify(problem));
     for (const input of grids.querySelectorAll("input")) {
       const { key, i, j } = input.dataset;
       const text = input.value.trim();
-      if (j !== undefined) next[key][Number(i)][Number(j)] = text;
+      if (j !== undefined) next[key][Number(i)][Number(j)] = entry(text);
       else if (i !== undefined) next[key][Number(i)] = input.value;
       else if (text === "") delete next[key];
       else next[key] = text;
@@ -146,6 +152,23 @@
       document.body.dataset.refused = String(mine);
     }
   }
+
+  async function download() {
+    const reply = await fetch("/toml", { method: "POST", headers: { "Content-Type": "application/json" },
+                                         body: JSON.stringify(problem) });
+    if (!reply.ok) {
+      const answer = await reply.json();
+      showError(answer.error || `the server answered ${reply.status}`, answer.field);
+      return;
+    }
+    const link = el("a", { href: URL.createObjectURL(await reply.blob()), download: "problem.toml" });
+    document.body.appendChild(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(link.href), 10000);
+  }
+
+  document.getElementById("download-toml").addEventListener("click", download);
 
   grids.addEventListener("input", () => {
     clearTimeout(timer);
