@@ -65,22 +65,22 @@ def matmul(a, b):
     return [[sum(a[i][k] * b[k][j] for k in range(len(b))) for j in range(len(b[0]))] for i in range(len(a))]
 
 
-def attention(problem):
+def attention(problem, causal=False):
     X = problem["X"]
     Q, K = matmul(X, problem["W_q"]), matmul(X, problem["W_k"])
     S = [[sum(q * k for q, k in zip(qi, kj)) for kj in K] for qi in Q]
     scale = 1 / math.sqrt(len(Q[0]))
     A = []
-    for row in S:
-        z = [s * scale for s in row]
+    for i, row in enumerate(S):
+        z = [s * scale if not causal or j <= i else -math.inf for j, s in enumerate(row)]
         top = max(z)
         e = [math.exp(v - top) for v in z]
         A.append([v / sum(e) for v in e])
     return Q, S, A
 
 
-def three_digits(x: float) -> float:
-    return float(f"{x:.3g}")
+def three_digits(x: float, digits: int = 3) -> float:
+    return float(f"{x:.{digits}g}")
 
 
 # -- reading the page ----------------------------------------------------------------------
@@ -96,7 +96,7 @@ def weight_titles(tab) -> list[str]:
 
 
 def shown_weight(title: str) -> float:
-    return float(re.split(r"[≈=]", title)[-1].strip())
+    return float(re.split(r"[≈=]", title.rsplit(": ", 1)[1])[-1].strip())
 
 
 def edit(tab, label: str, text: str, outcome: str) -> None:
@@ -170,6 +170,31 @@ def test_a_bookmarked_address_opens_the_edited_problem(page, server):
     assert fresh.input_value('#grids input[aria-label="W_q[0][0]"]') == "3"
     Q, S, A = attention({**LESSON, "W_q": [[3, 0, 1], [1, 0, 0], [0, 0, 1], [0, 1, 1]]})
     assert matrix(fresh, "Q") == [[str(v) for v in row] for row in Q]
+
+
+def test_the_causal_mask_is_switched_on_and_off(page):
+    before = page.evaluate("document.body.dataset.derived || '0'")
+    page.select_option('#grids select[aria-label="mask"]', "causal")
+    page.wait_for_function("(b) => (document.body.dataset.derived || '0') !== b", arg=before)
+    Q, S, A = attention(LESSON, causal=True)
+    shown = [shown_weight(t) for t in weight_titles(page)]
+    assert shown == [three_digits(w) for row in A for w in row]
+    assert shown[1] == shown[2] == shown[5] == 0            # above the diagonal: exactly 0
+    assert "Mask: causal" in page.text_content("#derivation")
+    before = page.evaluate("document.body.dataset.derived")
+    page.select_option('#grids select[aria-label="mask"]', "")
+    page.wait_for_function("(b) => document.body.dataset.derived !== b", arg=before)
+    Q, S, A = attention(LESSON)
+    assert [shown_weight(t) for t in weight_titles(page)] == [three_digits(w) for row in A for w in row]
+
+
+def test_the_digits_are_chosen_on_the_page(page):
+    before = page.evaluate("document.body.dataset.derived || '0'")
+    page.select_option('#grids select[aria-label="digits"]', "6")
+    page.wait_for_function("(b) => (document.body.dataset.derived || '0') !== b", arg=before)
+    Q, S, A = attention(LESSON)
+    assert [shown_weight(t) for t in weight_titles(page)] == [three_digits(w, 6) for row in A for w in row]
+    assert page.url.endswith("&d=6")
 
 
 def test_the_downloaded_toml_reads_back_as_the_problem_derived(page, tmp_path):

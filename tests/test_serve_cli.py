@@ -76,8 +76,24 @@ def test_a_full_queue_is_busy_and_a_slow_job_too_large():
             await slow
         return await pool.derive(LESSON)      # the replaced worker answers
 
-    try:
-        result = asyncio.run(both())
+    from concurrent.futures import ThreadPoolExecutor
+
+    try:                          # a thread of its own: a sync Playwright may hold this one's loop
+        with ThreadPoolExecutor(1) as thread:
+            result = thread.submit(asyncio.run, both()).result()
     finally:
         pool.close()
     assert result.error is None and "I love cats" in (result.html or "")
+
+
+@pytest.mark.parametrize("message, field", [
+    ("problem: cannot read '2^(10^9)' in W_q[0][2]: the exponent is over the cap", "W_q"),
+    ("problem: W_k has 3 columns but W_q has 2 (d_k = 2): queries and keys need the same width", "W_k"),
+    ("problem: mask is 2×2 but the scores are 3×3 (queries × keys)", "mask"),
+    ("problem: unknown key 'eval'; the keys are title, about, X, W_q", None),
+    ("too large for the page: use the CLI (symattn explain)", None),
+])
+def test_the_field_an_error_is_shown_beside(message, field):
+    from symattn.serve.derive import field_of
+
+    assert field_of(message) == field

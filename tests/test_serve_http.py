@@ -172,3 +172,13 @@ def test_the_toml_download_reads_back_and_refuses_what_would_not(server):
     status, _, _ = server.request("POST", "/toml", json.dumps(LESSON).encode(), {"Origin": "http://evil.example"})
     assert status == 403
     assert server.answering()
+
+
+def test_the_digits_of_the_page_are_capped(server):
+    for digits in ("0", "31", "abc", "1e3"):
+        status, body, _ = server.request("POST", f"/derive?digits={digits}", json.dumps(LESSON).encode())
+        assert status == 422 and "digits must be a whole number from 1 to 30" in json.loads(body)["error"]
+    status, body, _ = server.request("POST", "/derive?digits=5", json.dumps(LESSON).encode())
+    html = json.loads(body)["html"]
+    assert status == 200 and "<mn>0.00089045</mn>" in html and "<mn>0.000890</mn>" not in html
+    assert server.answering()

@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from symattn.errors import SymattnError
+from symattn.errors import ProblemError, SymattnError
 from symattn.serve.derive import field_of, one_line, parse_problem_json, toml_of
 from symattn.serve.page import editor_page
 from symattn.serve.workers import Busy, TooLarge, WorkerPool
@@ -114,7 +114,7 @@ def make_app(problem: dict[str, Any], fragment: str, *, hosts: frozenset[str],
             return _too_big()
         try:
             data = parse_problem_json(body)
-            result = await pool.derive(data)
+            result = await pool.derive(data, _digits(request.query_params.get("digits", "3")))
         except SymattnError as exc:
             return _error(one_line(exc), 422)
         except TooLarge as exc:
@@ -143,6 +143,16 @@ def make_app(problem: dict[str, Any], fragment: str, *, hosts: frozenset[str],
     app = Starlette(routes=routes)
     app.add_middleware(Guard, hosts=hosts)
     return app
+
+
+MAX_PAGE_DIGITS = 30     # the page's digits (the CLI takes more: its own time is the user's)
+
+
+def _digits(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= MAX_PAGE_DIGITS:
+        raise ProblemError(f"digits must be a whole number from 1 to {MAX_PAGE_DIGITS}, got "
+                           f"{text[:20]!r}: use the CLI's --digits for more")
+    return int(text)
 
 
 def _error(message: str, status: int, *, field: str | None | bool = True) -> Response:

@@ -113,13 +113,21 @@ def main_of(page: str) -> str:
     return page[start:end]
 
 
-_FIELD = re.compile(r"\b(" + "|".join(sorted(PROBLEM_KEYS, key=len, reverse=True)) + r")\b")
+_KEYS = "|".join(sorted(PROBLEM_KEYS, key=len, reverse=True))
+_FIELD_AT = (re.compile(rf"\bin ({_KEYS})\b"), re.compile(rf"^({_KEYS})\b"), re.compile(rf"\b({_KEYS})\b"))
 
 
 def field_of(message: str) -> str | None:
-    """The problem key an error message names first (None: it names none)."""
-    found = _FIELD.search(message.removeprefix(f"{_SOURCE}: "))
-    return found.group(1) if found else None
+    """The problem key an error message is about (None: it names none).
+
+    "... in W_q[0][2]: ..." first, then a key the message starts with, then the first key
+    it names outside the list of keys an unknown key's message gives."""
+    text = message.removeprefix(f"{_SOURCE}: ").split("; the keys are")[0]
+    for pattern in _FIELD_AT:
+        found = pattern.search(text)
+        if found:
+            return found.group(1)
+    return None
 
 
 def one_line(exc: SymattnError) -> str:

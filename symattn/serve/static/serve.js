@@ -10,11 +10,16 @@
   let sequence = 0;          // the latest request; older answers are dropped
   let timer = null;
 
+  let digits = "3";
+
+  // the address: #p=<the problem as JSON, URI-encoded>&d=<digits>
   function fromAddress() {
     const hash = location.hash.startsWith("#p=") ? location.hash.slice(3) : "";
     if (!hash) return null;
+    const [text, shown] = hash.split("&d=");
+    if (shown && /^[0-9]{1,2}$/.test(shown)) digits = shown;
     try {
-      const data = JSON.parse(decodeURIComponent(hash));
+      const data = JSON.parse(decodeURIComponent(text));
       return data && typeof data === "object" && !Array.isArray(data) ? data : null;
     } catch (e) {
       return null;
@@ -84,12 +89,42 @@
     return block;
   }
 
+  const givenMask = problem.mask !== undefined && problem.mask !== "causal" ? problem.mask : undefined;
+
+  function maskBlock() {
+    const block = el("div", { class: "grid", "data-key": "mask" });
+    block.appendChild(el("h3", {}, "mask"));
+    const select = el("select", { "aria-label": "mask", "data-key": "mask" });
+    const choices = [["", "none"], ["causal", "causal"]];
+    if (givenMask !== undefined) choices.push(["given", "as the problem gives it"]);
+    for (const [value, label] of choices) select.appendChild(el("option", { value: value }, label));
+    select.value = problem.mask === undefined ? "" : problem.mask === "causal" ? "causal" : "given";
+    block.appendChild(select);
+    block.appendChild(el("p", { class: "help" }, "causal: each token sees itself and the ones before it"));
+    block.appendChild(el("p", { class: "field-error", "data-for": "mask", role: "alert" }));
+    return block;
+  }
+
+  function digitsBlock() {
+    const block = el("div", { class: "grid", "data-key": "digits" });
+    block.appendChild(el("h3", {}, "digits"));
+    const select = el("select", { "aria-label": "digits", "data-key": "digits" });
+    for (const d of ["2", "3", "4", "6", "10", "20"]) select.appendChild(el("option", { value: d }, d));
+    if (![...select.options].some(o => o.value === digits)) select.appendChild(el("option", { value: digits }, digits));
+    select.value = digits;
+    block.appendChild(select);
+    block.appendChild(el("p", { class: "help" }, "significant digits of every decimal, each certified"));
+    return block;
+  }
+
   function render() {
     grids.replaceChildren();
     const names = el("div", { class: "grid-row" });
     if (Array.isArray(problem.tokens)) names.appendChild(listBlock("tokens", problem.tokens, "the query tokens' names"));
     if (Array.isArray(problem.key_tokens)) names.appendChild(listBlock("key_tokens", problem.key_tokens, "the keys' names"));
     names.appendChild(scalarBlock("scale", problem.scale, "empty: 1/√d_k"));
+    names.appendChild(maskBlock());
+    names.appendChild(digitsBlock());
     grids.appendChild(names);
     const mats = el("div", { class: "grid-row" });
     for (const key of MATRIX_KEYS) {
@@ -114,6 +149,10 @@
       else if (text === "") delete next[key];
       else next[key] = text;
     }
+    digits = grids.querySelector('select[data-key="digits"]').value;
+    const mask = grids.querySelector('select[data-key="mask"]').value;
+    if (mask === "") delete next.mask;
+    else next.mask = mask === "causal" ? "causal" : givenMask;
     return next;
   }
 
@@ -131,7 +170,7 @@
     status.className = "busy";
     let reply, answer;
     try {
-      reply = await fetch("/derive", { method: "POST", headers: { "Content-Type": "application/json" },
+      reply = await fetch("/derive?digits=" + encodeURIComponent(digits), { method: "POST", headers: { "Content-Type": "application/json" },
                                         body: JSON.stringify(next) });
       answer = await reply.json();
     } catch (e) {
@@ -145,7 +184,7 @@
       for (const p of grids.querySelectorAll(".field-error")) p.textContent = "";
       status.textContent = "";
       status.className = "";
-      history.replaceState(null, "", "#p=" + encodeURIComponent(JSON.stringify(next)));
+      history.replaceState(null, "", "#p=" + encodeURIComponent(JSON.stringify(next)) + "&d=" + digits);
       document.body.dataset.derived = String(mine);
     } else {
       showError(answer.error || `the server answered ${reply.status}`, answer.field);
