@@ -197,6 +197,34 @@ def test_the_digits_are_chosen_on_the_page(page):
     assert page.url.endswith("&d=6")
 
 
+def click_and_wait(tab, selector: str) -> None:
+    before = tab.evaluate("document.body.dataset.derived || '0'")
+    tab.click(selector)
+    tab.wait_for_function("(b) => (document.body.dataset.derived || '0') !== b", arg=before)
+
+
+def test_a_token_and_a_dimension_are_added_and_removed(page):
+    click_and_wait(page, 'button[data-change="token+"]')
+    assert page.input_value('#grids input[aria-label="tokens[3]"]') == "t3"
+    edit(page, "X[3][1]", "1", "derived")
+    grown = {**LESSON, "tokens": [*LESSON["tokens"], "t3"], "X": [*LESSON["X"], [0, 1, 0, 0]]}
+    Q, S, A = attention(grown)
+    assert matrix(page, "Q") == [[str(v) for v in row] for row in Q]
+    assert [shown_weight(t) for t in weight_titles(page)] == [three_digits(w) for row in A for w in row]
+    click_and_wait(page, 'button[data-change="dk+"]')
+    edit(page, "W_q[1][3]", "2", "derived")
+    edit(page, "W_k[3][3]", "1", "derived")
+    wide = {**grown, "W_q": [[*r, 2 if i == 1 else 0] for i, r in enumerate(grown["W_q"])],
+            "W_k": [[*r, 1 if i == 3 else 0] for i, r in enumerate(grown["W_k"])]}
+    Q, S, A = attention(wide)                              # d_k = 4: the scale is 1/2
+    assert matrix(page, "scores") == [[str(v) for v in row] for row in S]
+    assert [shown_weight(t) for t in weight_titles(page)] == [three_digits(w) for row in A for w in row]
+    click_and_wait(page, 'button[data-change="dk-"]')
+    click_and_wait(page, 'button[data-change="token-"]')
+    Q, S, A = attention(LESSON)
+    assert [shown_weight(t) for t in weight_titles(page)] == [three_digits(w) for row in A for w in row]
+
+
 def test_the_downloaded_toml_reads_back_as_the_problem_derived(page, tmp_path):
     import tomllib
 

@@ -6,7 +6,8 @@
   const grids = document.getElementById("grids");
   const status = document.getElementById("status");
   const derivation = document.getElementById("derivation");
-  let problem = JSON.parse(document.getElementById("problem-data").textContent);
+  let problem = JSON.parse(document.getElementById("problem-data").textContent);   // last derived
+  let draft = problem;       // what the grids show (its shape; the inputs hold the values)
   let sequence = 0;          // the latest request; older answers are dropped
   let timer = null;
 
@@ -42,8 +43,8 @@
   }
 
   function rowLabels(key, rows) {
-    const queries = problem.tokens || [];
-    const keys = problem.key_tokens || queries;
+    const queries = draft.tokens || [];
+    const keys = draft.key_tokens || queries;
     if (key === "X" || key === "Q") return queries;
     if (key === "X_kv" || key === "K" || key === "V") return keys;
     return Array.from({ length: rows }, (_, i) => String(i));
@@ -89,7 +90,7 @@
     return block;
   }
 
-  const givenMask = problem.mask !== undefined && problem.mask !== "causal" ? problem.mask : undefined;
+  let givenMask;             // a mask the problem gives (a window or a 0/1 matrix), kept to switch back
 
   function maskBlock() {
     const block = el("div", { class: "grid", "data-key": "mask" });
@@ -98,7 +99,7 @@
     const choices = [["", "none"], ["causal", "causal"]];
     if (givenMask !== undefined) choices.push(["given", "as the problem gives it"]);
     for (const [value, label] of choices) select.appendChild(el("option", { value: value }, label));
-    select.value = problem.mask === undefined ? "" : problem.mask === "causal" ? "causal" : "given";
+    select.value = draft.mask === undefined ? "" : draft.mask === "causal" ? "causal" : "given";
     block.appendChild(select);
     block.appendChild(el("p", { class: "help" }, "causal: each token sees itself and the ones before it"));
     block.appendChild(el("p", { class: "field-error", "data-for": "mask", role: "alert" }));
@@ -117,20 +118,58 @@
     return block;
   }
 
+  // the matrices that grow by a row with a token, and by a column with d_k (self-attention)
+  function tokenRows(p) { return "X" in p ? ["X"] : ["Q", "K", "V"]; }
+  function keyColumns(p) { return "X" in p ? ["W_q", "W_k"] : ["Q", "K"]; }
+
+  function reshape(change) {
+    const next = collect();
+    const names = next.tokens;
+    if (change === "token+") {
+      names.push("t" + names.length);
+      for (const key of tokenRows(next)) next[key].push(next[key][0].map(() => 0));
+    } else if (change === "token-" && names.length > 1) {
+      names.pop();
+      for (const key of tokenRows(next)) next[key].pop();
+    } else if (change === "dk+") {
+      for (const key of keyColumns(next)) for (const row of next[key]) row.push(0);
+    } else if (change === "dk-" && next[keyColumns(next)[0]][0].length > 1) {
+      for (const key of keyColumns(next)) for (const row of next[key]) row.pop();
+    }
+    draft = next;
+    render();
+    derive(next);
+  }
+
+  function shapeButtons() {
+    const line = el("p", { class: "shape" });
+    const selfAttention = Array.isArray(draft.tokens) && !("X_kv" in draft) && !("key_tokens" in draft);
+    const buttons = [["token+", "+ token"], ["token-", "− token"], ["dk+", "+ d_k"], ["dk-", "− d_k"]];
+    for (const [change, label] of buttons) {
+      const button = el("button", { type: "button", "data-change": change }, label);
+      button.disabled = !selfAttention;
+      button.addEventListener("click", () => reshape(change));
+      line.appendChild(button);
+    }
+    line.appendChild(el("span", { class: "help" }, " a new token's row and a new column start at 0"));
+    return line;
+  }
+
   function render() {
     grids.replaceChildren();
     const names = el("div", { class: "grid-row" });
-    if (Array.isArray(problem.tokens)) names.appendChild(listBlock("tokens", problem.tokens, "the query tokens' names"));
-    if (Array.isArray(problem.key_tokens)) names.appendChild(listBlock("key_tokens", problem.key_tokens, "the keys' names"));
-    names.appendChild(scalarBlock("scale", problem.scale, "empty: 1/√d_k"));
+    if (Array.isArray(draft.tokens)) names.appendChild(listBlock("tokens", draft.tokens, "the query tokens' names"));
+    if (Array.isArray(draft.key_tokens)) names.appendChild(listBlock("key_tokens", draft.key_tokens, "the keys' names"));
+    names.appendChild(scalarBlock("scale", draft.scale, "empty: 1/√d_k"));
     names.appendChild(maskBlock());
     names.appendChild(digitsBlock());
     grids.appendChild(names);
     const mats = el("div", { class: "grid-row" });
     for (const key of MATRIX_KEYS) {
-      if (Array.isArray(problem[key])) mats.appendChild(matrixBlock(key, problem[key]));
+      if (Array.isArray(draft[key])) mats.appendChild(matrixBlock(key, draft[key]));
     }
     grids.appendChild(mats);
+    grids.appendChild(shapeButtons());
   }
 
   // a typed whole number goes as a number (a TOML integer); anything else as its text, which
@@ -140,7 +179,7 @@
   }
 
   function collect() {
-    const next = JSON.parse(JSON.stringify(problem));
+    const next = JSON.parse(JSON.stringify(draft));
     for (const input of grids.querySelectorAll("input")) {
       const { key, i, j } = input.dataset;
       const text = input.value.trim();
@@ -215,8 +254,9 @@
   });
 
   const saved = fromAddress();
+  if (saved) problem = draft = saved;
+  givenMask = problem.mask !== undefined && problem.mask !== "causal" ? problem.mask : undefined;
   if (saved) {
-    problem = saved;
     render();
     derive(saved);
   } else {
