@@ -41,6 +41,7 @@ def test_another_host_is_served_with_a_warning(capsys, monkeypatch):
     assert main(["serve", "--no-browser", "--host", "0.0.0.0", "--port", "9123"]) == 0
     err = capsys.readouterr().err
     assert "warning: --host 0.0.0.0" in err and bound == {"host": "0.0.0.0", "port": 9123}
+    assert "until --allow-host NAME" in err
     assert main(["serve", "--no-browser", "--example", "rope", "--port", "9124"]) == 0
     err = capsys.readouterr().err
     assert "warning" not in err and "serving http://127.0.0.1:9124/" in err
@@ -52,6 +53,12 @@ def test_the_hosts_the_page_answers():
 
     assert allowed_hosts("127.0.0.1", 8765) == {"127.0.0.1:8765", "localhost:8765"}
     assert allowed_hosts("::1", 80) == {"127.0.0.1:80", "localhost:80", "[::1]:80"}
+    assert allowed_hosts("0.0.0.0", 80, ("box.lan", "10.0.0.5")) == {
+        "127.0.0.1:80", "localhost:80", "box.lan:80", "10.0.0.5:80"}   # never "0.0.0.0:80"
+
+
+def test_allow_host_needs_host(capsys):
+    assert "it needs --host" in refused(capsys, "--allow-host", "box.lan")
 
 
 def test_a_full_queue_is_busy_and_a_slow_job_too_large():

@@ -43,6 +43,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--port", type=port_argument, default=8765, help="the port (default 8765)")
     parser.add_argument("--host", default=None, help="the address to bind (default 127.0.0.1; "
                         "anything else lets other machines in: a warning is printed)")
+    parser.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                        help="with --host: a name (or address) other machines reach this one by; the "
+                             "page answers only the Host headers it knows (repeatable)")
     parser.add_argument("--no-browser", action="store_true", help="do not open a browser")
     parser.add_argument("--budget", type=budget_argument, default=10.0, metavar="SECONDS",
                         help="the most one derivation may take before the page says to use the CLI "
@@ -64,11 +67,17 @@ def starting_problem(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     return data, derive_fragment(data)
 
 
-def allowed_hosts(host: str, port: int) -> frozenset[str]:
+WILDCARDS = ("0.0.0.0", "::")
+
+
+def allowed_hosts(host: str, port: int, extra: tuple[str, ...] = ()) -> frozenset[str]:
     """The Host headers the page answers (DNS rebinding: any other name is refused)."""
-    names = {f"127.0.0.1:{port}", f"localhost:{port}"}
-    if host not in LOCAL:
-        names.add(f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
+    def named(name: str) -> str:
+        return f"[{name}]:{port}" if ":" in name else f"{name}:{port}"
+
+    names = {f"127.0.0.1:{port}", f"localhost:{port}", *(named(n) for n in extra)}
+    if host not in LOCAL and host not in WILDCARDS:
+        names.add(named(host))
     return frozenset(names)
 
 
@@ -81,13 +90,19 @@ def run(args: argparse.Namespace) -> Outcome:
     except ImportError as exc:
         raise SymattnError(f"symattn serve needs {exc.name}: pip install 'symattn[serve]'") from None
     host = args.host or "127.0.0.1"
+    if args.allow_host and host in LOCAL:
+        raise SymattnError("--allow-host names how other machines reach this one: it needs --host "
+                           "(the address to bind, such as 0.0.0.0)")
     if host not in LOCAL:
         print(f"symattn: warning: --host {host}: the page is open to every machine that can reach "
               "this address, with no password", file=sys.stderr)
+    if host in WILDCARDS and not args.allow_host:
+        print(f"symattn: note: --host {host} binds every address, but the page answers only "
+              "127.0.0.1 and localhost until --allow-host NAME names this machine", file=sys.stderr)
     data, fragment = starting_problem(args)
     pool = WorkerPool(budget=args.budget)
     try:
-        app = make_app(data, fragment, hosts=allowed_hosts(host, args.port), pool=pool)
+        app = make_app(data, fragment, hosts=allowed_hosts(host, args.port, tuple(args.allow_host)), pool=pool)
         url = f"http://{'127.0.0.1' if host in LOCAL else host}:{args.port}/"
         print(f"symattn: serving {url} (Ctrl-C to stop)", file=sys.stderr)
         if not args.no_browser:
