@@ -13,6 +13,7 @@ Safe by default, because a page on 127.0.0.1 is reachable from every site the us
 
 from __future__ import annotations
 
+import re
 from importlib import resources
 from typing import Any
 
@@ -149,7 +150,7 @@ MAX_PAGE_DIGITS = 30     # the page's digits (the CLI takes more: its own time i
 
 
 def _digits(text: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= MAX_PAGE_DIGITS:
+    if re.fullmatch("[0-9]{1,3}", text) is None or not 1 <= int(text) <= MAX_PAGE_DIGITS:
         raise ProblemError(f"digits must be a whole number from 1 to {MAX_PAGE_DIGITS}, got "
                            f"{text[:20]!r}: use the CLI's --digits for more")
     return int(text)
