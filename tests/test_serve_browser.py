@@ -225,6 +225,29 @@ def test_a_token_and_a_dimension_are_added_and_removed(page):
     assert [shown_weight(t) for t in weight_titles(page)] == [three_digits(w) for row in A for w in row]
 
 
+def test_check_my_answers_right_unscaled_and_wrong(page):
+    figures = [("weights[I]", "0.136, 0.432, 0.432"),       # right, rounded to 3 digits
+               ("weights[I]", "0.0634, 0.468, 0.468"),      # the unscaled mistake (float64 below)
+               ("scaled[love, love]", "6.1")]                # wrong: 16/√3 ≈ 9.24
+    Q, S, A = attention(LESSON)
+    unscaled = [math.exp(s - max(S[0])) for s in S[0]]
+    assert [three_digits(v / sum(unscaled)) for v in unscaled] == [0.0634, 0.468, 0.468]
+    assert [three_digits(w) for w in A[0]] == [0.136, 0.432, 0.432]
+    page.click("#add-figure")
+    for k, (target, text) in enumerate(figures):
+        page.fill(f'input[aria-label="figure {k + 1} target"]', target)
+        page.fill(f'input[aria-label="figure {k + 1} text"]', text)
+    page.click("#check-figures")
+    page.wait_for_function("() => document.body.dataset.checked === '1'")
+    rows = page.eval_on_selector_all("#verdicts table.verdicts tbody tr", "rs => rs.map(r => ({cls: r.className, "
+                                     "cells: [...r.cells].map(c => c.textContent.trim())}))")
+    assert [r["cls"] for r in rows] == ["right", "not-right", "not-right"]
+    assert rows[0]["cells"][2] == "✓ rounded"
+    assert rows[1]["cells"][2] == "✗ mistake" and rows[1]["cells"][4] == "unscaled"
+    assert rows[2]["cells"][2].startswith("✗") and rows[2]["cells"][2] != "✗ mistake"
+    assert "9.24" in rows[2]["cells"][5] or "9.2" in rows[2]["cells"][3]
+
+
 def test_the_downloaded_toml_reads_back_as_the_problem_derived(page, tmp_path):
     import tomllib
 
@@ -263,6 +286,14 @@ def screenshots(outdir: Path) -> None:
         tab.locator("#derivation #sec-weights").screenshot(path=str(outdir / "serve-weights.png"))
         edit(tab, "W_q[1][1]", "2^(10^9)", "refused")
         tab.screenshot(path=str(outdir / "serve-invalid.png"))
+        tab = tab.context.new_page()                     # the lesson as it is, for the checks
+        tab.goto(server.origin + "/", wait_until="load")
+        tab.fill('input[aria-label="figure 1 text"]', "0.0634, 0.468, 0.468")
+        tab.fill('input[aria-label="figure 2 target"]', "sqrt(d_k)")
+        tab.fill('input[aria-label="figure 2 text"]', "1.73")
+        tab.click("#check-figures")
+        tab.wait_for_function("() => document.body.dataset.checked === '1'")
+        tab.locator("#checker").screenshot(path=str(outdir / "serve-check.png"))
     finally:
         browser.close()
         stop_server(server)

@@ -182,3 +182,18 @@ def test_the_digits_of_the_page_are_capped(server):
     html = json.loads(body)["html"]
     assert status == 200 and "<mn>0.00089045</mn>" in html and "<mn>0.000890</mn>" not in html
     assert server.answering()
+
+
+def test_checking_figures_over_http(server):
+    figures = [{"target": "sqrt(d_k)", "text": "1.73"}, {"target": "bogus", "text": "1"}]
+    status, body, _ = server.request("POST", "/check", json.dumps({"problem": LESSON, "figures": figures}).encode())
+    html = json.loads(body)["html"]
+    assert status == 200 and "✓ rounded" in html and "unknown name" in html and "bogus" in html
+    for bad in ({"problem": LESSON}, {"problem": [], "figures": figures}, {"problem": LESSON, "figures": "x"},
+                {"problem": LESSON, "figures": [{"target": "Q", "text": "1"}] * 51}):
+        status, body, _ = server.request("POST", "/check", json.dumps(bad).encode())
+        assert status == 422, bad
+    status, _, _ = server.request("POST", "/check", json.dumps({"problem": LESSON, "figures": figures}).encode(),
+                                  {"Origin": "http://evil.example"})
+    assert status == 403
+    assert server.answering()

@@ -126,6 +126,26 @@ def make_app(problem: dict[str, Any], fragment: str, *, hosts: frozenset[str],
             return _error(result.error, 422)
         return JSONResponse({"html": result.html})
 
+    async def check(request: Request) -> Response:
+        body = await _body(request)
+        if body is None:
+            return _too_big()
+        try:
+            data = parse_problem_json(body)
+            if set(data) != {"problem", "figures"} or not isinstance(data["problem"], dict):
+                raise ProblemError("a check is a table of problem (the problem's table) and figures "
+                                   "(a list of tables with target and text)")
+            result = await pool.check(data["problem"], data["figures"])
+        except SymattnError as exc:
+            return _error(one_line(exc), 422)
+        except TooLarge as exc:
+            return _error(str(exc), 422, field=None)
+        except Busy as exc:
+            return _error(str(exc), 503, field=None)
+        if result.error is not None:
+            return _error(result.error, 422)
+        return JSONResponse({"html": result.html})
+
     async def toml(request: Request) -> Response:
         body = await _body(request)
         if body is None:
@@ -139,6 +159,7 @@ def make_app(problem: dict[str, Any], fragment: str, *, hosts: frozenset[str],
 
     routes = [Route("/", index, methods=["GET", "HEAD"]),
               Route("/toml", toml, methods=["POST"]),
+              Route("/check", check, methods=["POST"]),
               Route("/static/{name}", static_file, methods=["GET", "HEAD"]),
               Route("/derive", derive, methods=["POST"])]
     app = Starlette(routes=routes)

@@ -17,7 +17,7 @@ from symattn.errors import ProblemError, SymattnError
 from symattn.exact.coerce import DecimalText
 from symattn.problem.problem import PROBLEM_KEYS
 
-__all__ = ["MATRIX_KEYS", "derive_fragment", "field_of", "parse_problem_json", "problem_data",
+__all__ = ["MATRIX_KEYS", "check_fragment", "derive_fragment", "field_of", "parse_problem_json", "problem_data",
            "toml_of"]
 
 #: the inputs the page edits as grids (the other keys ride along unchanged)
@@ -105,6 +105,26 @@ def derive_fragment(data: dict[str, Any], digits: int = 3) -> str:
     page = print_html(build_document(trace, LatexOptions(rounding=Rounding(digits=digits))
                                      .document_options()))
     return main_of(page)
+
+
+MAX_FIGURES = 50            # figures checked in one request from the page
+
+
+def check_fragment(data: dict[str, Any], figures: object) -> str:
+    """The verdicts on written figures (``[{"target": ..., "text": ...}]``), as ``symattn
+    check --format html`` shows them, for the problem the page holds."""
+    from symattn.check.figfile import FigureSpec, FiguresFile
+    from symattn.document.build.check import build_check_document
+    from symattn.document.printers.html import print_html
+    from symattn.problem.problem import Problem
+
+    if not isinstance(figures, list) or not 1 <= len(figures) <= MAX_FIGURES:
+        raise ProblemError(f"figures must be a list of 1 to {MAX_FIGURES} tables with target and text")
+    specs = [FigureSpec(k, f.get("target"), f.get("text")) if isinstance(f, dict)
+             else FigureSpec(k, None, None) for k, f in enumerate(figures)]
+    problem = Problem.from_dict(data, source=_SOURCE)
+    verdicts = FiguresFile("page", {None: problem}, specs).check()
+    return main_of(print_html(build_check_document(verdicts)))
 
 
 def main_of(page: str) -> str:

@@ -34,6 +34,18 @@ def editor_page(problem: dict[str, Any], fragment: str) -> str:
         '<span class="help">the last problem derived, for <code>symattn explain problem.toml</code>'
         "</span></p>\n"
         "</section>\n"
+        '<section id="checker" aria-labelledby="checker-h">\n'
+        '<h2 id="checker-h">Check my answers</h2>\n'
+        '<p class="note">Write a figure for any step (a target such as <code>weights[I]</code>, '
+        "<code>scaled[love, love]</code> or <code>sqrt(d_k)</code>, and what you wrote), as "
+        "<code>symattn check</code> takes it: each is judged right, rounded, a named mistake or "
+        "wrong, against the last problem derived above.</p>\n"
+        '<table class="figures"><thead><tr><th scope="col">target</th><th scope="col">written</th>'
+        '</tr></thead><tbody id="figure-rows"></tbody></table>\n'
+        '<p><button type="button" id="add-figure">+ figure</button> '
+        '<button type="button" id="check-figures">Check</button></p>\n'
+        '<div id="verdicts"></div>\n'
+        "</section>\n"
         f'<script type="application/json" id="problem-data">{script_json(problem)}</script>\n'
         f'<script type="application/json" id="matrix-keys">{script_json(list(MATRIX_KEYS))}'
         "</script>\n"

@@ -49,9 +49,11 @@ def _limit_memory(megabytes: int) -> None:
 
 def _answer(job: dict[str, Any]) -> tuple[str, str]:
     from symattn.errors import SymattnError
-    from symattn.serve.derive import derive_fragment, one_line
+    from symattn.serve.derive import check_fragment, derive_fragment, one_line
 
     try:
+        if "figures" in job:
+            return "ok", check_fragment(job["problem"], job["figures"])
         return "ok", derive_fragment(job["problem"], job.get("digits", 3))
     except SymattnError as exc:
         return "error", one_line(exc)
@@ -126,6 +128,14 @@ class WorkerPool:
 
     async def derive(self, problem: dict[str, Any], digits: int = 3) -> Result:
         """The derivation of one problem; :class:`Busy` or :class:`TooLarge` when it cannot be."""
+        return await self.run({"problem": problem, "digits": digits})
+
+    async def check(self, problem: dict[str, Any], figures: object) -> Result:
+        """The verdicts on written figures about a problem (as :meth:`derive`)."""
+        return await self.run({"problem": problem, "figures": figures})
+
+    async def run(self, job: dict[str, Any]) -> Result:
+        """One job in a worker: at once, after a wait in the queue, or :class:`Busy`."""
         idle = self._idle_queue()
         if idle.empty() and self._waiting >= self.queue:
             raise Busy("every worker is busy: try again in a moment")
@@ -135,8 +145,7 @@ class WorkerPool:
         finally:
             self._waiting -= 1
         try:
-            answer = await asyncio.to_thread(worker.ask, {"problem": problem, "digits": digits},
-                                             self.budget)
+            answer = await asyncio.to_thread(worker.ask, job, self.budget)
         except BaseException:
             idle.put_nowait(self._replace(worker))
             raise

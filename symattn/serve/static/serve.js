@@ -248,6 +248,54 @@
 
   document.getElementById("download-toml").addEventListener("click", download);
 
+  // -- check my answers: figures judged as `symattn check` judges them -----------------------
+  const figureRows = document.getElementById("figure-rows");
+  const verdicts = document.getElementById("verdicts");
+
+  function addFigure(target, text) {
+    const k = figureRows.rows.length;
+    const tr = el("tr");
+    for (const [name, value] of [["target", target], ["text", text]]) {
+      const td = el("td");
+      const input = el("input", { type: "text", "aria-label": `figure ${k + 1} ${name}`, spellcheck: "false",
+                                  autocomplete: "off", "data-figure": name });
+      input.value = value;
+      td.appendChild(input);
+      tr.appendChild(td);
+    }
+    figureRows.appendChild(tr);
+  }
+
+  async function checkFigures() {
+    const figures = [...figureRows.rows].map(tr => ({
+      target: tr.querySelector('[data-figure="target"]').value.trim(),
+      text: tr.querySelector('[data-figure="text"]').value.trim(),
+    })).filter(f => f.target || f.text);
+    if (figures.length === 0) {
+      verdicts.textContent = "write a target and a figure first";
+      return;
+    }
+    verdicts.textContent = "checking…";
+    let reply, answer;
+    try {
+      reply = await fetch("/check", { method: "POST", headers: { "Content-Type": "application/json" },
+                                      body: JSON.stringify({ problem: problem, figures: figures }) });
+      answer = await reply.json();
+    } catch (e) {
+      verdicts.textContent = "the server did not answer: is symattn serve still running?";
+      return;
+    }
+    if (reply.ok && typeof answer.html === "string") verdicts.innerHTML = answer.html;   // escaped by the printer
+    else verdicts.textContent = answer.error || `the server answered ${reply.status}`;
+    document.body.dataset.checked = String(Number(document.body.dataset.checked || "0") + 1);
+  }
+
+  addFigure("weights[" + ((problem.tokens || ["0"])[0]) + "]", "");
+  addFigure("", "");
+  addFigure("", "");
+  document.getElementById("add-figure").addEventListener("click", () => addFigure("", ""));
+  document.getElementById("check-figures").addEventListener("click", checkFigures);
+
   grids.addEventListener("input", () => {
     clearTimeout(timer);
     timer = setTimeout(() => derive(collect()), 200);
