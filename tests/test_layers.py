@@ -39,6 +39,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("symattn.facts",),
     ("symattn.document",),
     ("symattn.classroom",),
+    ("symattn.serve",),                 # the page of `symattn serve`: an ASGI app over document/
     ("symattn.commands",),
     ("symattn",),                       # the package's __init__: the public names
     ("symattn.cli",),

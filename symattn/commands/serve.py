@@ -1,0 +1,120 @@
+"""``symattn serve``: the derivation as a page on 127.0.0.1 that re-derives on every edit."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from symattn.commands import Outcome
+from symattn.commands.explain import add_problem_arguments
+from symattn.errors import SymattnError
+
+ORDER = 85
+LOCAL = ("127.0.0.1", "localhost")
+
+
+def port_argument(text: str) -> int:
+    """argparse type for ``--port``: 1 to 65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--port must be a whole number, got {text!r}") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"--port must be between 1 and 65535, got {value}")
+    return value
+
+
+def budget_argument(text: str) -> float:
+    """argparse type for ``--budget``: seconds, 0.5 to 600."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--budget must be a number of seconds, got {text!r}") from None
+    if not 0.5 <= value <= 600:
+        raise argparse.ArgumentTypeError(f"--budget must be between 0.5 and 600 seconds, got {text}")
+    return value
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("serve", help="an interactive page: edit the inputs, watch the exact "
+                            "derivation follow (needs symattn[serve])")
+    add_problem_arguments(parser)
+    parser.add_argument("--port", type=port_argument, default=8765, help="the port (default 8765)")
+    parser.add_argument("--host", default=None, help="the address to bind (default 127.0.0.1; "
+                        "anything else lets other machines in: a warning is printed)")
+    parser.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                        help="with --host: a name (or address) other machines reach this one by; the "
+                             "page answers only the Host headers it knows (repeatable)")
+    parser.add_argument("--no-browser", action="store_true", help="do not open a browser")
+    parser.add_argument("--budget", type=budget_argument, default=10.0, metavar="SECONDS",
+                        help="the most one derivation may take before the page says to use the CLI "
+                             "(default 10)")
+    parser.set_defaults(run=run)
+
+
+def starting_problem(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    """The problem's table (as the page holds it) and its derivation, refused the CLI's way."""
+    from symattn.examples import DEFAULT_EXAMPLE, example_text
+    from symattn.problem.tomlfile import read_text
+    from symattn.serve.derive import derive_fragment, problem_data
+
+    if args.problem:
+        data = problem_data(read_text(args.problem, what="a problem TOML file"), args.problem)
+    else:
+        name = args.example or DEFAULT_EXAMPLE
+        data = problem_data(example_text(name), f"example {name!r}")
+    return data, derive_fragment(data)
+
+
+WILDCARDS = ("0.0.0.0", "::")
+
+
+def allowed_hosts(host: str, port: int, extra: tuple[str, ...] = ()) -> frozenset[str]:
+    """The Host headers the page answers (DNS rebinding: any other name is refused)."""
+    def named(name: str) -> str:
+        return f"[{name}]:{port}" if ":" in name else f"{name}:{port}"
+
+    names = {f"127.0.0.1:{port}", f"localhost:{port}", *(named(n) for n in extra)}
+    if host not in LOCAL and host not in WILDCARDS:
+        names.add(named(host))
+    return frozenset(names)
+
+
+def run(args: argparse.Namespace) -> Outcome:
+    try:
+        import uvicorn
+
+        from symattn.serve.app import make_app
+        from symattn.serve.workers import WorkerPool
+    except ImportError as exc:
+        raise SymattnError(f"symattn serve needs {exc.name}: pip install 'symattn[serve]'") from None
+    host = args.host or "127.0.0.1"
+    if args.allow_host and host in LOCAL:
+        raise SymattnError("--allow-host names how other machines reach this one: it needs --host "
+                           "(the address to bind, such as 0.0.0.0)")
+    if host not in LOCAL:
+        print(f"symattn: warning: --host {host}: the page is open to every machine that can reach "
+              "this address, with no password", file=sys.stderr)
+    if host in WILDCARDS and not args.allow_host:
+        print(f"symattn: note: --host {host} binds every address, but the page answers only "
+              "127.0.0.1 and localhost until --allow-host NAME names this machine", file=sys.stderr)
+    data, fragment = starting_problem(args)
+    pool = WorkerPool(budget=args.budget)
+    try:
+        app = make_app(data, fragment, hosts=allowed_hosts(host, args.port, tuple(args.allow_host)), pool=pool)
+        url = f"http://{'127.0.0.1' if host in LOCAL else host}:{args.port}/"
+        print(f"symattn: serving {url} (Ctrl-C to stop)", file=sys.stderr)
+        if not args.no_browser:
+            _open_soon(url)
+        uvicorn.Server(uvicorn.Config(app, host=host, port=args.port, log_level="warning")).run()
+    finally:
+        pool.close()
+    return Outcome("")
+
+
+def _open_soon(url: str) -> None:
+    import threading
+    import webbrowser
+
+    threading.Timer(1.0, webbrowser.open, args=(url,)).start()

@@ -1,0 +1,183 @@
+"""The page's ASGI app (Starlette): one page, one endpoint, two static files, and its guards.
+
+Safe by default, because a page on 127.0.0.1 is reachable from every site the user visits:
+
+- the Host header must be the address the server was started on (127.0.0.1:PORT or
+  localhost:PORT), so a rebinding DNS name cannot reach it (400);
+- a POST must carry the page's own Origin (403), so another site cannot post to it;
+- a body is capped (413), the problem meets the CLI's caps, and the derivation runs in a
+  worker with a time and memory budget (:mod:`symattn.serve.workers`), a full queue 503;
+- every response carries a strict Content-Security-Policy: the page runs only its own
+  script file, nothing is fetched from elsewhere, and it cannot be framed.
+"""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from symattn.errors import ProblemError, SymattnError
+from symattn.serve.derive import field_of, one_line, parse_problem_json, toml_of
+from symattn.serve.page import editor_page
+from symattn.serve.workers import Busy, TooLarge, WorkerPool
+
+__all__ = ["CSP", "MAX_BODY_BYTES", "make_app"]
+
+MAX_BODY_BYTES = 256 * 1024     # one problem as JSON: a 64×64 W of 3-digit decimals fits
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self'; "
+       "connect-src 'self'; form-action 'none'; base-uri 'none'; frame-ancestors 'none'")
+HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
+           "X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store"}
+STATIC = {"serve.js": "text/javascript; charset=utf-8", "serve.css": "text/css; charset=utf-8"}
+
+
+class Guard:
+    """ASGI middleware: refuse foreign hosts and origins, cap bodies, add the security headers."""
+
+    def __init__(self, app: ASGIApp, hosts: frozenset[str]) -> None:
+        self.app, self.hosts = app, hosts
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        host = headers.get("host", "")
+        refusal: Response | None = None
+        if host not in self.hosts:
+            refusal = PlainTextResponse(f"unknown host {host!r}: open the page at "
+                                        f"http://{sorted(self.hosts)[0]}/", 400)
+        elif scope["method"] not in ("GET", "HEAD") and headers.get("origin") != f"http://{host}":
+            refusal = PlainTextResponse("a request from another site is refused", 403)
+        elif _declared_length(headers) > MAX_BODY_BYTES:
+            refusal = _too_big()
+
+        async def secured(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []),
+                                      *((k.lower().encode(), v.encode()) for k, v in HEADERS.items())]
+            await send(message)
+
+        if refusal is not None:
+            await refusal(scope, receive, secured)
+            return
+        await self.app(scope, receive, secured)
+
+
+def _declared_length(headers: dict[str, str]) -> int:
+    try:
+        return int(headers.get("content-length", "0"))
+    except ValueError:
+        return MAX_BODY_BYTES + 1
+
+
+def _too_big() -> Response:
+    return PlainTextResponse(f"the request is over {MAX_BODY_BYTES // 1024} KiB, the most the page "
+                             "takes: use the CLI for a problem this large", 413)
+
+
+async def _body(request: Request) -> bytes | None:
+    """The body, or None once it passes the cap (a chunked body declares no length)."""
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def make_app(problem: dict[str, Any], fragment: str, *, hosts: frozenset[str],
+             pool: WorkerPool) -> Starlette:
+    """The app for one starting problem (its table and its derivation, already worked)."""
+    page = editor_page(problem, fragment)
+    static = {name: resources.files(__package__).joinpath("static", name).read_bytes() for name in STATIC}
+
+    async def index(request: Request) -> Response:
+        return Response(page, media_type="text/html; charset=utf-8")
+
+    async def static_file(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in static:
+            return PlainTextResponse("not found", 404)
+        return Response(static[name], media_type=STATIC[name])
+
+    async def derive(request: Request) -> Response:
+        body = await _body(request)
+        if body is None:
+            return _too_big()
+        try:
+            data = parse_problem_json(body)
+            result = await pool.derive(data, _digits(request.query_params.get("digits", "3")))
+        except SymattnError as exc:
+            return _error(one_line(exc), 422)
+        except TooLarge as exc:
+            return _error(str(exc), 422, field=None)
+        except Busy as exc:
+            return _error(str(exc), 503, field=None)
+        if result.error is not None:
+            return _error(result.error, 422)
+        return JSONResponse({"html": result.html})
+
+    async def check(request: Request) -> Response:
+        body = await _body(request)
+        if body is None:
+            return _too_big()
+        try:
+            data = parse_problem_json(body)
+            if set(data) != {"problem", "figures"} or not isinstance(data["problem"], dict):
+                raise ProblemError("a check is a table of problem (the problem's table) and figures "
+                                   "(a list of tables with target and text)")
+            result = await pool.check(data["problem"], data["figures"])
+        except SymattnError as exc:
+            return _error(one_line(exc), 422)
+        except TooLarge as exc:
+            return _error(str(exc), 422, field=None)
+        except Busy as exc:
+            return _error(str(exc), 503, field=None)
+        if result.error is not None:
+            return _error(result.error, 422)
+        return JSONResponse({"html": result.html})
+
+    async def toml(request: Request) -> Response:
+        body = await _body(request)
+        if body is None:
+            return _too_big()
+        try:
+            text = toml_of(parse_problem_json(body))
+        except SymattnError as exc:
+            return _error(one_line(exc), 422)
+        return Response(text, media_type="application/toml; charset=utf-8",
+                        headers={"Content-Disposition": 'attachment; filename="problem.toml"'})
+
+    routes = [Route("/", index, methods=["GET", "HEAD"]),
+              Route("/toml", toml, methods=["POST"]),
+              Route("/check", check, methods=["POST"]),
+              Route("/static/{name}", static_file, methods=["GET", "HEAD"]),
+              Route("/derive", derive, methods=["POST"])]
+    app = Starlette(routes=routes)
+    app.add_middleware(Guard, hosts=hosts)
+    return app
+
+
+MAX_PAGE_DIGITS = 30     # the page's digits (the CLI takes more: its own time is the user's)
+
+
+def _digits(text: str) -> int:
+    if re.fullmatch("[0-9]{1,3}", text) is None or not 1 <= int(text) <= MAX_PAGE_DIGITS:
+        raise ProblemError(f"digits must be a whole number from 1 to {MAX_PAGE_DIGITS}, got "
+                           f"{text[:20]!r}: use the CLI's --digits for more")
+    return int(text)
+
+
+def _error(message: str, status: int, *, field: str | None | bool = True) -> Response:
+    where = field_of(message) if field is True else None
+    return JSONResponse({"error": message, "field": where}, status_code=status)
+

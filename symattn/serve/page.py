@@ -1,0 +1,55 @@
+"""The page ``symattn serve`` serves: the inputs as editable grids and the derivation.
+
+The page is the project's HTML shell (:func:`symattn.document.support.page.page`) with the
+derivation the HTML printer made; the grids are built by the page's one script
+(``static/serve.js``) from the problem, which sits in the page as inert JSON data.  No
+script is inline, so the Content-Security-Policy can forbid inline scripts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from symattn.document.support import page as pg
+from symattn.output.escaping import script_json
+from symattn.serve.derive import MATRIX_KEYS
+
+__all__ = ["editor_page"]
+
+
+def editor_page(problem: dict[str, Any], fragment: str) -> str:
+    """The whole page for a starting problem (its table) and its derivation (HTML)."""
+    title = str(problem.get("title") or "symattn")
+    body = (
+        '<link rel="stylesheet" href="/static/serve.css">\n'
+        '<section id="editor" aria-labelledby="editor-h">\n'
+        '<h2 id="editor-h">Edit the inputs</h2>\n'
+        "<p class=\"note\">Edit any entry, token name or the scale: the derivation below is worked "
+        "again, exactly. An entry may be an integer, a decimal (read exactly: 0.1 is 1/10), a "
+        "fraction such as 2/3 or an expression such as sqrt(2). The address bar holds the problem, "
+        "so the page can be bookmarked.</p>\n"
+        '<div id="grids"></div>\n'
+        '<p id="status" role="status" aria-live="polite"></p>\n'
+        '<p><button type="button" id="download-toml">Download the problem (TOML)</button> '
+        '<span class="help">the last problem derived, for <code>symattn explain problem.toml</code>'
+        "</span></p>\n"
+        "</section>\n"
+        '<section id="checker" aria-labelledby="checker-h">\n'
+        '<h2 id="checker-h">Check my answers</h2>\n'
+        '<p class="note">Write a figure for any step (a target such as <code>weights[I]</code>, '
+        "<code>scaled[love, love]</code> or <code>sqrt(d_k)</code>, and what you wrote), as "
+        "<code>symattn check</code> takes it: each is judged right, rounded, a named mistake or "
+        "wrong, against the last problem derived above.</p>\n"
+        '<table class="figures"><thead><tr><th scope="col">target</th><th scope="col">written</th>'
+        '</tr></thead><tbody id="figure-rows"></tbody></table>\n'
+        '<p><button type="button" id="add-figure">+ figure</button> '
+        '<button type="button" id="check-figures">Check</button></p>\n'
+        '<div id="verdicts"></div>\n'
+        "</section>\n"
+        f'<script type="application/json" id="problem-data">{script_json(problem)}</script>\n'
+        f'<script type="application/json" id="matrix-keys">{script_json(list(MATRIX_KEYS))}'
+        "</script>\n"
+        f'<div id="derivation">{fragment}</div>\n'
+        '<script src="/static/serve.js"></script>\n')
+    return pg.page(f"{title} (symattn serve)", body, description="An interactive exact derivation "
+                   "of attention by symattn")

@@ -1,0 +1,313 @@
+// symattn serve: the inputs as grids; every edit is posted to /derive and the derivation
+// the server worked exactly replaces the old one. No library, no inline script (CSP).
+"use strict";
+(function () {
+  const MATRIX_KEYS = JSON.parse(document.getElementById("matrix-keys").textContent);
+  const grids = document.getElementById("grids");
+  const status = document.getElementById("status");
+  const derivation = document.getElementById("derivation");
+  let problem = JSON.parse(document.getElementById("problem-data").textContent);   // last derived
+  let draft = problem;       // what the grids show (its shape; the inputs hold the values)
+  let sequence = 0;          // the latest request; older answers are dropped
+  let timer = null;
+
+  let digits = "3";
+
+  // the address: #p=<the problem as JSON, URI-encoded>&d=<digits>
+  function fromAddress() {
+    const hash = location.hash.startsWith("#p=") ? location.hash.slice(3) : "";
+    if (!hash) return null;
+    const [text, shown] = hash.split("&d=");
+    if (shown && /^[0-9]{1,2}$/.test(shown)) digits = shown;
+    try {
+      const data = JSON.parse(decodeURIComponent(text));
+      return data && typeof data === "object" && !Array.isArray(data) ? data : null;
+    } catch (e) {
+      return null;
+    }
+  }
+
+  function el(tag, attrs, text) {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  function cellInput(value, label, dataset) {
+    const input = el("input", { type: "text", "aria-label": label, spellcheck: "false",
+                                autocomplete: "off", size: "6" });
+    input.value = String(value);
+    Object.assign(input.dataset, dataset);
+    return input;
+  }
+
+  function rowLabels(key, rows) {
+    const queries = draft.tokens || [];
+    const keys = draft.key_tokens || queries;
+    if (key === "X" || key === "Q") return queries;
+    if (key === "X_kv" || key === "K" || key === "V") return keys;
+    return Array.from({ length: rows }, (_, i) => String(i));
+  }
+
+  function matrixBlock(key, rows) {
+    const block = el("div", { class: "grid", "data-key": key });
+    block.appendChild(el("h3", {}, key));
+    const table = el("table", { class: "entries" });
+    const labels = rowLabels(key, rows.length);
+    rows.forEach((row, i) => {
+      const tr = el("tr");
+      tr.appendChild(el("th", { scope: "row" }, labels[i] !== undefined ? String(labels[i]) : String(i)));
+      row.forEach((value, j) => {
+        const td = el("td");
+        td.appendChild(cellInput(value, `${key}[${i}][${j}]`, { key: key, i: i, j: j }));
+        tr.appendChild(td);
+      });
+      table.appendChild(tr);
+    });
+    block.appendChild(table);
+    block.appendChild(el("p", { class: "field-error", "data-for": key, role: "alert" }));
+    return block;
+  }
+
+  function listBlock(key, values, help) {
+    const block = el("div", { class: "grid", "data-key": key });
+    block.appendChild(el("h3", {}, key));
+    const line = el("p", { class: "tokens" });
+    values.forEach((value, i) => line.appendChild(cellInput(value, `${key}[${i}]`, { key: key, i: i })));
+    block.appendChild(line);
+    block.appendChild(el("p", { class: "help" }, help));
+    block.appendChild(el("p", { class: "field-error", "data-for": key, role: "alert" }));
+    return block;
+  }
+
+  function scalarBlock(key, value, help) {
+    const block = el("div", { class: "grid", "data-key": key });
+    block.appendChild(el("h3", {}, key));
+    block.appendChild(cellInput(value === undefined ? "" : value, key, { key: key }));
+    block.appendChild(el("p", { class: "help" }, help));
+    block.appendChild(el("p", { class: "field-error", "data-for": key, role: "alert" }));
+    return block;
+  }
+
+  let givenMask;             // a mask the problem gives (a window or a 0/1 matrix), kept to switch back
+
+  function maskBlock() {
+    const block = el("div", { class: "grid", "data-key": "mask" });
+    block.appendChild(el("h3", {}, "mask"));
+    const select = el("select", { "aria-label": "mask", "data-key": "mask" });
+    const choices = [["", "none"], ["causal", "causal"]];
+    if (givenMask !== undefined) choices.push(["given", "as the problem gives it"]);
+    for (const [value, label] of choices) select.appendChild(el("option", { value: value }, label));
+    select.value = draft.mask === undefined ? "" : draft.mask === "causal" ? "causal" : "given";
+    block.appendChild(select);
+    block.appendChild(el("p", { class: "help" }, "causal: each token sees itself and the ones before it"));
+    block.appendChild(el("p", { class: "field-error", "data-for": "mask", role: "alert" }));
+    return block;
+  }
+
+  function digitsBlock() {
+    const block = el("div", { class: "grid", "data-key": "digits" });
+    block.appendChild(el("h3", {}, "digits"));
+    const select = el("select", { "aria-label": "digits", "data-key": "digits" });
+    for (const d of ["2", "3", "4", "6", "10", "20"]) select.appendChild(el("option", { value: d }, d));
+    if (![...select.options].some(o => o.value === digits)) select.appendChild(el("option", { value: digits }, digits));
+    select.value = digits;
+    block.appendChild(select);
+    block.appendChild(el("p", { class: "help" }, "significant digits of every decimal, each certified"));
+    return block;
+  }
+
+  // the matrices that grow by a row with a token, and by a column with d_k (self-attention)
+  function tokenRows(p) { return "X" in p ? ["X"] : ["Q", "K", "V"]; }
+  function keyColumns(p) { return "X" in p ? ["W_q", "W_k"] : ["Q", "K"]; }
+
+  function reshape(change) {
+    const next = collect();
+    const names = next.tokens;
+    if (change === "token+") {
+      names.push("t" + names.length);
+      for (const key of tokenRows(next)) next[key].push(next[key][0].map(() => 0));
+    } else if (change === "token-" && names.length > 1) {
+      names.pop();
+      for (const key of tokenRows(next)) next[key].pop();
+    } else if (change === "dk+") {
+      for (const key of keyColumns(next)) for (const row of next[key]) row.push(0);
+    } else if (change === "dk-" && next[keyColumns(next)[0]][0].length > 1) {
+      for (const key of keyColumns(next)) for (const row of next[key]) row.pop();
+    }
+    draft = next;
+    render();
+    derive(next);
+  }
+
+  function shapeButtons() {
+    const line = el("p", { class: "shape" });
+    const selfAttention = Array.isArray(draft.tokens) && !("X_kv" in draft) && !("key_tokens" in draft);
+    const buttons = [["token+", "+ token"], ["token-", "− token"], ["dk+", "+ d_k"], ["dk-", "− d_k"]];
+    for (const [change, label] of buttons) {
+      const button = el("button", { type: "button", "data-change": change }, label);
+      button.disabled = !selfAttention;
+      button.addEventListener("click", () => reshape(change));
+      line.appendChild(button);
+    }
+    line.appendChild(el("span", { class: "help" }, " a new token's row and a new column start at 0"));
+    return line;
+  }
+
+  function render() {
+    grids.replaceChildren();
+    const names = el("div", { class: "grid-row" });
+    if (Array.isArray(draft.tokens)) names.appendChild(listBlock("tokens", draft.tokens, "the query tokens' names"));
+    if (Array.isArray(draft.key_tokens)) names.appendChild(listBlock("key_tokens", draft.key_tokens, "the keys' names"));
+    names.appendChild(scalarBlock("scale", draft.scale, "empty: 1/√d_k"));
+    names.appendChild(maskBlock());
+    names.appendChild(digitsBlock());
+    grids.appendChild(names);
+    const mats = el("div", { class: "grid-row" });
+    for (const key of MATRIX_KEYS) {
+      if (Array.isArray(draft[key])) mats.appendChild(matrixBlock(key, draft[key]));
+    }
+    grids.appendChild(mats);
+    grids.appendChild(shapeButtons());
+  }
+
+  // a typed whole number goes as a number (a TOML integer); anything else as its text, which
+  // the server reads exactly (0.1 is 1/10)
+  function entry(text) {
+    return /^-?[0-9]{1,15}$/.test(text) ? Number(text) : text;
+  }
+
+  function collect() {
+    const next = JSON.parse(JSON.stringify(draft));
+    for (const input of grids.querySelectorAll("input")) {
+      const { key, i, j } = input.dataset;
+      const text = input.value.trim();
+      if (j !== undefined) next[key][Number(i)][Number(j)] = entry(text);
+      else if (i !== undefined) next[key][Number(i)] = input.value;
+      else if (text === "") delete next[key];
+      else next[key] = text;
+    }
+    digits = grids.querySelector('select[data-key="digits"]').value;
+    const mask = grids.querySelector('select[data-key="mask"]').value;
+    if (mask === "") delete next.mask;
+    else next.mask = mask === "causal" ? "causal" : givenMask;
+    return next;
+  }
+
+  function showError(message, field) {
+    for (const p of grids.querySelectorAll(".field-error")) p.textContent = "";
+    const spot = field && grids.querySelector(`.field-error[data-for="${CSS.escape(field)}"]`);
+    if (spot) spot.textContent = message;
+    status.textContent = message + " (the derivation below is the last valid one)";
+    status.className = "error";
+  }
+
+  async function derive(next) {
+    const mine = ++sequence;
+    status.textContent = "working…";
+    status.className = "busy";
+    let reply, answer;
+    try {
+      reply = await fetch("/derive?digits=" + encodeURIComponent(digits), { method: "POST", headers: { "Content-Type": "application/json" },
+                                        body: JSON.stringify(next) });
+      answer = await reply.json();
+    } catch (e) {
+      if (mine === sequence) showError("the server did not answer: is symattn serve still running?", null);
+      return;
+    }
+    if (mine !== sequence) return;
+    if (reply.ok && typeof answer.html === "string") {
+      problem = next;
+      derivation.innerHTML = answer.html;        // the server's printer escaped every name
+      for (const p of grids.querySelectorAll(".field-error")) p.textContent = "";
+      status.textContent = "";
+      status.className = "";
+      history.replaceState(null, "", "#p=" + encodeURIComponent(JSON.stringify(next)) + "&d=" + digits);
+      document.body.dataset.derived = String(mine);
+    } else {
+      showError(answer.error || `the server answered ${reply.status}`, answer.field);
+      document.body.dataset.refused = String(mine);
+    }
+  }
+
+  async function download() {
+    const reply = await fetch("/toml", { method: "POST", headers: { "Content-Type": "application/json" },
+                                         body: JSON.stringify(problem) });
+    if (!reply.ok) {
+      const answer = await reply.json();
+      showError(answer.error || `the server answered ${reply.status}`, answer.field);
+      return;
+    }
+    const link = el("a", { href: URL.createObjectURL(await reply.blob()), download: "problem.toml" });
+    document.body.appendChild(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(link.href), 10000);
+  }
+
+  document.getElementById("download-toml").addEventListener("click", download);
+
+  // -- check my answers: figures judged as `symattn check` judges them -----------------------
+  const figureRows = document.getElementById("figure-rows");
+  const verdicts = document.getElementById("verdicts");
+
+  function addFigure(target, text) {
+    const k = figureRows.rows.length;
+    const tr = el("tr");
+    for (const [name, value] of [["target", target], ["text", text]]) {
+      const td = el("td");
+      const input = el("input", { type: "text", "aria-label": `figure ${k + 1} ${name}`, spellcheck: "false",
+                                  autocomplete: "off", "data-figure": name });
+      input.value = value;
+      td.appendChild(input);
+      tr.appendChild(td);
+    }
+    figureRows.appendChild(tr);
+  }
+
+  async function checkFigures() {
+    const figures = [...figureRows.rows].map(tr => ({
+      target: tr.querySelector('[data-figure="target"]').value.trim(),
+      text: tr.querySelector('[data-figure="text"]').value.trim(),
+    })).filter(f => f.target || f.text);
+    if (figures.length === 0) {
+      verdicts.textContent = "write a target and a figure first";
+      return;
+    }
+    verdicts.textContent = "checking…";
+    let reply, answer;
+    try {
+      reply = await fetch("/check", { method: "POST", headers: { "Content-Type": "application/json" },
+                                      body: JSON.stringify({ problem: problem, figures: figures }) });
+      answer = await reply.json();
+    } catch (e) {
+      verdicts.textContent = "the server did not answer: is symattn serve still running?";
+      return;
+    }
+    if (reply.ok && typeof answer.html === "string") verdicts.innerHTML = answer.html;   // escaped by the printer
+    else verdicts.textContent = answer.error || `the server answered ${reply.status}`;
+    document.body.dataset.checked = String(Number(document.body.dataset.checked || "0") + 1);
+  }
+
+  addFigure("weights[" + ((problem.tokens || ["0"])[0]) + "]", "");
+  addFigure("", "");
+  addFigure("", "");
+  document.getElementById("add-figure").addEventListener("click", () => addFigure("", ""));
+  document.getElementById("check-figures").addEventListener("click", checkFigures);
+
+  grids.addEventListener("input", () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => derive(collect()), 200);
+  });
+
+  const saved = fromAddress();
+  if (saved) problem = draft = saved;
+  givenMask = problem.mask !== undefined && problem.mask !== "causal" ? problem.mask : undefined;
+  if (saved) {
+    render();
+    derive(saved);
+  } else {
+    render();
+  }
+})();
