@@ -19,6 +19,7 @@ from symattn.facts.claims import Claims, decimal_text, written_sum
 from symattn.facts.notation import T, dot, e, entry, fn, frac, minus, num, one, plus, rel, sigma, sym, times, value, zero
 from symattn.facts.notation import p as prob, s as score
 from symattn.facts.proof import Line, Proof
+from symattn.facts.zerotest import ball_nonzero, formally_zero
 from symattn.facts.symbolic import (has_symbols, indexed_softmax, is_zero, rename_dummies, softmax,
                                     symbol_vector, symbolic_trace)
 from symattn.problem.problem import Problem
@@ -48,6 +49,10 @@ def same(a: sympy.Expr, b: sympy.Expr) -> bool:
     difference = a - b
     if difference.free_symbols:
         return is_zero(difference)
+    if formally_zero(difference):      # proved 0 by exact structure
+        return True
+    if ball_nonzero(difference):       # proved nonzero by a certified ball
+        return False
     decided = exp_sum_is_zero(difference)
     if decided is not None:
         return decided
