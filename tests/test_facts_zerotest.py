@@ -97,6 +97,18 @@ def test_the_fast_path_decides_the_softmax_identities_itself() -> None:
     assert not formally_zero(sympy.Add(*[p[j] * dP[j] for j in range(4)]))
 
 
+def test_a_soft_capped_softmax_is_a_rational_function_of_exponentials() -> None:
+    """tanh inside an exponent stays a basis monomial (e^{5 tanh(2/5)}); outside, it becomes
+    exponentials: both are formal zeros, as the soft-capped Jacobian entries need."""
+    a, b = 5 * sympy.tanh(sympy.Rational(2, 5)), 5 * sympy.tanh(sympy.Rational(1, 5))
+    weight = sympy.exp(a) / (sympy.exp(a) + sympy.exp(b))
+    assert formally_zero(weight - 1 / (1 + sympy.exp(b - a)))
+    assert formally_zero(sympy.diff(sympy.exp(x) / (sympy.exp(x) + sympy.exp(y)), x).xreplace({x: a, y: b})
+                         - weight * (1 - weight))
+    assert formally_zero(sympy.tanh(a) * (sympy.exp(2 * a) + 1) - sympy.exp(2 * a) + 1)
+    assert ball_nonzero(weight - sympy.Rational(1, 2)) and same(weight, 1 / (1 + sympy.exp(b - a)))
+
+
 def test_nonzero_by_a_ball_only_at_points_the_assumptions_allow() -> None:
     point = rational_point({n, x})
     assert point is not None and point[n].is_integer and point[n] > 0

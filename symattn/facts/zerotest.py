@@ -60,12 +60,25 @@ def _exponent_of(atom: sympy.Expr) -> sympy.Expr:
     return atom.args[0] if isinstance(atom, sympy.exp) else atom.exp
 
 
+def _tanh_as_exp(expr: sympy.Expr) -> sympy.Expr:
+    """tanh x as (e^{2x} − 1)/(e^{2x} + 1), except inside an exponent: there tanh x stays a
+    monomial of the basis (e^{5·tanh(2/5)} is a power of e^{tanh(2/5)}), so a soft-capped
+    softmax is still a rational function of exponentials."""
+    if isinstance(expr, sympy.exp) or isinstance(expr, sympy.Pow) and expr.base is sympy.E or not expr.args:
+        return expr
+    if isinstance(expr, sympy.tanh):
+        x = expr.args[0]
+        return (sympy.exp(2 * x) - 1) / (sympy.exp(2 * x) + 1)
+    if not expr.has(sympy.tanh):
+        return expr
+    return expr.func(*[_tanh_as_exp(a) for a in expr.args])
+
+
 def _over_exponential_basis(expr: sympy.Expr) -> sympy.Expr | None:
     """``expr`` with every e^β a product of powers of basis symbols (one per monomial m of the
     exponents, standing for e^{m/L_m}); None when an exponent is not of that form."""
     if expr.has(sympy.tanh):
-        expr = expr.replace(lambda e: isinstance(e, sympy.tanh),
-                            lambda e: (sympy.exp(2 * e.args[0]) - 1) / (sympy.exp(2 * e.args[0]) + 1))
+        expr = _tanh_as_exp(expr)
     atoms = _exp_atoms(expr)
     if sympy.E in expr.atoms(sympy.NumberSymbol):     # e itself is e^1 (SymPy writes exp(1) as E)
         atoms.add(sympy.E)
