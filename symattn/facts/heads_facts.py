@@ -23,17 +23,17 @@ from symattn.trace.trace import Trace
 def _as_projection(p: Problem) -> dict:
     """X, W_q, W_k, W_v (and X_kv) giving the problem's Q, K, V exactly.
 
-    A problem with Q, K, V given directly is embedded as X = [I | 0],
-    X_kv = [0 | I], W_q = [Q; 0], W_k = [0; K], W_v = [0; V]."""
+    A problem with Q, K, V given directly is embedded in d = max(n, m) columns (so a 16-token
+    symbolic problem stays within MAX_SYMBOLIC_SIDE): X = [I_n | 0], X_kv = [I_m | 0] and
+    W_q, W_k, W_v = Q, K, V with zero rows below them to d rows."""
     if p.projected:
         return {"X": p.X, "W_q": p.W_q, "W_k": p.W_k, "W_v": p.W_v, "X_kv": p.X_kv}
     n, m = p.n, p.m
-    eye = sympy.eye
-    X = eye(n).row_join(sympy.zeros(n, m))
-    X_kv = sympy.zeros(m, n).row_join(eye(m))
-    return {"X": X, "X_kv": X_kv, "W_q": p.Q_given.col_join(sympy.zeros(m, p.d_k)),
-            "W_k": sympy.zeros(n, p.d_k).col_join(p.K_given),
-            "W_v": sympy.zeros(n, p.d_v).col_join(p.V_given)}
+    d = max(n, m)
+    embed = lambda rows: sympy.eye(rows).row_join(sympy.zeros(rows, d - rows))  # noqa: E731
+    pad = lambda M: M.col_join(sympy.zeros(d - M.rows, M.cols))  # noqa: E731
+    return {"X": embed(n), "X_kv": embed(m), "W_q": pad(p.Q_given), "W_k": pad(p.K_given),
+            "W_v": pad(p.V_given)}
 
 
 def grouped_from(problem: Problem) -> MultiHeadProblem:

@@ -19,6 +19,7 @@ from symattn.facts.claims import Claims, decimal_text, written_sum
 from symattn.facts.notation import T, dot, e, entry, fn, frac, minus, num, one, plus, rel, sigma, sym, times, value, zero
 from symattn.facts.notation import p as prob, s as score
 from symattn.facts.proof import Line, Proof
+from symattn.facts.zerotest import ball_nonzero, formally_zero
 from symattn.facts.symbolic import (has_symbols, indexed_softmax, is_zero, rename_dummies, softmax,
                                     symbol_vector, symbolic_trace)
 from symattn.problem.problem import Problem
@@ -41,16 +42,21 @@ def allowed(trace: Trace, i: int) -> tuple[int, ...]:
 
 
 def same(a: sympy.Expr, b: sympy.Expr) -> bool:
-    """Exact equality: structural; for numbers, Lindemann–Weierstrass on the exponentials
-    (exact and fast) before SymPy's simplify; then the exact decision of compare."""
+    """Exact equality: structural; for numbers, a certified ball for "not equal", then
+    Lindemann–Weierstrass on the exponentials, then the formal test (tanh, cos, sin as atoms),
+    all before SymPy's simplify; then the exact decision of compare."""
     if a == b:
         return True
     difference = a - b
     if difference.free_symbols:
         return is_zero(difference)
-    decided = exp_sum_is_zero(difference)
+    if ball_nonzero(difference):       # proved nonzero by a certified ball
+        return False
+    decided = exp_sum_is_zero(difference)   # complete for sums of e^β (algebraic β)
     if decided is not None:
         return decided
+    if formally_zero(difference):      # tanh, cos, sin: proved 0 by exact structure
+        return True
     return is_zero(difference) or equal(a, b)
 
 

@@ -13,7 +13,7 @@ from functools import cmp_to_key, lru_cache
 import sympy
 from sympy import stats
 
-from symattn.numbers.compare import compare
+from symattn.numbers.compare import compare, sign
 from symattn.facts.claims import Claims, decimal_text
 from symattn.facts.notation import (dot, e, entry, fn, frac, minus, one, rel, root, sigma, sym, times,
                                     zero)
@@ -118,7 +118,7 @@ def temperature_limits(trace: Trace | None = None) -> Proof:
             hot = [sympy.Rational(1, len(top)) if j in top else 0 for j in keys]
             cold = [sympy.Rational(1, len(keys))] * len(keys)
             if len(keys) <= 4:  # SymPy's limit as a second opinion on small rows
-                w = softmax([tau * trace.shifted[i, j] for j in keys])
+                w = softmax([tau * x for x in _by_sign([trace.shifted[i, j] for j in keys])])
                 ok &= [sympy.limit(x, tau, sympy.oo) for x in w] == hot
                 ok &= [sympy.limit(x, tau, 0) for x in w] == cold
             out_hot = [_mean([V[j, c] for j in top]) for c in range(V.cols)]
@@ -139,6 +139,19 @@ def temperature_limits(trace: Trace | None = None) -> Proof:
                       rel(fn("softmax", times(sym("τ"), score())), "→", fn("argmax", score())), " as τ → ∞, ",
                       rel(fn("softmax", times(sym("τ"), score())), "→", frac(one, sym("n"))), " as τ → 0"),
                  general, tuple(checks), data={"limits": limits} if limits else {})
+
+
+def _by_sign(logits: list[sympy.Expr]) -> list[sympy.Expr]:
+    """Each logit that is not 0 as ±a with a positive symbol a, its sign decided exactly.
+
+    Why: the limits of softmax(τ·x) depend only on the signs of the x_j (e^{τx} → 0, 1 or ∞),
+    and SymPy's limit spends seconds deciding the sign of 5·tanh(2/5) − 5·tanh(1) on its own
+    (soft-capped rows); given the certified signs its answer is the same."""
+    out: list[sympy.Expr] = []
+    for k, x in enumerate(logits):
+        which = sign(x)
+        out.append(which * sympy.Symbol(f"a{k}", positive=True) if which else sympy.S.Zero)
+    return out
 
 
 # ------------------------------------------------------------------ convex-hull

@@ -16,11 +16,12 @@ from functools import lru_cache
 
 import sympy
 
+from symattn.facts.zerotest import ball_nonzero, formally_zero
 from symattn.problem.matrix import symbol_matrix
 from symattn.problem.problem import Problem
 from symattn.trace.trace import Trace
 
-__all__ = ["has_symbols", "indexed_softmax", "is_zero", "rename_dummies", "softmax",
+__all__ = ["has_symbols", "indexed_softmax", "is_zero", "rename_dummies", "simplifies_to_zero", "softmax",
            "symbol_matrix", "symbol_vector", "symbolic_trace"]
 
 
@@ -53,7 +54,18 @@ def softmax(vector: Sequence[sympy.Expr]) -> list[sympy.Expr]:
 
 
 def is_zero(expr: sympy.Expr) -> bool:
-    """True when SymPy proves expr ≡ 0 as an identity in its symbols."""
+    """True when expr ≡ 0 is proved as an identity in its symbols: formally (a rational function
+    of a basis of exponentials, :func:`~symattn.facts.zerotest.formally_zero`), else by SymPy's
+    simplify; a certified ball at a rational point that excludes 0 settles "not 0" first."""
+    if formally_zero(expr):
+        return True
+    if ball_nonzero(expr):
+        return False
+    return simplifies_to_zero(expr)
+
+
+def simplifies_to_zero(expr: sympy.Expr) -> bool:
+    """The slow test, kept as the last resort: SymPy's powsimp, expand, together, cancel, simplify."""
     expr = sympy.powsimp(sympy.expand(expr))
     if expr == 0:
         return True

@@ -81,15 +81,18 @@ def window_is_a_mask(trace: Trace | None = None) -> Proof:
         width, causal = p.window
         wider = _rebuild(p, mask="causal" if causal else None)
         outer = Trace(wider)
+        with_sink = " (with the sink's share)" if p.sink is not None else ""
         for i in range(min(p.n, MAX_CHECKED_ROWS)):
             band = [j for j in range(p.m) if window_allows(i, j, width, causal)]
             total = sympy.Add(*[outer.weights[i, k] for k in band])
+            if p.sink is not None:   # the sink keeps its share of the row: 1 − Σ_k A_ik
+                total += 1 - sympy.Add(*[outer.weights[i, k] for k in outer.allowed(i)])
             row_ok = all(same(trace.weights[i, j], outer.weights[i, j] / total if j in band else 0)
                          for j in range(p.m))
             ok &= row_ok
             checks.append(Line(f"row {p.tokens[i]!r}: the window's weights equal the "
                                f"{'causal' if causal else 'unmasked'} weights on keys "
-                               f"{', '.join(p.key_tokens[j] for j in band)}, renormalised, ",
+                               f"{', '.join(p.key_tokens[j] for j in band)}, renormalised{with_sink}, ",
                                rel(_windowed(i), "=", frac(entry("A", i, "j"), sigma(entry("A", i, "k"), "k∈band"))),
                                f" ({'exactly' if row_ok else 'NOT equal'})"))
             if not row_ok and counter is None:
