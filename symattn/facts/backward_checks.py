@@ -4,7 +4,6 @@ check of this instance)."""
 
 from __future__ import annotations
 
-import time
 from fractions import Fraction
 from typing import Any
 
@@ -23,8 +22,9 @@ from symattn.trace.trace import Trace
 MAX_EXACT = 8
 #: bits of the balls of an instance check that no exact test decides
 BALL_BITS = 256
-#: seconds of exact zero tests per check; past them a difference is decided by its ball only
-EXACT_BUDGET = 1.0
+#: exact zero tests per check (a count, not seconds, so a check reads the same on any machine
+#: and under any load); past them a difference is decided by its ball only
+EXACT_BUDGET = 24
 
 
 # ------------------------------------------------------------------ helpers
@@ -44,8 +44,8 @@ def no_backward(trace: Trace | None) -> tuple[Line, ...] | None:
 class Verdict:
     """How the differences of one check were decided: exactly, by balls, or not at all."""
 
-    def __init__(self, budget: float | None = None) -> None:
-        self.deadline = time.monotonic() + (EXACT_BUDGET if budget is None else budget)
+    def __init__(self, budget: int | None = None) -> None:
+        self.tests_left = EXACT_BUDGET if budget is None else budget
         self.exact = 0
         self.by_balls = 0
         self.radius: flint.arb | None = None
@@ -60,7 +60,10 @@ class Verdict:
         ball = to_arb(d, BALL_BITS)
         if not ball.contains(0):          # certified nonzero: no exact test needed
             return self._ball(ball, where, True)
-        decided = _exact_zero(d) if time.monotonic() < self.deadline else None
+        decided = None
+        if self.tests_left > 0:
+            self.tests_left -= 1
+            decided = _exact_zero(d)
         if decided is True:
             self.exact += 1
             return True
