@@ -32,6 +32,9 @@ MAX_BACKWARD_SLICES = 256
 #: the most (query, key) pairs over all heads the conditional reference (``given=``) evaluates as
 #: arb balls: 2^20, about 10 s of CPU (0.15 s at one 128 × 128 head, benchmarks/bench_floatref_backward.py)
 MAX_CONDITIONAL_PAIRS = 1 << 20
+#: the same cap when the float64 enclosures (floatref/backfast.py) decide first: 2^24 pairs,
+#: about 10 float64 (L × S) temporaries per head at a time
+MAX_FAST_PAIRS = 1 << 24
 _PRECISIONS = (64, 128, 256, 512, 1024, 2048, 4096, 8192)
 
 
@@ -80,7 +83,7 @@ def correctly_rounded_backward(Q: Any, K: Any, V: Any, dO: Any, *, dtype: str = 
                                is_causal: bool = False, attn_mask: Any = None, scale: Any = None,
                                mode: str = "binary", causal_align: str = "top_left",
                                enable_gqa: bool = False, mask_value: float | None = None,
-                               given: dict[str, Any] | None = None) -> BackwardReference:
+                               given: dict[str, Any] | None = None, fast_path: bool = True) -> BackwardReference:
     """dQ, dK, dV of ``softmax(scale·Q·Kᵀ + mask)·V`` against ``dO``, each entry correctly rounded
     to ``dtype`` (float64, float32, float16, bfloat16, float8_e4m3fn or float8_e5m2; inputs of any
     of these, ml_dtypes' arrays or torch tensors).
@@ -100,7 +103,7 @@ def correctly_rounded_backward(Q: Any, K: Any, V: Any, dO: Any, *, dtype: str = 
             raise FloatRefError("given= reads the kernel's arrays by their binary values: drop mode='text'")
         return _conditional(Q, K, V, dO, fmt, given, dict(
             attn_mask=attn_mask, is_causal=is_causal, scale=_float_scale(scale, need=True),
-            enable_gqa=enable_gqa, causal_align=causal_align, mask_value=mask_value))
+            enable_gqa=enable_gqa, causal_align=causal_align, mask_value=mask_value), fast_path)
     from symattn.floatref import attend_mask, exact_values     # the package's own readers (no cycle)
 
     if mask_value is not None:
@@ -226,8 +229,9 @@ def _exact_conditioning(arrays: dict, mode: str, attn_mask: Any, is_causal: bool
 
 
 def _conditional(Q: Any, K: Any, V: Any, dO: Any, fmt: BinaryFormat, given: dict[str, Any],
-                 sdpa: dict[str, Any]) -> BackwardReference:
+                 sdpa: dict[str, Any], fast_path: bool = True) -> BackwardReference:
     """The recipe's gradients on a kernel's saved O and lse (symattn.floatref.conditional)."""
+    from symattn.floatref.backfast import decide_given
     from symattn.floatref.conditional import conditional_backward, conditioning, probabilities
     from symattn.floatref.sdpa import _array, correctly_rounded, normalise
 
@@ -249,9 +253,11 @@ def _conditional(Q: Any, K: Any, V: Any, dO: Any, fmt: BinaryFormat, given: dict
                             "(MAX_BACKWARD_SLICES): check fewer heads at a time")
     L, Ev = pr.Q.shape[-2], pr.V.shape[-1]
     pairs = math.prod(pr.batch) * L * pr.K.shape[-2]
-    if pairs > MAX_CONDITIONAL_PAIRS:
+    if pairs > (MAX_FAST_PAIRS if fast_path and fmt.name != "float64" else MAX_CONDITIONAL_PAIRS):
         raise FloatRefError(f"{pairs:,} (query, key) pairs over all heads is over the cap of "
-                            f"{MAX_CONDITIONAL_PAIRS:,} (MAX_CONDITIONAL_PAIRS) for the conditional reference: "
+                            f"{MAX_FAST_PAIRS if fast_path and fmt.name != 'float64' else MAX_CONDITIONAL_PAIRS:,} "
+                            "(MAX_FAST_PAIRS with the float64 enclosures, else MAX_CONDITIONAL_PAIRS) for the "
+                            "conditional reference: "
                             "check fewer heads or rows at a time")
     arrays = {}
     for name, value, shape in (("dO", dO, pr.batch + (L, Ev)), ("out", given["out"], pr.batch + (L, Ev)),
@@ -273,7 +279,11 @@ def _conditional(Q: Any, K: Any, V: Any, dO: Any, fmt: BinaryFormat, given: dict
                                 "attend to some key")
         if name != "dO":
             arrays[name] = np.where(live if name == "lse" else live[..., None], arrays[name], 0.0)
-    dQ, dK, dV, balls = conditional_backward(pr, arrays["dO"], arrays["out"], arrays["lse"], fmt, group, kv_batch)
+    known = None
+    if fmt.name != "float64" and fast_path:     # float64 gradients: the float64 enclosures never decide
+        known = decide_given(pr, arrays["dO"], arrays["out"], arrays["lse"], fmt, group, kv_batch)
+    dQ, dK, dV, balls = conditional_backward(pr, arrays["dO"], arrays["out"], arrays["lse"], fmt, group, kv_batch,
+                                             known)
     P = probabilities(pr, arrays["lse"])
     condition, scales = conditioning(pr, arrays["dO"], P, arrays["out"])
     if group > 1:

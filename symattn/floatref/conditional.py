@@ -54,36 +54,69 @@ class _Head:
         vn, gv = dyadic_matrix(pr.V[idx])
         self.don, self.go = dyadic_matrix(dO[idx])
         on, g_out = dyadic_matrix(out[idx])
-        self.D = flint.fmpz_mat(self.qn) * flint.fmpz_mat(self.kn).transpose()   # q·k = D·2^(gq+gk)
-        dP = flint.fmpz_mat(self.don) * flint.fmpz_mat(vn).transpose()          # dO·Vᵀ·2^-(go+gv)
-        rows = [sum(a * b for a, b in zip(r, o)) for r, o in zip(self.don, on)]  # D_i·2^-(go+g_out)
+        self._vn, self._on = vn, on
+        self._D: Any = None
+        self._dP: Any = None
+        self._rows: Any = None
         self.gr = min(self.go + gv, self.go + g_out)
-        a, b = self.go + gv - self.gr, self.go + g_out - self.gr
+        self._a, self._b = self.go + gv - self.gr, self.go + g_out - self.gr
         L, S = len(self.qn), len(self.kn)
-        self.R = [[int(dP[i, j]) * 2 ** a - rows[i] * 2 ** b for j in range(S)] for i in range(L)]
         allowed = np.ones((L, S), dtype=bool) if pr.allowed is None else np.asarray(pr.allowed[idx])
         self.live = [np.nonzero(r)[0].tolist() for r in allowed]
+        self.allowed = allowed
+        self._mats: dict[tuple[str, int], flint.arb_mat] = {}
         self.add = None if pr.additive is None else np.asarray(pr.additive[idx], dtype=np.float64)
         self.lse = [float(x) for x in np.asarray(lse[idx], dtype=np.float64)]
         self.L, self.S = L, S
 
-    def balls(self, s: flint.arb, prec: int) -> tuple[Any, Any, Any]:
-        """(dQ, dK, dV) of this head as arb matrices at the current precision."""
+    @property
+    def D(self) -> Any:
+        """The exact scores: q·k = D·2^(gq+gk) (an fmpz_mat, made on first use)."""
+        if self._D is None:
+            self._D = flint.fmpz_mat(self.qn) * flint.fmpz_mat(self.kn).transpose()
+        return self._D
+
+    def r(self, i: int, j: int) -> int:
+        """(dP − D)_ij·2^-gr as an exact integer (dP = dO·Vᵀ, D_i = dO_i·O_i; made on first use)."""
+        if self._dP is None:
+            self._dP = flint.fmpz_mat(self.don) * flint.fmpz_mat(self._vn).transpose()   # dO·Vᵀ·2^-(go+gv)
+            self._rows = [sum(a * b for a, b in zip(r, o)) for r, o in zip(self.don, self._on)]
+        return int(self._dP[i, j]) * 2 ** self._a - self._rows[i] * 2 ** self._b
+
+    def _p(self, i: int, j: int, st: flint.arb) -> flint.arb:
+        """The ball of P_ij = e^(t_ij − lse_i) (st = s·2^(gq+gk), at the current precision)."""
+        x = flint.arb(int(self.D[i, j])) * st - flint.arb(self.lse[i])
+        return (x if self.add is None else x + flint.arb(float(self.add[i, j]))).exp()
+
+    def _mat(self, name: str, prec: int) -> flint.arb_mat:
+        """K, Q or dO as an exact integer arb_mat (kept per precision)."""
+        if (name, prec) not in self._mats:
+            self._mats[(name, prec)] = flint.arb_mat({"K": self.kn, "Q": self.qn, "dO": self.don}[name])
+        return self._mats[(name, prec)]
+
+    def row_ball(self, r: int, s: flint.arb, prec: int) -> flint.arb_mat:
+        """Row r of dQ (1 × E) as balls: Σ_j P_rj·R_rj·K_j·s·2^(gr+gk), only row r of P."""
         two = flint.arb(2)
-        T = flint.arb_mat(self.D) * (s * two ** (self.gq + self.gk))
-        P = [[flint.arb(0)] * self.S for _ in range(self.L)]
-        dS = [[flint.arb(0)] * self.S for _ in range(self.L)]
-        for i, keys in enumerate(self.live):
-            shift = flint.arb(self.lse[i])
-            for j in keys:
-                x = T[i, j] - shift if self.add is None else T[i, j] + flint.arb(float(self.add[i, j])) - shift
-                P[i][j] = x.exp()
-                dS[i][j] = P[i][j] * self.R[i][j]
-        Pm, dSm = flint.arb_mat(P), flint.arb_mat(dS) * two ** self.gr
-        dV = Pm.transpose() * flint.arb_mat(self.don) * two ** self.go
-        dQ = dSm * flint.arb_mat(self.kn) * (s * two ** self.gk)
-        dK = dSm.transpose() * flint.arb_mat(self.qn) * (s * two ** self.gq)
-        return dQ, dK, dV
+        st = s * two ** (self.gq + self.gk)
+        dS = [flint.arb(0)] * self.S
+        for j in self.live[r]:
+            rj = self.r(r, j)
+            if rj:
+                dS[j] = self._p(r, j, st) * rj
+        return flint.arb_mat([dS]) * self._mat("K", prec) * (s * two ** (self.gr + self.gk))
+
+    def column_ball(self, name: str, r: int, s: flint.arb, prec: int) -> flint.arb_mat:
+        """Row r of dK or dV (1 × ·) as balls, from column r of P only."""
+        two = flint.arb(2)
+        st = s * two ** (self.gq + self.gk)
+        col = [flint.arb(0)] * self.L
+        for i in range(self.L):
+            ri = 1 if name == "dV" else self.r(i, r)
+            if self.allowed[i, r] and ri:
+                col[i] = self._p(i, r, st) * ri
+        if name == "dV":
+            return flint.arb_mat([col]) * self._mat("dO", prec) * two ** self.go
+        return flint.arb_mat([col]) * self._mat("Q", prec) * (s * two ** (self.gr + self.gq))
 
     def exponent(self, i: int, j: int, s_rational: Fraction | None) -> Any:
         """The exact exponent a_ij = t_ij − lse_i as a hashable key (equal keys, equal exponents):
@@ -103,12 +136,27 @@ class _Head:
                     yield self.exponent(i, r, s_rational), self.don[i][c] * two ** self.go
         elif step == "dQ":                    # Σ_j P_rj·R_rj·K_jc
             for j in self.live[r]:
-                if self.R[r][j] and self.kn[j][c]:
-                    yield self.exponent(r, j, s_rational), self.R[r][j] * self.kn[j][c] * two ** (self.gr + self.gk)
+                rj = self.r(r, j)
+                if rj and self.kn[j][c]:
+                    yield self.exponent(r, j, s_rational), rj * self.kn[j][c] * two ** (self.gr + self.gk)
         else:                                 # Σ_i P_ir·R_ir·Q_ic
             for i, keys in enumerate(self.live):
-                if r in keys and self.R[i][r] and self.qn[i][c]:
-                    yield self.exponent(i, r, s_rational), self.R[i][r] * self.qn[i][c] * two ** (self.gr + self.gq)
+                ri = self.r(i, r) if r in keys else 0
+                if ri and self.qn[i][c]:
+                    yield self.exponent(i, r, s_rational), ri * self.qn[i][c] * two ** (self.gr + self.gq)
+
+
+class _Heads(dict):
+    """Each query head's :class:`_Head`, made when an entry first needs it."""
+
+    def __init__(self, pr: Any, dO: Any, out: Any, lse: Any) -> None:
+        super().__init__()
+        self.args = (pr, dO, out, lse)
+
+    def __missing__(self, idx: tuple) -> "_Head":
+        pr, dO, out, lse = self.args
+        head = self[idx] = _Head(pr, idx, dO, out, lse)
+        return head
 
 
 def _zero_key(key: Any) -> bool:
@@ -134,20 +182,29 @@ def algebraic_value(terms, scaled: bool, s_rational: Fraction | None) -> tuple[b
 
 
 def conditional_backward(pr: Any, dO: Any, out: Any, lse: Any, fmt: BinaryFormat, group: int,
-                         kv_batch: tuple) -> tuple[Any, Any, Any, Any]:
+                         kv_batch: tuple, known: dict[str, tuple[Any, Any]] | None = None
+                         ) -> tuple[Any, Any, Any, Any]:
     """dQ (batch…, L, E), dK and dV (kv_batch…, S, ·) of the recipe on the given O and lse, each
     entry correctly rounded to ``fmt`` (float64 arrays holding the format's values), and a
-    function ``ball(name, index, prec)``: the arb ball of one exact entry (for certified reports)."""
+    function ``ball(name, index, prec)``: the arb ball of one exact entry (for certified reports).
+    ``known``: {name: (values, decided)} entries already decided (the float64 enclosures of
+    :mod:`symattn.floatref.backfast`); only the others are computed here, each from its own
+    row (dQ) or column (dK, dV) of P."""
     np = _np()
     s_rational, s_exact = _scale_parts(pr)
-    heads = {idx: _Head(pr, idx, dO, out, lse) for idx in np.ndindex(*pr.batch)}
+    heads = _Heads(pr, dO, out, lse)
     L, E, S, Ev = pr.Q.shape[-2], pr.Q.shape[-1], pr.K.shape[-2], pr.V.shape[-1]
     result = {"dQ": np.zeros(pr.batch + (L, E)), "dK": np.zeros(kv_batch + (S, E)),
               "dV": np.zeros(kv_batch + (S, Ev))}
-    todo = {name: {(idx, r, c) for idx in np.ndindex(*a.shape[:-2]) for r in range(a.shape[-2])
-                   for c in range(a.shape[-1])} for name, a in result.items()}
+    todo = {}
+    for name, a in result.items():
+        ok = np.zeros(a.shape, dtype=bool)
+        if known is not None:
+            values, ok = known[name]
+            a[ok] = values[ok]
+        todo[name] = {(tuple(int(x) for x in k[:-2]), int(k[-2]), int(k[-1])) for k in np.argwhere(~ok)}
     members: dict[tuple, list[tuple]] = {}
-    for idx in heads:
+    for idx in np.ndindex(*pr.batch):
         members.setdefault(kv_index(idx, group), []).append(idx)
     for round_no, prec in enumerate(_PRECISIONS):
         if round_no:
@@ -156,13 +213,14 @@ def conditional_backward(pr: Any, dO: Any, out: Any, lse: Any, fmt: BinaryFormat
             break
         with precision(prec):
             s = _scale_ball(s_exact)
-            balls = {idx: head.balls(s, prec) for idx, head in heads.items()}
-            for name, k in (("dQ", 0), ("dK", 1), ("dV", 2)):
-                keys = list(todo[name])
-                if name == "dQ":
-                    entries = [balls[idx][0][r, c] for idx, r, c in keys]
-                else:
-                    entries = [sum((balls[h][k][r, c] for h in members[idx]), flint.arb(0)) for idx, r, c in keys]
+            for name in ("dQ", "dK", "dV"):
+                keys = sorted(todo[name])
+                rows: dict[tuple, Any] = {}
+                for idx, r, _c in keys:
+                    if (idx, r) not in rows:
+                        rows[(idx, r)] = (heads[idx].row_ball(r, s, prec) if name == "dQ" else
+                                          _summed(heads, members[idx], name, r, s, prec))
+                entries = [rows[(idx, r)][0, c] for idx, r, c in keys]
                 left = set()
                 for key, y in zip(keys, round_balls(entries, fmt)):
                     if y is None:
@@ -178,16 +236,22 @@ def conditional_backward(pr: Any, dO: Any, out: Any, lse: Any, fmt: BinaryFormat
     return result["dQ"], result["dK"], result["dV"], _ball_function(heads, members, s_exact)
 
 
+def _summed(heads: dict, owners: list, name: str, r: int, s: flint.arb, prec: int) -> flint.arb_mat:
+    """Row r of dK or dV summed over the kv head's query heads."""
+    total = heads[owners[0]].column_ball(name, r, s, prec)
+    for h in owners[1:]:
+        total = total + heads[h].column_ball(name, r, s, prec)
+    return total
+
+
 def _ball_function(heads: dict, members: dict, s_exact: Any):
     def ball(name: str, index: tuple, prec: int) -> flint.arb:
         """The ball of entry ``index`` of dQ, dK or dV at ``prec`` bits (call inside precision)."""
         idx, r, c = tuple(index[:-2]), index[-2], index[-1]
         s = _scale_ball(s_exact)
-        k = ("dQ", "dK", "dV").index(name)
-        total = flint.arb(0)
-        for h in ([idx] if name == "dQ" else members[idx]):
-            total += heads[h].balls(s, prec)[k][r, c]
-        return total
+        if name == "dQ":
+            return heads[idx].row_ball(r, s, prec)[0, c]
+        return _summed(heads, members[idx], name, r, s, prec)[0, c]
     return ball
 
 
