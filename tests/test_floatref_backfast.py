@@ -82,6 +82,7 @@ def test_every_enclosure_holds_the_exact_entry(case):
     checked = 0
     with mpmath.workdps(60):
         for name, ref in zip(("dQ", "dK", "dV"), exact):
+            _check_refined(per_head, name, ref, Q.shape[0], group, pr, dO)
             lead = Q.shape[0] if name == "dQ" else Q.shape[0] // group
             for h in range(lead):
                 owners = [(h,)] if name == "dQ" else [(h * group + k,) for k in range(group)]
@@ -93,6 +94,19 @@ def test_every_enclosure_holds_the_exact_entry(case):
                     assert rad[r, c] <= 1e-10 * (1 + abs(float(m))) + 1e-300   # and it is tight
                     checked += 1
     assert checked > 100
+
+
+def _check_refined(per_head, name, ref, H, group, pr, dO):
+    """The exact-sum enclosures of backfast.refine hold the exact entries too (every entry)."""
+    for h in range(H if name == "dQ" else H // group):
+        owners = [(h,)] if name == "dQ" else [(h * group + k,) for k in range(group)]
+        for o in owners:
+            per_head[o]["inputs"] = (pr.Q[o], pr.K[o], dO[o].astype(float))
+        n, m = per_head[owners[0]][name][0].shape
+        rows, cols = np.divmod(np.arange(n * m), m)
+        mid, rad = backfast.refine(per_head, owners, name, rows, cols, (pr.scale_f, pr.scale_err))
+        for k in range(rows.size):
+            assert abs(ref[h][rows[k]][cols[k]] - mpmath.mpf(float(mid[k]))) <= rad[k], (name, k)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])

@@ -70,14 +70,30 @@ def given_probabilities(Q, K, allowed, additive, lse, s: float, ds: float):
 
 
 def row_dots(dO, Out, RO=None):
-    """D = Σ_c dO_ic·O_ic and a bound per row: γ_Ev·Σ|dO||Õ| (+ Σ|dO|·R_O for an enclosed O)."""
+    """D = Σ_c dO_ic·O_ic and a bound per row: each row summed exactly (TwoProduct pieces, fsum)
+    and rounded once, u·|D̃| (+ Σ|dO|·R_O for an enclosed O)."""
     np = _np()
-    aO = np.abs(dO)
-    D = np.einsum("ic,ic->i", dO, Out)
-    R = gamma(dO.shape[1]) * np.einsum("ic,ic->i", aO, np.abs(Out))
+    D = exact_dots(dO, Out)
+    R = U * np.abs(D)
     if RO is not None:
-        R = R + np.einsum("ic,ic->i", aO, RO)
+        R = R + np.einsum("ic,ic->i", np.abs(dO), RO)
     return D, _up(R)
+
+
+def exact_dots(A, B):
+    """fl(Σ_c A_ic·B_ic) per row, correctly rounded: A·B = p + e exactly (TwoProduct; an underflow
+    of e loses at most 2^-1074 per term, inside fast's TINY) and math.fsum rounds the exact sum."""
+    import math
+
+    from symattn.floatref import dd
+
+    np = _np()
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        p, e = dd.two_prod(A, B)
+    ok = np.isfinite(p).all(axis=1) & (np.abs(A).max(axis=1, initial=0) < 2.0 ** 900) \
+        & (np.abs(B).max(axis=1, initial=0) < 2.0 ** 90)
+    both = np.concatenate([p, e], axis=1).tolist()
+    return np.array([math.fsum(row) if good else np.nan for row, good in zip(both, ok.tolist())])
 
 
 def grads(Q, K, V, dO, P, RP, Dm, RD, s: float, ds: float) -> dict[str, tuple[Any, Any]]:
@@ -94,7 +110,7 @@ def grads(Q, K, V, dO, P, RP, Dm, RD, s: float, ds: float) -> dict[str, tuple[An
         dS = P * X
         # |P̃X̃ − PX| ≤ P̃·|X̃ − X| + |P̃ − P|·|X| ≤ P̃·R_X + R_P·(|X̃| + R_X); the product's rounding
         RS = _up(P * RX + RP * (aX + RX) + U * np.abs(dS))
-        out = {"dV": _product(P.T, dO, RP.T, gamma(L), 1.0, 0.0)}
+        out = {"dV": _product(P.T, dO, RP.T, gamma(L), 1.0, 0.0), "dS": (dS, RS), "P": (P, RP)}
         aS = np.abs(dS)
         out["dQ"] = _product(dS, K, RS, gamma(S), s, ds, aS)
         out["dK"] = _product(dS.T, Q, RS.T, gamma(L), s, ds, aS.T)
@@ -134,32 +150,69 @@ def group_sum(parts: list[tuple[Any, Any]]) -> tuple[Any, Any]:
 def decide_given(pr: Any, dO: Any, out: Any, lse: Any, fmt: Any, group: int,
                  kv_batch: tuple) -> dict[str, tuple[Any, Any]]:
     """{name: (values, decided)} of dQ, dK, dV for the recipe on a kernel's O and lse
-    (:mod:`symattn.floatref.conditional`): the entries whose float64 enclosure rounds one way."""
+    (:mod:`symattn.floatref.conditional`): the entries whose float64 enclosure rounds one way,
+    then those whose exact-sum enclosure (:func:`refine`) does; one kv head's group at a time."""
     np = _np()
-    per_head = {}
-    for idx in np.ndindex(*pr.batch):
-        allowed = None if pr.allowed is None else np.asarray(pr.allowed[idx])
-        additive = None if pr.additive is None else np.asarray(pr.additive[idx])
-        P, RP = given_probabilities(pr.Q[idx], pr.K[idx], allowed, additive, lse[idx], pr.scale_f, pr.scale_err)
-        Dm, RD = row_dots(dO[idx], out[idx])
-        per_head[idx] = grads(pr.Q[idx], pr.K[idx], pr.V[idx], dO[idx], P, RP, Dm, RD, pr.scale_f, pr.scale_err)
-    return decide(per_head, pr.batch, kv_batch, group, fmt)
+    L, E, S, Ev = pr.Q.shape[-2], pr.Q.shape[-1], pr.K.shape[-2], pr.V.shape[-1]
+    known = {"dQ": _empty(pr.batch + (L, E)), "dK": _empty(kv_batch + (S, E)), "dV": _empty(kv_batch + (S, Ev))}
+    for kv in np.ndindex(*kv_batch):
+        owners = [kv] if group == 1 else [kv[:-1] + (kv[-1] * group + k,) for k in range(group)]
+        heads = {}
+        for idx in owners:
+            allowed = None if pr.allowed is None else np.asarray(pr.allowed[idx])
+            additive = None if pr.additive is None else np.asarray(pr.additive[idx])
+            P, RP = given_probabilities(pr.Q[idx], pr.K[idx], allowed, additive, lse[idx], pr.scale_f,
+                                        pr.scale_err)
+            Dm, RD = row_dots(dO[idx], out[idx])
+            heads[idx] = grads(pr.Q[idx], pr.K[idx], pr.V[idx], dO[idx], P, RP, Dm, RD, pr.scale_f, pr.scale_err)
+            heads[idx]["inputs"] = (pr.Q[idx], pr.K[idx], dO[idx])
+        decide(heads, known, kv, owners, fmt, (pr.scale_f, pr.scale_err))
+    return known
 
 
-def decide(per_head: dict, batch: tuple, kv_batch: tuple, group: int, fmt: Any) -> dict[str, tuple[Any, Any]]:
-    """Round both ends of every enclosure (dK, dV summed over a kv head's query heads first)."""
+def _empty(shape: tuple) -> tuple[Any, Any]:
+    np = _np()
+    return np.zeros(shape), np.zeros(shape, dtype=bool)
+
+
+def decide(heads: dict, known: dict, kv: tuple, owners: list, fmt: Any, scale: tuple[float, float]) -> None:
+    """Round both ends of every enclosure of one kv head's group (dK, dV summed over its query
+    heads) into ``known``; the entries left are enclosed again by exact sums (:func:`refine`)."""
     from symattn.floatref.sdpa import _decide
 
-    np = _np()
-    known = {}
     for name in ("dQ", "dK", "dV"):
-        lead = batch if name == "dQ" else kv_batch
-        shape = next(iter(per_head.values()))[name][0].shape
-        values, ok = np.zeros(lead + shape), np.zeros(lead + shape, dtype=bool)
-        for idx in np.ndindex(*lead):
-            owners = [idx] if name == "dQ" or group == 1 else \
-                [idx[:-1] + (idx[-1] * group + k,) for k in range(group)]
-            mid, rad = group_sum([per_head[h][name] for h in owners])
-            values[idx], ok[idx] = _decide(mid, rad, fmt)
-        known[name] = (values, ok)
-    return known
+        for at in (owners if name == "dQ" else [kv]):
+            mid, rad = heads[at][name] if name == "dQ" else group_sum([heads[h][name] for h in owners])
+            values, ok = known[name][0][at], known[name][1][at]
+            values[...], ok[...] = _decide(mid, rad, fmt)
+            rows, cols = (~ok).nonzero()
+            if rows.size:
+                mid, rad = refine(heads, [at] if name == "dQ" else owners, name, rows, cols, scale)
+                v, good = _decide(mid, rad, fmt)
+                values[rows[good], cols[good]] = v[good]
+                ok[rows[good], cols[good]] = True
+
+
+def refine(heads: dict, owners: list, name: str, rows, cols, scale: tuple[float, float]) -> tuple[Any, Any]:
+    """Tighter enclosures of the entries (rows[k], cols[k]): each sum Σ_j a_j·b_j of the
+    float64 midpoints summed exactly (:func:`exact_dots`, one rounding: u|F|), so only the
+    midpoints' own radii remain, Σ_j R_a·|b| (docs/floatref.md, "the fast backward", step 6)."""
+    np = _np()
+    A, B, RA = [], [], []
+    for h in owners:
+        Q, K, dO = heads[h]["inputs"]
+        (P, RP), (dS, RS) = heads[h]["P"], heads[h]["dS"]
+        if name == "dQ":
+            A.append(dS[rows]), RA.append(RS[rows]), B.append(K.T[cols])
+        elif name == "dK":
+            A.append(dS.T[rows]), RA.append(RS.T[rows]), B.append(Q.T[cols])
+        else:
+            A.append(P.T[rows]), RA.append(RP.T[rows]), B.append(dO.T[cols])
+    A, B, RA = (np.concatenate(x, axis=1) for x in (A, B, RA))
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        F = exact_dots(A, B)
+        N = _up(np.einsum("kj,kj->k", RA, np.abs(B)) * (1 + gamma(A.shape[1])) + U * np.abs(F))
+        s, ds = (1.0, 0.0) if name == "dV" else scale
+        mid = F * s
+        rad = _up((abs(s) + ds) * N + ds * np.abs(F) + 5 * U * np.abs(mid))
+    return mid, np.where(np.isfinite(rad) & np.isfinite(mid), rad, np.inf)

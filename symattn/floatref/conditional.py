@@ -57,6 +57,7 @@ class _Head:
         self._vn, self._on = vn, on
         self._D: Any = None
         self._dP: Any = None
+        self._full: Any = None
         self._rows: Any = None
         self.gr = min(self.go + gv, self.go + g_out)
         self._a, self._b = self.go + gv - self.gr, self.go + g_out - self.gr
@@ -65,6 +66,7 @@ class _Head:
         self.live = [np.nonzero(r)[0].tolist() for r in allowed]
         self.allowed = allowed
         self._mats: dict[tuple[str, int], flint.arb_mat] = {}
+        self._mats_z: dict[str, Any] = {}
         self.add = None if pr.additive is None else np.asarray(pr.additive[idx], dtype=np.float64)
         self.lse = [float(x) for x in np.asarray(lse[idx], dtype=np.float64)]
         self.L, self.S = L, S
@@ -77,43 +79,66 @@ class _Head:
         return self._D
 
     def r(self, i: int, j: int) -> int:
-        """(dP − D)_ij·2^-gr as an exact integer (dP = dO·Vᵀ, D_i = dO_i·O_i; made on first use)."""
-        if self._dP is None:
-            self._dP = flint.fmpz_mat(self.don) * flint.fmpz_mat(self._vn).transpose()   # dO·Vᵀ·2^-(go+gv)
-            self._rows = [sum(a * b for a, b in zip(r, o)) for r, o in zip(self.don, self._on)]
-        return int(self._dP[i, j]) * 2 ** self._a - self._rows[i] * 2 ** self._b
+        """(dP − D)_ij·2^-gr as an exact integer (dP = dO·Vᵀ, D_i = dO_i·O_i; for the exact pass)."""
+        if self._full is None:
+            self._full = flint.fmpz_mat(self.don) * flint.fmpz_mat(self._vn).transpose()   # dO·Vᵀ·2^-(go+gv)
+            self._line(0, True)
+        return int(self._full[i, j]) * 2 ** self._a - self._rows[i] * 2 ** self._b
 
-    def _p(self, i: int, j: int, st: flint.arb) -> flint.arb:
-        """The ball of P_ij = e^(t_ij − lse_i) (st = s·2^(gq+gk), at the current precision)."""
-        x = flint.arb(int(self.D[i, j])) * st - flint.arb(self.lse[i])
+    def _fm(self, name: str) -> Any:
+        """Q, K, dO or V as an exact fmpz_mat (made once)."""
+        if name not in self._mats_z:
+            self._mats_z[name] = flint.fmpz_mat({"Q": self.qn, "K": self.kn, "dO": self.don, "V": self._vn}[name])
+        return self._mats_z[name]
+
+    def _line(self, r: int, row: bool) -> tuple[list, list]:
+        """(scores, (dP − D)·2^-gr) of row r (all keys) or of key column r (all queries), as ints."""
+        if self._dP is None:
+            self._rows = [sum(a * b for a, b in zip(x, o)) for x, o in zip(self.don, self._on)]
+            self._dP = True
+        if row:
+            d = (flint.fmpz_mat([self.qn[r]]) * self._fm("K").transpose()).entries()
+            p = (flint.fmpz_mat([self.don[r]]) * self._fm("V").transpose()).entries()
+            base = [self._rows[r] * 2 ** self._b] * len(p)
+        else:
+            d = (self._fm("Q") * flint.fmpz_mat([[x] for x in self.kn[r]])).entries()
+            p = (self._fm("dO") * flint.fmpz_mat([[x] for x in self._vn[r]])).entries()
+            base = [x * 2 ** self._b for x in self._rows]
+        scale = 2 ** self._a
+        return [int(x) for x in d], [int(x) * scale - b for x, b in zip(p, base)]
+
+    def _p(self, i: int, j: int, d: int, st: flint.arb) -> flint.arb:
+        """The ball of P_ij = e^(t_ij − lse_i), d the integer score (st = s·2^(gq+gk))."""
+        x = flint.arb(d) * st - flint.arb(self.lse[i])
         return (x if self.add is None else x + flint.arb(float(self.add[i, j]))).exp()
 
     def _mat(self, name: str, prec: int) -> flint.arb_mat:
         """K, Q or dO as an exact integer arb_mat (kept per precision)."""
         if (name, prec) not in self._mats:
-            self._mats[(name, prec)] = flint.arb_mat({"K": self.kn, "Q": self.qn, "dO": self.don}[name])
+            self._mats[(name, prec)] = flint.arb_mat(self._fm(name))
         return self._mats[(name, prec)]
 
     def row_ball(self, r: int, s: flint.arb, prec: int) -> flint.arb_mat:
         """Row r of dQ (1 × E) as balls: Σ_j P_rj·R_rj·K_j·s·2^(gr+gk), only row r of P."""
         two = flint.arb(2)
         st = s * two ** (self.gq + self.gk)
+        d, R = self._line(r, True)
         dS = [flint.arb(0)] * self.S
         for j in self.live[r]:
-            rj = self.r(r, j)
-            if rj:
-                dS[j] = self._p(r, j, st) * rj
+            if R[j]:
+                dS[j] = self._p(r, j, d[j], st) * R[j]
         return flint.arb_mat([dS]) * self._mat("K", prec) * (s * two ** (self.gr + self.gk))
 
     def column_ball(self, name: str, r: int, s: flint.arb, prec: int) -> flint.arb_mat:
         """Row r of dK or dV (1 × ·) as balls, from column r of P only."""
         two = flint.arb(2)
         st = s * two ** (self.gq + self.gk)
+        d, R = self._line(r, False)
         col = [flint.arb(0)] * self.L
         for i in range(self.L):
-            ri = 1 if name == "dV" else self.r(i, r)
+            ri = 1 if name == "dV" else R[i]
             if self.allowed[i, r] and ri:
-                col[i] = self._p(i, r, st) * ri
+                col[i] = self._p(i, r, d[i], st) * ri
         if name == "dV":
             return flint.arb_mat([col]) * self._mat("dO", prec) * two ** self.go
         return flint.arb_mat([col]) * self._mat("Q", prec) * (s * two ** (self.gr + self.gq))
@@ -206,6 +231,8 @@ def conditional_backward(pr: Any, dO: Any, out: Any, lse: Any, fmt: BinaryFormat
     members: dict[tuple, list[tuple]] = {}
     for idx in np.ndindex(*pr.batch):
         members.setdefault(kv_index(idx, group), []).append(idx)
+    if known is not None:
+        _check_arb_work(todo, S, L * group)
     for round_no, prec in enumerate(_PRECISIONS):
         if round_no:
             _exact_pass(todo, result, heads, members, s_rational, fmt)
@@ -234,6 +261,20 @@ def conditional_backward(pr: Any, dO: Any, out: Any, lse: Any, fmt: BinaryFormat
             raise FloatRefError(f"{name}{list(idx + (r, c))} sits on a {fmt.name} rounding boundary as "
                                 f"far as {_PRECISIONS[-1]} bits show: it cannot be rounded here")
     return result["dQ"], result["dK"], result["dV"], _ball_function(heads, members, s_exact)
+
+
+def _check_arb_work(todo: dict, S: int, column: int) -> None:
+    """The arb balls the entries left need (a row of P per dQ row, a column per dK or dV row)
+    under the cap ``backward.MAX_CONDITIONAL_PAIRS``."""
+    from symattn.floatref.backward import MAX_CONDITIONAL_PAIRS
+
+    rows = len({(idx, r) for idx, r, _ in todo["dQ"]})
+    cols = len({(idx, r) for name in ("dK", "dV") for idx, r, _ in todo[name]})
+    work = rows * S + cols * column
+    if work > MAX_CONDITIONAL_PAIRS:
+        raise FloatRefError(f"{work:,} arb balls of P are left after the float64 enclosures ({rows:,} rows of dQ, "
+                            f"{cols:,} rows of dK and dV near a rounding boundary or exactly 0), over the cap of "
+                            f"{MAX_CONDITIONAL_PAIRS:,} (MAX_CONDITIONAL_PAIRS): check fewer heads or rows at a time")
 
 
 def _summed(heads: dict, owners: list, name: str, r: int, s: flint.arb, prec: int) -> flint.arb_mat:
