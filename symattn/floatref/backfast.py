@@ -165,7 +165,7 @@ def decide_given(pr: Any, dO: Any, out: Any, lse: Any, fmt: Any, group: int,
                                         pr.scale_err)
             Dm, RD = row_dots(dO[idx], out[idx])
             heads[idx] = grads(pr.Q[idx], pr.K[idx], pr.V[idx], dO[idx], P, RP, Dm, RD, pr.scale_f, pr.scale_err)
-            heads[idx]["inputs"] = (pr.Q[idx], pr.K[idx], dO[idx])
+            heads[idx]["inputs"] = (pr.Q[idx], pr.K[idx], dO[idx])  # type: ignore[assignment]
         decide(heads, known, kv, owners, fmt, (pr.scale_f, pr.scale_err))
     return known
 
@@ -198,17 +198,17 @@ def refine(heads: dict, owners: list, name: str, rows, cols, scale: tuple[float,
     float64 midpoints summed exactly (:func:`exact_dots`, one rounding: u|F|), so only the
     midpoints' own radii remain, Σ_j R_a·|b| (docs/floatref.md, "the fast backward", step 6)."""
     np = _np()
-    A, B, RA = [], [], []
+    parts = []
     for h in owners:
         Q, K, dO = heads[h]["inputs"]
         (P, RP), (dS, RS) = heads[h]["P"], heads[h]["dS"]
         if name == "dQ":
-            A.append(dS[rows]), RA.append(RS[rows]), B.append(K.T[cols])
+            parts.append((dS[rows], K.T[cols], RS[rows]))
         elif name == "dK":
-            A.append(dS.T[rows]), RA.append(RS.T[rows]), B.append(Q.T[cols])
+            parts.append((dS.T[rows], Q.T[cols], RS.T[rows]))
         else:
-            A.append(P.T[rows]), RA.append(RP.T[rows]), B.append(dO.T[cols])
-    A, B, RA = (np.concatenate(x, axis=1) for x in (A, B, RA))
+            parts.append((P.T[rows], dO.T[cols], RP.T[rows]))
+    A, B, RA = (np.concatenate([p[k] for p in parts], axis=1) for k in range(3))
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
         F = exact_dots(A, B)
         N = _up(np.einsum("kj,kj->k", RA, np.abs(B)) * (1 + gamma(A.shape[1])) + U * np.abs(F))
