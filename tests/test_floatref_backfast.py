@@ -136,7 +136,7 @@ def test_crafted_entries_go_to_the_exact_path():
     _, lse = _kernel_forward(Q, K, V, "float32")
     ones = np.ones((1, 3, 2), np.float32)
     pr = normalise(Q, K, V)
-    known = backfast.decide_given(pr, dO.astype(float), ones.astype(float), lse.astype(float),
+    known, _ = backfast.decide_given(pr, dO.astype(float), ones.astype(float), lse.astype(float),
                                   BINARY_FORMATS["float32"], 1, pr.batch)
     assert not known["dQ"][1].any() and not known["dK"][1].any()
     g = correctly_rounded_backward(Q, K, V, dO, given={"out": ones, "lse": lse})
@@ -148,7 +148,7 @@ def test_crafted_entries_go_to_the_exact_path():
     dO1 = np.array([[[1.0], [2.0 ** -24]]], np.float32)
     given = {"out": np.ones((1, 2, 1), np.float32), "lse": np.array([[0.5, 0.5]], np.float32)}
     pr = normalise(Q1, K1, V1, attn_mask=mask, scale=1.0)
-    known = backfast.decide_given(pr, dO1.astype(float), given["out"].astype(float), given["lse"].astype(float),
+    known, _ = backfast.decide_given(pr, dO1.astype(float), given["out"].astype(float), given["lse"].astype(float),
                                   BINARY_FORMATS["float32"], 1, pr.batch)
     assert not known["dV"][1][0, 0, 0]                      # the midpoint 1 + 2^-24: not decided in float64
     g1 = correctly_rounded_backward(Q1, K1, V1, dO1, scale=1.0, attn_mask=mask, given=given)
@@ -159,7 +159,7 @@ def test_most_entries_are_decided_by_float64():
     Q, K, V, dO = _problem(2, H=1, L=64, S=64, E=16, Ev=16)
     Ok, lse = _kernel_forward(Q, K, V, "float32")
     pr = normalise(Q, K, V)
-    known = backfast.decide_given(pr, dO.astype(float), Ok.astype(float), lse.astype(float),
+    known, _ = backfast.decide_given(pr, dO.astype(float), Ok.astype(float), lse.astype(float),
                                   BINARY_FORMATS["float32"], 1, pr.batch)
     for name, (_, ok) in known.items():
         assert ok.mean() > 0.99, name

@@ -37,36 +37,60 @@ def products(A, B):
     return D, eD
 
 
+def exponents(Q, K, additive, s: float, ds: float):
+    """T̃ ≈ t = s·q·k + m (float64) and a bound per entry on |T̃ − t| (before any shift)."""
+    np = _np()
+    head = fast._Head(K, np.zeros((K.shape[0], 1)))
+    D, eD, cs = fast._scores(Q, head)
+    # |s̃·d̃ − s·d| ≤ |s̃|·e_d + |s̃ − s|·(|d| ≤ cs); then one rounding per operation, ≤ u|result|
+    row = _up(abs(s) * eD + ds * cs)
+    T = D * s
+    eT = U * np.abs(T)
+    if additive is not None:
+        T += additive
+        eT += U * np.abs(T)
+    eT += row[:, None]
+    return T, eT
+
+
+def exp_enclosure(X, eX, allowed):
+    """P̃ = fl(e^X̃) and R with |e^x − P̃| ≤ R when |x − X̃| ≤ e_X (fast.py's step 4), keys with
+    x̃ + 1.01·e_x < −800 as 0 ± EXP_ABS, blocked keys 0 ± 0, R = ∞ where e_X ≥ 1/2 or overflowed."""
+    np = _np()
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        G = np.expm1(eX)
+        G += EXP_REL
+        G *= _up(1 / (1 - EXP_REL) ** 2)
+        G = _up(G)
+        P = np.exp(X)
+        R = P * G
+        G += 1
+        G *= EXP_ABS
+        R += G
+        R = _up(R)
+        np.putmask(R, ~(eX < 0.5), np.inf)
+        far = X + 1.01 * eX < _FAR                          # e^x ≤ e^(x̃ + e_x) < e^-746
+        if far.any():
+            np.putmask(P, far, 0.0)
+            np.putmask(R, far, EXP_ABS)
+        if allowed is not None:
+            np.putmask(P, ~allowed, 0.0)
+            np.putmask(R, ~allowed, 0.0)
+        if not (np.isfinite(P).all() and np.isfinite(R).all()):
+            R = np.where(np.isfinite(R) & np.isfinite(P), R, np.inf)
+            P = np.where(np.isfinite(P), P, 0.0)
+    return P, R
+
+
 def given_probabilities(Q, K, allowed, additive, lse, s: float, ds: float):
     """P̃ ≈ e^(t − lse) (t = s·q·k + m) and a radius per entry: |P − P̃| ≤ R (the recipe's P on
     a kernel's saved lse; blocked keys P = R = 0)."""
     np = _np()
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
-        head = fast._Head(K, np.zeros((K.shape[0], 1)))
-        D, eD, cs = fast._scores(Q, head)
-        # |s̃·d̃ − s·d| ≤ |s̃|·e_d + |s̃ − s|·(|d| ≤ cs); then one rounding per operation, ≤ u|result|
-        row = _up(abs(s) * eD + ds * cs)
-        T = D * s
-        eX = U * np.abs(T)
-        if additive is not None:
-            T += additive
-            eX += U * np.abs(T)
+        T, eT = exponents(Q, K, additive, s, ds)
         X = T - np.asarray(lse, dtype=np.float64)[:, None]
-        eX += U * np.abs(X)
-        eX = _up(eX + row[:, None])
-        far = X + 1.01 * eX < _FAR                          # e^x ≤ e^(x̃ + e_x) < e^-746
-        G = _up((np.expm1(eX) + EXP_REL) / (1 - EXP_REL) ** 2)
-        P = np.exp(X)
-        R = _up(P * G + EXP_ABS * (1 + G))
-        R = np.where(eX < 0.5, R, np.inf)
-        P = np.where(far, 0.0, P)
-        R = np.where(far, EXP_ABS, R)
-        if allowed is not None:
-            P = np.where(allowed, P, 0.0)
-            R = np.where(allowed, R, 0.0)
-        R = np.where(np.isfinite(R) & np.isfinite(P), R, np.inf)
-        P = np.where(np.isfinite(P), P, 0.0)
-    return P, R
+        eX = _up(eT + U * np.abs(X))
+    return exp_enclosure(X, eX, allowed)
 
 
 def row_dots(dO, Out, RO=None):
@@ -148,13 +172,15 @@ def group_sum(parts: list[tuple[Any, Any]]) -> tuple[Any, Any]:
 
 
 def decide_given(pr: Any, dO: Any, out: Any, lse: Any, fmt: Any, group: int,
-                 kv_batch: tuple) -> dict[str, tuple[Any, Any]]:
+                 kv_batch: tuple) -> tuple[dict[str, tuple[Any, Any]], Any]:
     """{name: (values, decided)} of dQ, dK, dV for the recipe on a kernel's O and lse
     (:mod:`symattn.floatref.conditional`): the entries whose float64 enclosure rounds one way,
-    then those whose exact-sum enclosure (:func:`refine`) does; one kv head's group at a time."""
+    then those whose exact-sum enclosure (:func:`refine`) does; one kv head's group at a time.
+    Also P̃ (batch…, L, S), the midpoints of P (the conditioning's estimate)."""
     np = _np()
     L, E, S, Ev = pr.Q.shape[-2], pr.Q.shape[-1], pr.K.shape[-2], pr.V.shape[-1]
     known = {"dQ": _empty(pr.batch + (L, E)), "dK": _empty(kv_batch + (S, E)), "dV": _empty(kv_batch + (S, Ev))}
+    P_all = np.zeros(pr.batch + (L, S))
     for kv in np.ndindex(*kv_batch):
         owners = [kv] if group == 1 else [kv[:-1] + (kv[-1] * group + k,) for k in range(group)]
         heads = {}
@@ -166,8 +192,9 @@ def decide_given(pr: Any, dO: Any, out: Any, lse: Any, fmt: Any, group: int,
             Dm, RD = row_dots(dO[idx], out[idx])
             heads[idx] = grads(pr.Q[idx], pr.K[idx], pr.V[idx], dO[idx], P, RP, Dm, RD, pr.scale_f, pr.scale_err)
             heads[idx]["inputs"] = (pr.Q[idx], pr.K[idx], dO[idx])  # type: ignore[assignment]
+            P_all[idx] = P
         decide(heads, known, kv, owners, fmt, (pr.scale_f, pr.scale_err))
-    return known
+    return known, P_all
 
 
 def _empty(shape: tuple) -> tuple[Any, Any]:

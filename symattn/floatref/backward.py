@@ -233,7 +233,8 @@ def _conditional(Q: Any, K: Any, V: Any, dO: Any, fmt: BinaryFormat, given: dict
     """The recipe's gradients on a kernel's saved O and lse (symattn.floatref.conditional)."""
     from symattn.floatref.backfast import decide_given
     from symattn.floatref.conditional import conditional_backward, conditioning, probabilities
-    from symattn.floatref.sdpa import _array, correctly_rounded, normalise
+    from symattn.floatref.lse import log_sum_exp
+    from symattn.floatref.sdpa import _array, normalise
 
     np = _numpy()
     if not isinstance(given, dict) or set(given) != {"out", "lse"}:
@@ -267,8 +268,8 @@ def _conditional(Q: Any, K: Any, V: Any, dO: Any, fmt: BinaryFormat, given: dict
             raise FloatRefError(f"{'dO' if name == 'dO' else 'given[' + repr(name) + ']'} has shape {a.shape}: "
                                 f"give {shape}")
         arrays[name] = a
-    ref = correctly_rounded(Q, K, V, dtype=fmt.name, return_lse=True, **sdpa)
-    live = ~np.asarray(ref.fully_masked)
+    lse_rounded = log_sum_exp(pr, fmt)[0]              # the forward's LSE alone (no output needed)
+    live = np.ones(pr.batch + (L,), dtype=bool) if pr.allowed is None else np.asarray(pr.allowed).any(axis=-1)
     for name in ("dO", "out", "lse"):
         rows = np.isfinite(arrays[name]) if name == "lse" else np.isfinite(arrays[name]).all(axis=-1)
         bad = live & ~rows if name != "dO" else ~rows
@@ -279,18 +280,18 @@ def _conditional(Q: Any, K: Any, V: Any, dO: Any, fmt: BinaryFormat, given: dict
                                 "attend to some key")
         if name != "dO":
             arrays[name] = np.where(live if name == "lse" else live[..., None], arrays[name], 0.0)
-    known = None
+    known, P = None, None
     if fmt.name != "float64" and fast_path:     # float64 gradients: the float64 enclosures never decide
-        known = decide_given(pr, arrays["dO"], arrays["out"], arrays["lse"], fmt, group, kv_batch)
+        known, P = decide_given(pr, arrays["dO"], arrays["out"], arrays["lse"], fmt, group, kv_batch)
     dQ, dK, dV, balls = conditional_backward(pr, arrays["dO"], arrays["out"], arrays["lse"], fmt, group, kv_batch,
                                              known)
-    P = probabilities(pr, arrays["lse"])
+    P = probabilities(pr, arrays["lse"]) if P is None else P     # the enclosures' midpoints: the same estimate
     condition, scales = conditioning(pr, arrays["dO"], P, arrays["out"])
     if group > 1:
         shape = kv_batch + (group,)
         scales = {**scales, **{k: scales[k].reshape(shape + scales[k].shape[-2:]).sum(axis=-3)
                                for k in ("dK", "dV")}}
-    return BackwardReference(dQ, dK, dV, ref.lse.astype(np.float64), fmt.name, (), condition, scales,
+    return BackwardReference(dQ, dK, dV, lse_rounded, fmt.name, (), condition, scales,
                              conditional=True, balls=balls)
 
 

@@ -63,7 +63,7 @@ class _Head:
         self._a, self._b = self.go + gv - self.gr, self.go + g_out - self.gr
         L, S = len(self.qn), len(self.kn)
         allowed = np.ones((L, S), dtype=bool) if pr.allowed is None else np.asarray(pr.allowed[idx])
-        self.live = [np.nonzero(r)[0].tolist() for r in allowed]
+        self.live = _Live(allowed)
         self.allowed = allowed
         self._mats: dict[tuple[str, int], flint.arb_mat] = {}
         self._mats_z: dict[str, Any] = {}
@@ -169,6 +169,21 @@ class _Head:
                 ri = self.r(i, r) if r in keys else 0
                 if ri and self.qn[i][c]:
                     yield self.exponent(i, r, s_rational), ri * self.qn[i][c] * two ** (self.gr + self.gq)
+
+
+class _Live:
+    """Each query row's allowed keys as a list, made when first read."""
+
+    def __init__(self, allowed: Any) -> None:
+        self.allowed, self.rows = allowed, {}
+
+    def __getitem__(self, i: int) -> list[int]:
+        if i not in self.rows:
+            self.rows[i] = _np().nonzero(self.allowed[i])[0].tolist()
+        return self.rows[i]
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self.allowed)))
 
 
 class _Heads(dict):
@@ -348,16 +363,16 @@ def conditioning(pr: Any, dO: Any, P: Any, out: Any) -> tuple[Any, dict[str, Any
     np = _np()
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         o = np.nan_to_num(out)
-        dP = np.einsum("...lc,...sc->...ls", dO, pr.V)
+        T = np.swapaxes                                       # matmul, not einsum: BLAS
+        dP = dO @ T(pr.V, -1, -2)
         D = np.einsum("...lc,...lc->...l", dO, o)
-        absterm = P * (np.einsum("...lc,...sc->...ls", np.abs(dO), np.abs(pr.V))
+        absterm = P * (np.abs(dO) @ T(np.abs(pr.V), -1, -2)
                        + np.einsum("...lc,...lc->...l", np.abs(dO), np.abs(o))[..., None])
         num, den = absterm.sum(axis=-1), np.abs(P * (dP - D[..., None])).sum(axis=-1)
         kappa = np.where(num == 0, 1.0, np.where(den == 0, np.inf, num / np.where(den == 0, 1.0, den)))
         s = pr.scale_f
-        scales = {"dQ": s * np.einsum("...ls,...se->...le", absterm, np.abs(pr.K)),
-                  "dK": s * np.einsum("...ls,...le->...se", absterm, np.abs(pr.Q)),
-                  "dV": np.einsum("...ls,...lc->...sc", P, np.abs(dO))}
+        scales = {"dQ": s * (absterm @ np.abs(pr.K)), "dK": s * (T(absterm, -1, -2) @ np.abs(pr.Q)),
+                  "dV": T(P, -1, -2) @ np.abs(dO)}
     return kappa, scales
 
 
@@ -365,7 +380,7 @@ def probabilities(pr: Any, lse: Any) -> Any:
     """P = e^(t − lse) in float64 (0 where blocked), for :func:`conditioning`."""
     np = _np()
     with np.errstate(invalid="ignore", over="ignore", under="ignore"):
-        t = pr.scale_f * np.einsum("...le,...se->...ls", pr.Q, pr.K)
+        t = pr.scale_f * (pr.Q @ np.swapaxes(pr.K, -1, -2))
         if pr.additive is not None:
             t = t + pr.additive
         P = np.exp(t - np.asarray(lse, dtype=np.float64)[..., None])
