@@ -175,7 +175,8 @@ class _Live:
     """Each query row's allowed keys as a list, made when first read."""
 
     def __init__(self, allowed: Any) -> None:
-        self.allowed, self.rows = allowed, {}
+        self.allowed = allowed
+        self.rows: dict[int, list[int]] = {}
 
     def __getitem__(self, i: int) -> list[int]:
         if i not in self.rows:
