@@ -8,7 +8,8 @@ its gradients differ from the true ones by an amount set by the forward, not the
 module gives the exact value of that recipe on the kernel's own O and lse, each entry correctly
 rounded, so a backward can be judged apart from its forward (docs/floatref.md).
 
-How an entry is proved: the scores q·k, dP and D are exact (integers times powers of two, from the
+How an entry is proved: most entries by float64 enclosures first (:mod:`symattn.floatref.backfast`,
+narrower targets than float64), the rest here, each from its own row or column of P.  Here the scores q·k, dP and D are exact (integers times powers of two, from the
 floats' significands); P is an arb ball; each gradient entry is rounded when its whole ball rounds
 to one value, the precision doubling to 8192 bits.  An entry no ball decides is a sum
 Σ_k c_k·e^(a_k) (times s for dQ, dK) with rational c_k and algebraic exponents a_k; by
