@@ -197,6 +197,18 @@ def decide_given(pr: Any, dO: Any, out: Any, lse: Any, fmt: Any, group: int,
     return known, P_all
 
 
+def _decide(mid, rad, fmt: Any) -> tuple[Any, Any]:
+    """Both ends of [mid − rad, mid + rad] rounded (binary.round_array, exact RNE); decided where
+    they agree (the radius covers computing the ends, as fast.py's)."""
+    from symattn.floatref.binary import round_array
+
+    np = _np()
+    with np.errstate(invalid="ignore", over="ignore"):
+        lo, hi = round_array(mid - rad, fmt), round_array(mid + rad, fmt)
+        ok = (lo == hi) & np.isfinite(rad) & np.isfinite(hi)
+    return np.where(ok, hi + 0.0, np.nan), ok
+
+
 def _empty(shape: tuple) -> tuple[Any, Any]:
     np = _np()
     return np.zeros(shape), np.zeros(shape, dtype=bool)
@@ -205,8 +217,6 @@ def _empty(shape: tuple) -> tuple[Any, Any]:
 def decide(heads: dict, known: dict, kv: tuple, owners: list, fmt: Any, scale: tuple[float, float]) -> None:
     """Round both ends of every enclosure of one kv head's group (dK, dV summed over its query
     heads) into ``known``; the entries left are enclosed again by exact sums (:func:`refine`)."""
-    from symattn.floatref.sdpa import _decide
-
     for name in ("dQ", "dK", "dV"):
         for at in (owners if name == "dQ" else [kv]):
             mid, rad = heads[at][name] if name == "dQ" else group_sum([heads[h][name] for h in owners])

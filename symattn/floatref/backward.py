@@ -284,7 +284,7 @@ def _conditional(Q: Any, K: Any, V: Any, dO: Any, fmt: BinaryFormat, given: dict
     if fmt.name != "float64" and fast_path:     # float64 gradients: the float64 enclosures never decide
         known, P = decide_given(pr, arrays["dO"], arrays["out"], arrays["lse"], fmt, group, kv_batch)
     dQ, dK, dV, balls = conditional_backward(pr, arrays["dO"], arrays["out"], arrays["lse"], fmt, group, kv_batch,
-                                             known)
+                                             known, MAX_CONDITIONAL_PAIRS)
     P = probabilities(pr, arrays["lse"]) if P is None else P     # the enclosures' midpoints: the same estimate
     condition, scales = conditioning(pr, arrays["dO"], P, arrays["out"])
     if group > 1:

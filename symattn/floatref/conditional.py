@@ -224,8 +224,8 @@ def algebraic_value(terms, scaled: bool, s_rational: Fraction | None) -> tuple[b
 
 
 def conditional_backward(pr: Any, dO: Any, out: Any, lse: Any, fmt: BinaryFormat, group: int,
-                         kv_batch: tuple, known: dict[str, tuple[Any, Any]] | None = None
-                         ) -> tuple[Any, Any, Any, Any]:
+                         kv_batch: tuple, known: dict[str, tuple[Any, Any]] | None = None,
+                         arb_cap: int = 1 << 20) -> tuple[Any, Any, Any, Any]:
     """dQ (batch…, L, E), dK and dV (kv_batch…, S, ·) of the recipe on the given O and lse, each
     entry correctly rounded to ``fmt`` (float64 arrays holding the format's values), and a
     function ``ball(name, index, prec)``: the arb ball of one exact entry (for certified reports).
@@ -249,7 +249,7 @@ def conditional_backward(pr: Any, dO: Any, out: Any, lse: Any, fmt: BinaryFormat
     for idx in np.ndindex(*pr.batch):
         members.setdefault(kv_index(idx, group), []).append(idx)
     if known is not None:
-        _check_arb_work(todo, S, L * group)
+        _check_arb_work(todo, S, L * group, arb_cap)
     for round_no, prec in enumerate(_PRECISIONS):
         if round_no:
             _exact_pass(todo, result, heads, members, s_rational, fmt)
@@ -280,18 +280,16 @@ def conditional_backward(pr: Any, dO: Any, out: Any, lse: Any, fmt: BinaryFormat
     return result["dQ"], result["dK"], result["dV"], _ball_function(heads, members, s_exact)
 
 
-def _check_arb_work(todo: dict, S: int, column: int) -> None:
+def _check_arb_work(todo: dict, S: int, column: int, cap: int) -> None:
     """The arb balls the entries left need (a row of P per dQ row, a column per dK or dV row)
-    under the cap ``backward.MAX_CONDITIONAL_PAIRS``."""
-    from symattn.floatref.backward import MAX_CONDITIONAL_PAIRS
-
+    under ``cap`` (``backward.MAX_CONDITIONAL_PAIRS``)."""
     rows = len({(idx, r) for idx, r, _ in todo["dQ"]})
     cols = len({(idx, r) for name in ("dK", "dV") for idx, r, _ in todo[name]})
     work = rows * S + cols * column
-    if work > MAX_CONDITIONAL_PAIRS:
+    if work > cap:
         raise FloatRefError(f"{work:,} arb balls of P are left after the float64 enclosures ({rows:,} rows of dQ, "
                             f"{cols:,} rows of dK and dV near a rounding boundary or exactly 0), over the cap of "
-                            f"{MAX_CONDITIONAL_PAIRS:,} (MAX_CONDITIONAL_PAIRS): check fewer heads or rows at a time")
+                            f"{cap:,} (MAX_CONDITIONAL_PAIRS): check fewer heads or rows at a time")
 
 
 def _summed(heads: dict, owners: list, name: str, r: int, s: flint.arb, prec: int) -> flint.arb_mat:

@@ -40,7 +40,7 @@ def _exp_bounds(x, shift):
 
 def decide_lse(pr: Any, idx: tuple, fmt: BinaryFormat) -> tuple[Any, Any, Any]:
     """(lse, lse2, decided (2, L)) of one head: float64 arrays of the format's values where decided."""
-    from symattn.floatref.sdpa import _to_format
+    from symattn.floatref.binary import round_array
 
     np = _np()
     Q, K = pr.Q[idx], pr.K[idx]
@@ -71,6 +71,6 @@ def decide_lse(pr: Any, idx: tuple, fmt: BinaryFormat) -> tuple[Any, Any, Any]:
         out = []
         for a, b in ((lo, hi), (lo / np.log(2.0), hi / np.log(2.0))):
             a, b = a - 4 * U * np.abs(a), b + 4 * U * np.abs(b)   # ln 2 and the division: ≤ 2.5u
-            ra, rb = _to_format(a, fmt), _to_format(b, fmt)
+            ra, rb = round_array(a, fmt), round_array(b, fmt)
             out.append((np.where(ra == rb, rb, 0.0) + 0.0, ok & (ra == rb)))
     return out[0][0], out[1][0], np.stack([out[0][1], out[1][1]])
