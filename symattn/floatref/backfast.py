@@ -18,6 +18,13 @@ from symattn.floatref import fast
 from symattn.floatref.fast import EXP_ABS, EXP_REL, U, gamma
 
 _up = fast._up
+
+
+def _upi(x):
+    """:func:`fast._up` in place (an array this module made)."""
+    x *= fast._INFLATE
+    x += fast.TINY
+    return x
 #: a key with x̃ + 1.01·e_x below this has e^x < e^-746 < EXP_ABS: its weight is taken as 0 ± EXP_ABS
 _FAR = -800.0
 
@@ -67,7 +74,7 @@ def exp_enclosure(X, eX, allowed):
         G += 1
         G *= EXP_ABS
         R += G
-        R = _up(R)
+        _upi(R)
         np.putmask(R, ~(eX < 0.5), np.inf)
         far = X + 1.01 * eX < _FAR                          # e^x ≤ e^(x̃ + e_x) < e^-746
         if far.any():
@@ -128,14 +135,22 @@ def grads(Q, K, V, dO, P, RP, Dm, RD, s: float, ds: float) -> dict[str, tuple[An
     L, S = P.shape
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
         dP, edP = products(dO, V)
-        X = dP - Dm[:, None]
+        dP -= Dm[:, None]
+        X = dP
         aX = np.abs(X)
-        RX = _up((edP + RD)[:, None] + U * aX)              # dP̃ − D̃ and its rounding
+        RX = aX * U                                         # dP̃ − D̃ and its rounding
+        RX += (edP + RD)[:, None]
+        _upi(RX)
         dS = P * X
-        # |P̃X̃ − PX| ≤ P̃·|X̃ − X| + |P̃ − P|·|X| ≤ P̃·R_X + R_P·(|X̃| + R_X); the product's rounding
-        RS = _up(P * RX + RP * (aX + RX) + U * np.abs(dS))
-        out = {"dV": _product(P.T, dO, RP.T, gamma(L), 1.0, 0.0), "dS": (dS, RS), "P": (P, RP)}
         aS = np.abs(dS)
+        # |P̃X̃ − PX| ≤ P̃·|X̃ − X| + |P̃ − P|·|X| ≤ P̃·R_X + R_P·(|X̃| + R_X); the product's rounding
+        RS = P * RX
+        aX += RX
+        aX *= RP
+        RS += aX
+        RS += U * aS
+        _upi(RS)
+        out = {"dV": _product(P.T, dO, RP.T, gamma(L), 1.0, 0.0), "dS": (dS, RS), "P": (P, RP)}
         out["dQ"] = _product(dS, K, RS, gamma(S), s, ds, aS)
         out["dK"] = _product(dS.T, Q, RS.T, gamma(L), s, ds, aS.T)
     return out
@@ -148,7 +163,9 @@ def _product(A, B, RA, g: float, s: float, ds: float, aA=None):
     np = _np()
     aA = np.abs(A) if aA is None else aA
     M = A @ B
-    N = _up((g * aA + RA) @ np.abs(B))
+    t = aA * g
+    t += RA
+    N = _upi(t @ np.abs(B))
     if s == 1.0 and ds == 0.0:
         mid, rad = M, N
     else:

@@ -366,9 +366,13 @@ def conditioning(pr: Any, dO: Any, P: Any, out: Any) -> tuple[Any, dict[str, Any
         T = np.swapaxes                                       # matmul, not einsum: BLAS
         dP = dO @ T(pr.V, -1, -2)
         D = np.einsum("...lc,...lc->...l", dO, o)
-        absterm = P * (np.abs(dO) @ T(np.abs(pr.V), -1, -2)
-                       + np.einsum("...lc,...lc->...l", np.abs(dO), np.abs(o))[..., None])
-        num, den = absterm.sum(axis=-1), np.abs(P * (dP - D[..., None])).sum(axis=-1)
+        absterm = np.abs(dO) @ T(np.abs(pr.V), -1, -2)       # in place below: fewer L × S passes
+        absterm += np.einsum("...lc,...lc->...l", np.abs(dO), np.abs(o))[..., None]
+        absterm *= P
+        dP -= D[..., None]
+        np.abs(dP, out=dP)
+        dP *= P                                               # |P·(dP − D)| = P·|dP − D| (P ≥ 0)
+        num, den = absterm.sum(axis=-1), dP.sum(axis=-1)
         kappa = np.where(num == 0, 1.0, np.where(den == 0, np.inf, num / np.where(den == 0, 1.0, den)))
         s = pr.scale_f
         scales = {"dQ": s * (absterm @ np.abs(pr.K)), "dK": s * (T(absterm, -1, -2) @ np.abs(pr.Q)),
