@@ -234,7 +234,7 @@ def _conditional(Q: Any, K: Any, V: Any, dO: Any, fmt: BinaryFormat, given: dict
     from symattn.floatref.backfast import decide_given
     from symattn.floatref.conditional import conditional_backward, conditioning, probabilities
     from symattn.floatref.lse import log_sum_exp
-    from symattn.floatref.sdpa import _array, normalise
+    from symattn.floatref.sdpa import _array, _np_type, normalise
 
     np = _numpy()
     if not isinstance(given, dict) or set(given) != {"out", "lse"}:
@@ -268,7 +268,8 @@ def _conditional(Q: Any, K: Any, V: Any, dO: Any, fmt: BinaryFormat, given: dict
             raise FloatRefError(f"{'dO' if name == 'dO' else 'given[' + repr(name) + ']'} has shape {a.shape}: "
                                 f"give {shape}")
         arrays[name] = a
-    lse_rounded = log_sum_exp(pr, fmt)[0]              # the forward's LSE alone (no output needed)
+    # the forward's LSE alone (no output needed), stored as correctly_rounded(return_lse=True) gives it
+    lse_rounded = log_sum_exp(pr, fmt)[0].astype(_np_type(fmt.name)).astype(np.float64)
     live = np.ones(pr.batch + (L,), dtype=bool) if pr.allowed is None else np.asarray(pr.allowed).any(axis=-1)
     for name in ("dO", "out", "lse"):
         rows = np.isfinite(arrays[name]) if name == "lse" else np.isfinite(arrays[name]).all(axis=-1)
