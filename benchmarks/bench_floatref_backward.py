@@ -13,7 +13,10 @@ imports and input making excluded; numpy best of 3, the references once):
 * numpy64: the float64 backward from the formulas (softmax with the max subtracted, D = rowsum(dO∘O),
   dS = P∘(dP − D), dQ = s·dS·K, dK = s·dSᵀ·Q, dV = Pᵀ·dO);
 * given: ``correctly_rounded_backward(..., dtype="float32", given={"out": O, "lse": lse})`` on a
-  float32 kernel's O and lse (arb balls, floatref/conditional.py);
+  float32 kernel's O and lse (float64 enclosures first, floatref/backfast.py; arb balls for the
+  entries left, floatref/conditional.py);
+* arb: the same with ``fast_path=False`` (every entry by arb balls: the reference before
+  backfast.py), where the pairs are within MAX_CONDITIONAL_PAIRS;
 * plain: ``correctly_rounded_backward(..., dtype="float32")``, the exact engine's backward
   (symattn/trace/backward.py), skipped past 64 × 64 per head (``--skip-plain`` skips it).
 
@@ -30,7 +33,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
-from symattn.floatref.backward import correctly_rounded_backward  # noqa: E402
+from symattn.floatref.backward import MAX_CONDITIONAL_PAIRS, correctly_rounded_backward  # noqa: E402
 
 
 def numpy_backward(Q, K, V, dO):
@@ -68,7 +71,10 @@ def run(shape, skip_plain: bool) -> None:
     base = cpu(lambda: numpy_backward(*(a.astype(np.float64) for a in (Q, K, V, dO))), repeat=3)
     out, lse = kernel_forward(Q, K, V)
     given = cpu(lambda: correctly_rounded_backward(Q, K, V, dO, given={"out": out, "lse": lse}))
-    row = f"{str(tuple(shape)):>18}  numpy64 {base:9.4f} s  given {given:9.2f} s ({given / base:9.0f}×)"
+    row = f"{str(tuple(shape)):>18}  numpy64 {base:9.4f} s  given {given:9.2f} s ({given / base:7.1f}×)"
+    if np.prod(shape[:-1]) * shape[-2] <= MAX_CONDITIONAL_PAIRS:
+        slow = cpu(lambda: correctly_rounded_backward(Q, K, V, dO, given={"out": out, "lse": lse}, fast_path=False))
+        row += f"  arb {slow:9.2f} s ({slow / base:7.0f}×)"
     if not skip_plain and shape[-2] <= 64:
         plain = cpu(lambda: correctly_rounded_backward(Q, K, V, dO))
         row += f"  plain {plain:9.2f} s ({plain / base:9.0f}×)"
@@ -81,7 +87,8 @@ def main() -> None:
     parser.add_argument("--skip-plain", action="store_true")
     args = parser.parse_args()
     print(f"load average {os.getloadavg()}; OPENBLAS_NUM_THREADS={os.environ['OPENBLAS_NUM_THREADS']}")
-    for shape in args.shape or [(1, 1, 16, 16), (1, 1, 32, 32), (1, 1, 64, 64), (1, 1, 128, 64)]:
+    for shape in args.shape or [(1, 1, 16, 16), (1, 1, 32, 32), (1, 1, 64, 64), (1, 1, 128, 64), (1, 1, 512, 64),
+                                (1, 8, 1024, 64)]:
         run(tuple(shape), args.skip_plain)
 
 

@@ -254,7 +254,21 @@ def test_the_conditional_reference_has_a_budget():
     Q = np.zeros((2, 1024, 1), np.float32)
     K = np.zeros((2, 600, 1), np.float32)
     with pytest.raises(FloatRefError, match=r"1,228,800 \(query, key\) pairs .* over the cap of 1,048,576"):
-        correctly_rounded_backward(Q, K, K, Q, given={"out": Q, "lse": Q[..., 0]})
+        correctly_rounded_backward(Q, K, K, Q, given={"out": Q, "lse": Q[..., 0]}, fast_path=False)
+    with pytest.raises(FloatRefError, match=r"1,228,800 \(query, key\) pairs .* over the cap of 1,048,576"):
+        correctly_rounded_backward(Q, K, K, Q, dtype="float64", given={"out": Q, "lse": Q[..., 0]})
+    Q = np.zeros((5, 2048, 1), np.float32)
+    with pytest.raises(FloatRefError, match=r"20,971,520 weights, over the cap of 16,777,216"):
+        correctly_rounded_backward(Q, Q, Q, Q, given={"out": Q, "lse": Q[..., 0]})
+
+
+def test_the_arb_work_left_by_the_fast_path_has_a_budget():
+    """V = ones with O = 1: every dS is exactly 0 and no float64 enclosure decides dQ or dK: the
+    arb balls left (rows of P for dQ, columns for dK and dV) are capped as without the fast path."""
+    Q = np.full((1, 1100, 1), 0.5, np.float32)
+    V = np.ones((1, 1100, 1), np.float32)
+    with pytest.raises(FloatRefError, match=r"arb balls .* over the cap of 1,048,576"):
+        correctly_rounded_backward(Q, Q, V, Q, given={"out": V, "lse": Q[..., 0]})
 
 
 def test_gqa_without_given_sums_the_exact_gradients_of_a_group():

@@ -32,6 +32,9 @@ MAX_BACKWARD_SLICES = 256
 #: the most (query, key) pairs over all heads the conditional reference (``given=``) evaluates as
 #: arb balls: 2^20, about 10 s of CPU (0.15 s at one 128 × 128 head, benchmarks/bench_floatref_backward.py)
 MAX_CONDITIONAL_PAIRS = 1 << 20
+#: the same cap when the float64 enclosures (floatref/backfast.py) decide first: 2^24 pairs,
+#: about 10 float64 (L × S) temporaries per head at a time
+MAX_FAST_PAIRS = 1 << 24
 _PRECISIONS = (64, 128, 256, 512, 1024, 2048, 4096, 8192)
 
 
@@ -80,7 +83,7 @@ def correctly_rounded_backward(Q: Any, K: Any, V: Any, dO: Any, *, dtype: str = 
                                is_causal: bool = False, attn_mask: Any = None, scale: Any = None,
                                mode: str = "binary", causal_align: str = "top_left",
                                enable_gqa: bool = False, mask_value: float | None = None,
-                               given: dict[str, Any] | None = None) -> BackwardReference:
+                               given: dict[str, Any] | None = None, fast_path: bool = True) -> BackwardReference:
     """dQ, dK, dV of ``softmax(scale·Q·Kᵀ + mask)·V`` against ``dO``, each entry correctly rounded
     to ``dtype`` (float64, float32, float16, bfloat16, float8_e4m3fn or float8_e5m2; inputs of any
     of these, ml_dtypes' arrays or torch tensors).
@@ -91,7 +94,10 @@ def correctly_rounded_backward(Q: Any, K: Any, V: Any, dO: Any, *, dtype: str = 
     ``enable_gqa`` and ``mask_value`` as :func:`symattn.floatref.correctly_rounded` (dK, dV per kv
     head, summed exactly over its query heads); ``mask_value`` needs ``given`` (the engine's
     exact path has no finite sentinels).
-    ``condition`` holds each query row's condition number (the cancellation in dP − D)."""
+    ``condition`` holds each query row's condition number (the cancellation in dP − D).
+    ``fast_path`` (with ``given=``, targets narrower than float64): decide most entries by float64
+    enclosures first (:mod:`symattn.floatref.backfast`; the same arrays, bit for bit); False
+    gives every entry an arb ball, as before."""
     fmt = BINARY_FORMATS.get(dtype)
     if fmt is None:
         raise FloatRefError(f"dtype is {dtype!r}: use one of {', '.join(BINARY_FORMATS)}")
@@ -100,7 +106,7 @@ def correctly_rounded_backward(Q: Any, K: Any, V: Any, dO: Any, *, dtype: str = 
             raise FloatRefError("given= reads the kernel's arrays by their binary values: drop mode='text'")
         return _conditional(Q, K, V, dO, fmt, given, dict(
             attn_mask=attn_mask, is_causal=is_causal, scale=_float_scale(scale, need=True),
-            enable_gqa=enable_gqa, causal_align=causal_align, mask_value=mask_value))
+            enable_gqa=enable_gqa, causal_align=causal_align, mask_value=mask_value), fast_path)
     from symattn.floatref import attend_mask, exact_values     # the package's own readers (no cycle)
 
     if mask_value is not None:
@@ -226,10 +232,12 @@ def _exact_conditioning(arrays: dict, mode: str, attn_mask: Any, is_causal: bool
 
 
 def _conditional(Q: Any, K: Any, V: Any, dO: Any, fmt: BinaryFormat, given: dict[str, Any],
-                 sdpa: dict[str, Any]) -> BackwardReference:
+                 sdpa: dict[str, Any], fast_path: bool = True) -> BackwardReference:
     """The recipe's gradients on a kernel's saved O and lse (symattn.floatref.conditional)."""
+    from symattn.floatref.backfast import decide_given
     from symattn.floatref.conditional import conditional_backward, conditioning, probabilities
-    from symattn.floatref.sdpa import _array, correctly_rounded, normalise
+    from symattn.floatref.lse import log_sum_exp
+    from symattn.floatref.sdpa import _array, _np_type, normalise
 
     np = _numpy()
     if not isinstance(given, dict) or set(given) != {"out", "lse"}:
@@ -249,9 +257,11 @@ def _conditional(Q: Any, K: Any, V: Any, dO: Any, fmt: BinaryFormat, given: dict
                             "(MAX_BACKWARD_SLICES): check fewer heads at a time")
     L, Ev = pr.Q.shape[-2], pr.V.shape[-1]
     pairs = math.prod(pr.batch) * L * pr.K.shape[-2]
-    if pairs > MAX_CONDITIONAL_PAIRS:
+    if pairs > (MAX_FAST_PAIRS if fast_path and fmt.name != "float64" else MAX_CONDITIONAL_PAIRS):
         raise FloatRefError(f"{pairs:,} (query, key) pairs over all heads is over the cap of "
-                            f"{MAX_CONDITIONAL_PAIRS:,} (MAX_CONDITIONAL_PAIRS) for the conditional reference: "
+                            f"{MAX_FAST_PAIRS if fast_path and fmt.name != 'float64' else MAX_CONDITIONAL_PAIRS:,} "
+                            "(MAX_FAST_PAIRS with the float64 enclosures, else MAX_CONDITIONAL_PAIRS) for the "
+                            "conditional reference: "
                             "check fewer heads or rows at a time")
     arrays = {}
     for name, value, shape in (("dO", dO, pr.batch + (L, Ev)), ("out", given["out"], pr.batch + (L, Ev)),
@@ -261,8 +271,9 @@ def _conditional(Q: Any, K: Any, V: Any, dO: Any, fmt: BinaryFormat, given: dict
             raise FloatRefError(f"{'dO' if name == 'dO' else 'given[' + repr(name) + ']'} has shape {a.shape}: "
                                 f"give {shape}")
         arrays[name] = a
-    ref = correctly_rounded(Q, K, V, dtype=fmt.name, return_lse=True, **sdpa)
-    live = ~np.asarray(ref.fully_masked)
+    # the forward's LSE alone (no output needed), stored as correctly_rounded(return_lse=True) gives it
+    lse_rounded = log_sum_exp(pr, fmt)[0].astype(_np_type(fmt.name)).astype(np.float64)
+    live = np.ones(pr.batch + (L,), dtype=bool) if pr.allowed is None else np.asarray(pr.allowed).any(axis=-1)
     for name in ("dO", "out", "lse"):
         rows = np.isfinite(arrays[name]) if name == "lse" else np.isfinite(arrays[name]).all(axis=-1)
         bad = live & ~rows if name != "dO" else ~rows
@@ -273,14 +284,18 @@ def _conditional(Q: Any, K: Any, V: Any, dO: Any, fmt: BinaryFormat, given: dict
                                 "attend to some key")
         if name != "dO":
             arrays[name] = np.where(live if name == "lse" else live[..., None], arrays[name], 0.0)
-    dQ, dK, dV, balls = conditional_backward(pr, arrays["dO"], arrays["out"], arrays["lse"], fmt, group, kv_batch)
-    P = probabilities(pr, arrays["lse"])
+    known, P = None, None
+    if fmt.name != "float64" and fast_path:     # float64 gradients: the float64 enclosures never decide
+        known, P = decide_given(pr, arrays["dO"], arrays["out"], arrays["lse"], fmt, group, kv_batch)
+    dQ, dK, dV, balls = conditional_backward(pr, arrays["dO"], arrays["out"], arrays["lse"], fmt, group, kv_batch,
+                                             known, MAX_CONDITIONAL_PAIRS)
+    P = probabilities(pr, arrays["lse"]) if P is None else P     # the enclosures' midpoints: the same estimate
     condition, scales = conditioning(pr, arrays["dO"], P, arrays["out"])
     if group > 1:
         shape = kv_batch + (group,)
         scales = {**scales, **{k: scales[k].reshape(shape + scales[k].shape[-2:]).sum(axis=-3)
                                for k in ("dK", "dV")}}
-    return BackwardReference(dQ, dK, dV, ref.lse.astype(np.float64), fmt.name, (), condition, scales,
+    return BackwardReference(dQ, dK, dV, lse_rounded, fmt.name, (), condition, scales,
                              conditional=True, balls=balls)
 
 

@@ -8,7 +8,8 @@ its gradients differ from the true ones by an amount set by the forward, not the
 module gives the exact value of that recipe on the kernel's own O and lse, each entry correctly
 rounded, so a backward can be judged apart from its forward (docs/floatref.md).
 
-How an entry is proved: the scores q·k, dP and D are exact (integers times powers of two, from the
+How an entry is proved: most entries by float64 enclosures first (:mod:`symattn.floatref.backfast`,
+narrower targets than float64), the rest here, each from its own row or column of P.  Here the scores q·k, dP and D are exact (integers times powers of two, from the
 floats' significands); P is an arb ball; each gradient entry is rounded when its whole ball rounds
 to one value, the precision doubling to 8192 bits.  An entry no ball decides is a sum
 Σ_k c_k·e^(a_k) (times s for dQ, dK) with rational c_k and algebraic exponents a_k; by
@@ -54,36 +55,94 @@ class _Head:
         vn, gv = dyadic_matrix(pr.V[idx])
         self.don, self.go = dyadic_matrix(dO[idx])
         on, g_out = dyadic_matrix(out[idx])
-        self.D = flint.fmpz_mat(self.qn) * flint.fmpz_mat(self.kn).transpose()   # q·k = D·2^(gq+gk)
-        dP = flint.fmpz_mat(self.don) * flint.fmpz_mat(vn).transpose()          # dO·Vᵀ·2^-(go+gv)
-        rows = [sum(a * b for a, b in zip(r, o)) for r, o in zip(self.don, on)]  # D_i·2^-(go+g_out)
+        self._vn, self._on = vn, on
+        self._D: Any = None
+        self._dP: Any = None
+        self._full: Any = None
+        self._rows: Any = None
         self.gr = min(self.go + gv, self.go + g_out)
-        a, b = self.go + gv - self.gr, self.go + g_out - self.gr
+        self._a, self._b = self.go + gv - self.gr, self.go + g_out - self.gr
         L, S = len(self.qn), len(self.kn)
-        self.R = [[int(dP[i, j]) * 2 ** a - rows[i] * 2 ** b for j in range(S)] for i in range(L)]
         allowed = np.ones((L, S), dtype=bool) if pr.allowed is None else np.asarray(pr.allowed[idx])
-        self.live = [np.nonzero(r)[0].tolist() for r in allowed]
+        self.live = _Live(allowed)
+        self.allowed = allowed
+        self._mats: dict[tuple[str, int], flint.arb_mat] = {}
+        self._mats_z: dict[str, Any] = {}
         self.add = None if pr.additive is None else np.asarray(pr.additive[idx], dtype=np.float64)
         self.lse = [float(x) for x in np.asarray(lse[idx], dtype=np.float64)]
         self.L, self.S = L, S
 
-    def balls(self, s: flint.arb, prec: int) -> tuple[Any, Any, Any]:
-        """(dQ, dK, dV) of this head as arb matrices at the current precision."""
+    @property
+    def D(self) -> Any:
+        """The exact scores: q·k = D·2^(gq+gk) (an fmpz_mat, made on first use)."""
+        if self._D is None:
+            self._D = flint.fmpz_mat(self.qn) * flint.fmpz_mat(self.kn).transpose()
+        return self._D
+
+    def r(self, i: int, j: int) -> int:
+        """(dP − D)_ij·2^-gr as an exact integer (dP = dO·Vᵀ, D_i = dO_i·O_i; for the exact pass)."""
+        if self._full is None:
+            self._full = flint.fmpz_mat(self.don) * flint.fmpz_mat(self._vn).transpose()   # dO·Vᵀ·2^-(go+gv)
+            self._line(0, True)
+        return int(self._full[i, j]) * 2 ** self._a - self._rows[i] * 2 ** self._b
+
+    def _fm(self, name: str) -> Any:
+        """Q, K, dO or V as an exact fmpz_mat (made once)."""
+        if name not in self._mats_z:
+            self._mats_z[name] = flint.fmpz_mat({"Q": self.qn, "K": self.kn, "dO": self.don, "V": self._vn}[name])
+        return self._mats_z[name]
+
+    def _line(self, r: int, row: bool) -> tuple[list, list]:
+        """(scores, (dP − D)·2^-gr) of row r (all keys) or of key column r (all queries), as ints."""
+        if self._dP is None:
+            self._rows = [sum(a * b for a, b in zip(x, o)) for x, o in zip(self.don, self._on)]
+            self._dP = True
+        if row:
+            d = (flint.fmpz_mat([self.qn[r]]) * self._fm("K").transpose()).entries()
+            p = (flint.fmpz_mat([self.don[r]]) * self._fm("V").transpose()).entries()
+            base = [self._rows[r] * 2 ** self._b] * len(p)
+        else:
+            d = (self._fm("Q") * flint.fmpz_mat([[x] for x in self.kn[r]])).entries()
+            p = (self._fm("dO") * flint.fmpz_mat([[x] for x in self._vn[r]])).entries()
+            base = [x * 2 ** self._b for x in self._rows]
+        scale = 2 ** self._a
+        return [int(x) for x in d], [int(x) * scale - b for x, b in zip(p, base)]
+
+    def _p(self, i: int, j: int, d: int, st: flint.arb) -> flint.arb:
+        """The ball of P_ij = e^(t_ij − lse_i), d the integer score (st = s·2^(gq+gk))."""
+        x = flint.arb(d) * st - flint.arb(self.lse[i])
+        return (x if self.add is None else x + flint.arb(float(self.add[i, j]))).exp()
+
+    def _mat(self, name: str, prec: int) -> flint.arb_mat:
+        """K, Q or dO as an exact integer arb_mat (kept per precision)."""
+        if (name, prec) not in self._mats:
+            self._mats[(name, prec)] = flint.arb_mat(self._fm(name))
+        return self._mats[(name, prec)]
+
+    def row_ball(self, r: int, s: flint.arb, prec: int) -> flint.arb_mat:
+        """Row r of dQ (1 × E) as balls: Σ_j P_rj·R_rj·K_j·s·2^(gr+gk), only row r of P."""
         two = flint.arb(2)
-        T = flint.arb_mat(self.D) * (s * two ** (self.gq + self.gk))
-        P = [[flint.arb(0)] * self.S for _ in range(self.L)]
-        dS = [[flint.arb(0)] * self.S for _ in range(self.L)]
-        for i, keys in enumerate(self.live):
-            shift = flint.arb(self.lse[i])
-            for j in keys:
-                x = T[i, j] - shift if self.add is None else T[i, j] + flint.arb(float(self.add[i, j])) - shift
-                P[i][j] = x.exp()
-                dS[i][j] = P[i][j] * self.R[i][j]
-        Pm, dSm = flint.arb_mat(P), flint.arb_mat(dS) * two ** self.gr
-        dV = Pm.transpose() * flint.arb_mat(self.don) * two ** self.go
-        dQ = dSm * flint.arb_mat(self.kn) * (s * two ** self.gk)
-        dK = dSm.transpose() * flint.arb_mat(self.qn) * (s * two ** self.gq)
-        return dQ, dK, dV
+        st = s * two ** (self.gq + self.gk)
+        d, R = self._line(r, True)
+        dS = [flint.arb(0)] * self.S
+        for j in self.live[r]:
+            if R[j]:
+                dS[j] = self._p(r, j, d[j], st) * R[j]
+        return flint.arb_mat([dS]) * self._mat("K", prec) * (s * two ** (self.gr + self.gk))
+
+    def column_ball(self, name: str, r: int, s: flint.arb, prec: int) -> flint.arb_mat:
+        """Row r of dK or dV (1 × ·) as balls, from column r of P only."""
+        two = flint.arb(2)
+        st = s * two ** (self.gq + self.gk)
+        d, R = self._line(r, False)
+        col = [flint.arb(0)] * self.L
+        for i in range(self.L):
+            ri = 1 if name == "dV" else R[i]
+            if self.allowed[i, r] and ri:
+                col[i] = self._p(i, r, d[i], st) * ri
+        if name == "dV":
+            return flint.arb_mat([col]) * self._mat("dO", prec) * two ** self.go
+        return flint.arb_mat([col]) * self._mat("Q", prec) * (s * two ** (self.gr + self.gq))
 
     def exponent(self, i: int, j: int, s_rational: Fraction | None) -> Any:
         """The exact exponent a_ij = t_ij − lse_i as a hashable key (equal keys, equal exponents):
@@ -103,12 +162,43 @@ class _Head:
                     yield self.exponent(i, r, s_rational), self.don[i][c] * two ** self.go
         elif step == "dQ":                    # Σ_j P_rj·R_rj·K_jc
             for j in self.live[r]:
-                if self.R[r][j] and self.kn[j][c]:
-                    yield self.exponent(r, j, s_rational), self.R[r][j] * self.kn[j][c] * two ** (self.gr + self.gk)
+                rj = self.r(r, j)
+                if rj and self.kn[j][c]:
+                    yield self.exponent(r, j, s_rational), rj * self.kn[j][c] * two ** (self.gr + self.gk)
         else:                                 # Σ_i P_ir·R_ir·Q_ic
             for i, keys in enumerate(self.live):
-                if r in keys and self.R[i][r] and self.qn[i][c]:
-                    yield self.exponent(i, r, s_rational), self.R[i][r] * self.qn[i][c] * two ** (self.gr + self.gq)
+                ri = self.r(i, r) if r in keys else 0
+                if ri and self.qn[i][c]:
+                    yield self.exponent(i, r, s_rational), ri * self.qn[i][c] * two ** (self.gr + self.gq)
+
+
+class _Live:
+    """Each query row's allowed keys as a list, made when first read."""
+
+    def __init__(self, allowed: Any) -> None:
+        self.allowed = allowed
+        self.rows: dict[int, list[int]] = {}
+
+    def __getitem__(self, i: int) -> list[int]:
+        if i not in self.rows:
+            self.rows[i] = _np().nonzero(self.allowed[i])[0].tolist()
+        return self.rows[i]
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self.allowed)))
+
+
+class _Heads(dict):
+    """Each query head's :class:`_Head`, made when an entry first needs it."""
+
+    def __init__(self, pr: Any, dO: Any, out: Any, lse: Any) -> None:
+        super().__init__()
+        self.args = (pr, dO, out, lse)
+
+    def __missing__(self, idx: tuple) -> "_Head":
+        pr, dO, out, lse = self.args
+        head = self[idx] = _Head(pr, idx, dO, out, lse)
+        return head
 
 
 def _zero_key(key: Any) -> bool:
@@ -134,21 +224,32 @@ def algebraic_value(terms, scaled: bool, s_rational: Fraction | None) -> tuple[b
 
 
 def conditional_backward(pr: Any, dO: Any, out: Any, lse: Any, fmt: BinaryFormat, group: int,
-                         kv_batch: tuple) -> tuple[Any, Any, Any, Any]:
+                         kv_batch: tuple, known: dict[str, tuple[Any, Any]] | None = None,
+                         arb_cap: int = 1 << 20) -> tuple[Any, Any, Any, Any]:
     """dQ (batch…, L, E), dK and dV (kv_batch…, S, ·) of the recipe on the given O and lse, each
     entry correctly rounded to ``fmt`` (float64 arrays holding the format's values), and a
-    function ``ball(name, index, prec)``: the arb ball of one exact entry (for certified reports)."""
+    function ``ball(name, index, prec)``: the arb ball of one exact entry (for certified reports).
+    ``known``: {name: (values, decided)} entries already decided (the float64 enclosures of
+    :mod:`symattn.floatref.backfast`); only the others are computed here, each from its own
+    row (dQ) or column (dK, dV) of P."""
     np = _np()
     s_rational, s_exact = _scale_parts(pr)
-    heads = {idx: _Head(pr, idx, dO, out, lse) for idx in np.ndindex(*pr.batch)}
+    heads = _Heads(pr, dO, out, lse)
     L, E, S, Ev = pr.Q.shape[-2], pr.Q.shape[-1], pr.K.shape[-2], pr.V.shape[-1]
     result = {"dQ": np.zeros(pr.batch + (L, E)), "dK": np.zeros(kv_batch + (S, E)),
               "dV": np.zeros(kv_batch + (S, Ev))}
-    todo = {name: {(idx, r, c) for idx in np.ndindex(*a.shape[:-2]) for r in range(a.shape[-2])
-                   for c in range(a.shape[-1])} for name, a in result.items()}
+    todo = {}
+    for name, a in result.items():
+        ok = np.zeros(a.shape, dtype=bool)
+        if known is not None:
+            values, ok = known[name]
+            a[ok] = values[ok]
+        todo[name] = {(tuple(int(x) for x in k[:-2]), int(k[-2]), int(k[-1])) for k in np.argwhere(~ok)}
     members: dict[tuple, list[tuple]] = {}
-    for idx in heads:
+    for idx in np.ndindex(*pr.batch):
         members.setdefault(kv_index(idx, group), []).append(idx)
+    if known is not None:
+        _check_arb_work(todo, S, L * group, arb_cap)
     for round_no, prec in enumerate(_PRECISIONS):
         if round_no:
             _exact_pass(todo, result, heads, members, s_rational, fmt)
@@ -156,13 +257,14 @@ def conditional_backward(pr: Any, dO: Any, out: Any, lse: Any, fmt: BinaryFormat
             break
         with precision(prec):
             s = _scale_ball(s_exact)
-            balls = {idx: head.balls(s, prec) for idx, head in heads.items()}
-            for name, k in (("dQ", 0), ("dK", 1), ("dV", 2)):
-                keys = list(todo[name])
-                if name == "dQ":
-                    entries = [balls[idx][0][r, c] for idx, r, c in keys]
-                else:
-                    entries = [sum((balls[h][k][r, c] for h in members[idx]), flint.arb(0)) for idx, r, c in keys]
+            for name in ("dQ", "dK", "dV"):
+                keys = sorted(todo[name])
+                rows: dict[tuple, Any] = {}
+                for idx, r, _c in keys:
+                    if (idx, r) not in rows:
+                        rows[(idx, r)] = (heads[idx].row_ball(r, s, prec) if name == "dQ" else
+                                          _summed(heads, members[idx], name, r, s, prec))
+                entries = [rows[(idx, r)][0, c] for idx, r, c in keys]
                 left = set()
                 for key, y in zip(keys, round_balls(entries, fmt)):
                     if y is None:
@@ -178,16 +280,34 @@ def conditional_backward(pr: Any, dO: Any, out: Any, lse: Any, fmt: BinaryFormat
     return result["dQ"], result["dK"], result["dV"], _ball_function(heads, members, s_exact)
 
 
+def _check_arb_work(todo: dict, S: int, column: int, cap: int) -> None:
+    """The arb balls the entries left need (a row of P per dQ row, a column per dK or dV row)
+    under ``cap`` (``backward.MAX_CONDITIONAL_PAIRS``)."""
+    rows = len({(idx, r) for idx, r, _ in todo["dQ"]})
+    cols = len({(idx, r) for name in ("dK", "dV") for idx, r, _ in todo[name]})
+    work = rows * S + cols * column
+    if work > cap:
+        raise FloatRefError(f"{work:,} arb balls of P are left after the float64 enclosures ({rows:,} rows of dQ, "
+                            f"{cols:,} rows of dK and dV near a rounding boundary or exactly 0), over the cap of "
+                            f"{cap:,} (MAX_CONDITIONAL_PAIRS): check fewer heads or rows at a time")
+
+
+def _summed(heads: dict, owners: list, name: str, r: int, s: flint.arb, prec: int) -> flint.arb_mat:
+    """Row r of dK or dV summed over the kv head's query heads."""
+    total = heads[owners[0]].column_ball(name, r, s, prec)
+    for h in owners[1:]:
+        total = total + heads[h].column_ball(name, r, s, prec)
+    return total
+
+
 def _ball_function(heads: dict, members: dict, s_exact: Any):
     def ball(name: str, index: tuple, prec: int) -> flint.arb:
         """The ball of entry ``index`` of dQ, dK or dV at ``prec`` bits (call inside precision)."""
         idx, r, c = tuple(index[:-2]), index[-2], index[-1]
         s = _scale_ball(s_exact)
-        k = ("dQ", "dK", "dV").index(name)
-        total = flint.arb(0)
-        for h in ([idx] if name == "dQ" else members[idx]):
-            total += heads[h].balls(s, prec)[k][r, c]
-        return total
+        if name == "dQ":
+            return heads[idx].row_ball(r, s, prec)[0, c]
+        return _summed(heads, members[idx], name, r, s, prec)[0, c]
     return ball
 
 
@@ -243,16 +363,20 @@ def conditioning(pr: Any, dO: Any, P: Any, out: Any) -> tuple[Any, dict[str, Any
     np = _np()
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         o = np.nan_to_num(out)
-        dP = np.einsum("...lc,...sc->...ls", dO, pr.V)
+        T = np.swapaxes                                       # matmul, not einsum: BLAS
+        dP = dO @ T(pr.V, -1, -2)
         D = np.einsum("...lc,...lc->...l", dO, o)
-        absterm = P * (np.einsum("...lc,...sc->...ls", np.abs(dO), np.abs(pr.V))
-                       + np.einsum("...lc,...lc->...l", np.abs(dO), np.abs(o))[..., None])
-        num, den = absterm.sum(axis=-1), np.abs(P * (dP - D[..., None])).sum(axis=-1)
+        absterm = np.abs(dO) @ T(np.abs(pr.V), -1, -2)       # in place below: fewer L × S passes
+        absterm += np.einsum("...lc,...lc->...l", np.abs(dO), np.abs(o))[..., None]
+        absterm *= P
+        dP -= D[..., None]
+        np.abs(dP, out=dP)
+        dP *= P                                               # |P·(dP − D)| = P·|dP − D| (P ≥ 0)
+        num, den = absterm.sum(axis=-1), dP.sum(axis=-1)
         kappa = np.where(num == 0, 1.0, np.where(den == 0, np.inf, num / np.where(den == 0, 1.0, den)))
         s = pr.scale_f
-        scales = {"dQ": s * np.einsum("...ls,...se->...le", absterm, np.abs(pr.K)),
-                  "dK": s * np.einsum("...ls,...le->...se", absterm, np.abs(pr.Q)),
-                  "dV": np.einsum("...ls,...lc->...sc", P, np.abs(dO))}
+        scales = {"dQ": s * (absterm @ np.abs(pr.K)), "dK": s * (T(absterm, -1, -2) @ np.abs(pr.Q)),
+                  "dV": T(P, -1, -2) @ np.abs(dO)}
     return kappa, scales
 
 
@@ -260,7 +384,7 @@ def probabilities(pr: Any, lse: Any) -> Any:
     """P = e^(t − lse) in float64 (0 where blocked), for :func:`conditioning`."""
     np = _np()
     with np.errstate(invalid="ignore", over="ignore", under="ignore"):
-        t = pr.scale_f * np.einsum("...le,...se->...ls", pr.Q, pr.K)
+        t = pr.scale_f * (pr.Q @ np.swapaxes(pr.K, -1, -2))
         if pr.additive is not None:
             t = t + pr.additive
         P = np.exp(t - np.asarray(lse, dtype=np.float64)[..., None])

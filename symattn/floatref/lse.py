@@ -49,7 +49,16 @@ def log_sum_exp(pr: Any, fmt: BinaryFormat) -> tuple[Any, Any]:
     s_rational, s_exact = _scale_parts(pr)
     digits = math.ceil(fmt.p * math.log10(2)) + 2
     for idx in np.ndindex(*pr.batch):
-        _Rows(pr, idx, s_rational, s_exact, fmt).decide(lse[idx], lse2[idx], digits)
+        known = None
+        if fmt.name != "float64":                           # float64 can decide the narrower formats
+            from symattn.floatref.lsefast import decide_lse
+
+            a, b, known = decide_lse(pr, idx, fmt)
+            lse[idx] = np.where(known[0], a, lse[idx])
+            lse2[idx] = np.where(known[1], b, lse2[idx])
+            if known.all():
+                continue
+        _Rows(pr, idx, s_rational, s_exact, fmt).decide(lse[idx], lse2[idx], digits, known)
     return lse, lse2
 
 
@@ -78,11 +87,12 @@ class _Rows:
     def scores(self, rows: list[int]) -> flint.fmpz_mat:
         return flint.fmpz_mat([self.qn[i] for i in rows]) * self.KT
 
-    def decide(self, lse: Any, lse2: Any, digits: int) -> None:
+    def decide(self, lse: Any, lse2: Any, digits: int, known: Any = None) -> None:
+        """Round every row with a key (``known``: (2, L) rows already decided, left alone)."""
         import numpy as np
 
-        self.ok = np.zeros((2, len(self.live)), dtype=bool)   # lse, lse2 decided
-        todo = [i for i, keys in enumerate(self.live) if keys]
+        self.ok = np.zeros((2, len(self.live)), dtype=bool) if known is None else known.copy()
+        todo = [i for i, keys in enumerate(self.live) if keys and not self.ok[:, i].all()]
         first = True
         prec = 0
         for prec in precisions(digits):
