@@ -188,7 +188,7 @@ class AlgebraicValues(ExactEntries):
                 return [matrix.rational[i, j] for j in range(matrix.cols)]
             return [None] * matrix.cols
         m, allowed = self.m, self.is_allowed
-        if step in ("bias", "biased", "capped") or (not self.plain and step in ("masked", "shifted")):
+        if step in self.logit_steps or (not self.plain and step in ("masked", "shifted")):
             return self._known_logits(step, i)
         if step in ("scaled", "masked", "shifted"):
             row: list = [None] * m
@@ -253,15 +253,17 @@ class AlgebraicValues(ExactEntries):
                 [-slope * self.alibi.distance(i, j) for j in range(m)]
         if step == "biased":
             return list(row) if row is not None else [None] * m
-        if step == "capped":       # tanh(0) = 0: the only rational value known
-            return [flint.fmpq(0) if row is not None and row[j] == 0 else None for j in range(m)]
+        if self.transform is not None and step == self.transform.step:   # (capped: tanh 0 = 0)
+            image = self.transform.known
+            return [image(x) for x in row] if row is not None else [None] * m
         if step == "masked":
             known = self._known_logits(self.logit_step, i)
         else:   # shifted
             top = self.top_group(i)
             r = self.rows[i].argmax
-            if row is not None and self.softcap is None and r is not None:
-                known = [x - row[r] for x in row]
+            logits = self.logit_row(i)
+            if logits is not None and r is not None:
+                known = [x - logits[r] for x in logits]
             else:
                 known = [flint.fmpq(0) if j in top else None for j in range(m)]
         if self.mask is not None:

@@ -55,7 +55,7 @@ class Balls(AlgebraicValues):
         matrix = self.matrix(step)
         if matrix is not None:
             return [matrix.ball(i, j, prec) for j in range(matrix.cols)]
-        if step in ("bias", "biased", "capped"):
+        if step in self.logit_steps:
             return self._logit_balls(step, i, prec)
         if not self.plain and step in ("masked", "shifted"):
             row = self.balls(self.logit_step, i, prec)
@@ -107,7 +107,7 @@ class Balls(AlgebraicValues):
         raise ValueError(step)
 
     def _logit_balls(self, step: str, i: int, prec: int) -> list:
-        """Row i of bias, biased or capped as arb balls."""
+        """Row i of bias, biased or the transformed logits (capped) as arb balls."""
         m = self.m
         if step == "bias":
             assert self.alibi is not None  # a bias step only with ALiBi
@@ -123,9 +123,8 @@ class Balls(AlgebraicValues):
                 return scaled
             bias = self.balls("bias", i, prec)
             return [a + b for a, b in zip(scaled, bias)]
-        if step == "capped":
-            c = to_arb(self.softcap, prec)
-            return [c * (x / c).tanh() for x in self.balls("biased", i, prec)]
+        if self.transform is not None and step == self.transform.step:
+            return self.transform.balls(self.balls("biased", i, prec), prec)
         raise ValueError(step)
 
     def _integer_score_balls(self, step: str, i: int) -> list:
