@@ -27,9 +27,8 @@ from symattn.engine.powers import EXACT_POWER_DIGITS, _as_sympy, _power, _too_bi
 from symattn.numbers.compare import equal
 from symattn.numbers.masked import NEG_INF
 from symattn.problem.matrix import fmpq_to_sympy
-from symattn.vocab import StepName, StepKind
+from symattn.vocab import StepName
 
-_LOGITS = frozenset(StepName.of_kind(StepKind.LOGIT))   # ALiBi's bias, the biased and capped scores
 _BEFORE_SOFTMAX = frozenset(StepName.span(StepName.SCALED, StepName.SHIFTED))   # scaled, masked, shifted
 
 
@@ -192,7 +191,7 @@ class AlgebraicValues(ExactEntries):
                 return [matrix.rational[i, j] for j in range(matrix.cols)]
             return [None] * matrix.cols
         m, allowed = self.m, self.is_allowed
-        if step in _LOGITS or (not self.plain and step in ("masked", "shifted")):
+        if step in self.logit_steps or (not self.plain and step in ("masked", "shifted")):
             return self._known_logits(step, i)
         if step in _BEFORE_SOFTMAX:
             row: list = [None] * m
@@ -257,15 +256,17 @@ class AlgebraicValues(ExactEntries):
                 [-slope * self.alibi.distance(i, j) for j in range(m)]
         if step == "biased":
             return list(row) if row is not None else [None] * m
-        if step == "capped":       # tanh(0) = 0: the only rational value known
-            return [flint.fmpq(0) if row is not None and row[j] == 0 else None for j in range(m)]
+        if self.transform is not None and step == self.transform.step:   # (capped: tanh 0 = 0)
+            image = self.transform.known
+            return [image(x) for x in row] if row is not None else [None] * m
         if step == "masked":
             known = self._known_logits(self.logit_step, i)
         else:   # shifted
             top = self.top_group(i)
             r = self.rows[i].argmax
-            if row is not None and self.softcap is None and r is not None:
-                known = [x - row[r] for x in row]
+            logits = self.logit_row(i)
+            if logits is not None and r is not None:
+                known = [x - logits[r] for x in logits]
             else:
                 known = [flint.fmpq(0) if j in top else None for j in range(m)]
         if self.mask is not None:

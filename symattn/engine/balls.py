@@ -13,9 +13,7 @@ from symattn.engine.algebraic import AlgebraicValues
 from symattn.numbers.certify import to_arb
 from symattn.numbers.masked import NEG_INF
 from symattn.numbers.precision import precision
-from symattn.vocab import StepName, StepKind
 
-_LOGITS = frozenset(StepName.of_kind(StepKind.LOGIT))   # ALiBi's bias, the biased and capped scores
 
 
 class Balls(AlgebraicValues):
@@ -58,7 +56,7 @@ class Balls(AlgebraicValues):
         matrix = self.matrix(step)
         if matrix is not None:
             return [matrix.ball(i, j, prec) for j in range(matrix.cols)]
-        if step in _LOGITS:
+        if step in self.logit_steps:
             return self._logit_balls(step, i, prec)
         if not self.plain and step in ("masked", "shifted"):
             row = self.balls(self.logit_step, i, prec)
@@ -110,7 +108,7 @@ class Balls(AlgebraicValues):
         raise ValueError(step)
 
     def _logit_balls(self, step: str, i: int, prec: int) -> list:
-        """Row i of bias, biased or capped as arb balls."""
+        """Row i of bias, biased or the transformed logits (capped) as arb balls."""
         m = self.m
         if step == "bias":
             assert self.alibi is not None  # a bias step only with ALiBi
@@ -126,9 +124,8 @@ class Balls(AlgebraicValues):
                 return scaled
             bias = self.balls("bias", i, prec)
             return [a + b for a, b in zip(scaled, bias)]
-        if step == "capped":
-            c = to_arb(self.softcap, prec)
-            return [c * (x / c).tanh() for x in self.balls("biased", i, prec)]
+        if self.transform is not None and step == self.transform.step:
+            return self.transform.balls(self.balls("biased", i, prec), prec)
         raise ValueError(step)
 
     def _integer_score_balls(self, step: str, i: int) -> list:

@@ -25,6 +25,7 @@ import sympy
 
 from symattn.errors import ProblemError
 from symattn.engine.powers import EXACT_POWER_DIGITS   # the engine's own budget on b^c
+from symattn.engine.transform import LogitTransform
 from symattn.limits import MAX_ROOT_INDEX
 from symattn.problem.matrix import ExactMatrix
 from symattn.problem.problem import Problem
@@ -45,6 +46,7 @@ class EngineView(Protocol):
     problem: Problem
     symbolic: bool
     scores: ExactMatrix
+    transform: LogitTransform | None
     n: int
     m: int
 
@@ -116,12 +118,14 @@ def check_root_indices(engine: EngineView) -> None:
     only, every allowed entry, no SymPy value built.  Logarithms anywhere else
     (in the scores, in the scale with irrational scores, the ALiBi slope, the
     sink) come with irrational inputs,
-    which keep the problem within MAX_SYMBOLIC_SIDE: each exponent is checked.  With a
-    soft-cap the exponents are c·tanh(x/c), which SymPy leaves alone."""
-    p = engine.problem
-    if engine.symbolic or p.softcap is not None:   # c·tanh(x/c) in the exponent: no b^c is built
+    which keep the problem within MAX_SYMBOLIC_SIDE: each exponent is checked.  A logit
+    transform that does not keep logarithms (the soft-cap: c·tanh(x/c), which SymPy leaves
+    alone) builds no b^c; one that does has each exponent checked."""
+    p, transform = engine.problem, engine.transform
+    if engine.symbolic or (transform is not None and not transform.keeps_logs):
         return
-    if p.scale.has(sympy.log) and engine.scores.is_rational:
+    log_scale = p.scale.has(sympy.log) and engine.scores.is_rational
+    if log_scale and transform is None:
         assert engine.scores.rational is not None       # is_rational: the fmpq_mat is there
         numerators, den = engine.scores.rational.numer_denom()
         flat, m = [int(x) for x in numerators.entries()], engine.m
@@ -141,9 +145,10 @@ def check_root_indices(engine: EngineView) -> None:
     general = engine.scores.general
     logs_in_scores = not engine.scores.is_rational and general is not None and general.has(sympy.log)
     irrational_scores = not engine.scores.is_rational and p.scale.has(sympy.log)
-    if logs_in_scores or irrational_scores or (slope is not None and slope.has(sympy.log)):
+    transformed_scale = log_scale and transform is not None   # t(scale·score): entry by entry
+    if logs_in_scores or irrational_scores or transformed_scale or (slope is not None and slope.has(sympy.log)):
         what = "the logarithms in the inputs" if logs_in_scores else \
-            "the scale" if irrational_scores else "the alibi slope"
+            "the scale" if irrational_scores or transformed_scale else "the alibi slope"
         for i, plan in enumerate(engine.rows):
             for j in plan.allowed:
                 _check_exponent(engine.exponent(i, j), what, f"exp[{i}, {j}]")

@@ -6,7 +6,7 @@
     weights[i, j] = exp[i, j] / row_sum[i]
     output[i, c]  = Σ_j weights[i, j] · V[j, c]
 
-With ALiBi or a soft-cap, shifted is ``logit[i, j] − logit[i, r_i]``.  SymPy builds b^q
+With ALiBi or a logit transform (the soft-cap), shifted is ``logit[i, j] − logit[i, r_i]``.  SymPy builds b^q
 itself from e^(q·log b), so an exponential whose b^q would pass
 :data:`symattn.engine.powers.EXACT_POWER_DIGITS` digits is refused with a ProblemError.
 """
@@ -42,14 +42,14 @@ class ExactEntries(RowPlanning):
             return self.logit(i, j)
         if j in self.top_group(i):
             return sympy.S.Zero
-        row = self.pre_row(i)
-        if row is not None and self.softcap is None:
+        row = self.logit_row(i)
+        if row is not None:
             return fmpq_to_sympy(row[j] - row[r])
         # tied keys share one exact form: their exponentials are then the same expression
         j = next(g[0] for g in self.groups(i).values() if j in g)
-        if self.softcap is None:
+        if self.transform is None:
             return sympy.expand(self.biased(i, j) - self.biased(i, r))
-        return self.capped(i, j) - self.capped(i, r)
+        return self.transformed(i, j) - self.transformed(i, r)
 
     def _row_terms(self, i: int, j: int) -> LogTerms | None:
         """scale·Δ of entry (i, j) as Σ q·log b, or None."""

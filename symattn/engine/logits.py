@@ -1,8 +1,8 @@
-"""ALiBi's bias and the soft-cap: the logits the softmax takes instead of scale·scores.
+"""ALiBi's bias and the logit transform: the logits the softmax takes instead of scale·scores.
 
-``biased = scaled + bias`` and/or ``capped = c·tanh(· / c)``
-(:mod:`symattn.problem.keys.logits` parses the keys).  The row maximum is decided on the
-logits before the cap: tanh is increasing.
+``biased = scaled + bias`` and/or a strictly increasing transform t of them (the soft-cap's
+``capped = c·tanh(· / c)``, :mod:`symattn.engine.transform`; :mod:`symattn.problem.keys.logits`
+parses the keys).  The row maximum is decided on the logits before t: t keeps the order.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import sympy
 
 from symattn.engine.state import EngineState, sign_or_none
 from symattn.numbers.compare import compare
-from symattn.problem.keys.logits import capped
 
 
 class Logits(EngineState):
@@ -27,14 +26,26 @@ class Logits(EngineState):
         scaled = self.scale * self.scores.exact(i, j)
         return scaled if self.alibi is None else scaled + self.bias(i, j)
 
-    def capped(self, i: int, j: int) -> sympy.Expr:
-        return capped(self.softcap, self.biased(i, j))
+    def transformed(self, i: int, j: int) -> sympy.Expr:
+        """The transform of the biased logit (the capped logit c·tanh(biased / c))."""
+        assert self.transform is not None     # a transformed step only with a transform
+        return self.transform.exact(self.biased(i, j))
 
     def logit(self, i: int, j: int) -> sympy.Expr:
-        """The value the softmax takes: capped, biased or scaled."""
-        if self.softcap is not None:
-            return self.capped(i, j)
+        """The value the softmax takes: transformed (capped), biased or scaled."""
+        if self.transform is not None:
+            return self.transformed(i, j)
         return self.biased(i, j)
+
+    def logit_row(self, i: int) -> list | None:
+        """Row i's logits as the softmax takes them, as fmpq, when they are known rationals."""
+        row = self.pre_row(i)
+        if row is None or self.transform is None:
+            return row
+        if not self.transform.rational:
+            return None
+        known = self.transform.known
+        return [known(x) for x in row]
 
     def pre_row(self, i: int) -> list | None:
         """Row i's logits before the cap as fmpq, when scale, scores and slope are rational."""

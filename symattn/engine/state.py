@@ -17,6 +17,7 @@ import sympy
 
 from symattn.engine.extra import StepNumbers
 from symattn.engine.powers import log_terms
+from symattn.engine.transform import LogitTransform, logit_transform
 from symattn.numbers.compare import sign
 from symattn.problem.keys import rope
 from symattn.problem.matrix import ExactMatrix, sympy_to_fmpq
@@ -76,10 +77,14 @@ class EngineState:
         self.scale_rational = sympy_to_fmpq(p.scale) if p.scale.is_Rational else None
         self.mask = p.mask
         self.n, self.m, self.d_v = p.n, p.m, p.d_v
-        #: ALiBi (symattn.problem.keys.logits.Alibi) and the soft-cap c, or None: then the softmax
-        #: works on the logits, not on scale·scores
-        self.alibi, self.softcap = p.alibi, p.softcap
-        self.plain = self.alibi is None and self.softcap is None
+        #: ALiBi (symattn.problem.keys.logits.Alibi) and the logit transform (the soft-cap,
+        #: symattn.engine.transform), or None: then the softmax works on the logits, not on
+        #: scale·scores
+        self.alibi = p.alibi
+        self.transform: LogitTransform | None = logit_transform(p)
+        self.plain = self.alibi is None and self.transform is None
+        #: the steps of the logits between scaled and masked (bias, biased, the transform's)
+        self.logit_steps = ("bias", "biased") + (() if self.transform is None else (self.transform.step,))
         self._pre_rows: dict[int, list | None] = {}
         self._score_ints: list[list[int]] | None = None
         self._score_den: flint.fmpz | None = None
@@ -90,7 +95,7 @@ class EngineState:
         # e^(q·log b) = b^q: possible only when a logarithm is in play
         self._scale_logs = None if self.symbolic or not p.scale.has(sympy.log) or not self.plain \
             else log_terms(p.scale)
-        self._logs_possible = not self.symbolic and self.softcap is None and (
+        self._logs_possible = not self.symbolic and (self.transform is None or self.transform.keeps_logs) and (
             p.scale.has(sympy.log) or (self.scores.general is not None and self.scores.general.has(sympy.log)))
         # every exponential algebraic: rational scores times a Σ q·log b scale
         log_exps = self._scale_logs is not None and self.scores.is_rational
@@ -106,7 +111,7 @@ class EngineState:
         if self.alibi is not None:  # scale·Δscore − slope·Δdistance: algebraic with both
             self.algebraic = self.algebraic and bool(p.scale.is_algebraic) and \
                 bool(self.alibi.slope.is_algebraic)
-        if self.softcap is not None:  # exponents c·tanh(x/c) − c·tanh(y/c): not proved algebraic
+        if self.transform is not None and not self.transform.algebraic:  # t(x) − t(y) not algebraic
             self.algebraic = False
         self._powers: dict[int, dict[int, flint.fmpq | sympy.Expr] | None] = {}
         #: (step, row, prec) -> a row of balls; row -1 holds V (an arb_mat, and as integers) and the
@@ -179,5 +184,7 @@ class EngineState:
 
     @property
     def logit_step(self) -> str:
-        """The last step before the softmax: capped, biased or scaled."""
-        return "capped" if self.softcap is not None else "biased" if self.alibi is not None else "scaled"
+        """The last step before the softmax: the transform's (capped), biased or scaled."""
+        if self.transform is not None:
+            return self.transform.step
+        return "biased" if self.alibi is not None else "scaled"

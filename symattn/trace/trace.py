@@ -240,8 +240,8 @@ class Trace(Displayable):
         if p.alibi is not None:
             add("bias", (n, m), tok, keys, engine.bias)
             add("biased", (n, m), tok, keys, engine.biased)
-        if p.softcap is not None:
-            add("capped", (n, m), tok, keys, engine.capped)
+        if engine.transform is not None:      # the soft-cap's capped logits
+            add(engine.transform.step, (n, m), tok, keys, engine.transformed)
         logit = scaled_exact if engine.plain else engine.logit
         if p.mask is not None:
             add("masked", (n, m), tok, keys,
