@@ -66,16 +66,27 @@ class _HandPrinter(_UnicodePrinter):
         return text
 
 
-def _surd(expr: sympy.Mul) -> str | None:
-    """``c·√n`` (c rational, n a whole number) as ``(c·n)/√n``, or None for any other product."""
+def surd_parts(expr: sympy.Expr) -> tuple[bool, int, int, int] | None:
+    """``c·√n`` (c rational ≠ ±1, n a whole number > 1) read as ``±(p/q)/√n`` with p/q = |c|·n:
+    (negative, p, q, n), so 2√3 is 6/√3 and (5/4)√2 is 5/(2√2); None for any other value."""
+    if not expr.is_Mul:
+        return None
     c, rest = expr.as_coeff_Mul()
     if not c.is_Rational or c in (1, -1) or not (rest.is_Pow and rest.exp == sympy.S.Half
                                                   and rest.base.is_Integer and rest.base > 1):
         return None
     n = int(rest.base)
     top = sympy.Rational(c) * n
-    p, q = abs(int(top.p)), int(top.q)
-    sign = "-" if top < 0 else ""
+    return bool(top < 0), abs(int(top.p)), int(top.q), n
+
+
+def _surd(expr: sympy.Mul) -> str | None:
+    """``c·√n`` as ``(c·n)/√n`` in one line, or None for any other product."""
+    parts = surd_parts(expr)
+    if parts is None:
+        return None
+    negative, p, q, n = parts
+    sign = "-" if negative else ""
     return f"{sign}{p}/√{n}" if q == 1 else f"{sign}{p}/({q}√{n})"
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sympy
 
+from symattn.exact.sympytext import surd_parts
 from symattn.notation.nodes import Exact, Exp, Frac, Func, Int, Math, Mul, Neg, Sqrt, Sum, Sup, Sym
 
 __all__ = ["hand"]
@@ -93,18 +94,13 @@ def _fraction(x: sympy.Expr) -> tuple[sympy.Expr, sympy.Expr]:
 
 def _surd(x: sympy.Expr) -> Math | None:
     """``c·√n`` (c rational ≠ ±1, n a whole number > 1) as ``(c·n)/√n``: 2/√3, 5/(2√2)."""
-    if not x.is_Mul:
+    parts = surd_parts(x)
+    if parts is None:
         return None
-    c, rest = x.as_coeff_Mul()
-    if not c.is_Rational or c in (1, -1) or not (rest.is_Pow and rest.exp == sympy.S.Half
-                                                  and rest.base.is_Integer and rest.base > 1):
-        return None
-    n = int(rest.base)
-    top = sympy.Rational(c) * n
-    p, q = abs(int(top.p)), int(top.q)
+    negative, p, q, n = parts
     root = Sqrt(Int(n))
     node: Math = Frac(Int(p), root if q == 1 else Mul((Int(q), root)))
-    return Neg(node) if top < 0 else node
+    return Neg(node) if negative else node
 
 
 def _pow(x: sympy.Pow, depth: int) -> Math:
