@@ -65,14 +65,22 @@ def matmul(a, b):
     return [[sum(a[i][k] * b[k][j] for k in range(len(b))) for j in range(len(b[0]))] for i in range(len(a))]
 
 
-def attention(problem, causal=False):
+def sees(i: int, j: int, causal: bool, window: int | None, window_causal: bool) -> bool:
+    """Whether query i may attend key j: causal j <= i; a window of W (Mistral's): the W keys
+    i - W < j <= i, or |i - j| < W when the window is not causal."""
+    if window is not None:
+        return i - window < j <= i if window_causal else abs(i - j) < window
+    return not causal or j <= i
+
+
+def attention(problem, causal=False, window=None, window_causal=True):
     X = problem["X"]
     Q, K = matmul(X, problem["W_q"]), matmul(X, problem["W_k"])
     S = [[sum(q * k for q, k in zip(qi, kj)) for kj in K] for qi in Q]
     scale = 1 / math.sqrt(len(Q[0]))
     A = []
     for i, row in enumerate(S):
-        z = [s * scale if not causal or j <= i else -math.inf for j, s in enumerate(row)]
+        z = [s * scale if sees(i, j, causal, window, window_causal) else -math.inf for j, s in enumerate(row)]
         top = max(z)
         e = [math.exp(v - top) for v in z]
         A.append([v / sum(e) for v in e])
@@ -188,6 +196,47 @@ def test_the_causal_mask_is_switched_on_and_off(page):
     assert [shown_weight(t) for t in weight_titles(page)] == [three_digits(w) for row in A for w in row]
 
 
+def test_a_sliding_window_is_chosen_sized_and_made_two_sided(page):
+    assert page.is_disabled('#grids input[aria-label="window"]')     # until the window is chosen
+    before = page.evaluate("document.body.dataset.derived || '0'")
+    page.select_option('#grids select[aria-label="mask"]', "window")
+    page.wait_for_function("(b) => (document.body.dataset.derived || '0') !== b", arg=before)
+    assert page.input_value('#grids input[aria-label="window"]') == "2"
+    shown = [shown_weight(t) for t in weight_titles(page)]
+    Q, S, A = attention(LESSON, window=2)                  # cats sees love and itself, not I
+    assert shown == [three_digits(w) for row in A for w in row]
+    assert shown[6] == 0 and shown[2] == 0 and shown[7] > 0
+    assert shown != [three_digits(w) for row in attention(LESSON, causal=True)[2] for w in row]
+    assert '"window":2' in page.url.replace("%22", '"').replace("%3A", ":")
+    edit(page, "window", "0", "refused")                   # W >= 1: the CLI's message, beside the mask
+    message = page.text_content('.field-error[data-for="mask"]')
+    assert message.startswith("problem: mask window is 0: give the window width as a whole number")
+    assert [shown_weight(t) for t in weight_titles(page)] == shown      # the last derivation stays
+    edit(page, "window", "1", "derived")                   # each token sees only itself
+    assert [shown_weight(t) for t in weight_titles(page)] == [1, 0, 0, 0, 1, 0, 0, 0, 1]
+    before = page.evaluate("document.body.dataset.derived")
+    page.uncheck('#grids input[aria-label="window causal"]')          # |i - j| < W, both sides
+    page.wait_for_function("(b) => document.body.dataset.derived !== b", arg=before)
+    assert [shown_weight(t) for t in weight_titles(page)] == [1, 0, 0, 0, 1, 0, 0, 0, 1]
+    edit(page, "window", "2", "derived")
+    Q, S, A = attention(LESSON, window=2, window_causal=False)
+    shown = [shown_weight(t) for t in weight_titles(page)]
+    assert shown == [three_digits(w) for row in A for w in row]
+    assert shown[1] > 0 and shown[2] == 0 and shown[6] == 0
+    with page.expect_download() as waiting:               # the window is in the problem file
+        page.click("#download-toml")
+    import tomllib
+    assert tomllib.loads(Path(waiting.value.path()).read_text(encoding="utf-8"))["mask"] == \
+        {"window": 2, "causal": False}
+    fresh = page.context.new_page()                       # and in the address: it opens as it was
+    fresh.goto(page.url, wait_until="load")
+    fresh.wait_for_function("() => Boolean(document.body.dataset.derived)", timeout=30_000)
+    assert fresh.input_value('#grids select[aria-label="mask"]') == "window"
+    assert fresh.input_value('#grids input[aria-label="window"]') == "2"
+    assert not fresh.is_checked('#grids input[aria-label="window causal"]')
+    assert [shown_weight(t) for t in weight_titles(fresh)] == shown
+
+
 def test_the_digits_are_chosen_on_the_page(page):
     before = page.evaluate("document.body.dataset.derived || '0'")
     page.select_option('#grids select[aria-label="digits"]', "6")
@@ -294,6 +343,9 @@ def screenshots(outdir: Path) -> None:
         tab.click("#check-figures")
         tab.wait_for_function("() => document.body.dataset.checked === '1'")
         tab.locator("#checker").screenshot(path=str(outdir / "serve-check.png"))
+        tab.select_option('#grids select[aria-label="mask"]', "window")
+        tab.wait_for_function("() => Boolean(document.body.dataset.derived)")
+        tab.locator("#editor").screenshot(path=str(outdir / "serve-window.png"))
     finally:
         browser.close()
         stop_server(server)

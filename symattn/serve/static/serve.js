@@ -90,18 +90,38 @@
     return block;
   }
 
-  let givenMask;             // a mask the problem gives (a window or a 0/1 matrix), kept to switch back
+  let givenMask;             // a 0/1 mask matrix the problem gives, kept to switch back
+
+  function isWindow(mask) {
+    return mask !== null && typeof mask === "object" && !Array.isArray(mask) && "window" in mask;
+  }
 
   function maskBlock() {
     const block = el("div", { class: "grid", "data-key": "mask" });
     block.appendChild(el("h3", {}, "mask"));
     const select = el("select", { "aria-label": "mask", "data-key": "mask" });
-    const choices = [["", "none"], ["causal", "causal"]];
+    const choices = [["", "none"], ["causal", "causal"], ["window", "sliding window"]];
     if (givenMask !== undefined) choices.push(["given", "as the problem gives it"]);
     for (const [value, label] of choices) select.appendChild(el("option", { value: value }, label));
-    select.value = draft.mask === undefined ? "" : draft.mask === "causal" ? "causal" : "given";
+    const mask = draft.mask;
+    select.value = mask === undefined ? "" : mask === "causal" ? "causal" : isWindow(mask) ? "window" : "given";
     block.appendChild(select);
-    block.appendChild(el("p", { class: "help" }, "causal: each token sees itself and the ones before it"));
+    // the window's width W and its side: { window = W } (causal) or { window = W, causal = false }
+    const line = el("span", { class: "window" });
+    const width = el("input", { type: "text", "aria-label": "window", spellcheck: "false", autocomplete: "off",
+                                size: "3", inputmode: "numeric", "data-mask": "window" });
+    width.value = isWindow(mask) ? String(mask.window) : "2";
+    const causal = el("input", { type: "checkbox", "aria-label": "window causal", "data-mask": "causal" });
+    causal.checked = !isWindow(mask) || mask.causal !== false;
+    const label = el("label", {}, " causal");
+    label.prepend(causal);
+    line.append(" W = ", width, label);
+    const toggle = () => { width.disabled = causal.disabled = select.value !== "window"; };
+    select.addEventListener("change", toggle);
+    toggle();
+    block.appendChild(line);
+    block.appendChild(el("p", { class: "help" }, "causal: each token sees itself and the ones before it; " +
+                         "window W: itself and W − 1 before (not causal: on each side)"));
     block.appendChild(el("p", { class: "field-error", "data-for": "mask", role: "alert" }));
     return block;
   }
@@ -180,7 +200,7 @@
 
   function collect() {
     const next = JSON.parse(JSON.stringify(draft));
-    for (const input of grids.querySelectorAll("input")) {
+    for (const input of grids.querySelectorAll("input[data-key]")) {
       const { key, i, j } = input.dataset;
       const text = input.value.trim();
       if (j !== undefined) next[key][Number(i)][Number(j)] = entry(text);
@@ -191,7 +211,11 @@
     digits = grids.querySelector('select[data-key="digits"]').value;
     const mask = grids.querySelector('select[data-key="mask"]').value;
     if (mask === "") delete next.mask;
-    else next.mask = mask === "causal" ? "causal" : givenMask;
+    else if (mask === "window") {
+      const width = entry(grids.querySelector('input[data-mask="window"]').value.trim());
+      next.mask = grids.querySelector('input[data-mask="causal"]').checked ? { window: width }
+        : { window: width, causal: false };
+    } else next.mask = mask === "causal" ? "causal" : givenMask;
     return next;
   }
 
@@ -303,7 +327,8 @@
 
   const saved = fromAddress();
   if (saved) problem = draft = saved;
-  givenMask = problem.mask !== undefined && problem.mask !== "causal" ? problem.mask : undefined;
+  givenMask = problem.mask !== undefined && problem.mask !== "causal" && !isWindow(problem.mask)
+    ? problem.mask : undefined;
   if (saved) {
     render();
     derive(saved);
