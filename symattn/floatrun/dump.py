@@ -34,11 +34,9 @@ from typing import Any
 
 from symattn.floatref.errors import FloatRefError
 from symattn.floatrun.files import PICKLE_SUFFIXES, TO_SAFETENSORS
+from symattn.limits import MAX_DUMP_ENTRIES, MAX_MANIFEST_BYTES, MAX_SHARDS
 
 MANIFEST = "manifest.toml"
-MAX_MANIFEST_BYTES = 64 << 10
-MAX_DUMP_ENTRIES = 100_000
-MAX_SHARDS = 65_536
 ROLES = ("q", "k", "v", "out", "do", "dq", "dk", "dv", "lse")
 REQUIRED = ("q", "k", "v", "out")
 _NAME = re.compile(r"^L(\d{1,6})\.H(\d{1,6})\.(npz|safetensors)$")

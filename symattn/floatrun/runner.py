@@ -24,10 +24,10 @@ from typing import Any, Callable, Generator, Iterable
 from symattn.floatref.errors import FloatRefError
 from symattn.floatrun.dump import Plan, Shard
 from symattn.floatrun.shard import Options, check_shard
+from symattn.limits import MAX_RESULT_BYTES
 
 #: bump when a shard's result changes meaning: older cached results are then recomputed
 RESULT_VERSION = 1
-MAX_RESULT_BYTES = 16 << 20
 #: how long to wait for a scheduler named by --scheduler
 CONNECT_SECONDS = 30
 

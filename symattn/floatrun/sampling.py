@@ -14,13 +14,13 @@ import re
 from typing import Any
 
 from symattn.floatref.errors import FloatRefError
+from symattn.limits import MAX_SAMPLE
 
 RISKY_PER_REASON = 8
 #: the key block size whose being fully masked is a hard case (FlashAttention's tile width)
 FIRST_BLOCK = 64
 #: two scores this close (relative to the row's largest |score|) are a near-tie
 NEAR_TIE = 2.0 ** -10
-MAX_SAMPLE = 1 << 20
 _RULE = re.compile(r"^sample:(\d{1,7})(\+risky)?$")
 
 
