@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> Outcome:
     from symattn.document.build.floatrun import build_run_document
     from symattn.document.formats import print_document
     from symattn.floatrun import folder
-    from symattn.floatrun.dump import plan
+    from symattn.floatrun.dump import cap_shards, plan
     from symattn.floatrun.report import build_report
     from symattn.floatrun.runner import run_plan
 
@@ -138,6 +138,7 @@ def run(args: argparse.Namespace) -> Outcome:
     options = floatrun.Options(blocks=args.blocks, dtype=args.dtype, causal=args.causal, scale=args.scale, worst=args.worst,
                                rows=args.rows, seed=args.seed, backward=args.backward)
     planned = plan(args.dump)                       # a bad dump is refused before -o is touched
+    cap_shards(planned, args.dump, args.blocks)
     cache = folder.prepare(args.report_dir)
     scheduler = args.scheduler or (None if args.serial or args.workers else
                                    os.environ.get("DASK_SCHEDULER_ADDRESS") or None)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Generator, Iterable
 
 from symattn.floatref.errors import FloatRefError
-from symattn.floatrun.dump import Plan, Shard
+from symattn.floatrun.dump import Plan, Shard, cap_shards
 from symattn.floatrun.shard import Options, check_shard
 from symattn.limits import MAX_RESULT_BYTES
 
@@ -100,6 +100,7 @@ def run_plan(plan: Plan, options: Options, *, cache: Path | None = None, engine:
              progress: Progress | None = None, client: Any = None) -> Outcome:
     """Every shard of the plan, computed or reused; engine 'serial' (no Dask) or 'dask' (on
     ``client``, a dask.distributed Client of the caller's, which is left open, when given)."""
+    cap_shards(plan, "the dump", options.blocks)
     memo: dict[str, str] = {}
     shards = [replace(s, block=b, blocks=options.blocks) for s in plan.shards for b in range(options.blocks)]
     keys = {s.name: shard_key(s, options, memo) for s in shards}
