@@ -24,6 +24,7 @@ __all__ = [
     # floatref-run (symattn.floatrun)
     "MAX_DUMP_ARRAY_BYTES", "MAX_DUMP_DIMS", "MAX_DUMP_ENTRIES", "MAX_DUMP_FILE_BYTES", "MAX_FILE_ARRAYS",
     "MAX_MANIFEST_BYTES", "MAX_RESULT_BYTES", "MAX_SAFETENSORS_HEADER", "MAX_SAMPLE", "MAX_SHARDS",
+    "MAX_WORKERS", "MAX_WORST",
 ]
 
 # -- one expression string (symattn.exact.parser) ---------------------------------
@@ -90,3 +91,5 @@ MAX_DUMP_ENTRIES = 100_000      # entries (files and folders) listed in a dump f
 MAX_SHARDS = 65_536             # shards of one run: layers × heads × row blocks
 MAX_SAMPLE = 1 << 20            # N of --rows sample:N
 MAX_RESULT_BYTES = 16 << 20     # one shard's result file read back from the report folder
+MAX_WORST = 1_000               # --worst K: entries certified per tensor per shard (~3 ms each, measured)
+MAX_WORKERS = 256               # --workers N: local Dask worker processes (each imports symattn, ~150 MB)

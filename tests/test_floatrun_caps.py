@@ -137,3 +137,21 @@ def test_a_result_file_over_its_cap_is_computed_again(tmp_path, capsys, monkeypa
     monkeypatch.setattr(runner, "MAX_RESULT_BYTES", sizes[0] - 1)
     status, out, _ = run_cli(capsys, *args)
     assert status == 0 and "(2 computed, 0 reused)" in out
+
+
+def test_worst_and_workers_are_capped(tmp_path, capsys):
+    from symattn import floatrun
+
+    make_dump(tmp_path / "dump", layers=1, heads=1, L=40, E=4)
+    report = floatrun.run(tmp_path / "dump", floatrun.Options(worst=limits.MAX_WORST, causal="top-left"))
+    assert len(report.heads[0]["tensors"]["out"]["worst"]) == 40 * 4          # all 160, under the cap
+    status, _, err = run_cli(capsys, tmp_path / "dump", "--worst", limits.MAX_WORST, "--serial", "--quiet",
+                             "-o", tmp_path / "r0")
+    assert status == 0, err
+    for flag, cap in (("--worst", limits.MAX_WORST), ("--workers", limits.MAX_WORKERS)):
+        status, _, err = run_cli(capsys, tmp_path / "dump", flag, cap + 1, "-o", tmp_path / "r")
+        refused(status, err, tmp_path / "r", f"{flag} must be at most {cap:,}")
+    with pytest.raises(FloatRefError, match="MAX_WORST"):
+        floatrun.Options(worst=limits.MAX_WORST + 1)
+    with pytest.raises(FloatRefError, match="MAX_WORKERS"):
+        floatrun.run(tmp_path / "dump", workers=limits.MAX_WORKERS + 1, engine="dask")

@@ -24,7 +24,7 @@ from typing import Any, Callable, Generator, Iterable
 from symattn.floatref.errors import FloatRefError
 from symattn.floatrun.dump import Plan, Shard, cap_shards
 from symattn.floatrun.shard import Options, check_shard
-from symattn.limits import MAX_RESULT_BYTES
+from symattn.limits import MAX_RESULT_BYTES, MAX_WORKERS
 
 #: bump when a shard's result changes meaning: older cached results are then recomputed
 RESULT_VERSION = 1
@@ -101,6 +101,8 @@ def run_plan(plan: Plan, options: Options, *, cache: Path | None = None, engine:
     """Every shard of the plan, computed or reused; engine 'serial' (no Dask) or 'dask' (on
     ``client``, a dask.distributed Client of the caller's, which is left open, when given)."""
     cap_shards(plan, "the dump", options.blocks)
+    if workers is not None and not 1 <= workers <= MAX_WORKERS:
+        raise FloatRefError(f"workers = {workers!r}: give a whole number from 1 to {MAX_WORKERS:,} (MAX_WORKERS)")
     memo: dict[str, str] = {}
     shards = [replace(s, block=b, blocks=options.blocks) for s in plan.shards for b in range(options.blocks)]
     keys = {s.name: shard_key(s, options, memo) for s in shards}
