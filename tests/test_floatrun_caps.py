@@ -61,7 +61,7 @@ def test_the_shard_cap_counts_heads_times_blocks(tmp_path, capsys, monkeypatch):
     make_dump(tmp_path / "dump", layers=1, heads=2)
     monkeypatch.setattr(dump, "MAX_SHARDS", 4)
     status, out, err = run_cli(capsys, tmp_path / "dump", "--blocks", 2, "--serial", "--quiet", "-o", tmp_path / "r1")
-    assert status == 0 and "(4 computed, 0 reused)" in out, err
+    assert status == 0 and "PASS: 2 heads in 4 shards (4 computed, 0 reused)" in out, err
     status, _, err = run_cli(capsys, tmp_path / "dump", "--blocks", 3, "--serial", "--quiet", "-o", tmp_path / "r2")
     refused(status, err, tmp_path / "r2", "2 heads × 3 blocks, over the cap of 4 shards (MAX_SHARDS)")
     monkeypatch.setattr(dump, "MAX_SHARDS", 1)
