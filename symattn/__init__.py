@@ -31,8 +31,10 @@ _PUBLIC: dict[str, str] = {
     "MultiHeadProblem": "symattn.heads.heads", "MultiHeadResult": "symattn.heads.heads",
     "attend_heads": "symattn.heads.heads",
 }
-#: public subpackages (numpy and torch stay unimported until floatref is used)
-_SUBPACKAGES = ("facts", "floatref")
+#: public subpackages (numpy and torch stay unimported until floatref is used; Dask until
+#: floatrun runs on it).  floatrun.run is the library call of `floatref-run` (issue 22): it
+#: lives in floatrun, above floatref in the layers, so floatref does not re-export it.
+_SUBPACKAGES = ("facts", "floatref", "floatrun")
 
 __all__ = sorted([*_PUBLIC, *_SUBPACKAGES])
 
@@ -53,7 +55,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:   # for type checkers and editors: the names as they are
-    from symattn import facts, floatref  # noqa: F401
+    from symattn import facts, floatref, floatrun  # noqa: F401
     from symattn.errors import CertificationError, ParseError, ProblemError, SymattnError  # noqa: F401
     from symattn.exact.coerce import parse_expression, to_exact  # noqa: F401
     from symattn.examples import example_names, load_example  # noqa: F401

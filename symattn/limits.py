@@ -21,6 +21,10 @@ __all__ = [
     "MAX_FLOAT_WORK", "MAX_HEADS", "MAX_JSON_BYTES", "MAX_NPY_HEADER_BYTES", "MAX_NPZ_MEMBERS",
     "MAX_NUMERAL_DIGITS", "MAX_POWER_EXPONENT", "MAX_ROOT_BITS", "MAX_ROOT_INDEX",
     "MAX_SCORE_MAGNITUDE", "MAX_SIDE", "MAX_SYMBOLIC_SIDE", "MAX_TEXT_LENGTH", "MAX_VALUE_DIGITS",
+    # floatref-run (symattn.floatrun)
+    "MAX_DUMP_ARRAY_BYTES", "MAX_DUMP_DIMS", "MAX_DUMP_ENTRIES", "MAX_DUMP_FILE_BYTES", "MAX_FILE_ARRAYS",
+    "MAX_MANIFEST_BYTES", "MAX_RESULT_BYTES", "MAX_SAFETENSORS_HEADER", "MAX_SAMPLE", "MAX_SHARDS",
+    "MAX_WORKERS", "MAX_WORST",
 ]
 
 # -- one expression string (symattn.exact.parser) ---------------------------------
@@ -75,3 +79,17 @@ MAX_FLOAT_WEIGHTS = 1 << 24     # batch × L × S: the weights computed (4096 ×
                                 # the benchmark's (1, 1, 4096, 128): 3 s CPU, 0.6 GB; docs/benchmarks.md)
 MAX_FLOAT_WORK = 1 << 32        # batch × L × S × (E + Ev): the multiply-adds of the scores and output
 MAX_FLOAT_ARB_ENTRIES = 1 << 15  # entries too near a rounding boundary for float64, decided by arb
+
+# -- a dump and a report folder (symattn.floatrun: files, dump, sampling, runner) ----------
+MAX_DUMP_FILE_BYTES = 4 << 30   # one dump file (a layer's .safetensors may hold every head)
+MAX_SAFETENSORS_HEADER = 1 << 20  # the JSON header of one .safetensors file
+MAX_FILE_ARRAYS = 4_096         # arrays listed in one .safetensors file or .npz archive of a dump
+MAX_DUMP_ARRAY_BYTES = MAX_ARRAY_BYTES  # the data of one array of a dump (the .npy reader's cap)
+MAX_DUMP_DIMS = 4               # dimensions of one array of a dump ((1, 1, L, E) or (L, E))
+MAX_MANIFEST_BYTES = 64 << 10   # one manifest.toml: a few lines
+MAX_DUMP_ENTRIES = 100_000      # entries (files and folders) listed in a dump folder
+MAX_SHARDS = 65_536             # shards of one run: layers × heads × row blocks
+MAX_SAMPLE = 1 << 20            # N of --rows sample:N
+MAX_RESULT_BYTES = 16 << 20     # one shard's result file read back from the report folder
+MAX_WORST = 1_000               # --worst K: entries certified per tensor per shard (~3 ms each, measured)
+MAX_WORKERS = 256               # --workers N: local Dask worker processes (each imports symattn, ~150 MB)

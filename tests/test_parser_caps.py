@@ -369,8 +369,8 @@ def _number(text: str) -> int:
     text = text.strip()
     if m := re.fullmatch(r"10\^(\d+)", text):
         return 10 ** int(m[1])
-    if m := re.fullmatch(r"(\d+) (KiB|MiB)", text):
-        return int(m[1]) * (1024 if m[2] == "KiB" else 1024 * 1024)
+    if m := re.fullmatch(r"(\d+) (KiB|MiB|GiB)", text):
+        return int(m[1]) * 1024 ** (1 + ("KiB", "MiB", "GiB").index(m[2]))
     return int(text.replace(",", ""))
 
 

@@ -12,6 +12,7 @@ import os
 import sys
 
 from symattn.commands import Outcome
+from symattn.limits import MAX_WORKERS, MAX_WORST
 
 ORDER = 61
 FORMATS = ("float64", "float32", "bfloat16", "float16", "float8_e4m3fn", "float8_e5m2")
@@ -46,7 +47,7 @@ def _rows(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _count(flag: str, low: int):
+def _count(flag: str, low: int, high: tuple[int, str] | None = None):
     def read(text: str) -> int:
         try:
             value = int(text)
@@ -54,6 +55,8 @@ def _count(flag: str, low: int):
             raise argparse.ArgumentTypeError(f"{flag} must be a whole number, got {text!r}") from None
         if value < low:
             raise argparse.ArgumentTypeError(f"{flag} must be at least {low}, got {value}")
+        if high is not None and value > high[0]:
+            raise argparse.ArgumentTypeError(f"{flag} must be at most {high[0]:,} ({high[1]}), got {value:,}")
         return value
     return read
 
@@ -94,13 +97,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--blocks", type=_count("--blocks", 1), default=1, metavar="B",
                         help="split each head's rows into B shards (long heads; the forward and LSE only)")
     parser.add_argument("--seed", type=_count("--seed", 0), default=0, help="the sample's seed (default 0)")
-    parser.add_argument("--worst", type=_count("--worst", 0), default=5, metavar="K",
+    parser.add_argument("--worst", type=_count("--worst", 0, (MAX_WORST, "MAX_WORST")), default=5, metavar="K",
                         help="certify the K worst entries per tensor (default 5)")
     parser.add_argument("--no-backward", dest="backward", action="store_false",
                         help="skip dq, dk, dv even when the dump has them")
     engine = parser.add_mutually_exclusive_group()
     engine.add_argument("--serial", action="store_true", help="run in this process, without Dask")
-    engine.add_argument("--workers", type=_count("--workers", 1), metavar="N",
+    engine.add_argument("--workers", type=_count("--workers", 1, (MAX_WORKERS, "MAX_WORKERS")), metavar="N",
                         help="local Dask worker processes (default: one per core)")
     engine.add_argument("--scheduler", metavar="ADDRESS",
                         help="an existing Dask scheduler, e.g. tcp://10.0.0.5:8786 (default: "
@@ -127,7 +130,7 @@ def run(args: argparse.Namespace) -> Outcome:
     from symattn.document.build.floatrun import build_run_document
     from symattn.document.formats import print_document
     from symattn.floatrun import folder
-    from symattn.floatrun.dump import plan
+    from symattn.floatrun.dump import cap_shards, plan
     from symattn.floatrun.report import build_report
     from symattn.floatrun.runner import run_plan
 
@@ -138,6 +141,7 @@ def run(args: argparse.Namespace) -> Outcome:
     options = floatrun.Options(blocks=args.blocks, dtype=args.dtype, causal=args.causal, scale=args.scale, worst=args.worst,
                                rows=args.rows, seed=args.seed, backward=args.backward)
     planned = plan(args.dump)                       # a bad dump is refused before -o is touched
+    cap_shards(planned, args.dump, args.blocks)
     cache = folder.prepare(args.report_dir)
     scheduler = args.scheduler or (None if args.serial or args.workers else
                                    os.environ.get("DASK_SCHEDULER_ADDRESS") or None)

@@ -34,11 +34,9 @@ from typing import Any
 
 from symattn.floatref.errors import FloatRefError
 from symattn.floatrun.files import PICKLE_SUFFIXES, TO_SAFETENSORS
+from symattn.limits import MAX_DUMP_ENTRIES, MAX_MANIFEST_BYTES, MAX_SHARDS
 
 MANIFEST = "manifest.toml"
-MAX_MANIFEST_BYTES = 64 << 10
-MAX_DUMP_ENTRIES = 100_000
-MAX_SHARDS = 65_536
 ROLES = ("q", "k", "v", "out", "do", "dq", "dk", "dv", "lse")
 REQUIRED = ("q", "k", "v", "out")
 _NAME = re.compile(r"^L(\d{1,6})\.H(\d{1,6})\.(npz|safetensors)$")
@@ -127,14 +125,16 @@ def plan(root: str | os.PathLike) -> Plan:
     if not out.shards and not out.bad:
         raise FloatRefError(f"{root}: no L{{layer}}.H{{head}}.safetensors or .npz files and no {MANIFEST}; "
                             "name one file per head L0.H0.safetensors (arrays q, k, v, out) or write a manifest")
-    _cap(out, root)
+    cap_shards(out, root)
     out.shards.sort(key=lambda s: (s.layer, s.head))
     return out
 
 
-def _cap(out: Plan, root: str | os.PathLike) -> None:
-    if len(out.shards) > MAX_SHARDS:
-        raise FloatRefError(f"{root}: {len(out.shards):,} shards, over the cap of {MAX_SHARDS:,} (MAX_SHARDS); "
+def cap_shards(out: Plan, root: str | os.PathLike, blocks: int = 1) -> None:
+    """Refuse a run of more than MAX_SHARDS shards (heads × --blocks) before anything is made."""
+    if len(out.shards) * blocks > MAX_SHARDS:
+        count = f"{len(out.shards):,} heads × {blocks:,} blocks" if blocks > 1 else f"{len(out.shards):,} shards"
+        raise FloatRefError(f"{root}: {count}, over the cap of {MAX_SHARDS:,} shards (MAX_SHARDS); "
                             "check part of the model at a time")
 
 

@@ -22,17 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from symattn.floatref.errors import FloatRefError
-
-#: one dump file (a layer's safetensors may hold every head)
-MAX_DUMP_FILE_BYTES = 4 << 30
-#: the JSON header of one .safetensors file
-MAX_SAFETENSORS_HEADER = 1 << 20
-#: arrays listed in one .safetensors file
-MAX_FILE_ARRAYS = 4_096
-#: the data of one array (the .npy reader's cap, symattn.limits.MAX_ARRAY_BYTES)
-MAX_DUMP_ARRAY_BYTES = 128 << 20
-#: dimensions of one array
-MAX_DUMP_DIMS = 4
+from symattn.limits import (MAX_DUMP_ARRAY_BYTES, MAX_DUMP_DIMS, MAX_DUMP_FILE_BYTES, MAX_FILE_ARRAYS,
+                            MAX_SAFETENSORS_HEADER)
 
 SAFETENSORS_DTYPES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1,
                       "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1}

@@ -84,7 +84,9 @@ class RunReport:
         w = self.worst()
         worst = f"; max {w['max_ulp']:.4g} ulp ({w['tensor']} of {w['shard']})" if w else ""
         gate = "" if self.max_ulp is None else f" over --max-ulp {self.max_ulp:g}"
-        return (f"floatref-run: {self.verdict.upper()}: {len(self.heads)} shards ({self.run.get('computed', 0)} "
+        done, heads = self.run.get("computed", 0) + self.run.get("reused", 0), len(self.heads)
+        count = f"{heads} heads in {done} shards" if done > heads else f"{heads} shards"   # --blocks
+        return (f"floatref-run: {self.verdict.upper()}: {count} ({self.run.get('computed', 0)} "
                 f"computed, {self.run.get('reused', 0)} reused), {len(self.failing)} failing{gate}, "
                 f"{len(self.bad)} bad{worst}" + (f"; report in {where}" if where else ""))
 

@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any, Callable, Generator, Iterable
 
 from symattn.floatref.errors import FloatRefError
-from symattn.floatrun.dump import Plan, Shard
+from symattn.floatrun.dump import Plan, Shard, cap_shards
 from symattn.floatrun.shard import Options, check_shard
+from symattn.limits import MAX_RESULT_BYTES, MAX_WORKERS
 
 #: bump when a shard's result changes meaning: older cached results are then recomputed
 RESULT_VERSION = 1
-MAX_RESULT_BYTES = 16 << 20
 #: how long to wait for a scheduler named by --scheduler
 CONNECT_SECONDS = 30
 
@@ -100,6 +100,9 @@ def run_plan(plan: Plan, options: Options, *, cache: Path | None = None, engine:
              progress: Progress | None = None, client: Any = None) -> Outcome:
     """Every shard of the plan, computed or reused; engine 'serial' (no Dask) or 'dask' (on
     ``client``, a dask.distributed Client of the caller's, which is left open, when given)."""
+    cap_shards(plan, "the dump", options.blocks)
+    if workers is not None and not 1 <= workers <= MAX_WORKERS:
+        raise FloatRefError(f"workers = {workers!r}: give a whole number from 1 to {MAX_WORKERS:,} (MAX_WORKERS)")
     memo: dict[str, str] = {}
     shards = [replace(s, block=b, blocks=options.blocks) for s in plan.shards for b in range(options.blocks)]
     keys = {s.name: shard_key(s, options, memo) for s in shards}

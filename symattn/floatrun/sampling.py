@@ -3,9 +3,11 @@
 Why these rows (``--rows sample:N+risky``): kernels fail where their structure changes, not at
 random.  The first and last rows (boundary tiles), rows with no key at all (fully masked:
 0/0 or a sentinel), rows whose first key block is fully masked (a block skipped before the
-running maximum is set), rows whose two largest scores nearly tie (the running maximum
-changes hands late; cancellation in the rescale), and the row with the largest |score|
-(overflow of exp without the max subtraction).  Each reason keeps at most RISKY_PER_REASON rows.
+running maximum is set), window edges (rows where a sliding window's first key starts to
+move: the kernel begins to skip key blocks on the left), rows whose two largest scores nearly
+tie (the running maximum changes hands late; cancellation in the rescale), and the row with
+the largest |score| (overflow of exp without the max subtraction).  Each reason keeps at most
+RISKY_PER_REASON rows.
 """
 
 from __future__ import annotations
@@ -14,13 +16,13 @@ import re
 from typing import Any
 
 from symattn.floatref.errors import FloatRefError
+from symattn.limits import MAX_SAMPLE
 
 RISKY_PER_REASON = 8
 #: the key block size whose being fully masked is a hard case (FlashAttention's tile width)
 FIRST_BLOCK = 64
 #: two scores this close (relative to the row's largest |score|) are a near-tie
 NEAR_TIE = 2.0 ** -10
-MAX_SAMPLE = 1 << 20
 _RULE = re.compile(r"^sample:(\d{1,7})(\+risky)?$")
 
 
@@ -64,6 +66,20 @@ def _allowed(s: dict[str, Any], L: int, S: int) -> Any:
     return None
 
 
+def _window_edges(allowed: Any) -> list[int]:
+    """Rows where the first allowed key starts to move: keys begin to leave a sliding window
+    (each start of such a run once; a causal mask has none, its first key never moves)."""
+    import numpy as np
+
+    some = allowed.any(axis=1)
+    first = np.where(some, np.argmax(allowed, axis=1), -1)
+    moved = np.zeros(len(first), dtype=bool)
+    moved[1:] = (first[1:] > first[:-1]) & some[1:] & some[:-1]
+    starts = moved.copy()
+    starts[1:] &= ~moved[:-1]
+    return [int(i) for i in np.nonzero(starts)[0]]
+
+
 def risky_rows(q: Any, k: Any, s: dict[str, Any]) -> dict[str, list[int]]:
     """The structurally risky rows of one head, by reason (float64 scores, a block at a time)."""
     import numpy as np
@@ -76,6 +92,7 @@ def risky_rows(q: Any, k: Any, s: dict[str, Any]) -> dict[str, list[int]]:
         first = np.nonzero(~allowed[:, :FIRST_BLOCK].any(axis=1) & allowed.any(axis=1))[0]
         out["fully masked"] = none[:RISKY_PER_REASON].tolist()
         out["first key block masked"] = first[:RISKY_PER_REASON].tolist()
+        out["window edge"] = _window_edges(allowed)[:RISKY_PER_REASON]
     scale = s["scale"] if s["scale"] is not None else 1 / np.sqrt(q.shape[1])
     kt = np.asarray(k, dtype=np.float64).T
     gaps, peaks = np.full(L, np.inf), np.zeros(L)

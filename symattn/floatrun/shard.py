@@ -22,6 +22,7 @@ from symattn.errors import SymattnError
 from symattn.floatref.errors import FloatRefError
 from symattn.floatrun.dump import Shard
 from symattn.floatrun.files import array_names, read_arrays
+from symattn.limits import MAX_WORST
 
 #: worst entries kept per tensor
 WORST = 5
@@ -39,6 +40,12 @@ class Options:
     seed: int = 0
     backward: bool = True
     blocks: int = 1                    # split each head's rows into this many shards (forward only)
+
+    def __post_init__(self) -> None:
+        if type(self.worst) is not int or not 0 <= self.worst <= MAX_WORST:
+            raise FloatRefError(f"worst = {self.worst!r}: give a whole number from 0 to {MAX_WORST:,} (MAX_WORST)")
+        if type(self.blocks) is not int or self.blocks < 1:
+            raise FloatRefError(f"blocks = {self.blocks!r}: give a whole number of at least 1")
 
     def key(self) -> dict[str, Any]:
         return {"dtype": self.dtype, "causal": self.causal, "scale": self.scale, "worst": self.worst,
