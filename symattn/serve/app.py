@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from importlib import resources
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.applications import Starlette
@@ -26,7 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from symattn.errors import ProblemError, SymattnError
 from symattn.serve.derive import field_of, one_line, parse_problem_json, toml_of
 from symattn.serve.page import editor_page
-from symattn.serve.workers import Busy, TooLarge, WorkerPool
+from symattn.serve.workers import Busy, Result, TooLarge, WorkerPool
 
 __all__ = ["CSP", "MAX_BODY_BYTES", "make_app"]
 
@@ -109,13 +110,14 @@ def make_app(problem: dict[str, Any], fragment: str, *, hosts: frozenset[str],
             return PlainTextResponse("not found", 404)
         return Response(static[name], media_type=STATIC[name])
 
-    async def derive(request: Request) -> Response:
+    async def worked(request: Request, work: Callable[[Any], Awaitable[Result]]) -> Response:
+        """A request's body read under the cap, the work done in the pool, and every refusal
+        answered as the page shows it (the CLI's one line; 503 when the queue is full)."""
         body = await _body(request)
         if body is None:
             return _too_big()
         try:
-            data = parse_problem_json(body)
-            result = await pool.derive(data, _digits(request.query_params.get("digits", "3")))
+            result = await work(parse_problem_json(body))
         except SymattnError as exc:
             return _error(one_line(exc), 422)
         except TooLarge as exc:
@@ -126,25 +128,17 @@ def make_app(problem: dict[str, Any], fragment: str, *, hosts: frozenset[str],
             return _error(result.error, 422)
         return JSONResponse({"html": result.html})
 
+    async def derive(request: Request) -> Response:
+        digits = request.query_params.get("digits", "3")
+        return await worked(request, lambda data: pool.derive(data, _digits(digits)))
+
     async def check(request: Request) -> Response:
-        body = await _body(request)
-        if body is None:
-            return _too_big()
-        try:
-            data = parse_problem_json(body)
+        def checked(data: Any) -> Awaitable[Result]:
             if set(data) != {"problem", "figures"} or not isinstance(data["problem"], dict):
                 raise ProblemError("a check is a table of problem (the problem's table) and figures "
                                    "(a list of tables with target and text)")
-            result = await pool.check(data["problem"], data["figures"])
-        except SymattnError as exc:
-            return _error(one_line(exc), 422)
-        except TooLarge as exc:
-            return _error(str(exc), 422, field=None)
-        except Busy as exc:
-            return _error(str(exc), 503, field=None)
-        if result.error is not None:
-            return _error(result.error, 422)
-        return JSONResponse({"html": result.html})
+            return pool.check(data["problem"], data["figures"])
+        return await worked(request, checked)
 
     async def toml(request: Request) -> Response:
         body = await _body(request)
