@@ -14,7 +14,8 @@ from symattn.commands.heads import add_format_arguments, chosen_format
 ORDER = 60
 
 
-def _max_ulp(text: str) -> float:
+def max_ulp(text: str) -> float:
+    """An argparse type for ``--max-ulp``: a finite number ≥ 0, else a one-line error."""
     try:
         value = float(text)
     except ValueError:
@@ -24,7 +25,7 @@ def _max_ulp(text: str) -> float:
     return value
 
 
-def _finite(flag: str, example: str, why: str = "") -> Callable[[str], float]:
+def finite(flag: str, example: str, why: str = "") -> Callable[[str], float]:
     """An argparse type: a finite float for ``flag``, else a one-line error naming it."""
     def read(text: str) -> float:
         try:
@@ -37,7 +38,7 @@ def _finite(flag: str, example: str, why: str = "") -> Callable[[str], float]:
     return read
 
 
-_scale = _finite("--scale", "")
+scale = finite("--scale", "")
 
 
 #: the formats floatref rounds to (floatref.binary.BINARY_FORMATS, listed here to keep the parser cheap)
@@ -51,7 +52,7 @@ def _align(text: str) -> str:
     return name
 
 
-_mask_value = _finite("--mask-value", " such as -5e4", " (blocked keys are -inf without it)")
+_mask_value = finite("--mask-value", " such as -5e4", " (blocked keys are -inf without it)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -76,7 +77,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="a finite sentinel added where keys are blocked, instead of -inf (write --mask-value=-5e4: "
                              "argparse reads a bare -5e4 as an option)")
     parser.add_argument("--mask", metavar="M.npy", help="attn_mask: boolean (True = attend) or additive float")
-    parser.add_argument("--scale", type=_scale, help="the scale (default 1/sqrt(E), exactly)")
+    parser.add_argument("--scale", type=scale, help="the scale (default 1/sqrt(E), exactly)")
     parser.add_argument("--gqa", action="store_true", help="enable_gqa=True")
     parser.add_argument("--dtype", choices=tuple(BINARY_NAMES),
                         help="the format (default: --candidate's dtype, else float32)")
@@ -84,7 +85,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="the kernel's log-sum-exp per query row, (..., L), to judge (an input)")
     parser.add_argument("--lse-base", choices=("e", "2"), default="e",
                         help="the base --lse is in: e (natural, as FlashAttention stores it; default) or 2")
-    parser.add_argument("--max-ulp", type=_max_ulp, metavar="N",
+    parser.add_argument("--max-ulp", type=max_ulp, metavar="N",
                         help="exit 1 when some entry's error is proved to exceed N ulps")
     parser.add_argument("--worst", type=int, default=5, metavar="K", help="certify the K worst entries (default 5)")
     parser.add_argument("--grad-output", metavar="dO.npy",

@@ -12,22 +12,10 @@ import os
 import sys
 
 from symattn.commands import Outcome
+from symattn.commands.floatref import BINARY_NAMES, max_ulp, scale
 from symattn.limits import MAX_WORKERS, MAX_WORST
 
 ORDER = 61
-FORMATS = ("float64", "float32", "bfloat16", "float16", "float8_e4m3fn", "float8_e5m2")
-
-
-def _max_ulp(text: str) -> float:
-    import math
-
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--max-ulp must be a number, got {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"--max-ulp must be a finite number ≥ 0, got {text!r}")
-    return value
 
 
 def _align(text: str) -> str:
@@ -61,17 +49,6 @@ def _count(flag: str, low: int, high: tuple[int, str] | None = None):
     return read
 
 
-def _scale(text: str) -> float:
-    import math
-
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--scale must be a number, got {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"--scale must be finite, got {text!r}")
-    return value
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
@@ -84,13 +61,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("dump", metavar="DUMP", help="the dump folder")
     parser.add_argument("-o", "--output", dest="report_dir", metavar="REPORT", required=True,
                         help="the report folder (summary.json, index.html, shards/); made or replaced whole")
-    parser.add_argument("--dtype", choices=FORMATS, help="the kernel's format (default: the manifest's, "
+    parser.add_argument("--dtype", choices=BINARY_NAMES, help="the kernel's format (default: the manifest's, "
                         "else each out array's)")
     parser.add_argument("--causal", nargs="?", const="top-left", type=_align, metavar="ALIGN",
                         help="is_causal; ALIGN top-left (PyTorch, default) or bottom-right (FlashAttention >= 2.1); "
                              "none overrides a manifest")
-    parser.add_argument("--scale", type=_scale, help="the scale (default: the manifest's, else 1/sqrt(E) exactly)")
-    parser.add_argument("--max-ulp", type=_max_ulp, metavar="N",
+    parser.add_argument("--scale", type=scale, help="the scale (default: the manifest's, else 1/sqrt(E) exactly)")
+    parser.add_argument("--max-ulp", type=max_ulp, metavar="N",
                         help="exit 1 when some entry's error is proved to exceed N ulps")
     parser.add_argument("--rows", type=_rows, default="all", metavar="RULE",
                         help="all (default), sample:N, or sample:N+risky: a seeded sample plus the risky rows")
