@@ -17,7 +17,7 @@ import sympy
 
 import symattn as sa
 from symattn.engine import transform as transform_module
-from symattn.engine.softcap import SoftCap
+from symattn.engine.transform import SoftCap
 from symattn.errors import ProblemError
 from symattn.limits import MAX_ROOT_INDEX
 

@@ -127,13 +127,14 @@ def test_the_checker_gives_verdict_members_that_write_the_old_json():
 # -- MistakeCode -------------------------------------------------------------------------------
 
 def catalogue_tables() -> set[str]:
-    """The codes the catalog's and the backward's docstring tables list (a row: ``code``  the change)."""
+    """The codes the docstring tables of the catalog and of the variants' mistake modules list
+    (a row: ``code``  the change)."""
     import re
 
-    from symattn.check.mistakes import backward, catalog
+    from symattn.check.mistakes import backward, catalog, logits, online, rope
 
     found = set()
-    for module in (catalog, backward):
+    for module in (catalog, rope, online, logits, backward):
         found |= set(re.findall(r"^``([a-z0-9.\-_]+)``\s", module.__doc__ or "", re.M))
     return found
 

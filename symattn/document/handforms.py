@@ -10,6 +10,8 @@ evaluation never use these forms; they only decide how a value is written.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
@@ -112,6 +114,35 @@ def logit(trace: Trace, i: int, j: int) -> Math:
     p = trace.problem
     x = biased(trace, i, j) if p.alibi is not None else scaled(trace, trace.step("scores")[i, j])
     return capped(trace, x) if p.softcap is not None else x
+
+
+def _before_cap(trace: Trace, i: int, j: int) -> Math:
+    """The logit the soft-cap takes, as written: biased with ALiBi, else scaled."""
+    if trace.problem.alibi is not None:
+        return biased(trace, i, j)
+    return scaled(trace, trace.step("scores")[i, j])
+
+
+@dataclass(frozen=True)
+class LogitForm:
+    """How the derivation writes a variant's logit step (a ``StepKind.LOGIT`` step): the
+    symbol of its matrix, an entry as written, and a worked dot row's entry (the working
+    before the value: −1/4·(1 − 0); 2/√3 + (−1/4); 50·tanh(x/50) from x)."""
+
+    symbol: Math
+    written: Callable[[Trace, int, int], Math]
+    worked: Callable[[Trace, int, int], Math]
+
+
+#: each logit step's forms; the derivation's logits section reads them for every LOGIT step
+#: in the trace, so a new logit variant adds its forms here and nothing in ``document/build``
+LOGIT_FORMS: dict[str, LogitForm] = {
+    "bias": LogitForm(Sym("B"), lambda t, i, j: number(t.step("bias")[i, j]), bias_worked),
+    "biased": LogitForm(Words("biased"), biased,
+                        lambda t, i, j: Sum((scaled(t, t.step("scores")[i, j]),
+                                             number(t.step("bias")[i, j])))),
+    "capped": LogitForm(Words("capped"), logit, _before_cap),
+}
 
 
 def _logit_shifted(trace: Trace, i: int, j: int) -> Math:

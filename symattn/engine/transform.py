@@ -1,7 +1,7 @@
-"""The logit-transform interface: what the engine's fast paths ask of a transform of the logits.
+"""The logit transforms: the interface the engine's fast paths ask, each transform, their registry.
 
 A logit transform is a strictly increasing function t applied to every logit after ALiBi's
-bias (the soft-cap's ``c·tanh(x / c)``, :mod:`symattn.engine.softcap`).  The engine decides a
+bias (the soft-cap's ``c·tanh(x / c)``, :class:`SoftCap`).  The engine decides a
 row's maximum and its ties on the logits before t (t keeps the order and the ties), and each
 fast path asks the transform, never the variant's key, whether it may stand:
 
@@ -12,17 +12,22 @@ fast path asks the transform, never the variant's key, whether it may stand:
 - ``keeps_logs``: a logarithm in the logits stays a sum of logarithms in the exponents, so
   e^(q·log b) = b^q may be built (and the root-index budget applies to it).
 
-A new transform is one module with a class of this shape and its entry in :data:`TRANSFORMS`.
+A new transform is a class of this shape in this module and its entry in :data:`TRANSFORMS`
+below it: the engine's piece of a variant is this one file (``state.py``, ``logits.py``,
+``exact.py``, ``algebraic.py``, ``balls.py``, ``budgets.py`` and ``trace/trace.py`` ask
+:func:`logit_transform` and do not change).
 """
 
 from __future__ import annotations
 
-from typing import Callable, Protocol
+from dataclasses import dataclass
+from typing import Callable, ClassVar, Protocol
 
 import flint
 import sympy
 
-from symattn.engine.softcap import SoftCap
+from symattn.numbers.certify import to_arb
+from symattn.problem.keys.logits import capped
 from symattn.problem.problem import Problem
 
 
@@ -60,6 +65,41 @@ class LogitTransform(Protocol):
     def balls(self, row: list, prec: int) -> list:
         """t of a row of arb balls at ``prec`` bits (called inside ``precision(prec)``)."""
         ...
+
+
+# -- the transforms ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SoftCap:
+    """The soft-cap (Gemma 2): ``capped = c·tanh(x / c)`` with an exact cap c > 0, in (−c, c).
+
+    :mod:`symattn.problem.keys.logits` parses the key into c.  tanh of a rational other than 0
+    is transcendental, so the capped logits are neither rational nor proved algebraic, and
+    SymPy leaves e^(c·tanh(x/c)) alone: every fast path that needs rational or algebraic
+    logits steps aside.
+    """
+
+    cap: sympy.Expr
+    step: ClassVar[str] = "capped"
+    rational: ClassVar[bool] = False      # tanh(x) for a rational x ≠ 0 is transcendental
+    algebraic: ClassVar[bool] = False     # c·tanh(x/c) − c·tanh(y/c): not proved algebraic
+    keeps_logs: ClassVar[bool] = False    # no e^(q·log b) in c·tanh(x/c): no b^q is built
+
+    @classmethod
+    def of(cls, problem: Problem) -> SoftCap | None:
+        """The problem's soft-cap, or None without one."""
+        return None if problem.softcap is None else cls(problem.softcap)
+
+    def exact(self, x: sympy.Expr) -> sympy.Expr:
+        return capped(self.cap, x)
+
+    def known(self, x: flint.fmpq) -> flint.fmpq | None:
+        """tanh(0) = 0: the only rational value known."""
+        return flint.fmpq(0) if x == 0 else None
+
+    def balls(self, row: list, prec: int) -> list:
+        c = to_arb(self.cap, prec)
+        return [c * (x / c).tanh() for x in row]
 
 
 #: each transform's constructor from a problem (None: the problem does not use it)

@@ -51,6 +51,7 @@ from symattn.engine.extra import StepNumbers
 from symattn.errors import ProblemError
 from symattn.problem.keys.mask import causal_window_width
 from symattn.trace.stepnumbers import ExactNumbers
+from symattn.trace.steps import logit_step
 from symattn.trace.source import AddStep, TraceView
 
 from symattn.problem.problem import Problem
@@ -123,7 +124,7 @@ class Decode:
         self.prefill: int = p.prefill
         self.positions = tuple(range(p.prefill, p.n))
         #: ALiBi or a soft-cap: the softmax takes logits other than scale·scores (a step)
-        self.has_logits = p.alibi is not None or p.softcap is not None
+        self.has_logits = logit_step(p) != "scaled"
         self._engines: dict[int, Engine] = {}
 
     def name(self, t: int, part: str) -> str:
@@ -142,11 +143,12 @@ class Decode:
             p = self.trace.problem
             cache = self.cache(t)
             Q, K, V = (self.trace.step(name) for name in ("Q", "K", "V"))
-            alibi = None if p.alibi is None else {**p.alibi.value, "positions": [t], "key_positions": list(cache)}
+            variants = p.variant_keys       # the sink, the soft-cap, ALiBi: the softmax's variants
+            if p.alibi is not None:
+                variants["alibi"] = {**p.alibi.value, "positions": [t], "key_positions": list(cache)}
             step = Problem(Q=[[Q[t, c] for c in range(p.d_k)]], K=[[K[j, c] for c in range(p.d_k)] for j in cache],
-                           V=[[V[j, c] for c in range(p.d_v)] for j in cache], scale=p.scale, sink=p.sink,
-                           softcap=p.softcap, alibi=alibi, tokens=[p.tokens[t]],
-                           key_tokens=[p.tokens[j] for j in cache])
+                           V=[[V[j, c] for c in range(p.d_v)] for j in cache], scale=p.scale,
+                           tokens=[p.tokens[t]], key_tokens=[p.tokens[j] for j in cache], **variants)
             self._engines[t] = Engine(step)
         return self._engines[t]
 

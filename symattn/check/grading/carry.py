@@ -64,8 +64,8 @@ def _from_inputs(trace: Trace, step: str, keys: tuple,
     """The student's own rows as the scores of a problem (None when they cannot be: −∞
     written where the mask allows; where it blocks, −∞ is kept out by the mask itself)."""
     p = trace.problem
-    if p.alibi is not None or p.softcap is not None:
-        return None   # the written rows would need the bias and the cap re-applied: not carried
+    if trace.logit_step != "scaled":
+        return None   # the written rows would need the bias or the cap re-applied: not carried
     rows = _rows(trace, keys)
     mask = None if p.mask is None else [[int(p.mask[i, j]) for j in range(p.m)] for i in rows]
     values = [list(row) for row in values]

@@ -35,22 +35,13 @@ code                      the change
                           no mask)
 ``window-off-by-one``     a sliding window of W + 1 keys (``q − kv ≤ W``, as
                           attention-gym counts) or W − 1 keys
-``rope-layout``           RoPE with the other pairing (interleaved ↔ half)
-``rope-degrees``          RoPE angles read as degrees: every θ_i times π/180
-``rope-on-values``        V rotated too (by the key positions; d_v = d_k)
-``rope-query-only``       only Q rotated: the scores are Q_rot·Kᵀ
-``online-no-rescale``     online softmax (tiles) without the rescale factors
-                          e^(m_old − m_new); ``early-rounding`` also covers its
-                          exponentials rounded before the running sums
-                          (``symattn.check.mistakes.online``)
-``alibi-sign``            ALiBi's bias with the wrong sign, +slope·(i − j)
-``alibi-scaled``          ALiBi's bias added before the scaling (scaled too)
-``softcap-missing``       the soft-cap left out
-``sink-renormalized``     the sink dropped and the rest renormalised (plain softmax)
-``sink-kept``             the sink's weight left in the row (m + 1 weights; the
-                          checker reads such a figure against the sink-as-a-key
-                          trace; ``symattn.check.mistakes.logits``)
 ========================  =====================================================
+
+Each variant's mistakes are tabled the same way in its own module, which builds them:
+RoPE's in :mod:`symattn.check.mistakes.rope`, online softmax's in
+:mod:`~symattn.check.mistakes.online`, ALiBi's, the soft-cap's and the sink's in
+:mod:`~symattn.check.mistakes.logits`, the backward pass's in
+:mod:`~symattn.check.mistakes.backward` (a new variant's mistakes add a row there, not here).
 """
 
 from __future__ import annotations

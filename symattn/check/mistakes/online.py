@@ -1,8 +1,10 @@
 """Mistakes of online softmax: the trace's own recurrence run with one named change.
 
-``online-no-rescale``: the running sum and output are not multiplied by
-e^(m_old − m_new) when the maximum grows, so keys seen before the growth keep
-their old, larger exponentials.  ``early-rounding`` (in the running sums): every
+``online-no-rescale``  the running sum and output not multiplied by e^(m_old − m_new)
+                      when the maximum grows, so keys seen before the growth keep
+                      their old, larger exponentials
+
+``early-rounding`` (in the running sums): every
 exponential (the new terms and the rescale factors) rounded to k places before it
 is added, as a public walkthrough does when it prints 1.51 for
 e^(2−3) + e^(1−3) + e^0 = 1.5032….  Both are :meth:`symattn.trace.online.Online.run`

@@ -12,6 +12,7 @@ numbers from the tree.  Every number is a certified decimal of the Trace.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -275,26 +276,18 @@ class _Builder:
         """ALiBi's bias and biased scores, the soft-capped logits: each a matrix and the
         dot rows worked as a person writes them (−1/4·(1 − 0) → −1/4; 50·tanh(x/50) ≈ …)."""
         t, p = self.t, self.p
-        worked = {"bias": lambda i, j: hf.bias_worked(t, i, j),
-                  "biased": lambda i, j: _sum_of(hf.scaled(t, t.step("scores")[i, j]),
-                                                 hf.number(t.step("bias")[i, j])),
-                  "capped": lambda i, j: (hf.biased(t, i, j) if p.alibi is not None   # → c·tanh(x/c)
-                                          else hf.scaled(t, t.step("scores")[i, j]))}
-        written = {"bias": lambda i, j: hf.number(t.step("bias")[i, j]),
-                   "biased": lambda i, j: hf.biased(t, i, j),
-                   "capped": lambda i, j: hf.logit(t, i, j)}
-        symbols = {"bias": Sym("B"), "biased": Words("biased"), "capped": Words("capped")}
         sections = []
         for name in StepName.of_kind(StepKind.LOGIT):
             if name not in t.step_names:
                 continue
             cols = self.shown(p.m)
-            mat = self.matrix(name, symbols[name], col_labels=True, exact=written[name])
+            form = hf.LOGIT_FORMS[name]
+            mat = self.matrix(name, form.symbol, col_labels=True, exact=partial(form.written, t))
             assert mat.exact is not None           # given just above
             children: list = [mat]
             for i in self.dot_rows:
                 children.append(ScaledRow(p.tokens[i],
-                                          self.pick([worked[name](i, j) if j in cols else None
+                                          self.pick([form.worked(t, i, j) if j in cols else None
                                                      for j in range(p.m)], cols),
                                           self.pick(mat.exact[i], cols), self.pick(self.dec(name)[i], cols)))
             sections.append(Section(name, spec(name, p).title, tuple(children),
@@ -461,11 +454,6 @@ class _Builder:
             "which is dropped after the softmax.",
             (CheckLine("", Chain((SigmaSum(Sub(Sym("A"), (Token(token), Sym("j")))), Frac(keys, total),
                                   Int(1)), ("=", "≤"))),))
-
-
-def _sum_of(a: Math, b: Math) -> Math:
-    """a + b written out (a Neg term prints as − x)."""
-    return Sum((a, b))
 
 
 def step_decimals(trace: Trace, name: str, options: DocumentOptions | None = None) -> Cells:

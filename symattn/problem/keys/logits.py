@@ -17,8 +17,12 @@ last of them):
   when both are present.  tanh is increasing, so the row maximum and the tied
   keys are those of the logits before the cap (decided exactly there).
 
-This module validates the two keys and says what each entry is exactly;
-the engine (``symattn.engine.engine``) computes with them.
+A third, ``sink = s``, adds one more column to every softmax (read here too).
+
+This module validates the keys, says what each entry is exactly, and holds their rows of the
+key table (:data:`LOGIT_KEYS`, spliced into :mod:`symattn.problem.keys.table`) and the
+Problem attributes they set (:class:`LogitKeys`): a new logit variant's key is this module's
+change alone.  The engine (``symattn.engine``) computes with them.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import sympy
 from symattn.errors import ProblemError
 from symattn.exact.coerce import to_exact
 from symattn.problem.keys.context import KeyContext
+from symattn.problem.keys.key import Key, free_symbols
 from symattn.problem.matrix import plain_scalar, check_magnitude, check_symbols
 
 ALIBI_KEYS = ("slope", "symmetric", "positions", "key_positions")
@@ -192,3 +197,40 @@ def alibi_key(value: object, ctx: KeyContext) -> dict[str, Any]:
 def softcap_key(value: object, ctx: KeyContext) -> dict[str, Any]:
     """The ``softcap`` key's reader (None: no cap)."""
     return {"softcap": read_softcap(value)}
+
+
+# -- the keys' rows of the key table and the attributes they set -------------------------------
+
+class LogitKeys:
+    """The Problem attributes the logit keys set (``symattn.problem.keys.table.ParsedKeys``
+    inherits them)."""
+
+    #: the sink logit s, or None
+    sink: sympy.Expr | None
+    #: ALiBi's slope and form (:class:`Alibi`), or None
+    alibi: Alibi | None
+    #: the soft-cap c of capped = c·tanh(logit / c), or None
+    softcap: sympy.Expr | None
+
+
+def _alibi_free(spec: Alibi | None) -> frozenset[sympy.Symbol]:
+    return frozenset() if spec is None else frozenset(spec.slope.free_symbols)
+
+
+def _alibi_written(p: Any) -> object:
+    """ALiBi as a version's file writes it: the slope, and the rest when symmetric."""
+    alibi = p.alibi
+    return None if alibi is None else alibi.value if alibi.symmetric else {"slope": alibi.slope}
+
+
+#: the rows of the sink, ALiBi and the soft-cap, in the order the unknown-key error lists them
+LOGIT_KEYS: tuple[Key, ...] = (
+    Key("sink", "a sink logit: one more column in every softmax", read=sink_key, order=4,
+        value=lambda p: p.sink, substitute=True, free=free_symbols, variant=True, per_head=5,
+        in_versions=2),
+    Key("alibi", "ALiBi's linear bias", read=alibi_key, order=5,
+        value=lambda p: None if p.alibi is None else p.alibi.value, substitute=True,
+        free=_alibi_free, variant=True, per_head=3, in_versions=1, written=_alibi_written),
+    Key("softcap", "Gemma 2's soft-cap c·tanh(logit / c)", read=softcap_key, order=6,
+        value=lambda p: p.softcap, variant=True, per_head=4, in_versions=3),
+)

@@ -17,16 +17,14 @@ per-head keys in; ``in_versions`` the order a worksheet version's file writes th
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 import sympy
 
 from symattn.problem.keys.backward import Backward, backward_key
-from symattn.problem.keys.context import KeyContext
 from symattn.problem.keys.decode import decode_key
-from symattn.problem.keys.logits import Alibi, alibi_key, sink_key, softcap_key
+from symattn.problem.keys.key import Key, free_symbols
+from symattn.problem.keys.logits import LOGIT_KEYS, LogitKeys
 from symattn.problem.keys.mask import mask_key
 from symattn.problem.keys.rope import Rope, rope_key
 from symattn.problem.keys.scale import scale_key
@@ -37,52 +35,8 @@ Matrix: TypeAlias = sympy.ImmutableMatrix
 __all__ = ["Key", "KEYS", "KEY_NAMES", "PROJECTED_INPUTS", "DIRECT_INPUTS", "CAPS_ORDER", "ParsedKeys", "by_name", "read_order",
            "per_head_keys", "heads_shared_keys", "version_keys", "substitute", "symbols_in"]
 
-Getter = Callable[[Any], object]
-Reader = Callable[[object, KeyContext], dict[str, Any]]
-
 #: The size caps (``Problem._check_size_caps``) run after the keys read before this order.
 CAPS_ORDER = 10
-
-
-@dataclass(frozen=True)
-class Key:
-    """One problem key (see the module's docstring for what reads each field)."""
-
-    name: str
-    doc: str
-    #: "meta" (how the problem is named and read: title, about, symbols), "input" (a matrix,
-    #: read by Problem itself) or "key"
-    kind: str = "key"
-    #: plain value and context in, the Problem attributes it sets out (None: Problem reads it)
-    read: Reader | None = None
-    #: when Problem.__init__ reads it (after the inputs; CAPS_ORDER splits before/after the caps)
-    order: int = 0
-    #: the key as Problem(...) takes it back, from a Problem (None: never passed back)
-    value: Getter | None = None
-    #: as Problem.subs passes it, when that differs from ``value`` (None when it was defaulted)
-    as_given: Getter | None = None
-    #: Problem.rebuilt (a mistake's or a fact's changed problem) keeps it
-    rebuilt: bool = True
-    #: Problem.subs replaces the symbols in its value
-    substitute: bool = False
-    #: the symbols its spec holds (counted by Problem.free_symbols), from the attribute ``name``
-    free: Callable[[Any], frozenset[sympy.Symbol]] | None = None
-    #: one of Problem.variant_keys: the softmax's variants a rebuild with other inputs keeps
-    variant: bool = False
-    #: a [[head]] table of a multi-head file may set it: its place in their list (0: may not)
-    per_head: int = 0
-    #: a multi-head file's top level gives it to every head's Problem
-    shared: bool = False
-    #: worksheet versions keep it as the problem has it (as a file writes it: ``written``): its
-    #: place in a version's file (0: the versions draw it themselves or leave it out)
-    in_versions: int = 0
-    written: Getter | None = None
-    #: an input's role: "projected" (X with the W's, X_kv optional) or "direct" (Q, K, V)
-    role: str = ""
-    #: Problem(...) takes it as a keyword (``about`` is read from files only)
-    keyword: bool = True
-    #: the keyword's default
-    default: object = None
 
 
 def _input(name: str, doc: str, role: str) -> Key:
@@ -95,25 +49,11 @@ def _matrix(p: Any, name: str) -> object:
     return None if given is None else given.to_sympy()
 
 
-def _free(spec: sympy.Expr | None) -> frozenset[sympy.Symbol]:
-    return frozenset() if spec is None else frozenset(spec.free_symbols)
-
-
-def _alibi_free(spec: Alibi | None) -> frozenset[sympy.Symbol]:
-    return frozenset() if spec is None else frozenset(spec.slope.free_symbols)
-
-
 def _backward_written(p: Any) -> object:
     """The backward key as a file writes it (its matrices as lists of rows)."""
     if p.backward is None:
         return None
     return {k: v.tolist() if isinstance(v, sympy.MatrixBase) else v for k, v in p.backward.value.items()}
-
-
-def _alibi_written(p: Any) -> object:
-    """ALiBi as a version's file writes it: the slope, and the rest when symmetric."""
-    alibi = p.alibi
-    return None if alibi is None else alibi.value if alibi.symmetric else {"slope": alibi.slope}
 
 
 KEYS: tuple[Key, ...] = (
@@ -135,19 +75,12 @@ KEYS: tuple[Key, ...] = (
         as_given=lambda p: None if p.key_tokens == p.tokens else p.key_tokens, shared=True),
     Key("scale", "the scores' factor (1/√d_k unless given)", read=scale_key, order=3,
         value=lambda p: p.scale, as_given=lambda p: p.scale if p.scale_given else None,
-        substitute=True, free=_free, shared=True),
+        substitute=True, free=free_symbols, shared=True),
     Key("mask", "causal, a 0/1 matrix or a sliding window", read=mask_key, order=9,
         value=lambda p: p.mask_value, per_head=1),
-    Key("sink", "a sink logit: one more column in every softmax", read=sink_key, order=4,
-        value=lambda p: p.sink, substitute=True, free=_free, variant=True, per_head=5,
-        in_versions=2),
     Key("rope", "rotary position embeddings", read=rope_key, order=7, value=lambda p: p.rope,
         per_head=2),
-    Key("alibi", "ALiBi's linear bias", read=alibi_key, order=5,
-        value=lambda p: None if p.alibi is None else p.alibi.value, substitute=True,
-        free=_alibi_free, variant=True, per_head=3, in_versions=1, written=_alibi_written),
-    Key("softcap", "Gemma 2's soft-cap c·tanh(logit / c)", read=softcap_key, order=6,
-        value=lambda p: p.softcap, variant=True, per_head=4, in_versions=3),
+    *LOGIT_KEYS,
     Key("symbols", "the symbols strings may use", kind="meta", default=()),
     Key("tiles", "FlashAttention's key blocks (online softmax)", read=tiles_key, order=11,
         value=lambda p: p.tiles_value, rebuilt=False, per_head=6, in_versions=4),
@@ -166,8 +99,9 @@ PROJECTED_INPUTS: tuple[str, ...] = tuple(k.name for k in KEYS if k.role == "pro
 DIRECT_INPUTS: tuple[str, ...] = tuple(k.name for k in KEYS if k.role == "direct")
 
 
-class ParsedKeys:
-    """The Problem attributes the keys' readers set (typed here, beside their rows)."""
+class ParsedKeys(LogitKeys):
+    """The Problem attributes the keys' readers set (typed here beside their rows; a key family
+    whose rows live in its own module types its attributes there: ``LogitKeys``)."""
 
     tokens: tuple[str, ...]
     key_tokens: tuple[str, ...]
@@ -179,14 +113,8 @@ class ParsedKeys:
     mask_kind: str | None
     #: (W, causal) of a sliding-window mask, else None
     window: tuple[int, bool] | None
-    #: the sink logit s, or None
-    sink: sympy.Expr | None
     #: the validated RoPE key (symattn.problem.keys.rope.Rope), or None
     rope: Rope | None
-    #: ALiBi's slope and form (symattn.problem.keys.logits.Alibi), or None
-    alibi: Alibi | None
-    #: the soft-cap c of capped = c·tanh(logit / c), or None
-    softcap: sympy.Expr | None
     #: the key blocks [start, end) of online softmax, or None; and the key as given
     tiles: tuple[tuple[int, int], ...] | None
     tiles_value: object
