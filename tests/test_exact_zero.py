@@ -51,3 +51,31 @@ def test_equal_decides_a_transcendental_tie_exactly():
     """Ball arithmetic alone can never separate these (their difference is exactly 0)."""
     a, b = s.exp(A) / total, s.expand(s.exp(A) * wider) / s.expand(total * wider)
     assert a != b and equal(a, b)
+
+
+# -- nested roots: the degree bound over-counts, denesting decides -----------------------------
+
+DENESTED_ZEROS = [
+    (s.sqrt(5 + 2 * s.sqrt(6)), s.sqrt(2) + s.sqrt(3)),          # bound 16, field degree 4
+    (s.sqrt(7 + 4 * s.sqrt(3)) + s.sqrt(5), 2 + r3 + s.sqrt(5)),
+    (s.sqrt(3 - 2 * s.sqrt(2)), s.sqrt(2) - 1),                  # (√2 − 1)² = 3 − 2√2
+]
+
+
+@pytest.mark.parametrize("a, b", DENESTED_ZEROS)
+def test_nested_roots_equal_to_their_denested_form_are_proved_equal(a, b):
+    from symattn.numbers.compare import sign
+
+    assert mpmath.almosteq(mpmath.mpf(s.N(a - b, 80)), 0, abs_eps=mpmath.mpf(10) ** -70)
+    assert sign(a - b) == 0 and equal(a, b)
+
+
+def test_a_nested_root_beside_a_near_miss_is_decided_by_its_sign():
+    from symattn.numbers.compare import sign
+
+    a = s.sqrt(5 + 2 * s.sqrt(6)) - s.sqrt(2) - s.sqrt(3)
+    with mpmath.workdps(100):
+        tiny = mpmath.mpf(1) / mpmath.mpf(10) ** 60
+        assert mpmath.mpf(str(s.N(a, 100))) + tiny > 0
+    assert sign(a + s.Rational(1, 10**60)) == 1 and sign(a - s.Rational(1, 10**60)) == -1
+    assert sign(s.sqrt(5 + 2 * s.sqrt(7)) - s.sqrt(2) - s.sqrt(3)) == 1

@@ -31,12 +31,32 @@ def _is_exactly_zero(expr: sympy.Expr) -> bool | None:
     if not expr.is_algebraic:   # cosines and sines of algebraic angles (RoPE scores), or e^β
         return trig_is_zero(expr) if expr.has(sympy.cos, sympy.sin) else exp_sum_is_zero(expr)
     if not minimal_polynomial_affordable(expr):
-        return None       # a derived root of index 10^4 (e^(c·log b) = b^c): no minimal polynomial
+        expr = _denested(expr)        # √(5 + 2√6) − √2 − √3: degree bound 16, truly 4
+        if expr == 0:
+            return True
+        if not minimal_polynomial_affordable(expr):
+            return None   # a derived root of index 10^4 (e^(c·log b) = b^c): no minimal polynomial
     x = sympy.Dummy("x")
     try:
         return minimal_polynomial(expr, x) == x
     except SYMPY_FAILURES:      # NotAlgebraic, NotImplementedError, OverflowError, ...: undecided
         return None
+
+
+#: nested roots are denested only in values this small (sqrtdenest's cost grows with them)
+_DENEST_OPS = 200
+
+
+def _denested(expr: sympy.Expr) -> sympy.Expr:
+    """``expr`` with its nested square roots denested (√(5 + 2√6) = √2 + √3) and expanded, or
+    ``expr`` itself.  Why: the degree bound counts every distinct root, so a nested root whose
+    field is that of the plain roots beside it over-counts, and a zero stays undecided."""
+    if sympy.count_ops(expr) > _DENEST_OPS:
+        return expr
+    try:
+        return sympy.expand(sympy.sqrtdenest(expr))
+    except SYMPY_FAILURES:
+        return expr
 
 
 def sign(expr: sympy.Expr) -> int:
