@@ -102,47 +102,104 @@ def _ratios(numerators: list[int], cols: list[int], spread: int, total: int, ter
     """numerators[j]/total for j in cols, each numerator within [A, A + spread) and the
     denominator within [total, total + terms) (see the module docstring); a numerator too
     short for that is taken from ``fine`` when it is there: (M, s), the same value in
-    units 2^s times smaller."""
-    digits, exps = rounding.digits, numerators
+    units 2^s times smaller.
+
+    The common entry costs one multiplication and one divmod: its decade comes from a table
+    by the numerator's bit length (one comparison with the decade's threshold), and the
+    remainder says both the rounding and whether the enclosure decides it.  The rest (a
+    short numerator, a rounding within the margin of a half, a decade's edge) take the
+    general test of :func:`_ratio_one`."""
+    digits = rounding.digits
     assert digits is not None          # the fast path serves significant digits only
-    want = digits + _GUARD_DIGITS
-    total_bits, least, q_bits = total.bit_length(), spread << b, b - 3
-    pow10 = _powers_of_ten(want + (total_bits * 1233 >> 12) + 2)   # K ≤ want + log10 D + 1
-    low, high = pow10[digits - 1], pow10[digits]
+    least, total_bits = spread << b, total.bit_length()
+    low, high = p10(digits - 1), p10(digits)
+    margin = total // _MARGIN + 1      # > 2·D·ε: the enclosure's error (module docstring)
+    tables: dict[int, tuple[int, int, int, int, int] | None] = {}
     new, cls = new_decimal, CertifiedDecimal
     out = {}
     for j in cols:
-        e = exps[j]
-        if e < least:
-            if j in fine:
-                decided = _tiny_ratio(*fine[j], spread, total, b, rounding)
+        e = numerators[j]
+        t = tables.get(e.bit_length())
+        if t is None:
+            length = e.bit_length()
+            if length <= least.bit_length() or length in tables:   # short, or a row sum past 10^digits
+                decided = _ratio_one(e, j, spread, total, b, rounding, fine)
                 if decided is not None:
                     out[j] = decided
-            continue
-        # K so that q has about `want` digits (K ≥ want when A ≤ D); 1233/4096 ≈ log10 2
-        k = want - (((e.bit_length() - total_bits) * 1233) >> 12)
-        if k < 0:                                         # a row sum over 10^want: arb
-            continue
-        q = e * pow10[k] // total
-        n = q.bit_length()
-        if n > q_bits:
-            continue
-        # the rounding of [q − 2, q + 2]·10^−K, inlined: q's digits (n or n + 1), the
-        # rounding unit, the nearest multiple m, and both ends inside m's cell
-        n = ((n - 1) * 1233 >> 12) + 1
-        if q >= pow10[n]:
-            n += 1
-        unit = pow10[n - digits]
-        m, r = divmod(q, unit)
-        if 2 * r >= unit:
-            m, r = m + 1, r - unit                        # q = m·unit + r, |r| ≤ unit/2
-        if low < m < high and 2 * r - 4 >= -unit and 2 * r + 4 < unit:
-            out[j] = new(cls, (m, n - digits - k, False, rounding))
-        else:                                             # a decade's edge: the general test
-            decided = judge_enclosure(q, 2, -k, rounding)
+                continue
+            t = tables[length] = _decade_table(length - total_bits, total, digits)
+            if t is None:
+                decided = _ratio_one(e, j, spread, total, b, rounding, fine)
+                if decided is not None:
+                    out[j] = decided
+                continue
+        if e >= t[0]:                  # the upper of the two decades this bit length allows
+            q, r = divmod(e * t[1], total)
+            x = t[2]
+        else:
+            q, r = divmod(e * t[3], total)
+            x = t[4]
+        d = 2 * r - total              # 2·D·(the fraction − ½): rounds up when ≥ 0
+        if d >= margin:
+            q += 1
+            if q == high:
+                q = 0
+        elif d > -margin or q == low:
+            q = 0
+        if q:
+            out[j] = new(cls, (q, x, False, rounding))
+        else:                          # within the margin of a half, or a decade's edge
+            decided = _ratio_one(e, j, spread, total, b, rounding, fine)
             if decided is not None:
                 out[j] = decided
     return out
+
+
+#: the output's unit keeps this many bits beyond B + bits(m)
+_OUTPUT_SPARE_BITS = 32
+
+#: the remainder test's margin: D/_MARGIN > 2·D·ε, with ε < 10^digits·2^−B ≤ 10^−6/16
+_MARGIN = 8 * 10**6
+
+
+def _decade_table(delta: int, total: int, digits: int) -> tuple[int, int, int, int, int] | None:
+    """For numerators A of one bit length, delta bits longer than the denominator D: A/D
+    lies in (2^(delta−1), 2^(delta+1)), so in decade c0 or c0 + 1 (c0 = ⌊(delta − 1)·log10 2⌋).
+    (threshold, 10^k, −k for the upper decade, 10^k, −k for the lower), with A ≥ threshold
+    exactly when A/D ≥ 10^(c0+1), and k the shift that gives A/D·10^k ``digits`` digits;
+    None when A/D may reach 10^digits (k < 0: the general test)."""
+    c0 = _decade_of_power_of_two(delta - 1)
+    k_high = digits - 2 - c0
+    if k_high < 0:
+        return None
+    c = c0 + 1
+    threshold = total * p10(c) if c >= 0 else -(-total // p10(-c))   # ⌈D·10^c⌉
+    return threshold, p10(k_high), -k_high, p10(k_high + 1), -k_high - 1
+
+
+@lru_cache(maxsize=4096)
+def _decade_of_power_of_two(a: int) -> int:
+    """⌊log10 2^a⌋, exactly, for any integer a."""
+    if a >= 0:
+        return len(str(1 << a)) - 1
+    return -len(str((1 << -a) - 1))      # 2^−a is no power of ten: −⌈log10 2^−a⌉
+
+
+def _ratio_one(e: int, j: int, spread: int, total: int, b: int, rounding: Rounding,
+               fine: dict[int, tuple[int, int]]) -> CertifiedDecimal | None:
+    """One ratio by the general test: q = ⌊A·10^K/D⌋ with about digits + 4 digits, and the
+    rounding of [q − 2, q + 2]·10^−K (a short numerator from its finer floor)."""
+    if e < spread << b:
+        return _tiny_ratio(*fine[j], spread, total, b, rounding) if j in fine else None
+    assert rounding.digits is not None   # the fast path serves significant digits only
+    # K so that q has about `want` digits (K ≥ want when A ≤ D); 1233/4096 ≈ log10 2
+    k = rounding.digits + _GUARD_DIGITS - (((e.bit_length() - total.bit_length()) * 1233) >> 12)
+    if k < 0:                                             # a row sum over 10^want: arb
+        return None
+    q = e * p10(k) // total
+    if q.bit_length() > b - 3:
+        return None
+    return judge_enclosure(q, 2, -k, rounding)
 
 
 def _outputs(engine: Engine, rows: dict[int, FixedRow], pending: dict[int, list[int]], b: int,
@@ -151,7 +208,11 @@ def _outputs(engine: Engine, rows: dict[int, FixedRow], pending: dict[int, list[
     numerators, den = engine.V.rational.numer_denom()
     den = int(den)
     order = list(rows)
-    products = (flint.fmpz_mat([engine.fixed_exps_fmpz(i, f, b + 8) for i in order]) * numerators).tolist()
+    # the product at the coarser unit 2^(B + bits(m) + 32): S ≥ 2^that ≥ k·2^B still, and
+    # about 140 fewer bits per entry than the weights' (their extra 128 bits serve tiny weights)
+    shift = max(0, f - (b + engine.m.bit_length() + _OUTPUT_SPARE_BITS))
+    products = (flint.fmpz_mat([engine.fixed_exps_fmpz(i, f, b + 8, shift) for i in order])
+                * numerators).tolist()
     # Σ_j |N_jc| over every key bounds the sum over a row's allowed keys
     spread_bits = [sum(abs(int(x)) for x in column).bit_length()
                    for column in numerators.transpose().tolist()]
@@ -163,7 +224,11 @@ def _outputs(engine: Engine, rows: dict[int, FixedRow], pending: dict[int, list[
     new, cls = new_decimal, CertifiedDecimal
     out: dict[int, dict[int, CertifiedDecimal]] = {}
     for i, row in zip(order, products):
-        d = rows[i].total * den
+        # S' = ⌊S/2^shift⌋ ≤ s·2^(F − shift) < S' + 1 + k/2^shift ≤ S' + k + 1
+        total = rows[i].total >> shift
+        if total < (rows[i].terms + 1) << b:     # D ≥ δ·2^B fails at the coarse unit: arb
+            continue
+        d = total * den
         d_bits = d.bit_length()
         decided_row = out[i] = {}
         for c in pending[i]:
