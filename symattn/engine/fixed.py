@@ -6,8 +6,8 @@ typed in decimals).  The engine gives each row's exponentials as integers
 E_j with E_j ≤ e_j·2^F < E_j + 1, and the row sum's S and term count k with
 S ≤ s·2^F < S + k (:meth:`symattn.engine.engine.Engine.fixed_exps`).  Everything
 after that is integer arithmetic with a proved error bound, so a whole
-512 × 512 step costs one multiplication and one division per entry instead
-of an arb division and a binary-to-decimal conversion (and the output is one
+512 × 512 step costs one multiplication by a reciprocal per entry instead of
+an arb division and a binary-to-decimal conversion (and the output is one
 fmpz matrix product).
 
 **Ratios: weights, exp, row_sum.**  Each is x = a/d with a known to lie in
@@ -15,24 +15,30 @@ fmpz matrix product).
 D = S, δ = k), an exponential e_j·2^F/2^F (δ = 0), the row sum s·2^F/2^F
 (A = S, α = k, δ = 0).  x lies in [A/(D + δ), (A + α)/D], so
 |x − A/D| ≤ (A/D)·max(α/A, δ/D) ≤ (A/D)·2^−B when A ≥ α·2^B and D ≥ δ·2^B.
-Scaled by 10^K, with q = ⌊A·10^K/D⌋ < 2^(B−3): x·10^K lies within
-(q + 1)·2^−B < 1/8 of [q, q + 1), so in [q − 2, q + 2].  Entries that miss a
-condition are left to the arb path.  A tiny weight or exponential (E_j with
-few bits) is taken from its finer floor M_j = ⌊e_j·2^(F+s)⌋ instead: A = M_j,
-D = S·2^s, δ = k·2^s, the same conditions.
+The common entry: A's bit length leaves A/D two decades; one comparison with
+the threshold ⌈D·10^c⌉ picks the one, so y = A/D·10^k has exactly ``digits``
+digits before the point, and x·10^k lies within ε = y·2^−B < 10^−6/16 of y.
+With R = ⌊10^k·2^L/D⌋ (L = bits(D) + 64), v = A·R is below y·2^L by less
+than 2^(L−40); w = v + 2^(L−1) gives m = ⌊w/2^L⌋, and when the bits of w
+below 2^L stay 2^(L−20) away from 0 and from 2^L, m is the rounding of every
+value x·10^k may take (the margin covers ε and the reciprocal's error).  The
+rest (within that margin of a half, m at a decade's edge, a short numerator,
+a row sum past 10^digits) takes the general test: scaled by 10^K, with
+q = ⌊A·10^K/D⌋ < 2^(B−3), x·10^K lies within (q + 1)·2^−B < 1/8 of [q, q + 1),
+so in [q − 2, q + 2].  Entries that miss a condition are left to the arb
+path.  A tiny weight or exponential (E_j with few bits) is taken from its
+finer floor M_j = ⌊e_j·2^(F+s)⌋ instead: A = M_j, D = S·2^s, δ = k·2^s, the
+same conditions.
 
-**Output.**  o_c = Σ_j e_j·N_jc / (s·den) with V = N/den.  With the exact
-integer T_c = Σ_j E_j·N_jc and A_c = Σ_j |N_jc| over the allowed keys,
-s·2^F·den·o_c lies within A_c of T_c.  So with D = S·den and
+**Output.**  o_c = Σ_j e_j·N_jc / (s·den) with V = N/den, at the coarser unit
+2^F' (F' = B + bits(m) + 32; the weights' extra bits serve tiny weights):
+E'_j = ⌊E_j/2^(F−F')⌋ = ⌊e_j·2^F'⌋ (floors of floors) and S' = ⌊S/2^(F−F')⌋,
+so s·2^F' lies in [S', S' + k + 1).  With the exact integer
+T_c = Σ_j E'_j·N_jc and A_c = Σ_j |N_jc| over the allowed keys,
+s·2^F'·den·o_c lies within A_c of T_c.  So with D = S'·den and
 q = ⌊|T_c|·10^K/D⌋: |o_c|·10^K lies within ⌈A_c·10^K/D⌉ + 2 of q (taken as
 the power of two its bit lengths bound, no division; the denominator's error
-adds (q + 1)·k/S < 1 under the same conditions).
-
-Each enclosure is rounded by :func:`symattn.numbers.certify.judge_enclosure`, the
-same integer test the arb path uses (its common case inlined); an enclosure
-that straddles a rounding boundary is left to the arb path, and so is an
-output whose enclosure holds its own rounded decimal unless the engine's
-Lindemann–Weierstrass test proves it transcendental.
+adds (q + 1)·(k + 1)/S' < 1/8 when S' ≥ (k + 1)·2^B).
 """
 
 from __future__ import annotations
@@ -104,16 +110,18 @@ def _ratios(numerators: list[int], cols: list[int], spread: int, total: int, ter
     short for that is taken from ``fine`` when it is there: (M, s), the same value in
     units 2^s times smaller.
 
-    The common entry costs one multiplication and one divmod: its decade comes from a table
-    by the numerator's bit length (one comparison with the decade's threshold), and the
-    remainder says both the rounding and whether the enclosure decides it.  The rest (a
-    short numerator, a rounding within the margin of a half, a decade's edge) take the
-    general test of :func:`_ratio_one`."""
+    The common entry costs one multiplication by a reciprocal and a shift: its decade comes
+    from a table by the numerator's bit length (one comparison with the decade's threshold),
+    and the bits below the shift say both the rounding and whether the enclosure decides it.
+    The rest (a short numerator, a rounding within the margin of a half, a decade's edge)
+    take the general test of :func:`_ratio_one`."""
     digits = rounding.digits
     assert digits is not None          # the fast path serves significant digits only
     least, total_bits = spread << b, total.bit_length()
     low, high = p10(digits - 1), p10(digits)
-    margin = total // _MARGIN + 1      # > 2·D·ε: the enclosure's error (module docstring)
+    shift = total_bits + _RECIPROCAL_BITS
+    half, cut = 1 << (shift - 1), (1 << shift) - 1
+    margin = 1 << (shift - _MARGIN_BITS)         # 2^shift·(ε + 2^−40): the module docstring
     tables: dict[int, tuple[int, int, int, int, int] | None] = {}
     new, cls = new_decimal, CertifiedDecimal
     out = {}
@@ -122,32 +130,22 @@ def _ratios(numerators: list[int], cols: list[int], spread: int, total: int, ter
         t = tables.get(e.bit_length())
         if t is None:
             length = e.bit_length()
-            if length <= least.bit_length() or length in tables:   # short, or a row sum past 10^digits
-                decided = _ratio_one(e, j, spread, total, b, rounding, fine)
-                if decided is not None:
-                    out[j] = decided
-                continue
-            t = tables[length] = _decade_table(length - total_bits, total, digits)
+            if length > least.bit_length() and length not in tables:   # not short, not a row sum past 10^digits
+                t = tables[length] = _decade_table(length - total_bits, total, digits, shift)
             if t is None:
                 decided = _ratio_one(e, j, spread, total, b, rounding, fine)
                 if decided is not None:
                     out[j] = decided
                 continue
         if e >= t[0]:                  # the upper of the two decades this bit length allows
-            q, r = divmod(e * t[1], total)
+            w = e * t[1] + half
             x = t[2]
         else:
-            q, r = divmod(e * t[3], total)
+            w = e * t[3] + half
             x = t[4]
-        d = 2 * r - total              # 2·D·(the fraction − ½): rounds up when ≥ 0
-        if d >= margin:
-            q += 1
-            if q == high:
-                q = 0
-        elif d > -margin or q == low:
-            q = 0
-        if q:
-            out[j] = new(cls, (q, x, False, rounding))
+        m = w >> shift                 # the rounding of e·10^k/D, when the bits below allow it
+        if margin <= w & cut <= cut - margin and low < m < high:
+            out[j] = new(cls, (m, x, False, rounding))
         else:                          # within the margin of a half, or a decade's edge
             decided = _ratio_one(e, j, spread, total, b, rounding, fine)
             if decided is not None:
@@ -158,23 +156,26 @@ def _ratios(numerators: list[int], cols: list[int], spread: int, total: int, ter
 #: the output's unit keeps this many bits beyond B + bits(m)
 _OUTPUT_SPARE_BITS = 32
 
-#: the remainder test's margin: D/_MARGIN > 2·D·ε, with ε < 10^digits·2^−B ≤ 10^−6/16
-_MARGIN = 8 * 10**6
+#: the reciprocals ⌊10^k·2^(bits(D) + 64)/D⌋ err by less than 2^−40 of a unit for numerators
+#: under 2^(bits(D) + 24) (a weight or exp is at most D, a row sum (m + 1)·D), and the
+#: enclosure by ε < 10^digits·2^−B ≤ 10^−6/16: 2^−20 of a unit covers both
+_RECIPROCAL_BITS, _MARGIN_BITS = 64, 20
 
 
-def _decade_table(delta: int, total: int, digits: int) -> tuple[int, int, int, int, int] | None:
+def _decade_table(delta: int, total: int, digits: int, shift: int) -> tuple[int, int, int, int, int] | None:
     """For numerators A of one bit length, delta bits longer than the denominator D: A/D
     lies in (2^(delta−1), 2^(delta+1)), so in decade c0 or c0 + 1 (c0 = ⌊(delta − 1)·log10 2⌋).
-    (threshold, 10^k, −k for the upper decade, 10^k, −k for the lower), with A ≥ threshold
-    exactly when A/D ≥ 10^(c0+1), and k the shift that gives A/D·10^k ``digits`` digits;
-    None when A/D may reach 10^digits (k < 0: the general test)."""
+    (threshold, R, −k for the upper decade, R, −k for the lower), with A ≥ threshold
+    exactly when A/D ≥ 10^(c0+1), k the shift that gives A/D·10^k ``digits`` digits and
+    R = ⌊10^k·2^shift/D⌋; None when A/D may reach 10^digits (k < 0: the general test)."""
     c0 = _decade_of_power_of_two(delta - 1)
     k_high = digits - 2 - c0
-    if k_high < 0:
+    if k_high < 0 or delta > _RECIPROCAL_BITS - 40:
         return None
     c = c0 + 1
     threshold = total * p10(c) if c >= 0 else -(-total // p10(-c))   # ⌈D·10^c⌉
-    return threshold, p10(k_high), -k_high, p10(k_high + 1), -k_high - 1
+    return (threshold, (p10(k_high) << shift) // total, -k_high,
+            (p10(k_high + 1) << shift) // total, -k_high - 1)
 
 
 @lru_cache(maxsize=4096)
