@@ -93,6 +93,9 @@ def _known_entries(engine: Engine, step: str, rounding: Rounding, wanted: dict[i
                 row[j] = decided
             continue
         known = engine.known_row(step, i)
+        if known.count(None) == len(known):     # the common case of the softmax steps
+            pending[i] = list(cols)
+            continue
         unknown = [j for j in cols if known[j] is None]
         if unknown:
             pending[i] = unknown
@@ -118,6 +121,9 @@ def _by_fixed_point(engine: Engine, step: str, rounding: Rounding,
     """The fixed-point fast path (decimal inputs); what it leaves stays in ``pending``."""
     for i, decided in fixed_point_decimals(engine, step, rounding, pending).items():
         result[i].update(decided)
+        if len(decided) == len(pending[i]):    # the common case: all of them
+            del pending[i]
+            continue
         left = [j for j in pending[i] if j not in decided]
         if left:
             pending[i] = left
