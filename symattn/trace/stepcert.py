@@ -120,10 +120,14 @@ def _by_fixed_point(engine: Engine, step: str, rounding: Rounding,
                     result: dict[int, dict[int, Entry]], pending: dict[int, list[int]]) -> None:
     """The fixed-point fast path (decimal inputs); what it leaves stays in ``pending``."""
     for i, decided in fixed_point_decimals(engine, step, rounding, pending).items():
-        result[i].update(decided)
         if len(decided) == len(pending[i]):    # the common case: all of them
+            if result[i]:
+                result[i].update(decided)
+            else:
+                result[i] = decided
             del pending[i]
             continue
+        result[i].update(decided)
         left = [j for j in pending[i] if j not in decided]
         if left:
             pending[i] = left
