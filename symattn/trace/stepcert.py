@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import gc
 from contextlib import contextmanager
-from typing import Callable
+from typing import Callable, cast
 
 import flint
 import sympy
@@ -123,8 +123,8 @@ def _by_fixed_point(engine: Engine, step: str, rounding: Rounding,
         if len(decided) == len(pending[i]):    # the common case: all of them
             if result[i]:
                 result[i].update(decided)
-            else:
-                result[i] = decided
+            else:                              # a fresh dict of the fast path's own: taken as it is
+                result[i] = cast(dict[int, Entry], decided)
             del pending[i]
             continue
         result[i].update(decided)
