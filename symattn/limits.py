@@ -18,7 +18,7 @@ __all__ = [
     "MAX_ALGEBRAIC_DEGREE", "MAX_ALGEBRAIC_DIGITS", "MAX_ARRAY_BYTES", "MAX_ARRAY_DIMS", "MAX_BITS",
     "MAX_DECIMAL_EXPONENT", "MAX_DEPTH", "MAX_ENTRIES", "MAX_ENTRY_MAGNITUDE", "MAX_EXACT_DIGITS",
     "MAX_FILE_BYTES", "MAX_FLOAT_ARB_ENTRIES", "MAX_FLOAT_BATCH", "MAX_FLOAT_WEIGHTS",
-    "MAX_FLOAT_WORK", "MAX_HEADS", "MAX_JSON_BYTES", "MAX_NPY_HEADER_BYTES", "MAX_NPZ_MEMBERS",
+    "MAX_FLOAT_WORK", "MAX_HEADS", "MAX_JSON_BACKWARD_TERMS", "MAX_JSON_BYTES", "MAX_NPY_HEADER_BYTES", "MAX_NPZ_MEMBERS",
     "MAX_NUMERAL_DIGITS", "MAX_POWER_EXPONENT", "MAX_ROOT_BITS", "MAX_ROOT_INDEX",
     "MAX_SCORE_MAGNITUDE", "MAX_SIDE", "MAX_SYMBOLIC_SIDE", "MAX_TEXT_LENGTH", "MAX_VALUE_DIGITS",
     # floatref-run (symattn.floatrun)
@@ -61,6 +61,10 @@ MAX_HEADS = 256                 # query heads of one multi-head problem (each is
 # -- outputs (symattn.document.trace_json) -----------------------------------------
 MAX_JSON_BYTES = 32 * 1024 * 1024   # the JSON view (explain --format json), estimated before it is
                                     # built: exact weights grow like n·m² (n = 512: 2.4 GB, 11 GiB)
+MAX_JSON_BACKWARD_TERMS = 131_072   # exponential terms the backward steps' exact strings would spell in
+                                    # the JSON view, counted from the shapes before any gradient is built:
+                                    # they grow like n·m²·d (16 × 16, d = 4: 98,560 terms, 1.1 MB, 11 s;
+                                    # d = 16: 295,168 terms, 39 s, on the shared machine)
 
 # -- input files (symattn.problem.tomlfile.read_text) -------------------------------
 MAX_FILE_BYTES = 8 * 1024 * 1024   # one TOML file: a 512×512 Q, K and V of 3-digit decimals fit

@@ -59,8 +59,8 @@ class _Rows:
         column = {Fraction(row[c]) for row in self._V}
         return column.pop() / self._den if len(column) == 1 else None
 
-    def fixed_exps_fmpz(self, i: int, bits: int, fine_bits: int) -> list[flint.fmpz]:
-        return [flint.fmpz(e) for e in self._rows[i].exps]
+    def fixed_exps_fmpz(self, i: int, bits: int, fine_bits: int, shift: int = 0) -> list[flint.fmpz]:
+        return [flint.fmpz(e >> shift) for e in self._rows[i].exps]
 
 
 class _RationalMatrix:

@@ -176,11 +176,50 @@ def trace_to_json(trace: Trace, digits: int, *, decimal_only: bool = False, plac
     }
 
 
-def check_json_size(trace: Trace, digits: int, *, decimal_only: bool = False) -> None:
-    """Refuse a JSON view over MAX_JSON_BYTES, with its estimated size and what would fit."""
-    from symattn.errors import ProblemError
-    from symattn.limits import MAX_JSON_BYTES
+def backward_json_terms(trace: Trace) -> int:
+    """About how many exponential terms the exact strings of the backward steps would spell,
+    from the shapes alone (no gradient is built: sampling one d_K entry of a 512-token problem
+    would already spell 262,144 of them).
 
+    Why: every weight e^x_ij/Z_i is written with its row's denominator, so a row-local entry
+    (dP, D, dS) spells about 2m terms, d_Q (a row of dS times K) about m²/2 (the products
+    e^x_ij·e^x_ik, like ones combined), and a sum over rows (d_V, d_K, d_sink, d_W, d_X) the
+    terms of every row it sums; with ``loss = "half-squared-error"`` dO = O − T is itself m
+    terms over Z.  Measured against what is written: 5 to 25 bytes a term (a scale with a root
+    writes longer exponents), in proportion from 4 to 16 tokens (tests/test_json_backward_budget.py)."""
+    p, names = trace.problem, {step.name for step in trace.steps}
+    n, m, dk, dv, dm = p.n, p.m, p.d_k, p.d_v, p.d_model or 0
+    local, row_pairs, over_rows = 2 * m + dv, m * m // 2 + m, 2 * n * m
+    per_step = {
+        "lse": n * m, "loss": n * dv * m, "d_output": n * dv * m, "d_weights": n * m * dv,
+        "row_dot": n * local, "d_logits": n * m * local, "d_scores": n * m * local,
+        "d_Q": n * dk * row_pairs, "d_Q_rot": n * dk * row_pairs, "d_V": m * dv * n * (m + 1),
+        "d_K": m * dk * over_rows, "d_K_rot": m * dk * over_rows, "d_sink": over_rows,
+        "d_W_q": dm * dk * n * row_pairs, "d_W_k": dm * dk * m * over_rows,
+        "d_W_v": dm * dv * m * n * (m + 1),
+        "d_X": n * dm * (row_pairs + (0 if "d_X_kv" in names else 2 * over_rows)),
+        "d_X_kv": m * dm * 2 * over_rows}
+    # dO = O − T spells a row's exponentials over Z itself: every step after it m times longer
+    grows = p.backward is not None and p.backward.loss == "half-squared-error"
+    return sum(terms * (m if grows and name not in ("lse", "loss") else 1)
+               for name, terms in per_step.items() if name in names)
+
+
+def check_json_size(trace: Trace, digits: int, *, decimal_only: bool = False) -> None:
+    """Refuse a JSON view over MAX_JSON_BYTES, with its estimated size and what would fit; and,
+    before any exact gradient is built, one whose backward steps would spell more than
+    MAX_JSON_BACKWARD_TERMS exact terms (their cost is time long before it is bytes)."""
+    from symattn.errors import ProblemError
+    from symattn.limits import MAX_JSON_BACKWARD_TERMS, MAX_JSON_BYTES
+
+    if not decimal_only and (terms := backward_json_terms(trace)) > MAX_JSON_BACKWARD_TERMS:
+        small = estimate_json_bytes(trace, digits, decimal_only=True)
+        hint = (f"add --decimal-only (the certified decimals alone, about {_size(small)})"
+                if small <= MAX_JSON_BYTES else "add --decimal-only and use fewer --digits")
+        raise ProblemError(
+            f"the JSON view's exact gradients would spell about {terms:,} exponential terms (the "
+            f"backward steps grow like n·m²·d), over the cap of {MAX_JSON_BACKWARD_TERMS:,} "
+            f"(MAX_JSON_BACKWARD_TERMS): {hint}, or use a smaller problem")
     size = estimate_json_bytes(trace, digits, decimal_only=decimal_only)
     if size <= MAX_JSON_BYTES:
         return

@@ -6,8 +6,8 @@ typed in decimals).  The engine gives each row's exponentials as integers
 E_j with E_j ≤ e_j·2^F < E_j + 1, and the row sum's S and term count k with
 S ≤ s·2^F < S + k (:meth:`symattn.engine.engine.Engine.fixed_exps`).  Everything
 after that is integer arithmetic with a proved error bound, so a whole
-512 × 512 step costs one multiplication and one division per entry instead
-of an arb division and a binary-to-decimal conversion (and the output is one
+512 × 512 step costs one multiplication by a reciprocal per entry instead of
+an arb division and a binary-to-decimal conversion (and the output is one
 fmpz matrix product).
 
 **Ratios: weights, exp, row_sum.**  Each is x = a/d with a known to lie in
@@ -15,24 +15,30 @@ fmpz matrix product).
 D = S, δ = k), an exponential e_j·2^F/2^F (δ = 0), the row sum s·2^F/2^F
 (A = S, α = k, δ = 0).  x lies in [A/(D + δ), (A + α)/D], so
 |x − A/D| ≤ (A/D)·max(α/A, δ/D) ≤ (A/D)·2^−B when A ≥ α·2^B and D ≥ δ·2^B.
-Scaled by 10^K, with q = ⌊A·10^K/D⌋ < 2^(B−3): x·10^K lies within
-(q + 1)·2^−B < 1/8 of [q, q + 1), so in [q − 2, q + 2].  Entries that miss a
-condition are left to the arb path.  A tiny weight or exponential (E_j with
-few bits) is taken from its finer floor M_j = ⌊e_j·2^(F+s)⌋ instead: A = M_j,
-D = S·2^s, δ = k·2^s, the same conditions.
+The common entry: A's bit length leaves A/D two decades; one comparison with
+the threshold ⌈D·10^c⌉ picks the one, so y = A/D·10^k has exactly ``digits``
+digits before the point, and x·10^k lies within ε = y·2^−B < 10^−6/16 of y.
+With R = ⌊10^k·2^L/D⌋ (L = bits(D) + 64), v = A·R is below y·2^L by less
+than 2^(L−40); w = v + 2^(L−1) gives m = ⌊w/2^L⌋, and when the bits of w
+below 2^L stay 2^(L−20) away from 0 and from 2^L, m is the rounding of every
+value x·10^k may take (the margin covers ε and the reciprocal's error).  The
+rest (within that margin of a half, m at a decade's edge, a short numerator,
+a row sum past 10^digits) takes the general test: scaled by 10^K, with
+q = ⌊A·10^K/D⌋ < 2^(B−3), x·10^K lies within (q + 1)·2^−B < 1/8 of [q, q + 1),
+so in [q − 2, q + 2].  Entries that miss a condition are left to the arb
+path.  A tiny weight or exponential (E_j with few bits) is taken from its
+finer floor M_j = ⌊e_j·2^(F+s)⌋ instead: A = M_j, D = S·2^s, δ = k·2^s, the
+same conditions.
 
-**Output.**  o_c = Σ_j e_j·N_jc / (s·den) with V = N/den.  With the exact
-integer T_c = Σ_j E_j·N_jc and A_c = Σ_j |N_jc| over the allowed keys,
-s·2^F·den·o_c lies within A_c of T_c.  So with D = S·den and
+**Output.**  o_c = Σ_j e_j·N_jc / (s·den) with V = N/den, at the coarser unit
+2^F' (F' = B + bits(m) + 32; the weights' extra bits serve tiny weights):
+E'_j = ⌊E_j/2^(F−F')⌋ = ⌊e_j·2^F'⌋ (floors of floors) and S' = ⌊S/2^(F−F')⌋,
+so s·2^F' lies in [S', S' + k + 1).  With the exact integer
+T_c = Σ_j E'_j·N_jc and A_c = Σ_j |N_jc| over the allowed keys,
+s·2^F'·den·o_c lies within A_c of T_c.  So with D = S'·den and
 q = ⌊|T_c|·10^K/D⌋: |o_c|·10^K lies within ⌈A_c·10^K/D⌉ + 2 of q (taken as
 the power of two its bit lengths bound, no division; the denominator's error
-adds (q + 1)·k/S < 1 under the same conditions).
-
-Each enclosure is rounded by :func:`symattn.numbers.certify.judge_enclosure`, the
-same integer test the arb path uses (its common case inlined); an enclosure
-that straddles a rounding boundary is left to the arb path, and so is an
-output whose enclosure holds its own rounded decimal unless the engine's
-Lindemann–Weierstrass test proves it transcendental.
+adds (q + 1)·(k + 1)/S' < 1/8 when S' ≥ (k + 1)·2^B).
 """
 
 from __future__ import annotations
@@ -102,47 +108,99 @@ def _ratios(numerators: list[int], cols: list[int], spread: int, total: int, ter
     """numerators[j]/total for j in cols, each numerator within [A, A + spread) and the
     denominator within [total, total + terms) (see the module docstring); a numerator too
     short for that is taken from ``fine`` when it is there: (M, s), the same value in
-    units 2^s times smaller."""
-    digits, exps = rounding.digits, numerators
+    units 2^s times smaller.
+
+    The common entry costs one multiplication by a reciprocal and a shift: its decade comes
+    from a table by the numerator's bit length (one comparison with the decade's threshold),
+    and the bits below the shift say both the rounding and whether the enclosure decides it.
+    The rest (a short numerator, a rounding within the margin of a half, a decade's edge)
+    take the general test of :func:`_ratio_one`."""
+    digits = rounding.digits
     assert digits is not None          # the fast path serves significant digits only
-    want = digits + _GUARD_DIGITS
-    total_bits, least, q_bits = total.bit_length(), spread << b, b - 3
-    pow10 = _powers_of_ten(want + (total_bits * 1233 >> 12) + 2)   # K ≤ want + log10 D + 1
-    low, high = pow10[digits - 1], pow10[digits]
+    least, total_bits = spread << b, total.bit_length()
+    low, high = p10(digits - 1), p10(digits)
+    shift = total_bits + _RECIPROCAL_BITS
+    half, cut = 1 << (shift - 1), (1 << shift) - 1
+    margin = 1 << (shift - _MARGIN_BITS)         # 2^shift·(ε + 2^−40): the module docstring
+    tables: dict[int, tuple[int, int, int, int, int] | None] = {}
     new, cls = new_decimal, CertifiedDecimal
     out = {}
     for j in cols:
-        e = exps[j]
-        if e < least:
-            if j in fine:
-                decided = _tiny_ratio(*fine[j], spread, total, b, rounding)
+        e = numerators[j]
+        t = tables.get(e.bit_length())
+        if t is None:
+            length = e.bit_length()
+            if length > least.bit_length() and length not in tables:   # not short, not a row sum past 10^digits
+                t = tables[length] = _decade_table(length - total_bits, total, digits, shift)
+            if t is None:
+                decided = _ratio_one(e, j, spread, total, b, rounding, fine)
                 if decided is not None:
                     out[j] = decided
-            continue
-        # K so that q has about `want` digits (K ≥ want when A ≤ D); 1233/4096 ≈ log10 2
-        k = want - (((e.bit_length() - total_bits) * 1233) >> 12)
-        if k < 0:                                         # a row sum over 10^want: arb
-            continue
-        q = e * pow10[k] // total
-        n = q.bit_length()
-        if n > q_bits:
-            continue
-        # the rounding of [q − 2, q + 2]·10^−K, inlined: q's digits (n or n + 1), the
-        # rounding unit, the nearest multiple m, and both ends inside m's cell
-        n = ((n - 1) * 1233 >> 12) + 1
-        if q >= pow10[n]:
-            n += 1
-        unit = pow10[n - digits]
-        m, r = divmod(q, unit)
-        if 2 * r >= unit:
-            m, r = m + 1, r - unit                        # q = m·unit + r, |r| ≤ unit/2
-        if low < m < high and 2 * r - 4 >= -unit and 2 * r + 4 < unit:
-            out[j] = new(cls, (m, n - digits - k, False, rounding))
-        else:                                             # a decade's edge: the general test
-            decided = judge_enclosure(q, 2, -k, rounding)
+                continue
+        if e >= t[0]:                  # the upper of the two decades this bit length allows
+            w = e * t[1] + half
+            x = t[2]
+        else:
+            w = e * t[3] + half
+            x = t[4]
+        m = w >> shift                 # the rounding of e·10^k/D, when the bits below allow it
+        if margin <= w & cut <= cut - margin and low < m < high:
+            out[j] = new(cls, (m, x, False, rounding))
+        else:                          # within the margin of a half, or a decade's edge
+            decided = _ratio_one(e, j, spread, total, b, rounding, fine)
             if decided is not None:
                 out[j] = decided
     return out
+
+
+#: the output's unit keeps this many bits beyond B + bits(m)
+_OUTPUT_SPARE_BITS = 32
+
+#: the reciprocals ⌊10^k·2^(bits(D) + 64)/D⌋ err by less than 2^−40 of a unit for numerators
+#: under 2^(bits(D) + 24) (a weight or exp is at most D, a row sum (m + 1)·D), and the
+#: enclosure by ε < 10^digits·2^−B ≤ 10^−6/16: 2^−20 of a unit covers both
+_RECIPROCAL_BITS, _MARGIN_BITS = 64, 20
+
+
+def _decade_table(delta: int, total: int, digits: int, shift: int) -> tuple[int, int, int, int, int] | None:
+    """For numerators A of one bit length, delta bits longer than the denominator D: A/D
+    lies in (2^(delta−1), 2^(delta+1)), so in decade c0 or c0 + 1 (c0 = ⌊(delta − 1)·log10 2⌋).
+    (threshold, R, −k for the upper decade, R, −k for the lower), with A ≥ threshold
+    exactly when A/D ≥ 10^(c0+1), k the shift that gives A/D·10^k ``digits`` digits and
+    R = ⌊10^k·2^shift/D⌋; None when A/D may reach 10^digits (k < 0: the general test)."""
+    c0 = _decade_of_power_of_two(delta - 1)
+    k_high = digits - 2 - c0
+    if k_high < 0 or delta > _RECIPROCAL_BITS - 40:
+        return None
+    c = c0 + 1
+    threshold = total * p10(c) if c >= 0 else -(-total // p10(-c))   # ⌈D·10^c⌉
+    return (threshold, (p10(k_high) << shift) // total, -k_high,
+            (p10(k_high + 1) << shift) // total, -k_high - 1)
+
+
+@lru_cache(maxsize=4096)
+def _decade_of_power_of_two(a: int) -> int:
+    """⌊log10 2^a⌋, exactly, for any integer a."""
+    if a >= 0:
+        return len(str(1 << a)) - 1
+    return -len(str((1 << -a) - 1))      # 2^−a is no power of ten: −⌈log10 2^−a⌉
+
+
+def _ratio_one(e: int, j: int, spread: int, total: int, b: int, rounding: Rounding,
+               fine: dict[int, tuple[int, int]]) -> CertifiedDecimal | None:
+    """One ratio by the general test: q = ⌊A·10^K/D⌋ with about digits + 4 digits, and the
+    rounding of [q − 2, q + 2]·10^−K (a short numerator from its finer floor)."""
+    if e < spread << b:
+        return _tiny_ratio(*fine[j], spread, total, b, rounding) if j in fine else None
+    assert rounding.digits is not None   # the fast path serves significant digits only
+    # K so that q has about `want` digits (K ≥ want when A ≤ D); 1233/4096 ≈ log10 2
+    k = rounding.digits + _GUARD_DIGITS - (((e.bit_length() - total.bit_length()) * 1233) >> 12)
+    if k < 0:                                             # a row sum over 10^want: arb
+        return None
+    q = e * p10(k) // total
+    if q.bit_length() > b - 3:
+        return None
+    return judge_enclosure(q, 2, -k, rounding)
 
 
 def _outputs(engine: Engine, rows: dict[int, FixedRow], pending: dict[int, list[int]], b: int,
@@ -151,7 +209,11 @@ def _outputs(engine: Engine, rows: dict[int, FixedRow], pending: dict[int, list[
     numerators, den = engine.V.rational.numer_denom()
     den = int(den)
     order = list(rows)
-    products = (flint.fmpz_mat([engine.fixed_exps_fmpz(i, f, b + 8) for i in order]) * numerators).tolist()
+    # the product at the coarser unit 2^(B + bits(m) + 32): S ≥ 2^that ≥ k·2^B still, and
+    # about 140 fewer bits per entry than the weights' (their extra 128 bits serve tiny weights)
+    shift = max(0, f - (b + engine.m.bit_length() + _OUTPUT_SPARE_BITS))
+    products = (flint.fmpz_mat([engine.fixed_exps_fmpz(i, f, b + 8, shift) for i in order])
+                * numerators).tolist()
     # Σ_j |N_jc| over every key bounds the sum over a row's allowed keys
     spread_bits = [sum(abs(int(x)) for x in column).bit_length()
                    for column in numerators.transpose().tolist()]
@@ -163,7 +225,11 @@ def _outputs(engine: Engine, rows: dict[int, FixedRow], pending: dict[int, list[
     new, cls = new_decimal, CertifiedDecimal
     out: dict[int, dict[int, CertifiedDecimal]] = {}
     for i, row in zip(order, products):
-        d = rows[i].total * den
+        # S' = ⌊S/2^shift⌋ ≤ s·2^(F − shift) < S' + 1 + k/2^shift ≤ S' + k + 1
+        total = rows[i].total >> shift
+        if total < (rows[i].terms + 1) << b:     # D ≥ δ·2^B fails at the coarse unit: arb
+            continue
+        d = total * den
         d_bits = d.bit_length()
         decided_row = out[i] = {}
         for c in pending[i]:

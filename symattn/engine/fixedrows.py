@@ -43,7 +43,9 @@ class FixedExps(ExactEntries):
         #: floor(e^t·2^bits) by bits and by integer score difference (Engine.fixed_exps)
         self._fixed: dict[tuple[int, int], dict[int, int]] = {}
         self._fixed_fine: dict[tuple[int, int], dict[int, tuple[int, int]]] = {}
-        self._fixed_fmpz: dict[int, flint.fmpz] = {}        # by score gap, this precision
+        self._fixed_fmpz: dict[int, flint.fmpz] = {}        # by score gap, this precision and shift
+        self._fixed_fmpz_made = (0, 0)                      # (shift, floors) they were made for
+        self._fixed_undecided = 0                           # floors in _fixed that no ball decided
         self._fixed_gaps: dict[int, list[int]] = {}
         self._fixed_rows: dict[tuple[int, int, int], FixedRow | None] = {}
         self._fixed_precision: tuple[int, int] | None = None
@@ -65,9 +67,12 @@ class FixedExps(ExactEntries):
             return self._fixed_rows[key]
         self._fixed_rows[key] = None                     # until it is proved below
         gaps = self._row_gaps(i)
-        self._fill_fixed(gaps, bits, fine_bits)
-        values = [cache[g] for g in gaps]
-        if None in values:                               # a floor no ball decided
+        try:                                             # prepare_fixed made them, as a rule
+            values = list(map(cache.__getitem__, gaps))
+        except KeyError:
+            self._fill_fixed(gaps, bits, fine_bits)
+            values = list(map(cache.__getitem__, gaps))
+        if self._fixed_undecided and None in values:     # a floor no ball decided
             return None
         plan = self.rows[i]
         if len(gaps) == self.m:
@@ -86,17 +91,16 @@ class FixedExps(ExactEntries):
                 return None
             total, terms = total + value[0], terms + 1
         fixed = self._fixed_rows[key] = FixedRow(exps, total, terms, fine)
-        self._fixed_gaps[i] = gaps
         return fixed
 
     def prepare_fixed(self, rows, bits: int, fine_bits: int) -> None:
         """Every distinct e^t the given rows need, floored in one batch (one precision switch
         instead of one per row: setting flint's precision is not free)."""
         gaps: set[int] = set()
+        self._fixed_caches(bits, fine_bits)
         for i in rows:
             if self._fixed_applies(i):
                 gaps.update(self._row_gaps(i))
-        self._fixed_caches(bits, fine_bits)
         self._fill_fixed(gaps, bits, fine_bits)
 
     def _fixed_applies(self, i: int) -> bool:
@@ -113,16 +117,24 @@ class FixedExps(ExactEntries):
             for caches in (self._fixed_rows, self._fixed, self._fixed_fine, self._fixed_fmpz,
                            self._fixed_gaps):
                 caches.clear()
+            self._fixed_fmpz_made = (0, 0)
+            self._fixed_undecided = 0
         return (self._fixed.setdefault((bits, fine_bits), {}),
                 self._fixed_fine.setdefault((bits, fine_bits), {}))
 
     def _row_gaps(self, i: int) -> list[int]:
-        """N_j − N_top over row i's allowed keys (the integer score differences)."""
-        plan, row = self.rows[i], self._integer_row(i)
-        top = row[self._argmax(i)]
-        if len(plan.allowed) == self.m:
-            return [x - top for x in row]
-        return [row[j] - top for j in plan.allowed]
+        """N_j − N_top over row i's allowed keys (the integer score differences; made once
+        per row and precision, for prepare_fixed and fixed_exps both)."""
+        gaps = self._fixed_gaps.get(i)
+        if gaps is None:
+            plan, row = self.rows[i], self._integer_row(i)
+            top = row[self._argmax(i)]
+            if len(plan.allowed) == self.m:
+                gaps = [x - top for x in row]
+            else:
+                gaps = [row[j] - top for j in plan.allowed]
+            self._fixed_gaps[i] = gaps
+        return gaps
 
     def _fill_fixed(self, gaps, bits: int, fine_bits: int) -> None:
         """Floor the e^(scale·gap/den) not yet cached (None where no ball decides it)."""
@@ -133,17 +145,25 @@ class FixedExps(ExactEntries):
         factor = self._integer_scale()
         for gap, value in zip(missing, _fixed_exps([factor * g for g in missing], bits, fine_bits)):
             cache[gap] = None if value is None else value[0]
+            self._fixed_undecided += value is None
             if value is not None and value[2]:
                 fine_cache[gap] = value[1:]
 
-    def fixed_exps_fmpz(self, i: int, bits: int, fine_bits: int) -> list[flint.fmpz]:
-        """:meth:`fixed_exps` of row i as fmpz (made once per distinct exponent: building an
-        fmpz_mat from fmpz is about three times faster than from Python ints)."""
+    def fixed_exps_fmpz(self, i: int, bits: int, fine_bits: int, shift: int = 0) -> list[flint.fmpz]:
+        """:meth:`fixed_exps` of row i at the unit 2^(bits − shift), for the output's matrix
+        product: the floors E_j >> shift = ⌊e_j·2^(bits − shift)⌋ (floors of floors) as
+        fmpz, each made once per distinct exponent (building an fmpz_mat from fmpz is about
+        three times faster than from Python ints; fewer bits make the product faster)."""
         self.fixed_exps(i, bits, fine_bits)                 # the row and its score gaps
-        exps, cache = self._fixed[bits, fine_bits], self._fixed_fmpz
-        for gap in set(self._fixed_gaps[i]).difference(cache):
-            cache[gap] = flint.fmpz(exps[gap])
-        values = [cache[g] for g in self._fixed_gaps[i]]
+        exps, fz = self._fixed[bits, fine_bits], self._fixed_fmpz
+        if self._fixed_fmpz_made != (shift, len(exps)):    # floors made since: all at once
+            if self._fixed_fmpz_made[0] != shift:
+                fz.clear()
+            for gap, e in exps.items():
+                if e is not None and gap not in fz:
+                    fz[gap] = flint.fmpz(e >> shift)
+            self._fixed_fmpz_made = (shift, len(exps))
+        values = list(map(fz.__getitem__, self._fixed_gaps[i]))
         if len(values) == self.m:
             return values
         out = [flint.fmpz(0)] * self.m

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import gc
 from contextlib import contextmanager
-from typing import Callable
+from typing import Callable, cast
 
 import flint
 import sympy
@@ -93,6 +93,9 @@ def _known_entries(engine: Engine, step: str, rounding: Rounding, wanted: dict[i
                 row[j] = decided
             continue
         known = engine.known_row(step, i)
+        if known.count(None) == len(known):     # the common case of the softmax steps
+            pending[i] = list(cols)
+            continue
         unknown = [j for j in cols if known[j] is None]
         if unknown:
             pending[i] = unknown
@@ -117,6 +120,13 @@ def _by_fixed_point(engine: Engine, step: str, rounding: Rounding,
                     result: dict[int, dict[int, Entry]], pending: dict[int, list[int]]) -> None:
     """The fixed-point fast path (decimal inputs); what it leaves stays in ``pending``."""
     for i, decided in fixed_point_decimals(engine, step, rounding, pending).items():
+        if len(decided) == len(pending[i]):    # the common case: all of them
+            if result[i]:
+                result[i].update(decided)
+            else:                              # a fresh dict of the fast path's own: taken as it is
+                result[i] = cast(dict[int, Entry], decided)
+            del pending[i]
+            continue
         result[i].update(decided)
         left = [j for j in pending[i] if j not in decided]
         if left:

@@ -137,7 +137,7 @@ class Step(Displayable):
         r, c = self.shape
         found = certify_entries(self._trace.engine, self.name, self._exact, rounding,
                                 {i: list(range(c)) for i in range(r)})
-        return [[found[i][j] for j in range(c)] for i in range(r)]
+        return [list(map(found[i].__getitem__, range(c))) for i in range(r)]
 
     def row_decimals(self, i: Index, rounding: Rounding | int) -> list[CertifiedDecimal | Masked]:
         """Every entry of one row correctly rounded (certified): the engine works a row at a
