@@ -52,7 +52,7 @@ def frac(x) -> Fraction:
     return Fraction(float(x))
 
 
-def recipe_mp(Q, K, V, O, dO, lse, rc, *, allowed=None, group=1, out="float32"):
+def recipe_mp(Q, K, V, O, dO, lse, rc, *, allowed=None, additive=None, group=1, out="float32"):
     """The recipe's stored dQ, dK, dV (3-D (heads, ·, ·)), P8 and dS8, in mpmath and Fractions."""
     H, L, E = Q.shape
     S, Ev = K.shape[1], V.shape[2]
@@ -70,6 +70,8 @@ def recipe_mp(Q, K, V, O, dO, lse, rc, *, allowed=None, group=1, out="float32"):
                 keys = [j for j in range(S) if allowed is None or allowed[h, i, j]]
                 t = {j: s * f(c["descale_q"] * c["descale_k"]) * sum(f(Q[h, i, e]) * f(K[kv, j, e]) for e in range(E))
                      for j in keys}
+                if additive is not None:
+                    t = {j: x + f(additive[h, i, j]) for j, x in t.items()}
                 z = mpmath.log(sum(mpmath.exp(x) for x in t.values())) if lse is None else f(lse[h, i])
                 D = c["descale_do"] * c["descale_o"] * sum(frac(dO[h, i, e]) * frac(O[h, i, e]) for e in range(Ev))
                 for j in keys:
@@ -228,3 +230,14 @@ def test_refusals_and_the_budget():
     big = np.zeros((1, n, 2), dtype=np.float32)
     with pytest.raises(FloatRefError, match="MAX_RECIPE_PAIRS"):
         fp8_backward_reference(big, big, big, big, out=big)
+
+
+def test_a_finite_sentinel_mask():
+    Q, K, V, dO = inputs(13)
+    causal = np.tril(np.ones((3, 4), bool))
+    O, lse = forward(Q, K, V, RECIPE, np.broadcast_to(causal, (2, 3, 4)))
+    res = fp8_backward_reference(Q, K, V, dO, out=O, lse=lse, recipe=RECIPE, is_causal=True, mask_value=-4.0)
+    additive = np.broadcast_to(np.where(causal, 0.0, -4.0), (2, 3, 4))
+    want, P8, dS8 = recipe_mp(Q, K, V, O, dO, lse, RECIPE, additive=additive)
+    _check(res, want, P8, dS8)
+    assert (res.P8[:, ~causal] != 0).any()          # the blocked keys weigh e^-4: not removed

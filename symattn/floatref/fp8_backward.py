@@ -126,7 +126,7 @@ class FP8BackwardRecipe:
 class FP8BackwardResult:
     """The recipe's gradients (stored units: scale_dX times the gradient, in ``dtype``), the
     true ones (the correctly rounded gradient of the attention of the descaled inputs, in real
-    units: compare dq / scale_dq), and the recipe's two quantised intermediates, P8 and dS8
+    units: compare dq / scale_dq; blocked keys removed even under a finite ``mask_value``), and the recipe's two quantised intermediates, P8 and dS8
     (…, L, S; the fp8 values before descaling), for a kernel's intermediates to be checked."""
 
     recipe: BackwardReference
@@ -149,8 +149,10 @@ def fp8_backward_reference(Q: Any, K: Any, V: Any, dO: Any, *, out: Any, lse: An
     np = _np()
     real = [np.asarray(_plain(a), dtype=np.float64) * float(recipe.exact(d))   # exact: 24 × 4 bits
             for a, d in ((Q, "descale_q"), (K, "descale_k"), (V, "descale_v"), (dO, "descale_do"))]
-    extra = {k: v for k, v in _sdpa(sdpa).items() if k != "mask_value" or v is not None}
-    true = correctly_rounded_backward(*real, dtype=dtype, **extra)
+    # the true gradient of the attention the mask means: blocked keys removed (a finite mask_value
+    # is the kernel's convention, which the recipe follows, not the model's)
+    true = correctly_rounded_backward(*real, dtype=dtype, **{k: v for k, v in _sdpa(sdpa).items()
+                                                             if k != "mask_value"})
     return FP8BackwardResult(ref, true, parts["P8"], parts["dS8"])
 
 
