@@ -241,3 +241,20 @@ def test_a_finite_sentinel_mask():
     want, P8, dS8 = recipe_mp(Q, K, V, O, dO, lse, RECIPE, additive=additive)
     _check(res, want, P8, dS8)
     assert (res.P8[:, ~causal] != 0).any()          # the blocked keys weigh e^-4: not removed
+
+
+def test_torch_fp8_tensors():
+    """torch's fp8 tensors read as their values (optional: skipped where torch is absent)."""
+    torch = pytest.importorskip("torch")
+    Q, K, V, dO = inputs(5, H=2, L=4, S=4, E=2)
+    O, lse = forward(Q, K, V, RECIPE)
+    T = lambda a, dt: torch.from_numpy(a.astype(np.float32)).to(dt)  # noqa: E731
+    tq, tk, tv, to = (T(a, torch.float8_e4m3fn) for a in (Q, K, V, O))
+    tdo = T(dO, torch.float8_e5m2)
+    mine = fp8_backward_reference(tq, tk, tv, tdo, out=to, lse=torch.from_numpy(lse), recipe=RECIPE)
+    want = fp8_backward_reference(Q, K, V, dO, out=O, lse=lse, recipe=RECIPE)
+    for name in ("dQ", "dK", "dV"):
+        np.testing.assert_array_equal(getattr(mine.recipe, name), getattr(want.recipe, name))
+    right = [torch.from_numpy(g) for g in fp8_kernel(Q, K, V, O, dO, lse, RECIPE)]
+    assert_attention_grads_close(*right, tq, tk, tv, tdo, given={"out": to, "lse": torch.from_numpy(lse)},
+                                 recipe=RECIPE, max_ulp=1)

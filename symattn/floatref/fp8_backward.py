@@ -56,8 +56,8 @@ from symattn.floatref.errors import FloatRefError
 from symattn.floatref.rows import _scale_ball, _scale_parts, dyadic_matrix
 from symattn.numbers.precision import precision
 
-#: the most (query, key) pairs over all heads one call decides (two arb balls each): 2^16, a
-#: few seconds of CPU
+#: the most (query, key) pairs over all heads one call decides (two arb balls each): 2^16, about
+#: 7 s of CPU at (1, 4, 128, 128), E = 64 (measured once, load 7 on 2 cores)
 MAX_RECIPE_PAIRS = 1 << 16
 _PRECISIONS = (64, 128, 256, 512, 1024, 2048, 4096, 8192)
 NAMES = ("dQ", "dK", "dV")
