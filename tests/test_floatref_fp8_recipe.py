@@ -21,6 +21,7 @@ import pytest
 from symattn.floatref.backward import correctly_rounded_backward
 from symattn.floatref.errors import FloatRefError
 from symattn.floatref.fp8_backward import MAX_RECIPE_PAIRS, FP8BackwardRecipe, fp8_backward_reference
+from symattn.numbers.precision import precision
 from symattn.testing import AttentionGradsMismatch, assert_attention_grads_close
 
 E4, E5 = ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2
@@ -140,6 +141,15 @@ def test_the_recipe_with_fp8_and_bfloat16_outputs_rational_scale_and_gqa(out):
     want, P8, dS8 = recipe_mp(Q, K, V, O, dO, lse, RECIPE, group=2, out=out)
     _check(res, want, P8, dS8)
     assert res.recipe.dK.shape == (2, 3, 4) and res.true.dK.shape == (2, 3, 4)
+    # the balls a failure report certifies from hold the exact values the entries round from
+    p = FORMATS[out][0]
+    for name in ("dQ", "dK", "dV"):
+        for at in np.ndindex(*getattr(res.recipe, name).shape):
+            y = getattr(res.recipe, name)[at]
+            with precision(128):
+                man, exp = res.recipe.exact_ball(name, at, 128).mid().man_exp()
+            x = Fraction(int(man)) * Fraction(2) ** int(exp)
+            assert abs(Fraction(y) - x) <= abs(x) * Fraction(1, 2 ** p), (name, at)
 
 
 def test_the_true_gradients_beside_the_recipe():

@@ -208,8 +208,9 @@ def _recipe(recipe: FP8BackwardRecipe, Q: Any, K: Any, V: Any, dO: Any, given: d
 
     def balls(name: str, index: tuple, prec: int) -> flint.arb:
         value = R[name, tuple(index[:-2])][index[-2]][index[-1]] * out_scale[name]
-        ball = flint.arb(flint.fmpq(value.numerator, value.denominator))
-        return ball if name == "dV" or s_frac is not None else ball * _scale_ball(s_exact)
+        if name == "dV" or s_frac is not None:
+            return _fq(value if name == "dV" else value * s_frac)
+        return _fq(value) * _scale_ball(s_exact)
 
     condition, scales = _conditioning(recipe, pr, arrays, Pf, P8, dS8, group, kv_batch)
     lse = arrays["lse"] if arrays["lse"] is not None else np.full(pr.batch + (L,), np.nan)
