@@ -236,6 +236,11 @@ def test_refusals_and_the_budget():
         fp8_backward_reference(Q, K, V, dO, out=O, lse=lse[:, :2])
     with pytest.raises(FloatRefError, match="overflows its fp8 format"):
         fp8_backward_reference(Q, K, V, dO, out=O, lse=lse, recipe=FP8BackwardRecipe(scale_s=2.0 ** 12))
+    with pytest.raises(FloatRefError, match=r"descale × Q is not a float64 exactly"):
+        fp8_backward_reference(Q.astype(np.float32) * np.float32(1.1), K, V, dO, out=O, lse=lse,
+                               recipe=FP8BackwardRecipe(descale_q=0.1))
+    with pytest.raises(FloatRefError, match="Q has dtype <U1"):
+        fp8_backward_reference(np.array([["a"]]), K, V, dO, out=O)
     n = int(np.sqrt(MAX_RECIPE_PAIRS)) + 1
     big = np.zeros((1, n, 2), dtype=np.float32)
     with pytest.raises(FloatRefError, match="MAX_RECIPE_PAIRS"):

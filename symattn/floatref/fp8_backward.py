@@ -49,7 +49,7 @@ from typing import Any
 
 import flint
 
-from symattn.floatref.backward import BackwardReference, _plain, correctly_rounded_backward
+from symattn.floatref.backward import BackwardReference, correctly_rounded_backward
 from symattn.floatref.binary import BINARY_FORMATS, BinaryFormat, round_ball, round_fraction
 from symattn.floatref.conditional import kv_index
 from symattn.floatref.errors import FloatRefError
@@ -126,8 +126,9 @@ class FP8BackwardRecipe:
 class FP8BackwardResult:
     """The recipe's gradients (stored units: scale_dX times the gradient, in ``dtype``), the
     true ones (the correctly rounded gradient of the attention of the descaled inputs, in real
-    units: compare dq / scale_dq; blocked keys removed even under a finite ``mask_value``), and the recipe's two quantised intermediates, P8 and dS8
-    (…, L, S; the fp8 values before descaling), for a kernel's intermediates to be checked."""
+    units: compare dq / scale_dq; blocked keys removed even under a finite ``mask_value``), and
+    the recipe's two quantised intermediates, P8 and dS8 (…, L, S; the fp8 values before
+    descaling), for a kernel's intermediates to be checked."""
 
     recipe: BackwardReference
     true: BackwardReference
@@ -144,16 +145,31 @@ def fp8_backward_reference(Q: Any, K: Any, V: Any, dO: Any, *, out: Any, lse: An
     ``causal_align``, ``scale``, ``enable_gqa``, ``mask_value``)."""
     recipe = recipe or FP8BackwardRecipe()
     given = {"out": out} if lse is None else {"out": out, "lse": lse}
+    from symattn.floatref.sdpa import _array
+
+    np = _np()
+    real = [_descaled(_array(a, name).astype(np.float64), recipe.exact(d), name)
+            for a, d, name in ((Q, "descale_q", "Q"), (K, "descale_k", "K"), (V, "descale_v", "V"),
+                               (dO, "descale_do", "dO"))]
     parts: dict[str, Any] = {}
     ref = _recipe(recipe, Q, K, V, dO, given, dtype, _sdpa(sdpa), parts)
-    np = _np()
-    real = [np.asarray(_plain(a), dtype=np.float64) * float(recipe.exact(d))   # exact: 24 × 4 bits
-            for a, d in ((Q, "descale_q"), (K, "descale_k"), (V, "descale_v"), (dO, "descale_do"))]
     # the true gradient of the attention the mask means: blocked keys removed (a finite mask_value
     # is the kernel's convention, which the recipe follows, not the model's)
     true = correctly_rounded_backward(*real, dtype=dtype, **{k: v for k, v in _sdpa(sdpa).items()
                                                              if k != "mask_value"})
     return FP8BackwardResult(ref, true, parts["P8"], parts["dS8"])
+
+
+def _descaled(a: Any, d: Fraction, name: str) -> Any:
+    """descale·a as float64, refused when a product is not exact (a 53-bit descale times a
+    float32): the true gradient must be of the recipe's own real inputs."""
+    y = a * float(d)
+    if d.numerator & (d.numerator - 1) or d.denominator & (d.denominator - 1):   # not a power of two
+        for x, z in zip(a.ravel().tolist(), y.ravel().tolist()):
+            if Fraction(z) != Fraction(x) * d:
+                raise FloatRefError(f"descale × {name} is not a float64 exactly (at {x!r}): give descales "
+                                    "that are float32 values, as cuDNN's are")
+    return y
 
 
 def _sdpa(sdpa: dict[str, Any]) -> dict[str, Any]:
