@@ -97,9 +97,9 @@ def round_fraction(value: Fraction, fmt: BinaryFormat) -> float:
     if value == 0:
         return 0.0
     a = abs(value)
-    e = a.numerator.bit_length() - a.denominator.bit_length()   # 2^e <= a < 2^(e+2)
-    if Fraction(2) ** (e + 1) <= a:
-        e += 1
+    e = a.numerator.bit_length() - a.denominator.bit_length()   # 2^(e-1) < a < 2^(e+1)
+    if a < Fraction(2) ** e:     # only when the denominator is not a power of two (1/3)
+        e -= 1                   # now 2^e <= a < 2^(e+1)
     q = max(e, fmt.e_min) - fmt.p + 1
     scaled = a / Fraction(2) ** q
     n = round(scaled)            # Fraction.__round__: half to even

@@ -11,7 +11,9 @@ when some d − ½ exceeds ``max_ulp``, naming the worst entries with their exac
 (certified decimals), the correctly rounded ones, a histogram and the rows' conditioning κ.
 
 ``given={"out": O, "lse": lse}`` judges the backward alone against FlashAttention's recipe on
-the kernel's own saved forward (the conditional reference).
+the kernel's own saved forward (the conditional reference).  ``recipe=`` (an
+:class:`symattn.floatref.fp8_backward.FP8BackwardRecipe`, with ``given``) judges an fp8 kernel
+against the exact value of its own quantised algorithm instead.
 """
 
 from __future__ import annotations
@@ -116,14 +118,14 @@ def grads_report(dq: Any, dk: Any, dv: Any, Q: Any, K: Any, V: Any, dO: Any, *, 
                  is_causal: bool = False, causal_align: str = "top_left", scale: float | None = None,
                  enable_gqa: bool = False, mask_value: float | None = None,
                  given: dict[str, Any] | None = None, dtype: str | None = None, max_ulp: float = 8.0,
-                 ulp_scale: str = "magnitude", worst: int = 5) -> GradsReport:
+                 ulp_scale: str = "magnitude", worst: int = 5, recipe: Any = None) -> GradsReport:
     """The distances of a kernel's gradients from the correctly rounded ones, the ``worst``
     entries of each certified; shapes that differ and inf or NaN entries are refused
     (FloatRefError, one line).  What ``symattn floatref --grad-output`` prints."""
     import numpy as np
 
     ref, got, fmt, _, _ = _prepare(dq, dk, dv, Q, K, V, dO, attn_mask, is_causal, causal_align, scale,
-                                   enable_gqa, mask_value, given, dtype, ulp_scale)
+                                   enable_gqa, mask_value, given, dtype, ulp_scale, recipe)
     problems = _shape_problems(got, ref)
     if problems:
         raise FloatRefError(problems[0])
@@ -135,7 +137,7 @@ def grads_report(dq: Any, dk: Any, dv: Any, Q: Any, K: Any, V: Any, dO: Any, *, 
 
 
 def _prepare(dq, dk, dv, Q, K, V, dO, attn_mask, is_causal, causal_align, scale, enable_gqa, mask_value,
-             given, dtype, ulp_scale):
+             given, dtype, ulp_scale, recipe=None):
     """(reference, candidates as float64 arrays, format, SDPA keywords, numpy inputs)."""
     import numpy as np
 
@@ -148,7 +150,8 @@ def _prepare(dq, dk, dv, Q, K, V, dO, attn_mask, is_causal, causal_align, scale,
                                 enable_gqa=enable_gqa, mask_value=mask_value)
     arrays = [to_numpy(x, n) for x, n in ((Q, "Q"), (K, "K"), (V, "V"), (dO, "dO"))]
     given_np = None if given is None else {k: to_numpy(v, f"given[{k!r}]") for k, v in given.items()}
-    ref = correctly_rounded_backward(*arrays, dtype=fmt, given=given_np, **sdpa)
+    ref = (correctly_rounded_backward(*arrays, dtype=fmt, given=given_np, **sdpa) if recipe is None
+           else recipe.reference(*arrays, dtype=fmt, given=given_np, **sdpa))
     got = dict(zip(NAMES, (to_numpy(x, n).astype(np.float64) for x, n in zip((dq, dk, dv), NAMES))))
     return ref, got, fmt, sdpa, (arrays, given_np)
 
@@ -199,21 +202,23 @@ def assert_attention_grads_close(dq: Any, dk: Any, dv: Any, Q: Any, K: Any, V: A
                                  enable_gqa: bool = False, mask_value: float | None = None,
                                  given: dict[str, Any] | None = None, dtype: str | None = None,
                                  max_ulp: float = 8.0, ulp_scale: str = "magnitude",
-                                 worst: int = 5) -> GradsReport:
+                                 worst: int = 5, recipe: Any = None) -> GradsReport:
     """Assert that a kernel's gradients of SDPA (numpy arrays or torch tensors) are within
     ``max_ulp`` units of the correctly rounded ones on every entry (see the module docstring).
 
     Arguments as torch's scaled_dot_product_attention plus ``causal_align``, ``mask_value`` and
-    ``given``; ``dtype`` defaults to dq's.  Returns the GradsReport when the gate passes; raises
+    ``given`` (and ``recipe``, an fp8 backward recipe to judge against, with ``given``);
+    ``dtype`` defaults to dq's.  Returns the GradsReport when the gate passes; raises
     :class:`AttentionGradsMismatch` (an AssertionError, so pytest shows the message)."""
     import numpy as np
 
     ref, got, fmt, sdpa, (arrays, given_np) = _prepare(
         dq, dk, dv, Q, K, V, dO, attn_mask, is_causal, causal_align, scale, enable_gqa, mask_value, given,
-        dtype, ulp_scale)
+        dtype, ulp_scale, recipe)
+    head = _head(fmt, sdpa, given, recipe)
     problems = _shape_problems(got, ref)
     if problems:
-        raise AttentionGradsMismatch(_head(fmt, sdpa, given) + "\n" + "\n".join(f"- {p}" for p in problems))
+        raise AttentionGradsMismatch(head + "\n" + "\n".join(f"- {p}" for p in problems))
     for name in NAMES:
         bad = ~np.isfinite(got[name])
         if bad.any():
@@ -224,18 +229,20 @@ def assert_attention_grads_close(dq: Any, dk: Any, dv: Any, Q: Any, K: Any, V: A
     for name in NAMES:
         if report.over[name]:
             lines += grad_lines(report.grads[name], fmt, max_ulp, ulp_scale)
-    if lines:
+    if lines and recipe is None:
         hint = _alignment_hint(got, arrays, given_np, fmt, sdpa, max_ulp, ulp_scale)
         if hint:
             lines.append(f"  {hint}")
     if problems or lines:
-        text = "\n".join([_head(fmt, sdpa, given)] + [f"- {p}" for p in problems] + lines)
+        text = "\n".join([head] + [f"- {p}" for p in problems] + lines)
         raise AttentionGradsMismatch(text, report)
     return report
 
 
-def _head(fmt: str, sdpa: dict, given: Any) -> str:
+def _head(fmt: str, sdpa: dict, given: Any, recipe: Any = None) -> str:
     what = "the recipe on the kernel's saved O and lse (given=)" if given is not None else "the exact gradients"
+    if recipe is not None:
+        what = f"the fp8 recipe {recipe.name} on the kernel's saved O (given=)"
     return (f"attention backward ({fmt}; is_causal={sdpa['is_causal']}, causal_align={sdpa['causal_align']!r}, "
             f"mask_value={sdpa['mask_value']}) does not match the correctly rounded reference ({what}):")
 
