@@ -27,7 +27,7 @@ from symattn.floatrun.shard import Options, check_shard
 from symattn.limits import MAX_RESULT_BYTES, MAX_WORKERS
 
 #: bump when a shard's result changes meaning: older cached results are then recomputed
-RESULT_VERSION = 1
+RESULT_VERSION = 2                  # 2: every row's pattern and the rows over FLOOR ulps
 #: how long to wait for a scheduler named by --scheduler
 CONNECT_SECONDS = 30
 
@@ -97,9 +97,12 @@ def store(folder: Path | None, result: dict[str, Any]) -> None:
 
 def run_plan(plan: Plan, options: Options, *, cache: Path | None = None, engine: str = "serial",
              workers: int | None = None, scheduler: str | None = None,
-             progress: Progress | None = None, client: Any = None) -> Outcome:
+             progress: Progress | None = None, client: Any = None,
+             started: Callable[[Outcome], None] | None = None) -> Outcome:
     """Every shard of the plan, computed or reused; engine 'serial' (no Dask) or 'dask' (on
-    ``client``, a dask.distributed Client of the caller's, which is left open, when given)."""
+    ``client``, a dask.distributed Client of the caller's, which is left open, when given).
+    ``started(outcome)`` is called once the engine is up, when some shard is to be computed
+    (``outcome.reused``, ``ran_on`` and ``dashboard`` are known then)."""
     cap_shards(plan, "the dump", options.blocks)
     if workers is not None and not 1 <= workers <= MAX_WORKERS:
         raise FloatRefError(f"workers = {workers!r}: give a whole number from 1 to {MAX_WORKERS:,} (MAX_WORKERS)")
@@ -119,8 +122,10 @@ def run_plan(plan: Plan, options: Options, *, cache: Path | None = None, engine:
     start, total = time.monotonic(), len(todo)
     if client is not None:
         engine = outcome.ran_on = "dask"
+    if engine == "serial" and todo and started is not None:
+        started(outcome)
     stream = (_serial(todo, options) if engine == "serial"
-              else _dask(todo, options, workers, scheduler, outcome, client))
+              else _dask(todo, options, workers, scheduler, outcome, client, started))
     try:
         for done, result in enumerate(stream, 1):
             result["key"] = keys[result["shard"]]
@@ -141,7 +146,8 @@ def _serial(todo: Iterable[Shard], options: Options) -> Generator[dict[str, Any]
 
 
 def _dask(todo: list[Shard], options: Options, workers: int | None, scheduler: str | None,
-          outcome: Outcome, given: Any = None) -> Generator[dict[str, Any], None, None]:
+          outcome: Outcome, given: Any = None,
+          started: Callable[[Outcome], None] | None = None) -> Generator[dict[str, Any], None, None]:
     """The shards on Dask, yielded as they finish; the cluster is closed however the loop ends."""
     try:
         import logging
@@ -172,6 +178,8 @@ def _dask(todo: list[Shard], options: Options, workers: int | None, scheduler: s
         outcome.ran_on = f"dask ({where})"
         if cluster is None and "dashboard" in (client.scheduler_info().get("services") or {}):
             outcome.dashboard = client.dashboard_link       # only when the scheduler serves one
+        if started is not None:
+            started(outcome)
         futures = client.map(check_shard, todo, [options] * len(todo), pure=False,
                              key=[f"floatref-run-{s.name}-{os.getpid()}-{time.monotonic_ns()}" for s in todo])
         names = {f.key: s for f, s in zip(futures, todo)}
