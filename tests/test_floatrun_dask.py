@@ -170,3 +170,57 @@ def test_a_bfloat16_dump_runs_in_a_fresh_process_as_the_issue_writes_it(tmp_path
     assert heads[0]["dtype"] == "bfloat16" and set(heads[0]["tensors"]) == {"out", "dq", "dk", "dv"}
     assert heads[1]["tensors"]["out"]["worst"][0]["index"][0] == 2
     assert all(heads[0]["tensors"][g]["max_ulp"] <= 1 for g in ("dq", "dk", "dv"))
+
+
+def test_a_client_of_two_local_workers_killed_with_sigkill_resumes_without_recomputing(tmp_path):
+    """The Done means' kill, on a LocalCluster of 2 workers: the shards the client had stored
+    are reused (counted, and their files untouched), only the rest computed."""
+    import psutil
+
+    make_dump(tmp_path / "dump", layers=4, heads=4, L=96, E=16)
+    command = [sys.executable, "-m", "symattn", "floatref-run", str(tmp_path / "dump"), "--causal", "--workers",
+               "2", "--quiet", "-o", str(tmp_path / "report")]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    shards = tmp_path / "report" / "shards"
+    child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and child.poll() is None:
+        if shards.is_dir() and len(list(shards.glob("*.json"))) >= 3:
+            break
+        time.sleep(0.01)
+    workers = psutil.Process(child.pid).children(recursive=True)
+    child.send_signal(signal.SIGKILL)
+    child.communicate(timeout=60)
+    for p in workers:                        # the killed client's own worker processes, by pid
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    finished = {p.name: p.stat().st_mtime_ns for p in shards.glob("*.json")}
+    assert 3 <= len(finished) < 16
+    rerun = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"({16 - len(finished)} computed, {len(finished)} reused)" in rerun.stdout
+    assert {p.name: p.stat().st_mtime_ns for p in shards.glob("*.json") if p.name in finished} == finished
+    assert json.loads((tmp_path / "report" / "summary.json").read_text())["shards"] == {
+        "total": 16, "ok": 16, "failing": 0, "bad": 0}
+
+
+def test_a_corrupt_and_a_pickled_file_on_two_workers_are_one_line_each_and_the_rest_complete(tmp_path, capsys):
+    make_dump(tmp_path / "dump", layers=2, heads=4, L=8, E=3, wrong=True)
+    cut = (tmp_path / "dump" / "L0.H1.safetensors").read_bytes()
+    (tmp_path / "dump" / "L0.H1.safetensors").write_bytes(cut[:-10])           # read by a worker: bad there
+    (tmp_path / "dump" / "L0.H3.safetensors").unlink()
+    (tmp_path / "dump" / "L0.H3.pth").write_bytes(b"\x80\x04K\x01.")           # refused before any worker
+    status = main(["floatref-run", str(tmp_path / "dump"), "--causal", "--max-ulp", "4", "--workers", "2",
+                   "--quiet", "-o", str(tmp_path / "report")])
+    captured = capsys.readouterr()
+    assert status == 2
+    errors = captured.err.splitlines()
+    assert len(errors) == 2 and all(e.startswith("symattn: error: ") for e in errors) and "Traceback" not in captured.err
+    assert "cut or damaged" in errors[0] and "L0.H3.pth: a .pth file is a torch.save pickle" in errors[1]
+    data = json.loads((tmp_path / "report" / "summary.json").read_text())
+    assert data["shards"] == {"total": 8, "ok": 6, "failing": 1, "bad": 2}
+    assert data["run"]["engine"] == "dask (2 local workers)"
+    assert [h["shard"] for h in data["heads"] if h["exceeds"]] == ["L1.H2"]
+    assert data["heads"][6]["tensors"]["out"]["failing_rows"]["rows"] == [[3, 3]]
