@@ -90,6 +90,9 @@ def test_the_report_page_renders_offline_in_chromium(tmp_path, capsys):
         assert "✗" in heat.locator("tbody tr").nth(1).inner_text()
         assert page.locator("td.ink-light").count() >= 1
         assert "torch.save pickle" in page.inner_text("body")
+        grouped = page.locator("section:has(h2:has-text('Failing rows by hard-case pattern')) table")
+        assert grouped.count() == 2                                 # over the dump, then head by head
+        assert grouped.nth(1).locator("tbody tr").first.inner_text().split("\t")[:2] == ["L1.H2", "output"]
         shot = os.environ.get("SYMATTN_SCREENSHOTS")
         page.screenshot(path=str(Path(shot) / "floatref-run.png") if shot else str(tmp_path / "page.png"),
                         full_page=True)
