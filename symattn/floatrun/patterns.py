@@ -207,11 +207,10 @@ def failing_rows(over: dict[str, Any], resolution: float, classes: dict[str, Any
         if name not in runs:
             continue
         member = in_ranges(rows, runs[name])
-        for a, b in runs[name]:
-            some[a:b + 1] = True
-        of = sum(b - a + 1 for a, b in runs[name])
+        having = in_ranges(np.arange(total), runs[name])
+        some |= having
         if member.any():
-            out["patterns"][name] = _group(rows, worst, member, of)
+            out["patterns"][name] = _group(rows, worst, member, int(having.sum()))
         covered |= member
     if (~covered).any():
         out["patterns"][NONE] = _group(rows, worst, ~covered, int((~some).sum()))
