@@ -227,3 +227,39 @@ def test_a_corrupt_and_a_pickled_file_on_two_workers_are_one_line_each_and_the_r
     assert data["run"]["engine"] == "dask (2 local workers)"
     assert [h["shard"] for h in data["heads"] if h["exceeds"]] == ["L1.H2"]
     assert data["heads"][6]["tensors"]["out"]["failing_rows"]["rows"] == [[3, 3]]
+
+
+def test_ctrl_c_on_two_local_workers_stops_cleanly_keeps_the_shards_and_ends_the_workers(tmp_path):
+    """SIGINT (Ctrl-C) to a --workers 2 run: exit 130, two lines and no traceback, the stored
+    shards kept, the cluster's processes gone; the same command again resumes."""
+    import psutil
+
+    make_dump(tmp_path / "dump", layers=4, heads=4, L=96, E=16)
+    command = [sys.executable, "-m", "symattn", "floatref-run", str(tmp_path / "dump"), "--causal", "--workers",
+               "2", "--quiet", "-o", str(tmp_path / "report")]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    shards = tmp_path / "report" / "shards"
+    child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and child.poll() is None:
+        if shards.is_dir() and len(list(shards.glob("*.json"))) >= 2:
+            break
+        time.sleep(0.01)
+    workers = [p for p in psutil.Process(child.pid).children(recursive=True)
+               if "resource_tracker" not in " ".join(p.cmdline())]
+    assert len(workers) >= 2
+    child.send_signal(signal.SIGINT)
+    out, err = child.communicate(timeout=120)
+    kept = len(list(shards.glob("*.json")))
+    assert child.returncode == 130, err
+    assert "Traceback" not in err and out == ""
+    assert f"floatref-run: stopped; {kept} finished shards kept" in err and "symattn: interrupted" in err
+    gone = time.monotonic() + 30
+    while any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in workers) and time.monotonic() < gone:
+        time.sleep(0.2)
+    alive = [p for p in workers if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    for p in alive:                                    # (ended here so a failure leaves none behind)
+        p.kill()
+    assert alive == []
+    rerun = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0 and f"({16 - kept} computed, {kept} reused)" in rerun.stdout, rerun.stderr

@@ -145,6 +145,17 @@ def _serial(todo: Iterable[Shard], options: Options) -> Generator[dict[str, Any]
         yield check_shard(shard, options)
 
 
+def _serves_dashboard(client: Any, local: bool) -> bool:
+    """Whether the scheduler serves Dask's dashboard: a local one only with bokeh installed (it
+    is in this process; without bokeh the page only says to install it), a remote one when it
+    lists the service."""
+    if local:
+        import importlib.util
+
+        return importlib.util.find_spec("bokeh") is not None
+    return "dashboard" in (client.scheduler_info().get("services") or {})
+
+
 def _dask(todo: list[Shard], options: Options, workers: int | None, scheduler: str | None,
           outcome: Outcome, given: Any = None,
           started: Callable[[Outcome], None] | None = None) -> Generator[dict[str, Any], None, None]:
@@ -170,14 +181,17 @@ def _dask(todo: list[Shard], options: Options, workers: int | None, scheduler: s
                                     "dask scheduler, or leave --scheduler out for local workers") from None
         else:
             n = workers or max(1, min(os.cpu_count() or 1, len(todo)))
+            # a free port (8787 may be another cluster's: Dask then warns on stderr); the workers'
+            # logs silenced: their failures come back as shard results, and what they log when
+            # Ctrl-C closes the scheduler first (a heartbeat's traceback) is noise
             cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                   dashboard_address=None, silence_logs=logging.ERROR)
+                                   dashboard_address=":0", silence_logs=logging.CRITICAL)
             client = Client(cluster)
         where = ("the caller's client" if given is not None else scheduler if scheduler
                  else f"{n} local workers")
         outcome.ran_on = f"dask ({where})"
-        if cluster is None and "dashboard" in (client.scheduler_info().get("services") or {}):
-            outcome.dashboard = client.dashboard_link       # only when the scheduler serves one
+        if _serves_dashboard(client, local=cluster is not None):
+            outcome.dashboard = client.dashboard_link
         if started is not None:
             started(outcome)
         futures = client.map(check_shard, todo, [options] * len(todo), pure=False,
