@@ -13,13 +13,14 @@ rest; a run killed at any point loses at most the shards in flight.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Generator, Iterable
+from typing import Any, Callable, Generator, Iterable, Iterator
 
 from symattn.floatref.errors import FloatRefError
 from symattn.floatrun.dump import Plan, Shard, cap_shards
@@ -145,6 +146,24 @@ def _serial(todo: Iterable[Shard], options: Options) -> Generator[dict[str, Any]
         yield check_shard(shard, options)
 
 
+@contextlib.contextmanager
+def _workers_ignore_ctrl_c() -> Iterator[None]:
+    """Start the local workers with SIGINT ignored (a process started so keeps it ignored, and
+    Python then installs no KeyboardInterrupt): Ctrl-C at a terminal reaches the whole process
+    group, and the workers would each print a traceback while this process closes them."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield                                  # signals are the main thread's; nothing to change
+        return
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 def _serves_dashboard(client: Any, local: bool) -> bool:
     """Whether the scheduler serves Dask's dashboard: a local one only with bokeh installed (it
     is in this process; without bokeh the page only says to install it), a remote one when it
@@ -184,8 +203,9 @@ def _dask(todo: list[Shard], options: Options, workers: int | None, scheduler: s
             # a free port (8787 may be another cluster's: Dask then warns on stderr); the workers'
             # logs silenced: their failures come back as shard results, and what they log when
             # Ctrl-C closes the scheduler first (a heartbeat's traceback) is noise
-            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                   dashboard_address=":0", silence_logs=logging.CRITICAL)
+            with _workers_ignore_ctrl_c():
+                cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                                       dashboard_address=":0", silence_logs=logging.CRITICAL)
             client = Client(cluster)
         where = ("the caller's client" if given is not None else scheduler if scheduler
                  else f"{n} local workers")
