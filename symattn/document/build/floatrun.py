@@ -82,14 +82,15 @@ def _heat(r: "RunReport", role: str) -> Table | None:
         rows.append(tuple(row))
         shades.append(tuple(shade))
     rounded = any(t.get("reference") == "correctly rounded" for t in cells.values())
-    what = (f"worst distance in ulps of {ROLE_NAMES.get(role, role)} from its correctly rounded value "
-            "(the exact error is within 0.5 ulp of it)" if rounded else
-            f"worst |error| in ulps of {ROLE_NAMES.get(role, role)}")
-    return Table(f"{what}, per layer (rows) and head (columns)",
+    name = ROLE_NAMES.get(role, role)
+    what = f"worst distance of {name} from its correctly rounded value" if rounded else f"worst |error| of {name}"
+    # a short caption: a long one widens the table past the page and hides its last columns
+    return Table(f"{what} (ulps), per layer and head",
                  ("layer", *(f"H{h}" for h in heads)), tuple(rows), numeric=(False,) + (True,) * len(heads),
                  shades=tuple(shades),
-                 legend=f"shading: 0 ulp white to {top:g} ulp or more darkest (log scale); "
-                        "✗ over the gate; bad: the shard's input was refused")
+                 legend=("the exact error is within 0.5 ulp of the distance shown; " if rounded else "")
+                 + f"shading: 0 ulp white to {top:g} ulp or more darkest (log scale); "
+                   "✗ over the gate; bad: the shard's input was refused")
 
 
 def _histograms(r: "RunReport") -> Table | None:
@@ -114,12 +115,14 @@ def _failing(r: "RunReport") -> Table | None:
     for h in r.failing:
         for role, t in h["tensors"].items():
             if t.get("exceeds"):
+                f = t.get("failing_rows")
                 rows.append((h["shard"], ROLE_NAMES.get(role, role), f"{t['max_ulp']:.4g}", f"{t['mean_ulp']:.3g}",
-                             f"{t['correctly_rounded']}/{t['entries']}"))
+                             f"{t['correctly_rounded']}/{t['entries']}",
+                             "—" if f is None else f"{f['count']} ({f['axis']} rows)"))
     if not rows:
         return None
-    return Table("", ("shard", "tensor", "max ulp", "mean ulp", "correctly rounded"), tuple(rows),
-                 numeric=(False, False, True, True, True))
+    return Table("", ("shard", "tensor", "max ulp", "mean ulp", "correctly rounded", "failing rows"), tuple(rows),
+                 numeric=(False, False, True, True, True, True))
 
 
 def _worst(r: "RunReport") -> Table | None:
