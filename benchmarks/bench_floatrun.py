@@ -14,9 +14,12 @@ rounded to float32, causal) in a temporary folder and times, each from a cold st
   apart: the ``--workers`` command pays it once per run);
 - ``call``: ``check_shard`` of one shard in this process, and the same shard submitted to the
   cluster alone (``client.submit(...).result()``), 5 times each, best: Dask's per-shard
-  overhead against the in-process call.
+  overhead against the in-process call, both as the round trip's excess over the in-process
+  call and as the round trip less the shard's own time inside the worker (``seconds`` in its
+  result: what Dask itself adds, apart from the worker being slower or faster than this process).
 
-The load average is printed: the machine is shared, so compare within one run only.
+``--repeat N`` alternates serial and 2-worker runs N times (the ratios each time).  The load
+average is printed before and after: the machine is shared, so compare within one run only.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ def main() -> None:
     parser.add_argument("--heads", type=int, default=16)
     parser.add_argument("--L", type=int, default=1024)
     parser.add_argument("--E", type=int, default=64)
+    parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
     from dask.distributed import Client, LocalCluster
 
@@ -59,31 +63,37 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         dump = Path(tmp)
         _dump(dump, args.heads, args.L, args.E)
-        start = time.perf_counter()
-        serial = floatrun.run(dump, options)
-        t_serial = time.perf_counter() - start
+        times = []
         start = time.perf_counter()
         with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
                 Client(cluster) as client:
-            t_up = time.perf_counter() - start
-            start = time.perf_counter()
-            dask = floatrun.run(dump, options, engine="dask", client=client)
-            t_dask = time.perf_counter() - start
+            print(f"cluster start-up {time.perf_counter() - start:.1f} s (before the clock)")
+            for _ in range(args.repeat):
+                start = time.perf_counter()
+                serial = floatrun.run(dump, options)
+                t_serial = time.perf_counter() - start
+                start = time.perf_counter()
+                dask = floatrun.run(dump, options, engine="dask", client=client)
+                times.append((t_serial, time.perf_counter() - start))
+                assert serial.heads == dask.heads, "the Dask report differs from the serial one"
             shard = plan(dump).shards[0]
-            local, remote = [], []
+            local, remote, inside = [], [], []
             for _ in range(5):
                 t = time.perf_counter()
                 check_shard(shard, options)
                 local.append(time.perf_counter() - t)
                 t = time.perf_counter()
-                client.submit(check_shard, shard, options, pure=False).result()
+                result = client.submit(check_shard, shard, options, pure=False).result()
                 remote.append(time.perf_counter() - t)
-    assert serial.heads == dask.heads, "the Dask report differs from the serial one"
-    print(f"{'method':<10}{'wall s':>10}{'ratio':>10}")
-    print(f"{'serial':<10}{t_serial:>10.2f}{1.0:>10.2f}")
-    print(f"{'dask2':<10}{t_dask:>10.2f}{t_serial / t_dask:>10.2f}   (cluster start-up {t_up:.1f} s apart)")
-    print(f"one shard: in process {min(local):.3f} s, through Dask {min(remote):.3f} s, overhead "
-          f"{100 * (min(remote) - min(local)) / min(local):+.1f} %")
+                inside.append(remote[-1] - result["seconds"])
+    print(f"{'run':<6}{'serial s':>10}{'2 workers s':>13}{'ratio':>8}")
+    for k, (a, b) in enumerate(times, 1):
+        print(f"{k:<6}{a:>10.2f}{b:>13.2f}{a / b:>8.2f}")
+    best = min(local)
+    print(f"one shard: in process {best:.3f} s, through Dask {min(remote):.3f} s "
+          f"({100 * (min(remote) - best) / best:+.1f} %); Dask's own part of the round trip "
+          f"{min(inside) * 1000:.1f} ms ({100 * min(inside) / best:.1f} % of the in-process call)")
+    print(f"load average after {os.getloadavg()}")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import sys
+from typing import Any, Callable, TextIO
 
 from symattn.commands import Outcome
 from symattn.commands.floatref import BINARY_NAMES, max_ulp, scale
@@ -86,19 +87,62 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="an existing Dask scheduler, e.g. tcp://10.0.0.5:8786 (default: "
                              "DASK_SCHEDULER_ADDRESS when set)")
     parser.add_argument("--json", action="store_true", help="print summary.json on stdout as well")
-    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    parser.add_argument("--quiet", action="store_true", help="no progress on stderr (on a terminal: a bar)")
+    parser.add_argument("--progress", action="store_true",
+                        help="progress lines on stderr every 10 s even when it is not a terminal (a log)")
     parser.set_defaults(run=run)
 
 
-def _progress(quiet: bool):
-    if quiet:
+def _duration(seconds: float) -> str:
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s // 60 % 60:02d} min"
+
+
+#: a redrawn bar at most this often (seconds); plain lines (not a terminal, --progress) this often
+BAR_EVERY, LINE_EVERY = 0.2, 10.0
+BAR_WIDTH = 24
+
+
+def progress_printer(stream: TextIO, *, quiet: bool = False, lines: bool = False) -> Callable[..., None] | None:
+    """Shards done, rate and time left on ``stream``: one redrawn bar on a terminal, plain
+    lines every LINE_EVERY s when ``lines`` (a log), nothing when quiet or not a terminal, as
+    command-line tools do (pip, curl), so a CI log or a pipe is not flooded."""
+    tty = bool(getattr(stream, "isatty", lambda: False)())
+    if quiet or not (tty or lines):
         return None
+    last = [-1e9]
 
     def show(done: int, total: int, name: str, seconds: float) -> None:
+        final = done == total
+        if not final and seconds - last[0] < (BAR_EVERY if tty else LINE_EVERY):
+            return
+        last[0] = seconds
         rate = done / seconds if seconds > 0 else 0.0
-        left = (total - done) / rate if rate else 0.0
-        print(f"floatref-run: {done}/{total} shards ({name}; {rate:.2g}/s, ~{left:.0f} s left)",
-              file=sys.stderr, flush=True)
+        left = f"~{_duration((total - done) / rate)} left" if rate and not final else f"in {_duration(seconds)}"
+        figures = f"{done}/{total} shards, {rate:.3g}/s, {left} ({name})"
+        if tty:
+            fill = BAR_WIDTH * done // max(total, 1)
+            stream.write(f"\r\x1b[Kfloatref-run [{'#' * fill}{'.' * (BAR_WIDTH - fill)}] {figures}" + ("\n" if final else ""))
+        else:
+            stream.write(f"floatref-run: {figures}\n")
+        stream.flush()
+    return show
+
+
+def start_printer(stream: TextIO, total: int, *, quiet: bool = False, lines: bool = False):
+    """The line a run starts with: what is left to compute, where, and Dask's dashboard."""
+    if quiet or not (lines or getattr(stream, "isatty", lambda: False)()):
+        return None
+
+    def show(outcome: Any) -> None:
+        dash = f"; the Dask dashboard is {outcome.dashboard}" if outcome.dashboard else ""
+        stream.write(f"floatref-run: {total - outcome.reused} of {total} shards to compute ({outcome.reused} "
+                     f"reused) on {outcome.ran_on}{dash}\n")
+        stream.flush()
     return show
 
 
@@ -123,19 +167,16 @@ def run(args: argparse.Namespace) -> Outcome:
     scheduler = args.scheduler or (None if args.serial or args.workers else
                                    os.environ.get("DASK_SCHEDULER_ADDRESS") or None)
     engine = "serial" if args.serial else "dask"
-    if not args.quiet and engine == "dask":
-        print(f"floatref-run: {len(planned.shards)} shards on "
-              f"{scheduler or 'a local Dask cluster'}", file=sys.stderr, flush=True)
+    shown = {"quiet": args.quiet, "lines": args.progress}
     try:
         outcome = run_plan(planned, options, cache=cache, engine=engine, workers=args.workers,
-                           scheduler=scheduler, progress=_progress(args.quiet))
+                           scheduler=scheduler, progress=progress_printer(sys.stderr, **shown),
+                           started=start_printer(sys.stderr, len(planned.shards) * args.blocks, **shown))
     except KeyboardInterrupt:
         kept = len(list(cache.glob("*.json")))
-        print(f"floatref-run: stopped; {kept} finished shards kept in {cache} (run the same command "
+        print(f"{chr(10) if sys.stderr.isatty() else ''}floatref-run: stopped; {kept} finished shards kept in {cache} (run the same command "
               "again to resume)", file=sys.stderr)
         raise
-    if outcome.dashboard and not args.quiet:
-        print(f"floatref-run: the Dask dashboard was {outcome.dashboard}", file=sys.stderr)
     report = build_report(args.dump, options.key(), args.max_ulp, outcome, planned.bad)
     summary = json.dumps(report.to_json(), indent=1, allow_nan=False) + "\n"
     document = build_run_document(report)

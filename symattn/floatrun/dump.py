@@ -125,9 +125,28 @@ def plan(root: str | os.PathLike) -> Plan:
     if not out.shards and not out.bad:
         raise FloatRefError(f"{root}: no L{{layer}}.H{{head}}.safetensors or .npz files and no {MANIFEST}; "
                             "name one file per head L0.H0.safetensors (arrays q, k, v, out) or write a manifest")
+    _refuse_twins(out)
     cap_shards(out, root)
     out.shards.sort(key=lambda s: (s.layer, s.head))
     return out
+
+
+def _refuse_twins(out: Plan) -> None:
+    """A head with two files (L0.H1.npz and L0.H1.safetensors, or a pickle beside one) is a bad
+    shard: which of them the kernel wrote is not for symattn to guess."""
+    files: dict[str, list[str]] = {}
+    for s in out.shards:
+        files.setdefault(s.head_name, []).append(s.sources[0].file)
+    for b in out.bad:
+        files.setdefault(b.name, []).append(b.file)
+    twins = {name: sorted(names) for name, names in files.items() if len(names) > 1}
+    if not twins:
+        return
+    out.shards[:] = [s for s in out.shards if s.head_name not in twins]
+    out.bad[:] = [b for b in out.bad if b.name not in twins]
+    for name, names in sorted(twins.items()):
+        out.bad.append(BadShard(name, names[0], f"{name}: {' and '.join(names)} are both in the dump; "
+                                                f"keep one file per head"))
 
 
 def cap_shards(out: Plan, root: str | os.PathLike, blocks: int = 1) -> None:

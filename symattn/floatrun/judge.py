@@ -12,6 +12,7 @@ from fractions import Fraction
 from typing import Any
 
 from symattn.floatref.errors import FloatRefError
+from symattn.floatrun.patterns import rows_over
 
 
 #: significant digits that tell neighbouring values of a format apart (the kernel's value as shown)
@@ -61,7 +62,7 @@ def forward(arrays: dict[str, Any], s: dict[str, Any], rows: Any, worst: int) ->
     return {"entries": report.entries, "max_ulp": report.max_ulps, "mean_ulp": report.mean_ulps,
             "resolution": report.resolution, "correctly_rounded": report.correctly_rounded,
             "histogram": list(report.histogram), "skipped_rows": report.skipped_rows,
-            "reference": "exact",
+            "reference": "exact", "rows_over": rows_over(report.errors, report.resolution, "query", picked),
             "worst": [{"index": [back(w.index[0]), int(w.index[1])], "float": repr(float(w.got)),
                        "shown": report.shown(w),
                        "exact": w.exact, "ulps": w.ulps, "relative": w.relative} for w in report.worst]}
@@ -78,16 +79,18 @@ def ulps_of(y: Any, x: Any, fmt_name: str) -> Any:
     return (np.asarray(y, dtype=np.float64) - x) / unit
 
 
-def _summary(err: Any, y: Any, want: Any, live: Any, worst_rows: list[dict], skipped: int) -> dict[str, Any]:
+def _summary(err: Any, y: Any, want: Any, live: Any, worst_rows: list[dict], skipped: int,
+             axis: str = "query", row_ids: Any = None) -> dict[str, Any]:
     from symattn.floatref.ulp import BIN_EDGES
 
     np = _np()
     a = np.abs(err[live])
+    over = rows_over(np.where(live, err, 0.0).reshape(err.shape[0], -1), 0.5, axis, row_ids)
     hist = np.histogram(a, bins=np.array(BIN_EDGES))[0] if a.size else np.zeros(len(BIN_EDGES) - 1, int)
     return {"entries": int(live.sum()), "max_ulp": float(a.max()) if a.size else 0.0,
             "mean_ulp": float(a.mean()) if a.size else 0.0, "resolution": 0.5,
             "correctly_rounded": int(((y == want) & live).sum()), "histogram": [int(n) for n in hist],
-            "skipped_rows": skipped, "reference": "correctly rounded", "worst": worst_rows}
+            "skipped_rows": skipped, "reference": "correctly rounded", "worst": worst_rows, "rows_over": over}
 
 
 def _worst_indices(err: Any, live: Any, worst: int) -> list[tuple[int, ...]]:
@@ -121,7 +124,7 @@ def lse(arrays: dict[str, Any], s: dict[str, Any], rows: Any, worst: int) -> dic
     back = (lambda i: i) if picked is None else (lambda i: int(picked[i]))
     chosen = [{"index": [back(i)], "float": repr(float(y[i])), "shown": shown(y[i], fmt), "exact": repr(float(want[i])) + " (RN)",
                "ulps": f"{err[i]:+.3g}", "relative": None} for (i,) in _worst_indices(err, live, worst)]
-    return _summary(err, y, want, live, chosen, int((~live).sum()))
+    return _summary(err, y, want, live, chosen, int((~live).sum()), "query", picked)
 
 
 def backward(arrays: dict[str, Any], s: dict[str, Any], grads: list[str], worst: int) -> dict[str, Any]:
@@ -154,7 +157,7 @@ def backward(arrays: dict[str, Any], s: dict[str, Any], grads: list[str], worst:
         step = {"dq": "d_Q", "dk": "d_K", "dv": "d_V"}[g]
         chosen = [_certified(trace, step, i, j, y[i, j], s["dtype"])
                   for i, j in _worst_indices(err, live, worst)]
-        out[g] = _summary(err, y, want, live, chosen, 0)
+        out[g] = _summary(err, y, want, live, chosen, 0, "query" if g == "dq" else "key")
     return out
 
 

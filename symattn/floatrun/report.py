@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from symattn.floatrun.dump import BadShard
+from symattn.floatrun.patterns import failing_rows, merge_over
 from symattn.floatrun.runner import Outcome
 
 KIND = "symattn floatref-run"
@@ -93,9 +94,14 @@ class RunReport:
 
 def _head(result: dict[str, Any], max_ulp: float | None) -> dict[str, Any]:
     head = {k: result[k] for k in _HEAD_KEYS if k in result}
-    tensors = head.get("tensors") or {}
+    tensors: dict[str, dict[str, Any]] = {role: dict(t) for role, t in (head.get("tensors") or {}).items()}
+    if "tensors" in head:
+        head["tensors"] = tensors
     for t in tensors.values():
         t["exceeds"] = exceeds(t, max_ulp)
+        over = t.pop("rows_over", None)          # the shard's kept rows: the report keeps those over the gate
+        if max_ulp is not None and over is not None:
+            t["failing_rows"] = failing_rows(over, t["resolution"], result.get("patterns"), max_ulp)
     head["exceeds"] = any(t["exceeds"] for t in tensors.values())
     head["max_ulp"] = max((t["max_ulp"] for t in tensors.values()), default=None)
     return head
@@ -111,7 +117,7 @@ def _merge_tensors(parts: list[dict[str, Any]], worst: int) -> dict[str, Any]:
             "correctly_rounded": sum(t["correctly_rounded"] for t in parts),
             "histogram": [sum(c) for c in zip(*(t["histogram"] for t in parts))],
             "skipped_rows": sum(t["skipped_rows"] for t in parts), "reference": parts[0]["reference"],
-            "worst": found[:worst]}
+            "worst": found[:worst], "rows_over": merge_over([t["rows_over"] for t in parts])}
 
 
 def merge_blocks(results: list[dict[str, Any]], worst: int) -> list[dict[str, Any]]:
@@ -129,9 +135,10 @@ def merge_blocks(results: list[dict[str, Any]], worst: int) -> list[dict[str, An
         if bad:
             out.append({**base, "status": "bad", "error": bad[0]["error"]})
             continue
-        roles = [role for role in parts[0]["tensors"] if all(role in p["tensors"] for p in parts if p["tensors"])]
-        live = [p for p in parts if p["tensors"]]
+        live = [p for p in parts if p["tensors"]]     # a block past the last row has no tensors
+        roles = [role for role in (live[0]["tensors"] if live else {}) if all(role in p["tensors"] for p in live)]
         out.append({**base, "status": "ok", "dtype": parts[0]["dtype"], "causal": parts[0]["causal"],
+                    "patterns": live[0]["patterns"] if live else None,
                     "rows": {"rule": f"{len(parts)} row blocks", "count": sum(p["rows"]["count"] for p in parts),
                              "of": parts[0]["rows"]["of"]},
                     "tensors": {role: _merge_tensors([p["tensors"][role] for p in live], worst) for role in roles}})

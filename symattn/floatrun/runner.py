@@ -13,13 +13,14 @@ rest; a run killed at any point loses at most the shards in flight.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Generator, Iterable
+from typing import Any, Callable, Generator, Iterable, Iterator
 
 from symattn.floatref.errors import FloatRefError
 from symattn.floatrun.dump import Plan, Shard, cap_shards
@@ -27,7 +28,7 @@ from symattn.floatrun.shard import Options, check_shard
 from symattn.limits import MAX_RESULT_BYTES, MAX_WORKERS
 
 #: bump when a shard's result changes meaning: older cached results are then recomputed
-RESULT_VERSION = 1
+RESULT_VERSION = 2                  # 2: every row's pattern and the rows over FLOOR ulps
 #: how long to wait for a scheduler named by --scheduler
 CONNECT_SECONDS = 30
 
@@ -97,9 +98,12 @@ def store(folder: Path | None, result: dict[str, Any]) -> None:
 
 def run_plan(plan: Plan, options: Options, *, cache: Path | None = None, engine: str = "serial",
              workers: int | None = None, scheduler: str | None = None,
-             progress: Progress | None = None, client: Any = None) -> Outcome:
+             progress: Progress | None = None, client: Any = None,
+             started: Callable[[Outcome], None] | None = None) -> Outcome:
     """Every shard of the plan, computed or reused; engine 'serial' (no Dask) or 'dask' (on
-    ``client``, a dask.distributed Client of the caller's, which is left open, when given)."""
+    ``client``, a dask.distributed Client of the caller's, which is left open, when given).
+    ``started(outcome)`` is called once the engine is up, when some shard is to be computed
+    (``outcome.reused``, ``ran_on`` and ``dashboard`` are known then)."""
     cap_shards(plan, "the dump", options.blocks)
     if workers is not None and not 1 <= workers <= MAX_WORKERS:
         raise FloatRefError(f"workers = {workers!r}: give a whole number from 1 to {MAX_WORKERS:,} (MAX_WORKERS)")
@@ -119,8 +123,10 @@ def run_plan(plan: Plan, options: Options, *, cache: Path | None = None, engine:
     start, total = time.monotonic(), len(todo)
     if client is not None:
         engine = outcome.ran_on = "dask"
+    if engine == "serial" and todo and started is not None:
+        started(outcome)
     stream = (_serial(todo, options) if engine == "serial"
-              else _dask(todo, options, workers, scheduler, outcome, client))
+              else _dask(todo, options, workers, scheduler, outcome, client, started))
     try:
         for done, result in enumerate(stream, 1):
             result["key"] = keys[result["shard"]]
@@ -140,8 +146,38 @@ def _serial(todo: Iterable[Shard], options: Options) -> Generator[dict[str, Any]
         yield check_shard(shard, options)
 
 
+@contextlib.contextmanager
+def _workers_ignore_ctrl_c() -> Iterator[None]:
+    """Start the local workers with SIGINT ignored (a process started so keeps it ignored, and
+    Python then installs no KeyboardInterrupt): Ctrl-C at a terminal reaches the whole process
+    group, and the workers would each print a traceback while this process closes them."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield                                  # signals are the main thread's; nothing to change
+        return
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+def _serves_dashboard(client: Any, local: bool) -> bool:
+    """Whether the scheduler serves Dask's dashboard: a local one only with bokeh installed (it
+    is in this process; without bokeh the page only says to install it), a remote one when it
+    lists the service."""
+    if local:
+        import importlib.util
+
+        return importlib.util.find_spec("bokeh") is not None
+    return "dashboard" in (client.scheduler_info().get("services") or {})
+
+
 def _dask(todo: list[Shard], options: Options, workers: int | None, scheduler: str | None,
-          outcome: Outcome, given: Any = None) -> Generator[dict[str, Any], None, None]:
+          outcome: Outcome, given: Any = None,
+          started: Callable[[Outcome], None] | None = None) -> Generator[dict[str, Any], None, None]:
     """The shards on Dask, yielded as they finish; the cluster is closed however the loop ends."""
     try:
         import logging
@@ -164,14 +200,20 @@ def _dask(todo: list[Shard], options: Options, workers: int | None, scheduler: s
                                     "dask scheduler, or leave --scheduler out for local workers") from None
         else:
             n = workers or max(1, min(os.cpu_count() or 1, len(todo)))
-            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                   dashboard_address=None, silence_logs=logging.ERROR)
+            # a free port (8787 may be another cluster's: Dask then warns on stderr); the workers'
+            # logs silenced: their failures come back as shard results, and what they log when
+            # Ctrl-C closes the scheduler first (a heartbeat's traceback) is noise
+            with _workers_ignore_ctrl_c():
+                cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                                       dashboard_address=":0", silence_logs=logging.CRITICAL)
             client = Client(cluster)
         where = ("the caller's client" if given is not None else scheduler if scheduler
                  else f"{n} local workers")
         outcome.ran_on = f"dask ({where})"
-        if cluster is None and "dashboard" in (client.scheduler_info().get("services") or {}):
-            outcome.dashboard = client.dashboard_link       # only when the scheduler serves one
+        if _serves_dashboard(client, local=cluster is not None):
+            outcome.dashboard = client.dashboard_link
+        if started is not None:
+            started(outcome)
         futures = client.map(check_shard, todo, [options] * len(todo), pure=False,
                              key=[f"floatref-run-{s.name}-{os.getpid()}-{time.monotonic_ns()}" for s in todo])
         names = {f.key: s for f, s in zip(futures, todo)}

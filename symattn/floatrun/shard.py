@@ -138,11 +138,12 @@ def _settings(shard: Shard, options: Options, arrays: dict[str, Any]) -> dict[st
 
 
 def _judge(shard: Shard, options: Options) -> dict[str, Any]:
-    from symattn.floatrun import judge, sampling
+    from symattn.floatrun import judge, patterns, sampling
 
     arrays = load(shard)
     s = _settings(shard, options, arrays)
     q, k = arrays["q"], arrays["k"]
+    found = patterns.scan(q, k, s)
     rows: tuple[list[int], dict[str, list[int]]] | None
     if shard.blocks > 1:
         a, b = shard.row_range(int(q.shape[0]))
@@ -151,18 +152,19 @@ def _judge(shard: Shard, options: Options) -> dict[str, Any]:
                     "rows": {"rule": f"block {shard.block} of {shard.blocks}", "count": 0, "of": int(q.shape[0])}}
         rows = (list(range(a, b)), {})
     else:
-        rows = sampling.choose_rows(options.rows, options.seed, q, k, s)
+        rows = sampling.choose_rows(options.rows, options.seed, q, k, s, found)
     tensors = {"out": judge.forward(arrays, s, rows, options.worst)}
     if "lse" in arrays:
         tensors["lse"] = judge.lse(arrays, s, rows, options.worst)
-    risky = rows[1] if rows is not None and rows[1] else sampling.risky_rows(q, k, s)
-    for role in ("out", "lse"):                 # which hard-case pattern each worst row matches
-        for w in tensors.get(role, {}).get("worst", []):
-            w["pattern"] = [reason for reason, at in risky.items() if w["index"][0] in at]
     grads: list[str] = [g for g in ("dq", "dk", "dv") if g in arrays]
     if options.backward and grads and "do" in arrays and rows is None:
         tensors.update(judge.backward(arrays, s, grads, options.worst))
-    return {"dtype": s["dtype"], "causal": s["causal"],
+    classes = patterns.classify(q, k, s, found)
+    for t in tensors.values():                  # which hard-case pattern each worst entry's row matches
+        mine = classes[t["rows_over"]["axis"]]
+        for w in t["worst"]:
+            w["pattern"] = [reason for reason, at in mine.items() if at[w["index"][0]]]
+    return {"dtype": s["dtype"], "causal": s["causal"], "patterns": patterns.described(classes, q.shape[0], k.shape[0]),
             "rows": None if rows is None else {"rule": options.rows if shard.blocks == 1 else
                                                f"block {shard.block} of {shard.blocks}", "seed": options.seed,
                                                "count": len(rows[0]), "of": int(q.shape[0]),

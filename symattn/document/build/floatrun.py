@@ -12,6 +12,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from symattn.document.blocks import Note, Report, Section, Table
+from symattn.floatrun.patterns import KEY, NONE, QUERY
 
 if TYPE_CHECKING:
     from symattn.floatrun.report import RunReport
@@ -20,6 +21,8 @@ __all__ = ["build_run_document"]
 
 #: worst entries listed over the whole dump
 WORST_SHOWN = 20
+#: lines of the per-head failing rows table in the page (summary.json has every one)
+ROW_GROUPS_SHOWN = 200
 ROLE_NAMES = {"out": "output", "lse": "log-sum-exp", "dq": "dQ", "dk": "dK", "dv": "dV"}
 
 
@@ -79,14 +82,15 @@ def _heat(r: "RunReport", role: str) -> Table | None:
         rows.append(tuple(row))
         shades.append(tuple(shade))
     rounded = any(t.get("reference") == "correctly rounded" for t in cells.values())
-    what = (f"worst distance in ulps of {ROLE_NAMES.get(role, role)} from its correctly rounded value "
-            "(the exact error is within 0.5 ulp of it)" if rounded else
-            f"worst |error| in ulps of {ROLE_NAMES.get(role, role)}")
-    return Table(f"{what}, per layer (rows) and head (columns)",
+    name = ROLE_NAMES.get(role, role)
+    what = f"worst distance of {name} from its correctly rounded value" if rounded else f"worst |error| of {name}"
+    # a short caption: a long one widens the table past the page and hides its last columns
+    return Table(f"{what} (ulps), per layer and head",
                  ("layer", *(f"H{h}" for h in heads)), tuple(rows), numeric=(False,) + (True,) * len(heads),
                  shades=tuple(shades),
-                 legend=f"shading: 0 ulp white to {top:g} ulp or more darkest (log scale); "
-                        "✗ over the gate; bad: the shard's input was refused")
+                 legend=("the exact error is within 0.5 ulp of the distance shown; " if rounded else "")
+                 + f"shading: 0 ulp white to {top:g} ulp or more darkest (log scale); "
+                   "✗ over the gate; bad: the shard's input was refused")
 
 
 def _histograms(r: "RunReport") -> Table | None:
@@ -111,12 +115,14 @@ def _failing(r: "RunReport") -> Table | None:
     for h in r.failing:
         for role, t in h["tensors"].items():
             if t.get("exceeds"):
+                f = t.get("failing_rows")
                 rows.append((h["shard"], ROLE_NAMES.get(role, role), f"{t['max_ulp']:.4g}", f"{t['mean_ulp']:.3g}",
-                             f"{t['correctly_rounded']}/{t['entries']}"))
+                             f"{t['correctly_rounded']}/{t['entries']}",
+                             "—" if f is None else f"{f['count']} ({f['axis']} rows)"))
     if not rows:
         return None
-    return Table("", ("shard", "tensor", "max ulp", "mean ulp", "correctly rounded"), tuple(rows),
-                 numeric=(False, False, True, True, True))
+    return Table("", ("shard", "tensor", "max ulp", "mean ulp", "correctly rounded", "failing rows"), tuple(rows),
+                 numeric=(False, False, True, True, True, True))
 
 
 def _worst(r: "RunReport") -> Table | None:
@@ -136,6 +142,51 @@ def _worst(r: "RunReport") -> Table | None:
                  numeric=(False, False, False, True, True, True, True, False), prose=7)
 
 
+def _runs(runs: list[list[int]], most: int = 6) -> str:
+    shown = ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in runs[:most])
+    return shown + (f", … ({len(runs) - most} more runs in summary.json)" if len(runs) > most else "")
+
+
+def _by_pattern(r: "RunReport") -> tuple[Table, ...]:
+    """Every failing row's pattern: over the whole dump (which patterns fail, in how many heads),
+    then head by head (at most ROW_GROUPS_SHOWN lines here; summary.json has every one)."""
+    total: dict[tuple[str, str], list[Any]] = {}
+    lines = []
+    incomplete = False
+    for h in r.failing:
+        for role, t in h["tensors"].items():
+            f = t.get("failing_rows")
+            if not t.get("exceeds") or not f:
+                continue
+            incomplete |= not f["complete"]
+            for name, g in f["patterns"].items():
+                agg = total.setdefault((role, name), [0, 0, 0, 0.0])
+                agg[0] += g["count"]
+                agg[1] += g["of"]
+                agg[2] += 1
+                agg[3] = max(agg[3], g["max_ulp"])
+                lines.append((h["shard"], ROLE_NAMES.get(role, role), name, f"{g['count']} of {g['of']}",
+                              f"{g['max_ulp']:.4g}", _runs(g["rows"])))
+    if not total:
+        return ()
+    order = {n: k for k, n in enumerate(QUERY + KEY + (NONE,))}
+    rows = tuple((ROLE_NAMES.get(role, role), name, str(n), str(of), str(heads), f"{top:.4g}")
+                 for (role, name), (n, of, heads, top) in sorted(total.items(), key=lambda x: (
+                     list(ROLE_NAMES).index(x[0][0]) if x[0][0] in ROLE_NAMES else 99, order.get(x[0][1], 99))))
+    note = "; rows under 0.5 ulp are not kept, so a gate below 0.5 lists only the rows over it" if incomplete else ""
+    dump = Table("failing rows per hard-case pattern, every failing head",
+                 ("tensor", "pattern", "failing rows", "of", "heads", "worst ulp"), rows,
+                 numeric=(False, False, True, True, True, True),
+                 legend="a row matching several patterns counts in each; of: the failing heads' rows with the "
+                        f"pattern (dK and dV: key rows){note}")
+    shown = tuple(lines[:ROW_GROUPS_SHOWN])
+    more = f" (the first {ROW_GROUPS_SHOWN} of {len(lines)}; summary.json has them all)" if len(lines) > ROW_GROUPS_SHOWN else ""
+    heads = Table(f"each failing head's failing rows by pattern{more}",
+                  ("shard", "tensor", "pattern", "failing rows", "worst ulp", "rows"), shown,
+                  numeric=(False, False, False, True, True, False), prose=5)
+    return dump, heads
+
+
 def build_run_document(report: "RunReport") -> Report:
     """The run's report as a document (index.html, the text listing)."""
     sections = [_summary(report)]
@@ -149,6 +200,8 @@ def build_run_document(report: "RunReport") -> Report:
                               ("worst", "Worst entries", _worst(report))):
         if table is not None:
             sections.append(Section(key, title, (table,)))
+        if key == "failing" and (grouped := _by_pattern(report)):
+            sections.append(Section("patterns", "Failing rows by hard-case pattern", grouped))
     if report.bad:
         sections.append(Section("bad", "Bad shards (refused; the others were checked)", (Table(
             "", ("shard", "error"), tuple((h["shard"], h["error"]) for h in report.bad), prose=1),)))
