@@ -190,7 +190,7 @@ def test_rope_after_a_column_of_d_k_gives_the_turned_scores(page):
     changed(page, lambda: page.check('input[aria-label="rope on"]'))
     edit(page, "rope θ", "pi/2, pi/3", "derived")
     problem = address(page)
-    assert problem["rope"] == {"layout": "interleaved", "theta": ["pi/2", "pi/3"]}
+    assert problem["rope"] == {"theta": ["pi/2", "pi/3"]}             # the layout's default left out
     Q, K = matmul(problem["X"], problem["W_q"]), matmul(problem["X"], problem["W_k"])
     Qr, Kr = rope_rows(Q, [math.pi / 2, math.pi / 3]), rope_rows(K, [math.pi / 2, math.pi / 3])
     assert shown(page) == flat(weights(problem, Q=Qr, K=Kr))
@@ -222,6 +222,28 @@ def test_decode_and_backward_on_the_lesson(page, tmp_path):
     assert dV == [[three_digits(sum(A[i][j] * dO[i][c] for i in range(3))) for c in range(3)] for j in range(3)]
     run = cli({**LESSON, "backward": {"grad_output": dO}}, tmp_path, "--format", "html")
     assert cli_text(page, run.stdout) == derivation(page)     # explain's page, word for word
+
+
+@pytest.mark.parametrize("name", ["alibi", "backward", "kv-cache", "off-by-one-softmax", "online-softmax", "rope",
+                                  "sliding-window", "softcap", "soft-dictionary", "i-love-cats-causal"])
+def test_an_example_goes_through_the_controls_unchanged(page, name):
+    """Each example opened from its address, and the controls read back: the same table (so
+    the first edit changes only what it edits), the right variant switched on."""
+    from urllib.parse import quote
+
+    from symattn.examples import example_text
+    from symattn.serve.derive import problem_data
+
+    data = problem_data(example_text(name), name)
+    tab = page.context.new_page()
+    tab.goto(page.url.split("#")[0] + "#p=" + quote(json.dumps(data)) + "&d=3", wait_until="load")
+    tab.wait_for_function("() => Boolean(document.body.dataset.derived)", timeout=30_000)
+    assert tab.text_content("#status") == ""
+    on = [v for v in ("sink", "rope", "alibi", "softcap", "tiles", "decode", "backward")
+          if tab.is_checked(f'input[aria-label="{v} on"]')]
+    assert on == [v for v in ("sink", "rope", "alibi", "softcap", "tiles", "decode", "backward") if v in data]
+    changed(tab, lambda: tab.dispatch_event('#grids input[aria-label="tokens[0]"]', "input"))
+    assert address(tab) == data
 
 
 # -- the mask as cells --------------------------------------------------------------------

@@ -243,7 +243,7 @@
       if (j !== undefined) next[key][Number(i)][Number(j)] = entry(text);
       else if (i !== undefined) next[key][Number(i)] = input.value;
       else if (text === "") delete next[key];
-      else next[key] = text;
+      else next[key] = entry(text);       // scale = 1 stays the integer 1
     }
     // digits or places: the count shown is the kind's until the kind is changed (then kept)
     const count = grids.querySelector("select[data-view=digits], select[data-view=places]");

@@ -40,7 +40,7 @@ window.SymattnKeys = (function () {
   const SPECS = {
     sink: { start: () => 0, hint: "s, the sink's logit (0: the off-by-one softmax); every row then sums to less than 1",
             fields: [{ field: null, label: "s", kind: "text" }] },
-    rope: { start: () => ({ layout: "interleaved" }),
+    rope: { start: () => ({}),
             hint: "d_k must be even; θ_i = base^(−2i/d_k) (default 10000) or θ given, one per pair (pi/2, pi/3); " +
                   "positions default to 0 … n − 1",
             fields: [{ field: "layout", label: "layout", kind: "select", choices: ["interleaved", "half"] },
@@ -82,7 +82,9 @@ window.SymattnKeys = (function () {
     const label = `${name} ${spec.label}`;
     const part = spec.field === null ? value : value && typeof value === "object" ? value[spec.field] : undefined;
     if (spec.kind === "select") {
+      const first = Array.isArray(spec.choices[0]) ? spec.choices[0][0] : spec.choices[0];
       const select = el("select", { "aria-label": label, "data-field": spec.field });
+      if (name !== "backward") select.dataset.default = first;      // left out while it is the default
       for (const c of spec.choices) {
         const [v, text] = Array.isArray(c) ? c : [c, c];
         select.appendChild(el("option", { value: v }, text));
@@ -187,7 +189,8 @@ window.SymattnKeys = (function () {
       const field = c.dataset.field;
       if (field === "matrix") continue;
       const part = readField(c, undefined);
-      if (part === undefined) delete value[field]; else value[field] = part;
+      const defaulted = c.dataset.default !== undefined && part === c.dataset.default && !(old && field in old);
+      if (part === undefined || defaulted) delete value[field]; else value[field] = part;
     }
     if (name === "backward") {
       delete value.grad_output; delete value.target;
