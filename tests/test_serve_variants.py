@@ -199,6 +199,12 @@ def test_rope_after_a_column_of_d_k_gives_the_turned_scores(page):
     half = [[r[0], r[2], r[1], r[3]] for r in Q], [[r[0], r[2], r[1], r[3]] for r in K]   # pairs (0, 2), (1, 3)
     Qh, Kh = rope_rows(half[0], [math.pi / 2, math.pi / 3]), rope_rows(half[1], [math.pi / 2, math.pi / 3])
     assert shown(page) == flat(weights(problem, Q=Qh, K=Kh))
+    edit(page, "rope positions", "0, 1, 5", "derived")       # the query cats at position 5, its key at 2
+    Qp = rope_rows(half[0][:2] + [[0] * 4] * 3 + half[0][2:], [math.pi / 2, math.pi / 3])
+    assert shown(page) == flat(weights(problem, Q=[Qp[0], Qp[1], Qp[5]], K=Kh))
+    changed(page, lambda: page.click('button[data-change="token+"]'))    # a token: the next position
+    assert address(page)["rope"] == {"layout": "half", "theta": ["pi/2", "pi/3"], "positions": [0, 1, 5, 6]}
+    assert page.text_content("#status") == ""
 
 
 def test_decode_and_backward_on_the_lesson(page, tmp_path):
@@ -222,6 +228,9 @@ def test_decode_and_backward_on_the_lesson(page, tmp_path):
     assert dV == [[three_digits(sum(A[i][j] * dO[i][c] for i in range(3))) for c in range(3)] for j in range(3)]
     run = cli({**LESSON, "backward": {"grad_output": dO}}, tmp_path, "--format", "html")
     assert cli_text(page, run.stdout) == derivation(page)     # explain's page, word for word
+    changed(page, lambda: page.click('button[data-change="token+"]'))    # dO gains the new token's row
+    assert address(page)["backward"] == {"grad_output": [*dO, [0, 0, 0]]}
+    assert page.input_value('input[aria-label="backward[3][2]"]') == "0"
 
 
 @pytest.mark.parametrize("name", ["alibi", "backward", "kv-cache", "off-by-one-softmax", "online-softmax", "rope",
