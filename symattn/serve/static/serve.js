@@ -180,7 +180,9 @@
       names.pop();
       for (const key of tokenRows(next)) next[key].pop();
     }
-    if (change === "token+" || (change === "token-" && names.length < draft.tokens.length)) Keys.grow(next, change); else if (change === "dk+") {
+    if (change === "token+" || (change === "token-" && names.length < draft.tokens.length)) {
+      Keys.grow(next, change);        // the mask's cells, backward's dO, RoPE's positions follow
+    } else if (change === "dk+") {
       for (const key of keyColumns(next)) for (const row of next[key]) row.push(0);
     } else if (change === "dk-" && next[keyColumns(next)[0]][0].length > 1) {
       for (const key of keyColumns(next)) for (const row of next[key]) row.pop();
