@@ -255,6 +255,24 @@ def test_an_example_goes_through_the_controls_unchanged(page, name):
     assert address(tab) == data
 
 
+def test_an_address_pasted_into_the_open_tab_is_followed(page, tmp_path):
+    """Only the hash differs, so the browser does not load the page again: the page follows it."""
+    from urllib.parse import quote
+
+    from symattn.examples import example_text
+    from symattn.serve.derive import problem_data
+
+    data = problem_data(example_text("backward"), "backward")
+    changed(page, lambda: page.goto(page.url.split("#")[0] + "#p=" + quote(json.dumps(data)) + "&pl=2&r=0"))
+    assert page.is_checked('input[aria-label="backward on"]')
+    assert page.input_value('input[aria-label="backward[2][0]"]') == "1"
+    assert page.input_value('select[aria-label="places"]') == "2"
+    assert page.input_value('select[aria-label="row"]') == "0"
+    assert shown(page)[:3] == [round(w, 2) for w in weights(data)[0]]   # 0.14, 0.43, 0.43
+    run = cli(data, tmp_path, "--format", "html", "--places", "2", "--rows", "0")
+    assert cli_text(page, run.stdout) == derivation(page)
+
+
 # -- the mask as cells --------------------------------------------------------------------
 def test_the_mask_is_clicked_cell_by_cell(page, tmp_path):
     changed(page, lambda: page.select_option('select[aria-label="mask"]', "causal"))

@@ -24,6 +24,7 @@
     const hash = location.hash.startsWith("#p=") ? location.hash.slice(3) : "";
     if (!hash) return null;
     const [text, ...rest] = hash.split("&");
+    digits = "3"; places = ""; row = "";
     for (const part of rest) {
       const [name, value] = part.split("=");
       if (!/^[0-9]{1,4}$/.test(value || "")) continue;
@@ -387,5 +388,14 @@
   const saved = fromAddress();
   if (saved) problem = draft = saved;
   render();
-  if (saved || places !== "" || row !== "") derive(draft);
+  if (saved) derive(draft);
+  // an address pasted into this tab changes only the hash: the page follows it (the page's own
+  // history.replaceState fires no hashchange)
+  window.addEventListener("hashchange", () => {
+    const opened = fromAddress();
+    if (!opened) return;
+    problem = draft = opened;
+    render();
+    derive(draft);
+  });
 })();
