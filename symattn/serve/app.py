@@ -25,7 +25,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from symattn.errors import ProblemError, SymattnError
-from symattn.serve.derive import field_of, one_line, parse_problem_json, toml_of
+from symattn.serve.derive import field_of, one_line, page_view, parse_problem_json, toml_of
 from symattn.serve.page import editor_page
 from symattn.serve.workers import Busy, Result, TooLarge, WorkerPool
 
@@ -36,7 +36,8 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline';
        "connect-src 'self'; form-action 'none'; base-uri 'none'; frame-ancestors 'none'")
 HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
            "X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store"}
-STATIC = {"serve.js": "text/javascript; charset=utf-8", "serve.css": "text/css; charset=utf-8"}
+STATIC = {"serve.js": "text/javascript; charset=utf-8", "serve_keys.js": "text/javascript; charset=utf-8",
+          "serve.css": "text/css; charset=utf-8"}
 
 
 class Guard:
@@ -129,8 +130,8 @@ def make_app(problem: dict[str, Any], fragment: str, *, hosts: frozenset[str],
         return JSONResponse({"html": result.html})
 
     async def derive(request: Request) -> Response:
-        digits = request.query_params.get("digits", "3")
-        return await worked(request, lambda data: pool.derive(data, _digits(digits)))
+        digits, params = request.query_params.get("digits", "3"), request.query_params
+        return await worked(request, lambda data: pool.derive(data, _digits(digits), page_view(params)))
 
     async def check(request: Request) -> Response:
         def checked(data: Any) -> Awaitable[Result]:

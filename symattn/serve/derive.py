@@ -11,19 +11,31 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from symattn.errors import ProblemError, SymattnError
 from symattn.exact.coerce import DecimalText
+from symattn.problem.keys.table import KEYS
 from symattn.problem.problem import PROBLEM_KEYS
 
-__all__ = ["MATRIX_KEYS", "check_fragment", "derive_fragment", "field_of", "parse_problem_json", "problem_data",
-           "toml_of"]
+__all__ = ["MATRIX_KEYS", "VARIANT_KEYS", "check_fragment", "derive_fragment", "field_of", "page_view",
+           "parse_problem_json", "problem_data", "toml_of", "variant_keys"]
 
 #: the inputs the page edits as grids (the other keys ride along unchanged)
 MATRIX_KEYS = ("X", "W_q", "W_k", "W_v", "X_kv", "Q", "K", "V")
 
+#: the keys the page edits with controls of their own (tokens, scale, the mask); every other
+#: key of the table (``kind == "key"``) is a variant, offered with its table's doc as help
+EDITED_KEYS = ("tokens", "key_tokens", "scale", "mask")
+VARIANT_KEYS = tuple(k.name for k in KEYS if k.kind == "key" and k.name not in EDITED_KEYS)
+
 _SOURCE = "problem"
+
+
+def variant_keys() -> list[dict[str, str]]:
+    """The variant keys as the page offers them, in the table's order: name and help line."""
+    return [{"name": k.name, "doc": k.doc} for k in KEYS if k.name in VARIANT_KEYS]
 
 
 def _no_constant(name: str) -> Any:
@@ -92,19 +104,48 @@ def parse_toml_text(text: str) -> dict[str, Any]:
     return parse_toml(text, source=_SOURCE)
 
 
-def derive_fragment(data: dict[str, Any], digits: int = 3) -> str:
-    """The derivation of a problem table as an HTML fragment (a ``SymattnError`` if invalid)."""
+def derive_fragment(data: dict[str, Any], digits: int = 3, places: int | None = None,
+                    rows: tuple[int, ...] | None = None) -> str:
+    """The derivation of a problem table as an HTML fragment (a ``SymattnError`` if invalid),
+    rounded to ``digits`` significant digits or ``places`` decimal places, with ``rows`` (query
+    indices) worked by hand as ``explain --rows`` does (None: the first and the last)."""
     from symattn.document.build.trace import build_document
     from symattn.document.printers.html import print_html
     from symattn.document.trace_latex import LatexOptions
     from symattn.numbers.certify import Rounding
     from symattn.problem.problem import Problem
-    from symattn.trace.trace import Trace
+    from symattn.trace.trace import IndexError_, Trace
 
     trace = Trace(Problem.from_dict(data, source=_SOURCE))
-    page = print_html(build_document(trace, LatexOptions(rounding=Rounding(digits=digits))
-                                     .document_options()))
-    return main_of(page)
+    rounding = Rounding(places=places) if places is not None else Rounding(digits=digits)
+    try:
+        doc = build_document(trace, LatexOptions(rounding=rounding, rows=rows).document_options())
+    except IndexError_ as exc:
+        raise ProblemError(f"row {', '.join(map(str, rows or ()))}: {exc}; choose another row") from None
+    return main_of(print_html(doc))
+
+
+MAX_PAGE_PLACES = 30        # the page's decimal places (the CLI's --places takes more)
+MAX_ROW_TEXT = 5            # a worked row's index has at most this many digits
+
+
+def page_view(params: Mapping[str, str]) -> dict[str, Any]:
+    """How the page asks the derivation shown (``/derive?places=N&row=I``): the decimal
+    places instead of the digits, and the query row worked by hand (its 0-based index)."""
+    view: dict[str, Any] = {}
+    places, row = params.get("places"), params.get("row")
+    if places is not None:
+        if "digits" in params:
+            raise ProblemError("give digits or places, not both (as explain's --digits and --places)")
+        if re.fullmatch("[0-9]{1,3}", places) is None or int(places) > MAX_PAGE_PLACES:
+            raise ProblemError(f"places must be a whole number from 0 to {MAX_PAGE_PLACES}, got "
+                               f"{places[:20]!r}: use the CLI's --places for more")
+        view["places"] = int(places)
+    if row is not None:
+        if re.fullmatch(f"[0-9]{{1,{MAX_ROW_TEXT}}}", row) is None:
+            raise ProblemError(f"row must be a query's 0-based index such as 0 or 2, got {row[:20]!r}")
+        view["rows"] = (int(row),)
+    return view
 
 
 MAX_FIGURES = 50            # figures checked in one request from the page

@@ -12,7 +12,7 @@ from typing import Any
 
 from symattn.document.support import page as pg
 from symattn.output.escaping import script_json
-from symattn.serve.derive import MATRIX_KEYS
+from symattn.serve.derive import MATRIX_KEYS, variant_keys
 
 __all__ = ["editor_page"]
 
@@ -24,10 +24,10 @@ def editor_page(problem: dict[str, Any], fragment: str) -> str:
         '<link rel="stylesheet" href="/static/serve.css">\n'
         '<section id="editor" aria-labelledby="editor-h">\n'
         '<h2 id="editor-h">Edit the inputs</h2>\n'
-        "<p class=\"note\">Edit any entry, token name or the scale: the derivation below is worked "
-        "again, exactly. An entry may be an integer, a decimal (read exactly: 0.1 is 1/10), a "
-        "fraction such as 2/3 or an expression such as sqrt(2). The address bar holds the problem, "
-        "so the page can be bookmarked.</p>\n"
+        "<p class=\"note\">Edit any entry, token name, the scale, the mask or a variant: the "
+        "derivation below is worked again, exactly. An entry may be an integer, a decimal (read "
+        "exactly: 0.1 is 1/10), a fraction such as 2/3 or an expression such as sqrt(2). The "
+        "address bar holds the problem and the view, so the page can be bookmarked.</p>\n"
         '<div id="grids"></div>\n'
         '<p id="status" role="status" aria-live="polite"></p>\n'
         '<p><button type="button" id="download-toml">Download the problem (TOML)</button> '
@@ -49,7 +49,9 @@ def editor_page(problem: dict[str, Any], fragment: str) -> str:
         f'<script type="application/json" id="problem-data">{script_json(problem)}</script>\n'
         f'<script type="application/json" id="matrix-keys">{script_json(list(MATRIX_KEYS))}'
         "</script>\n"
+        f'<script type="application/json" id="variant-keys">{script_json(variant_keys())}</script>\n'
         f'<div id="derivation">{fragment}</div>\n'
+        '<script src="/static/serve_keys.js"></script>\n'
         '<script src="/static/serve.js"></script>\n')
     return pg.page(f"{title} (symattn serve)", body, description="An interactive exact derivation "
                    "of attention by symattn")

@@ -54,7 +54,7 @@ def _answer(job: dict[str, Any]) -> tuple[str, str]:
     try:
         if "figures" in job:
             return "ok", check_fragment(job["problem"], job["figures"])
-        return "ok", derive_fragment(job["problem"], job.get("digits", 3))
+        return "ok", derive_fragment(job["problem"], job.get("digits", 3), **job.get("view", {}))
     except SymattnError as exc:
         return "error", one_line(exc)
     except (MemoryError, RecursionError):
@@ -126,9 +126,11 @@ class WorkerPool:
                 self._idle.put_nowait(w)
         return self._idle
 
-    async def derive(self, problem: dict[str, Any], digits: int = 3) -> Result:
-        """The derivation of one problem; :class:`Busy` or :class:`TooLarge` when it cannot be."""
-        return await self.run({"problem": problem, "digits": digits})
+    async def derive(self, problem: dict[str, Any], digits: int = 3,
+                     view: dict[str, Any] | None = None) -> Result:
+        """The derivation of one problem (``view``: ``derive_fragment``'s places and rows);
+        :class:`Busy` or :class:`TooLarge` when it cannot be."""
+        return await self.run({"problem": problem, "digits": digits, "view": view or {}})
 
     async def check(self, problem: dict[str, Any], figures: object) -> Result:
         """The verdicts on written figures about a problem (as :meth:`derive`)."""

@@ -3,6 +3,9 @@
 "use strict";
 (function () {
   const MATRIX_KEYS = JSON.parse(document.getElementById("matrix-keys").textContent);
+  const VARIANT_KEYS = JSON.parse(document.getElementById("variant-keys").textContent);
+  const Keys = window.SymattnKeys;
+  const el = Keys.el, entry = Keys.entry;
   const grids = document.getElementById("grids");
   const status = document.getElementById("status");
   const derivation = document.getElementById("derivation");
@@ -11,27 +14,30 @@
   let sequence = 0;          // the latest request; older answers are dropped
   let timer = null;
 
+  // the view of the derivation: significant digits or decimal places, and the worked row
   let digits = "3";
+  let places = "";           // "" : digits are used
+  let row = "";              // "" : explain's own choice (the first row for sums, the last for softmax)
 
-  // the address: #p=<the problem as JSON, URI-encoded>&d=<digits>
+  // the address: #p=<the problem as JSON, URI-encoded>&d=<digits> or &pl=<places>, and &r=<row>
   function fromAddress() {
     const hash = location.hash.startsWith("#p=") ? location.hash.slice(3) : "";
     if (!hash) return null;
-    const [text, shown] = hash.split("&d=");
-    if (shown && /^[0-9]{1,2}$/.test(shown)) digits = shown;
+    const [text, ...rest] = hash.split("&");
+    digits = "3"; places = ""; row = "";
+    for (const part of rest) {
+      const [name, value] = part.split("=");
+      if (!/^[0-9]{1,4}$/.test(value || "")) continue;
+      if (name === "d") digits = value;
+      else if (name === "pl") places = value;
+      else if (name === "r") row = value;
+    }
     try {
       const data = JSON.parse(decodeURIComponent(text));
       return data && typeof data === "object" && !Array.isArray(data) ? data : null;
     } catch (e) {
       return null;
     }
-  }
-
-  function el(tag, attrs, text) {
-    const node = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
-    if (text !== undefined) node.textContent = text;
-    return node;
   }
 
   function cellInput(value, label, dataset) {
@@ -90,8 +96,6 @@
     return block;
   }
 
-  let givenMask;             // a 0/1 mask matrix the problem gives, kept to switch back
-
   function isWindow(mask) {
     return mask !== null && typeof mask === "object" && !Array.isArray(mask) && "window" in mask;
   }
@@ -100,11 +104,10 @@
     const block = el("div", { class: "grid", "data-key": "mask" });
     block.appendChild(el("h3", {}, "mask"));
     const select = el("select", { "aria-label": "mask", "data-key": "mask" });
-    const choices = [["", "none"], ["causal", "causal"], ["window", "sliding window"]];
-    if (givenMask !== undefined) choices.push(["given", "as the problem gives it"]);
+    const choices = [["", "none"], ["causal", "causal"], ["window", "sliding window"], ["cells", "cells clicked"]];
     for (const [value, label] of choices) select.appendChild(el("option", { value: value }, label));
     const mask = draft.mask;
-    select.value = mask === undefined ? "" : mask === "causal" ? "causal" : isWindow(mask) ? "window" : "given";
+    select.value = mask === undefined ? "" : mask === "causal" ? "causal" : isWindow(mask) ? "window" : "cells";
     block.appendChild(select);
     // the window's width W and its side: { window = W } (causal) or { window = W, causal = false }
     const line = el("span", { class: "window" });
@@ -117,24 +120,50 @@
     label.prepend(causal);
     line.append(" W = ", width, label);
     const toggle = () => { width.disabled = causal.disabled = select.value !== "window"; };
-    select.addEventListener("change", toggle);
     toggle();
+    // the cells are shown from the mask chosen before, and back: the page is built again
+    select.addEventListener("change", () => restructure(select));
     block.appendChild(line);
+    if (Array.isArray(mask)) {
+      const { n, m } = Keys.shape(draft);
+      block.appendChild(Keys.maskCells(Keys.effectiveMask(mask, n, m), draft.tokens || [],
+                                       draft.key_tokens || draft.tokens || []));
+    }
     block.appendChild(el("p", { class: "help" }, "causal: each token sees itself and the ones before it; " +
-                         "window W: itself and W − 1 before (not causal: on each side)"));
+                         "window W: itself and W − 1 before (not causal: on each side); cells: tick the keys " +
+                         "each query (a row) may attend"));
     block.appendChild(el("p", { class: "field-error", "data-for": "mask", role: "alert" }));
     return block;
   }
 
-  function digitsBlock() {
-    const block = el("div", { class: "grid", "data-key": "digits" });
-    block.appendChild(el("h3", {}, "digits"));
-    const select = el("select", { "aria-label": "digits", "data-key": "digits" });
-    for (const d of ["2", "3", "4", "6", "10", "20"]) select.appendChild(el("option", { value: d }, d));
-    if (![...select.options].some(o => o.value === digits)) select.appendChild(el("option", { value: digits }, digits));
-    select.value = digits;
-    block.appendChild(select);
-    block.appendChild(el("p", { class: "help" }, "significant digits of every decimal, each certified"));
+  function choice(label, values, value) {
+    const select = el("select", { "aria-label": label, "data-view": label });
+    for (const [v, text] of values) select.appendChild(el("option", { value: v }, text));
+    if (![...select.options].some(o => o.value === value)) select.appendChild(el("option", { value: value }, value));
+    select.value = value;
+    return select;
+  }
+
+  function viewBlock() {
+    const block = el("div", { class: "grid", "data-key": "view" });
+    block.appendChild(el("h3", {}, "shown"));
+    const counts = n => n.map(d => [d, d]);
+    const kind = choice("rounding", [["digits", "significant digits"], ["places", "decimal places"]],
+                        places === "" ? "digits" : "places");
+    const count = places === "" ? choice("digits", counts(["2", "3", "4", "6", "10", "20"]), digits)
+      : choice("places", counts(["0", "1", "2", "3", "4", "6", "10", "20"]), places);
+    kind.addEventListener("change", () => restructure(kind));
+    const { n } = Keys.shape(draft);
+    const names = draft.tokens || [];
+    if (row !== "" && Number(row) >= n) row = "";
+    const rows = [["", "explain's (first, last)"],
+                  ...Array.from({ length: n }, (_, i) => [String(i), `${i}: ${names[i] ?? i}`])];
+    const line = el("p", { class: "view" });
+    line.append(kind, " ", count, " worked row ", choice("row", rows, row));
+    block.appendChild(line);
+    block.appendChild(el("p", { class: "help" }, "every decimal is certified to what is shown; the row worked " +
+                         "by hand in the dot products, the softmax and the output (explain --rows)"));
+    block.appendChild(el("p", { class: "field-error", "data-for": "view", role: "alert" }));
     return block;
   }
 
@@ -151,14 +180,29 @@
     } else if (change === "token-" && names.length > 1) {
       names.pop();
       for (const key of tokenRows(next)) next[key].pop();
+    }
+    if (change === "token+" || (change === "token-" && names.length < draft.tokens.length)) {
+      Keys.grow(next, change);        // the mask's cells, backward's dO, RoPE's positions follow
     } else if (change === "dk+") {
       for (const key of keyColumns(next)) for (const row of next[key]) row.push(0);
     } else if (change === "dk-" && next[keyColumns(next)[0]][0].length > 1) {
       for (const key of keyColumns(next)) for (const row of next[key]) row.pop();
     }
+    clearTimeout(timer);
     draft = next;
     render();
     derive(next);
+  }
+
+  // a choice that changes which controls are shown: the page is built again from what it holds
+  function restructure(control) {
+    const label = control.getAttribute("aria-label");
+    clearTimeout(timer);
+    draft = collect();
+    render();
+    const again = grids.querySelector(`[aria-label="${CSS.escape(label)}"]`);
+    if (again) again.focus();
+    derive(draft);
   }
 
   function shapeButtons() {
@@ -182,7 +226,7 @@
     if (Array.isArray(draft.key_tokens)) names.appendChild(listBlock("key_tokens", draft.key_tokens, "the keys' names"));
     names.appendChild(scalarBlock("scale", draft.scale, "empty: 1/√d_k"));
     names.appendChild(maskBlock());
-    names.appendChild(digitsBlock());
+    names.appendChild(viewBlock());
     grids.appendChild(names);
     const mats = el("div", { class: "grid-row" });
     for (const key of MATRIX_KEYS) {
@@ -190,12 +234,8 @@
     }
     grids.appendChild(mats);
     grids.appendChild(shapeButtons());
-  }
-
-  // a typed whole number goes as a number (a TOML integer); anything else as its text, which
-  // the server reads exactly (0.1 is 1/10)
-  function entry(text) {
-    return /^-?[0-9]{1,15}$/.test(text) ? Number(text) : text;
+    grids.appendChild(el("h3", { class: "variants-h" }, "variants"));
+    grids.appendChild(Keys.variantsBlock(VARIANT_KEYS, draft));
   }
 
   function collect() {
@@ -206,25 +246,42 @@
       if (j !== undefined) next[key][Number(i)][Number(j)] = entry(text);
       else if (i !== undefined) next[key][Number(i)] = input.value;
       else if (text === "") delete next[key];
-      else next[key] = text;
+      else next[key] = entry(text);       // scale = 1 stays the integer 1
     }
-    digits = grids.querySelector('select[data-key="digits"]').value;
+    // digits or places: the count shown is the kind's until the kind is changed (then kept)
+    const count = grids.querySelector("select[data-view=digits], select[data-view=places]");
+    if (grids.querySelector("select[data-view=rounding]").value === "digits") {
+      if (count.dataset.view === "digits") digits = count.value;
+      places = "";
+    } else places = count.dataset.view === "places" ? count.value : digits;
+    row = grids.querySelector("select[data-view=row]").value;
     const mask = grids.querySelector('select[data-key="mask"]').value;
     if (mask === "") delete next.mask;
+    else if (mask === "cells") {
+      const { n, m } = Keys.shape(next);
+      next.mask = Keys.readMaskCells(grids) || Keys.effectiveMask(draft.mask, n, m);
+    }
     else if (mask === "window") {
       const width = entry(grids.querySelector('input[data-mask="window"]').value.trim());
       next.mask = grids.querySelector('input[data-mask="causal"]').checked ? { window: width }
         : { window: width, causal: false };
-    } else next.mask = mask === "causal" ? "causal" : givenMask;
+    } else next.mask = "causal";
+    Keys.readVariants(grids, next);
     return next;
   }
 
   function showError(message, field) {
     for (const p of grids.querySelectorAll(".field-error")) p.textContent = "";
-    const spot = field && grids.querySelector(`.field-error[data-for="${CSS.escape(field)}"]`);
+    const where = field || (/^(problem: )?(row|digits|places|give digits)\b/.test(message) ? "view" : null);
+    const spot = where && grids.querySelector(`.field-error[data-for="${CSS.escape(where)}"]`);
     if (spot) spot.textContent = message;
     status.textContent = message + " (the derivation below is the last valid one)";
     status.className = "error";
+  }
+
+  function viewQuery() {
+    const shown = places === "" ? "digits=" + encodeURIComponent(digits) : "places=" + encodeURIComponent(places);
+    return shown + (row === "" ? "" : "&row=" + encodeURIComponent(row));
   }
 
   async function derive(next) {
@@ -233,8 +290,8 @@
     status.className = "busy";
     let reply, answer;
     try {
-      reply = await fetch("/derive?digits=" + encodeURIComponent(digits), { method: "POST", headers: { "Content-Type": "application/json" },
-                                        body: JSON.stringify(next) });
+      reply = await fetch("/derive?" + viewQuery(), { method: "POST", headers: { "Content-Type": "application/json" },
+                                                       body: JSON.stringify(next) });
       answer = await reply.json();
     } catch (e) {
       if (mine === sequence) showError("the server did not answer: is symattn serve still running?", null);
@@ -247,7 +304,8 @@
       for (const p of grids.querySelectorAll(".field-error")) p.textContent = "";
       status.textContent = "";
       status.className = "";
-      history.replaceState(null, "", "#p=" + encodeURIComponent(JSON.stringify(next)) + "&d=" + digits);
+      history.replaceState(null, "", "#p=" + encodeURIComponent(JSON.stringify(next)) +
+                           (places === "" ? "&d=" + digits : "&pl=" + places) + (row === "" ? "" : "&r=" + row));
       document.body.dataset.derived = String(mine);
     } else {
       showError(answer.error || `the server answered ${reply.status}`, answer.field);
@@ -322,17 +380,22 @@
 
   grids.addEventListener("input", () => {
     clearTimeout(timer);
-    timer = setTimeout(() => derive(collect()), 200);
+    draft = collect();         // kept in step, so a choice that rebuilds the page starts from it
+    const next = draft;
+    timer = setTimeout(() => derive(next), 200);
   });
 
   const saved = fromAddress();
   if (saved) problem = draft = saved;
-  givenMask = problem.mask !== undefined && problem.mask !== "causal" && !isWindow(problem.mask)
-    ? problem.mask : undefined;
-  if (saved) {
+  render();
+  if (saved) derive(draft);
+  // an address pasted into this tab changes only the hash: the page follows it (the page's own
+  // history.replaceState fires no hashchange)
+  window.addEventListener("hashchange", () => {
+    const opened = fromAddress();
+    if (!opened) return;
+    problem = draft = opened;
     render();
-    derive(saved);
-  } else {
-    render();
-  }
+    derive(draft);
+  });
 })();
