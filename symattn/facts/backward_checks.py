@@ -13,6 +13,7 @@ import sympy
 from symattn.errors import SymattnError
 from symattn.facts.proof import Line
 from symattn.facts.symbolic import has_symbols
+from symattn.facts.zerotest import formally_zero
 from symattn.numbers.arb import to_arb
 from symattn.numbers.compare import exp_sum_is_zero, trig_is_zero
 from symattn.numbers.precision import precision
@@ -99,8 +100,11 @@ class Verdict:
 
 
 def _exact_zero(d: sympy.Expr) -> bool | None:
-    """Lindemann–Weierstrass on exponentials (tanh rewritten as them), or on cosines and
-    sines alone; None when neither applies."""
+    """The formal test first (0 as a rational function over ℚ in a basis of exponentials and
+    the other atoms: a proof of 0, and ten times cheaper here), then Lindemann–Weierstrass on
+    exponentials (tanh rewritten as them), or on cosines and sines alone; None when none applies."""
+    if formally_zero(d):
+        return True
     try:
         if d.has(sympy.tanh):
             d = d.rewrite(sympy.exp)
