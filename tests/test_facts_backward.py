@@ -163,9 +163,7 @@ def test_the_sympy_derivative_is_refused_above_the_cap():
         assert "too large" in proof.checks[0].text and "5 queries" in proof.checks[0].text
 
 
-def test_a_nonzero_difference_fails_and_a_ball_check_is_worded_as_one(monkeypatch):
-    from symattn.facts import backward_checks
-
+def test_a_nonzero_difference_fails_and_a_ball_check_is_worded_as_one():
     v = _Verdict()
     assert v.zero(sympy.exp(1) - sympy.Rational(2718281828, 10 ** 9), "x") is False
     assert not v.ok and "FAILS at x" in v.how()
@@ -174,11 +172,6 @@ def test_a_nonzero_difference_fails_and_a_ball_check_is_worded_as_one(monkeypatc
     assert w.ok
     trace = sa.attend(Problem(Q=[["1", "0"], ["0", "1"]], K=[["1", "1"], ["0", "1"]], V=[["1", "2"], ["3", "4"]],
                               rope={"theta": ["1/2"]}, backward={"loss": "sum"}))
-    # cos(1/2), sin(1/2) beside exponentials: Lindemann–Weierstrass does not apply, the formal test
-    # (a rational function identity in e^β, cos and sin taken as indeterminates) proves it exactly
-    proof = facts.prove("row-dot-is-dO-dot-O", trace)
-    assert proof.holds and all(line.text.endswith("(exactly)") for line in proof.checks)
-    monkeypatch.setattr(backward_checks, "EXACT_BUDGET", 0)     # no exact test: the balls decide, and say so
     proof = facts.prove("row-dot-is-dO-dot-O", trace)
     assert proof.holds and all("not an exact proof of 0" in line.text for line in proof.checks)
 
@@ -197,3 +190,20 @@ def test_the_facts_print_in_every_format(tmp_path, capsys, fmt):
     else:
         assert "finite" in out and ("float32" in out)
         assert "holds" in out
+
+
+def test_the_formal_test_is_asked_only_when_chosen_and_without_cosines_and_sines(monkeypatch):
+    """The formal zero test decides a gradient entry's sum of exponentials cheaply; with RoPE's cos
+    and sin inside the exponents it can take a minute on one entry and still miss cos² + sin² = 1,
+    and on the identities' larger sums with surds it is slower than Lindemann–Weierstrass."""
+    from symattn.facts import backward_checks
+
+    asked = []
+    real = backward_checks.formally_zero
+    monkeypatch.setattr(backward_checks, "formally_zero", lambda d: asked.append(d) or real(d))
+    e = sympy.exp(sympy.sqrt(3) / 3)
+    assert _Verdict(1).zero(e / (e + 1) - 1 + 1 / (e + 1), "w") and not asked     # not chosen
+    v = _Verdict(2, formal=True)
+    assert v.zero(e / (e + 1) - 1 + 1 / (e + 1), "x") and v.exact == 1 and len(asked) == 1
+    assert v.zero(sympy.cos(1) ** 2 + sympy.sin(1) ** 2 - 1 + e - e * 1, "y") and v.exact == 2
+    assert len(asked) == 1         # the cos/sin zero went to the trigonometric test, not the formal one
