@@ -281,9 +281,9 @@ def variance_d_k(trace: Trace | None = None) -> Proof:
                  "=", zero), " and ",
              rel(fn("Var", times(sym("q", "i"), sym("k", "i"))), "=",
                  minus(times(fn("E", sup_sq(sym("q", "i"))), fn("E", sup_sq(sym("k", "i")))), zero), "=", one),
-             " (derived exactly: for Normal(0, 1) from its moment generating function e^(s²/2), its density's "
-             "total 1 by polar coordinates; for Uniform(−√3, √3) by integrating the powers of x: it is not "
-             "about normality)"),
+             " (derived exactly: for Normal(0, 1) from its moment generating function ",
+             e(frac(sup_sq(sym("s")), sym("2"))), ", its density's total 1 by polar coordinates; for "
+             "Uniform(−√3, √3) by integrating the powers of x: it is not about normality)"),
         Line("distinct terms are independent, so Cov(q_i k_i, q_j k_j) = 0 (E of a product of independent "
              "factors is the product of their E's) and ",
              rel(fn("Var", dot(sym("q"), sym("k"))), "=", sigma(fn("Var", times(sym("q", "i"), sym("k", "i"))), "i"),
