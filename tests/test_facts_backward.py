@@ -190,3 +190,20 @@ def test_the_facts_print_in_every_format(tmp_path, capsys, fmt):
     else:
         assert "finite" in out and ("float32" in out)
         assert "holds" in out
+
+
+def test_the_formal_test_is_asked_only_when_chosen_and_without_cosines_and_sines(monkeypatch):
+    """The formal zero test decides a gradient entry's sum of exponentials cheaply; with RoPE's cos
+    and sin inside the exponents it can take a minute on one entry and still miss cos² + sin² = 1,
+    and on the identities' larger sums with surds it is slower than Lindemann–Weierstrass."""
+    from symattn.facts import backward_checks
+
+    asked = []
+    real = backward_checks.formally_zero
+    monkeypatch.setattr(backward_checks, "formally_zero", lambda d: asked.append(d) or real(d))
+    e = sympy.exp(sympy.sqrt(3) / 3)
+    assert _Verdict(1).zero(e / (e + 1) - 1 + 1 / (e + 1), "w") and not asked     # not chosen
+    v = _Verdict(2, formal=True)
+    assert v.zero(e / (e + 1) - 1 + 1 / (e + 1), "x") and v.exact == 1 and len(asked) == 1
+    assert v.zero(sympy.cos(1) ** 2 + sympy.sin(1) ** 2 - 1 + e - e * 1, "y") and v.exact == 2
+    assert len(asked) == 1         # the cos/sin zero went to the trigonometric test, not the formal one

@@ -124,11 +124,28 @@ def _loss(trace: Trace, v: dict[str, list[list[Any]]], const: Callable[[sympy.Ex
     return total
 
 
-def _sympy_loss(trace: Trace, name: str, r: int, c: int, t: sympy.Symbol) -> sympy.Expr:
-    """L with input entry (name, r, c) replaced by the symbol t, everything else exact."""
-    values = _values(trace)
+def _sympy_loss(trace: Trace, name: str, r: int, c: int, t: sympy.Expr,
+                values: dict[str, list[list[sympy.Expr]]] | None = None) -> sympy.Expr:
+    """L with input entry (name, r, c) replaced by t, everything else exact (``values``: the
+    inputs' exact values, when already read)."""
+    values = {n: [list(row) for row in m] for n, m in (values or _values(trace)).items()}
     values[name][r][c] = t
     return _loss(trace, values, lambda x: x, sympy.exp, sympy.tanh, False)
+
+
+def _derivative(trace: Trace, name: str, r: int, c: int,
+                values: dict[str, list[list[sympy.Expr]]]) -> sympy.Expr:
+    """SymPy's ∂L/∂(entry) at the entry's value θ, as d/dt L(θ + t) at t = 0.
+
+    The same number as d/dθ L(θ) at θ (the chain rule with dθ/dt = 1); SymPy differentiates
+    the shifted loss faster (measured on the backward example: 0.8 s instead of 1.2 s for its
+    48 entries), and substituting 0 is cheaper than substituting θ.  t is declared ≥ 0, which
+    lets SymPy settle the signs it asks about while it builds the derivative sooner (0.1-0.3 s
+    less again); the loss is smooth in t, so the derivative of a formula valid for t ≥ 0,
+    taken at 0, is its derivative (the right derivative of a differentiable function)."""
+    t = sympy.Symbol("t", nonnegative=True)
+    theta = values[name][r][c]
+    return sympy.diff(_sympy_loss(trace, name, r, c, theta + t, values), t).subs(t, 0)
 
 
 def _refuse_size(trace: Trace) -> Line | None:
@@ -166,16 +183,15 @@ def gradient_is_sympy_derivative(trace: Trace | None = None) -> Proof:
         if refused is not None:
             checks = (refused,)
         else:
-            lines, t = [], sympy.Symbol("t", real=True)
-            values = _values(trace)
+            lines, values = [], _values(trace)
             left = GRADIENT_BUDGET
             for name in _parameters(trace):
-                v = _Verdict(left)
+                v = _Verdict(left, formal=True)
                 grad = trace.step(_grad_step(name))
                 rows, cols = len(values[name]), len(values[name][0])
                 for r in range(rows):
                     for c in range(cols):
-                        derivative = sympy.diff(_sympy_loss(trace, name, r, c, t), t).subs(t, values[name][r][c])
+                        derivative = _derivative(trace, name, r, c, values)
                         mine = grad[0, 0] if name == "sink" else grad[r, c]
                         v.zero(mine - derivative, f"{name}[{r}, {c}]")
                 left = v.tests_left
@@ -185,8 +201,8 @@ def gradient_is_sympy_derivative(trace: Trace | None = None) -> Proof:
                 what = _grad_step(name)
                 lines.append(Line(f"{what}: all {rows * cols} entries agree with SymPy's ∂L/∂{name} ({v.how()})"))
             checks = (Line("the loss written out here from the definitions (it shares only the problem's data "
-                           "with the engine: inputs, mask, scale, sink, RoPE angles, ALiBi's bias), each input entry in turn a symbol t, differentiated by SymPy and "
-                           "evaluated at the entry's value"), *lines)
+                           "with the engine: inputs, mask, scale, sink, RoPE angles, ALiBi's bias), each input entry θ in turn written θ + t, differentiated by SymPy in t and "
+                           "evaluated at t = 0"), *lines)
     return Proof("gradient-is-sympy-derivative", ok,
                  Line("the engine's gradient equals SymPy's derivative of the exact loss, entry by entry "
                       "(on small problems; a check of this problem, not a general proof)"),

@@ -11,13 +11,13 @@ from __future__ import annotations
 from functools import cmp_to_key, lru_cache
 
 import sympy
-from sympy import stats
 
 from symattn.numbers.compare import compare, sign
 from symattn.facts.claims import Claims, decimal_text
 from symattn.facts.notation import (dot, e, entry, fn, frac, minus, one, rel, root, sigma, sym, times,
                                     zero)
 from symattn.facts.notation import p as prob, s as score
+from symattn.facts.moments import expectation, normal_moments, uniform_moments
 from symattn.facts.proof import Line, Proof
 from symattn.notation.hand import hand
 from symattn.notation.nodes import Factor, Math, Neg, Row, Seq, Sym, Words
@@ -250,19 +250,25 @@ def _hull_identity(trace: Trace) -> bool:
 
 @lru_cache(maxsize=None)
 def _variance_facts() -> tuple[bool, sympy.Expr]:
-    """The per-term moments (two distributions), the covariance, a direct d_k = 2 case, the sum."""
-    term_ok = True
-    for x in (stats.Normal("q", 0, 1), stats.Uniform("u", -sympy.sqrt(3), sympy.sqrt(3))):
+    """The per-term moments (two distributions), the covariance, a direct d_k = 2 case, the sum
+    (the moments derived in ``moments``; E factored over independent variables)."""
+    normal = normal_moments(2)
+    if normal is None:
+        return False, sympy.S.Zero
+    q, k, q1, k1 = sympy.symbols("q k q1 k1", real=True)
+    term_ok = cov_ok = two = True
+    for m in (normal, uniform_moments(sympy.sqrt(3), 2)):
+        mean, square = m[1], m[2]
+        moments = {v: m for v in (q, k, q1, k1)}
         # independent copies have equal moments: Var(q k) = E[q²]E[k²] − (E[q]E[k])²
-        mean, square = sympy.simplify(stats.E(x)), sympy.simplify(stats.E(x ** 2))
-        term_ok &= mean == 0 and square == 1 and square * square - (mean * mean) ** 2 == 1
-    q, k = stats.Normal("q", 0, 1), stats.Normal("k", 0, 1)
-    q1, k1 = stats.Normal("q1", 0, 1), stats.Normal("k1", 0, 1)
-    cov_ok = stats.covariance(q * k, q1 * k1) == 0
-    two = sympy.simplify(stats.variance(q * k + q1 * k1)) == 2
+        term_ok &= mean == 0 and square == 1 and \
+            expectation((q * k) ** 2, moments) - expectation(q * k, moments) ** 2 == 1
+        cov_ok &= expectation(q * k * q1 * k1, moments) - expectation(q * k, moments) * \
+            expectation(q1 * k1, moments) == 0
+        two &= expectation((q * k + q1 * k1) ** 2, moments) - expectation(q * k + q1 * k1, moments) ** 2 == 2
     d, i = sympy.Symbol("d_k", integer=True, positive=True), sympy.Symbol("i", integer=True)
     total = sympy.Sum(1, (i, 1, d)).doit()
-    return term_ok and cov_ok and two and total == d, total
+    return bool(term_ok and cov_ok and two and total == d), total
 
 
 def variance_d_k(trace: Trace | None = None) -> Proof:
@@ -275,8 +281,11 @@ def variance_d_k(trace: Trace | None = None) -> Proof:
                  "=", zero), " and ",
              rel(fn("Var", times(sym("q", "i"), sym("k", "i"))), "=",
                  minus(times(fn("E", sup_sq(sym("q", "i"))), fn("E", sup_sq(sym("k", "i")))), zero), "=", one),
-             " (sympy.stats: Normal(0, 1), and Uniform(−√3, √3) too: it is not about normality)"),
-        Line("distinct terms are independent, so Cov(q_i k_i, q_j k_j) = 0 (sympy.stats) and ",
+             " (derived exactly: for Normal(0, 1) from its moment generating function ",
+             e(frac(sup_sq(sym("s")), sym("2"))), ", its density's total 1 by polar coordinates; for "
+             "Uniform(−√3, √3) by integrating the powers of x: it is not about normality)"),
+        Line("distinct terms are independent, so Cov(q_i k_i, q_j k_j) = 0 (E of a product of independent "
+             "factors is the product of their E's) and ",
              rel(fn("Var", dot(sym("q"), sym("k"))), "=", sigma(fn("Var", times(sym("q", "i"), sym("k", "i"))), "i"),
                  "=", sym(sympy.sstr(total))), " (summed over i = 1, …, d_k; checked directly for d_k = 2)"),
         Line("hence ", rel(fn("Var", frac(dot(sym("q"), sym("k")), root(sym("d_k")))), "=",
