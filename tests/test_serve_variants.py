@@ -126,7 +126,7 @@ def test_every_variant_key_of_the_table_is_offered_with_its_help_line(page):
 
     expected = [(k.name, k.doc) for k in KEYS
                 if k.kind == "key" and k.name not in ("tokens", "key_tokens", "scale", "mask")]
-    assert [name for name, _ in expected] == ["sink", "rope", "alibi", "softcap", "tiles", "decode", "backward"]
+    assert [name for name, _ in expected] == ["rope", "sink", "alibi", "softcap", "tiles", "decode", "backward"]
     offered = page.eval_on_selector_all("#grids [data-variant]", "bs => bs.map(b => [b.dataset.variant, "
                                         "b.querySelector('.help').textContent])")
     assert [tuple(x) for x in offered] == expected
