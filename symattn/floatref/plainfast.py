@@ -1,0 +1,252 @@
+"""The plain backward reference's float64 enclosures: dQ, dK, dV (and dS, dP, D) from the softmax
+itself, not from a kernel's saved O and lse.
+
+Per head (rows i, keys j; docs/floatref.md, "The fast plain backward"):
+
+1. the scores d̃ = fl(q·k) by a split product (Qh·Khᵀ exact, the rest's error e₂ per row), with
+   a bound *per entry* |d̃ − d| ≤ e₂ + u|d̃|; t̃ = fl(s̃·d̃), x̃ = fl(t̃ − c_i) (c_i the row's largest
+   allowed t̃, an exact float): |x̃ − x| ≤ e_x = (|s̃| + δs)(e₂ + u|d̃|) + δs|d̃| + u(|t̃| + |x̃|);
+2. w = e^x enclosed by :func:`backfast.exp_enclosure` (the forward's exp assumption), Z = Σ_j w̃
+   summed pairwise (depth ⌈log₂ S⌉: γ_depth·Z̃) plus Σ R_w; P̃ = fl(w̃/Z̃) with
+   R_P = (R_w + P̃(1 + u)·R_Z)/Z_lo + u·P̃;
+3. dP̃ = dO·Vᵀ by :func:`backfast.products`; D_i = Σ_j P_ij·dP_ij (= dO_i·O_i, since Σ_j P_ij = 1),
+   the products and their pairwise sums bounded per term: R_D = Σ_j (R_P(|dP̃| + e_dP) + P̃·e_dP)
+   + (u + γ_depth)·Σ_j |P̃·dP̃|;
+4. :func:`backfast.grads` and :func:`backfast.decide` as the conditional reference (dS, the
+   products, the exact-sum refinement of the entries left).
+
+Rows whose dP is exactly constant on their allowed keys (one key, as a causal first row; V = ones)
+have dP − D = 0 exactly: checked with integers (:func:`symattn.floatref.rows.dyadic_matrix`),
+their dS is an exact 0.  A row with no allowed key contributes nothing (dQ = dS = D = 0).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from symattn.floatref import backfast
+from symattn.floatref.fast import U, gamma
+
+_up = backfast._up
+
+
+def _np():
+    import numpy
+
+    return numpy
+
+
+def tree_sum(A):
+    """Σ_j A_ij per row by pairwise halving: each term passes ⌈log₂ n⌉ additions, so the error is
+    at most γ_⌈log₂ n⌉·Σ_j |A_ij| (any tree of that depth).  Returns (sums, depth)."""
+    np = _np()
+    depth = 0
+    while A.shape[1] > 1:
+        n = A.shape[1]
+        h = n // 2
+        B = A[:, :h] + A[:, h:2 * h]
+        A = np.concatenate([B, A[:, 2 * h:]], axis=1) if n % 2 else B
+        depth += 1
+    return A[:, 0].copy(), depth
+
+
+def _split(A, beta: int):
+    """A = hi + lo exactly, hi on a per-row grid 2^(e_i − β) (|A_i| < 2^e_i); and the e_i."""
+    np = _np()
+    e = np.frexp(np.abs(A).max(axis=1))[1]
+    hi = np.ldexp(np.rint(np.ldexp(A, (beta - e)[:, None])), (e - beta)[:, None])
+    return hi, A - hi, e
+
+
+def scores(Q, K):
+    """(d̃, e₂): d̃ = fl(Q·Kᵀ) with |d̃ − d| ≤ e₂_i + u|d̃_ij| per entry, or None when the
+    exponents are too far apart for the exact split product (then the caller uses arb)."""
+    np = _np()
+    E = Q.shape[1]
+    beta = (53 - max(1, E - 1).bit_length()) // 2
+    Qh, Ql, eq = _split(Q, beta)
+    Kh, Kl, ek = _split(K, beta)
+    if int(eq.min()) + int(ek.min()) - 2 * beta < -1022 or int(eq.max()) + int(ek.max()) + E.bit_length() > 1000:
+        return None
+    # Qh·Khᵀ is exact (every partial sum an integer below 2^53 on the grid 2^(eq+ek−2β)); the rest,
+    # [Qh | Ql]·[Kl | K]ᵀ, within γ_2E·(‖qh‖‖kl‖ + ‖ql‖‖k‖); then one addition (u|d̃|)
+    D = Qh @ Kh.T
+    D += np.concatenate([Qh, Ql], axis=1) @ np.concatenate([Kl, K], axis=1).T
+    norm = (1 + gamma(E + 2)) ** 2
+    n = lambda M: np.sqrt(np.einsum("ij,ij->i", M, M))  # noqa: E731
+    kl, kn = float(n(Kl).max()), float(n(K).max())
+    e2 = _up(gamma(2 * E) * (n(Qh) * kl + n(Ql) * kn) * norm * (1 + U))
+    return D, e2
+
+
+def probabilities(Q, K, allowed, s: float, ds: float):
+    """(P̃, R_P, live): the softmax weights of one head with |P − P̃| ≤ R_P per entry (blocked
+    keys 0 ± 0), and the rows with some allowed key.  None when the scores need arb."""
+    np = _np()
+    found = scores(Q, K)
+    if found is None:
+        return None
+    D, e2 = found
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        aD = np.abs(D)
+        eX = aD * U
+        eX += e2[:, None]
+        eX *= abs(s) + ds
+        eX += ds * aD
+        T = D * s
+        eX += U * np.abs(T)
+        if allowed is not None:
+            np.putmask(T, ~allowed, -np.inf)
+        c = T.max(axis=1)
+        live = np.isfinite(c)
+        c = np.where(live, c, 0.0)
+        X = T
+        X -= c[:, None]
+        if allowed is not None:
+            np.putmask(X, ~allowed, 0.0)
+        eX += U * np.abs(X)
+        W, RW = backfast.exp_enclosure(X, backfast._upi(eX), allowed)
+        Z, depth = tree_sum(W)
+        RZ = _up(gamma(depth) * Z / (1 - gamma(depth)) + tree_sum(RW)[0])
+        Z = np.where(live, Z, 1.0)
+        RZ = np.where(live, RZ, 0.0)
+        Zlo = np.nextafter(Z - RZ, -np.inf)
+        good = (Zlo > 0) & np.isfinite(RZ)
+        Zlo = np.where(good, Zlo, np.nan)
+        P = W
+        P /= Z[:, None]
+        R = RW
+        R += (P * (1 + 2 * U)) * RZ[:, None]
+        R /= Zlo[:, None]
+        R *= 1 + 2 * U
+        R += U * P
+        backfast._upi(R)
+        R = np.where(np.isfinite(R), R, np.inf)
+    return P, R, live
+
+
+def row_dots(P, RP, dP, edP):
+    """D_i = Σ_j P_ij·dP_ij and its radius (step 3), from the enclosures of P and dP."""
+    np = _np()
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        M = P * dP
+        Dm, depth = tree_sum(M)
+        np.abs(M, out=M)
+        absum = tree_sum(M)[0]
+        A = np.abs(dP)
+        A += edP[:, None]
+        A *= RP
+        R = _up((U + gamma(depth)) * (1 + gamma(depth)) * absum + tree_sum(A)[0] + edP * tree_sum(P)[0])
+        R = np.where(np.isfinite(R), R, np.inf)
+    return Dm, R
+
+
+def constant_rows(dO, V, dP, edP, allowed, live):
+    """(rows, values): the rows whose exact dP_ij = dO_i·v_j takes one value on every allowed key
+    j (then dP − D = 0 there exactly, and D_i is that value): candidates by the float spread,
+    confirmed with integers; ``values`` maps each such row to its exact D_i (a Fraction)."""
+    np = _np()
+    from fractions import Fraction
+
+    import flint
+
+    from symattn.floatref.rows import dyadic_matrix
+
+    with np.errstate(invalid="ignore"):
+        top = np.max(dP, axis=1, where=True if allowed is None else allowed, initial=-np.inf)
+        low = np.min(dP, axis=1, where=True if allowed is None else allowed, initial=np.inf)
+        maybe = live & (top - low <= 2 * edP + 4 * U * np.maximum(np.abs(top), np.abs(low)))
+    out = np.zeros(dP.shape[0], dtype=bool)
+    values: dict[int, Fraction] = {}
+    rows = np.nonzero(maybe)[0]
+    if rows.size == 0:
+        return out, values
+    on, go = dyadic_matrix(dO[rows])
+    vn, gv = dyadic_matrix(V)
+    exact = flint.fmpz_mat(on) * flint.fmpz_mat(vn).transpose()
+    for r, i in enumerate(rows.tolist()):
+        keys = range(V.shape[0]) if allowed is None else np.nonzero(allowed[i])[0].tolist()
+        found = {int(exact[r, j]) for j in keys}
+        if len(found) == 1:
+            out[i] = True
+            values[i] = Fraction(found.pop()) * Fraction(2) ** (go + gv)
+    return out, values
+
+
+def head(Q, K, V, dO, allowed, s: float, ds: float) -> dict[str, Any] | None:
+    """The enclosures of one query head: backfast.grads' dQ, dK, dV, dS, P, and D, dP, O (the
+    output's midpoints, an estimate for the conditioning); None when the scores need arb."""
+    np = _np()
+    found = probabilities(Q, K, allowed, s, ds)
+    if found is None:
+        return None
+    P, RP, live = found
+    dP, edP = backfast.products(dO, V)
+    zero, exact_D = constant_rows(dO, V, dP, edP, allowed, live)
+    Dm, RD = row_dots(P, RP, dP, edP)
+    Dm[~live], RD[~live] = 0.0, 0.0
+    dP_out = (dP.copy(), _up(edP[:, None] + 4 * U * np.abs(dP)))
+    D_out = (Dm.copy(), _up(RD + 4 * U * np.abs(Dm)))
+    out = backfast.grads(Q, K, V, dO, P, RP, Dm, RD, s, ds, dP=(dP, edP), zero_rows=zero)
+    out["D"], out["dP"] = D_out, dP_out
+    out["inputs"] = (Q, K, dO)    # type: ignore[assignment]
+    out["zero"] = zero            # type: ignore[assignment]
+    out["exact_D"] = exact_D      # type: ignore[assignment]
+    return out
+
+
+def decide_plain(pr: Any, dO: Any, fmt: Any, group: int, kv_batch: tuple,
+                 extras: tuple = ()) -> tuple[dict[str, tuple[Any, Any]], Any, Any, Any]:
+    """{name: (values, decided)} of dQ, dK, dV (and the ``extras`` among dS, dP, D) where the
+    float64 enclosures decide them (GQA: dK, dV summed over a kv head's query heads); also the
+    midpoints of P and O (batch…, L, ·), the conditioning's estimates, and the rows proved to
+    have dS = 0 exactly (batch…, L)."""
+    from symattn.floatref.binary import round_fraction
+
+    np = _np()
+    L, E, S, Ev = pr.Q.shape[-2], pr.Q.shape[-1], pr.K.shape[-2], pr.V.shape[-1]
+    shapes = {"dQ": pr.batch + (L, E), "dK": kv_batch + (S, E), "dV": kv_batch + (S, Ev),
+              "dS": pr.batch + (L, S), "dP": pr.batch + (L, S), "D": pr.batch + (L,)}
+    known = {name: backfast._empty(shapes[name]) for name in ("dQ", "dK", "dV") + tuple(extras)}
+    P_all, O_all = np.zeros(pr.batch + (L, S)), np.zeros(pr.batch + (L, Ev))
+    zeros = np.zeros(pr.batch + (L,), dtype=bool)
+    ds = pr.scale_err
+    if _exact_float(pr.scale, pr.scale_f):
+        ds = 0.0
+    for kv in np.ndindex(*kv_batch):
+        owners = [kv] if group == 1 else [kv[:-1] + (kv[-1] * group + k,) for k in range(group)]
+        heads = {}
+        for idx in owners:
+            allowed = None if pr.allowed is None else np.asarray(pr.allowed[idx])
+            h = head(pr.Q[idx], pr.K[idx], pr.V[idx], dO[idx], allowed, pr.scale_f, ds)
+            if h is None:
+                break
+            heads[idx] = h
+            P_all[idx] = h["P"][0]
+            O_all[idx] = h["P"][0] @ pr.V[idx]
+            zeros[idx] = h["zero"]
+        if len(heads) < len(owners):        # scores out of the split product's range: all to arb
+            continue
+        backfast.decide(heads, known, kv, owners, fmt, (pr.scale_f, ds))
+        for name in extras:
+            for idx in owners:
+                values, ok = known[name][0][idx], known[name][1][idx]
+                values[...], ok[...] = backfast._decide(*heads[idx][name], fmt)
+                if name == "D":                   # dP constant on the row's keys: D is that value exactly
+                    for i, exact in heads[idx]["exact_D"].items():
+                        values[i], ok[i] = round_fraction(exact, fmt) + 0.0, True
+    return known, P_all, O_all, zeros
+
+
+def _exact_float(exact: Any, f: float) -> bool:
+    """The exact scale is the float itself (a Fraction, or 1/√E with E a square power of 4)."""
+    from fractions import Fraction
+
+    if isinstance(exact, Fraction):
+        return exact == Fraction(f)
+    if getattr(exact, "is_Rational", False):
+        return Fraction(int(exact.p), int(exact.q)) == Fraction(f)
+    return False
+
+
+__all__ = ["constant_rows", "decide_plain", "head", "probabilities", "row_dots", "scores", "tree_sum"]
