@@ -132,7 +132,7 @@ def grads(Q, K, V, dO, P, RP, Dm, RD, s: float, ds: float, dP: Any = None,
     """Midpoints and radii of dQ, dK, dV of one head from enclosures of P (per entry) and D
     (per row): dS = P∘(dO·Vᵀ − D), dV = Pᵀ·dO, dQ = s·dS·K, dK = s·dSᵀ·Q.  Each radius also
     covers the rounding of mid ± radius (4u·|mid|), as fast.py's.  ``dP``: (dP̃, e_dP) from
-    :func:`products` when already computed (it is overwritten); ``zero_rows``: rows proved to
+    :func:`products` when already computed (it is overwritten; e_dP per row or per entry); ``zero_rows``: rows proved to
     have dP − D = 0 exactly on every allowed key (their dS is an exact 0)."""
     np = _np()
     L, S = P.shape
@@ -142,7 +142,8 @@ def grads(Q, K, V, dO, P, RP, Dm, RD, s: float, ds: float, dP: Any = None,
         X = dP
         aX = np.abs(X)
         RX = aX * U                                         # dP̃ − D̃ and its rounding
-        RX += (edP + RD)[:, None]
+        RX += (edP if edP.ndim == 2 else edP[:, None])
+        RX += RD[:, None]
         _upi(RX)
         if zero_rows is not None and zero_rows.any():
             X[zero_rows] = 0.0

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from symattn.floatref import backfast
+from symattn.floatref import backfast, dd
 from symattn.floatref.fast import U, gamma
+from symattn.floatref.plainexp import exp_dd, row_sum
 
 _up = backfast._up
 
@@ -34,20 +35,6 @@ def _np():
     import numpy
 
     return numpy
-
-
-def tree_sum(A):
-    """Σ_j A_ij per row by pairwise halving: each term passes ⌈log₂ n⌉ additions, so the error is
-    at most γ_⌈log₂ n⌉·Σ_j |A_ij| (any tree of that depth).  Returns (sums, depth)."""
-    np = _np()
-    depth = 0
-    while A.shape[1] > 1:
-        n = A.shape[1]
-        h = n // 2
-        B = A[:, :h] + A[:, h:2 * h]
-        A = np.concatenate([B, A[:, 2 * h:]], axis=1) if n % 2 else B
-        depth += 1
-    return A[:, 0].copy(), depth
 
 
 def _split(A, beta: int):
@@ -59,60 +46,67 @@ def _split(A, beta: int):
 
 
 def scores(Q, K):
-    """(d̃, e₂): d̃ = fl(Q·Kᵀ) with |d̃ − d| ≤ e₂_i + u|d̃_ij| per entry, or None when the
-    exponents are too far apart for the exact split product (then the caller uses arb)."""
+    """(d_hi, d_lo, e₂): d = q·k within e₂_i of d_hi + d_lo (a double-double; Qh·Khᵀ exact, the
+    rest's float product within e₂ per row), or None when the exponents are too far apart for
+    the exact split product (then the caller leaves the head to arb)."""
     np = _np()
     E = Q.shape[1]
     beta = (53 - max(1, E - 1).bit_length()) // 2
     Qh, Ql, eq = _split(Q, beta)
     Kh, Kl, ek = _split(K, beta)
-    if int(eq.min()) + int(ek.min()) - 2 * beta < -1022 or int(eq.max()) + int(ek.max()) + E.bit_length() > 1000:
+    if int(eq.min()) + int(ek.min()) - 2 * beta < -1022 or int(eq.max()) + int(ek.max()) + E.bit_length() > 900:
         return None
     # Qh·Khᵀ is exact (every partial sum an integer below 2^53 on the grid 2^(eq+ek−2β)); the rest,
-    # [Qh | Ql]·[Kl | K]ᵀ, within γ_2E·(‖qh‖‖kl‖ + ‖ql‖‖k‖); then one addition (u|d̃|)
-    D = Qh @ Kh.T
-    D += np.concatenate([Qh, Ql], axis=1) @ np.concatenate([Kl, K], axis=1).T
+    # [Qh | Ql]·[Kl | K]ᵀ, within γ_2E·(‖qh‖‖kl‖ + ‖ql‖‖k‖) (any order of summation); TwoSum exact
+    A = Qh @ Kh.T
+    B = np.concatenate([Qh, Ql], axis=1) @ np.concatenate([Kl, K], axis=1).T
     norm = (1 + gamma(E + 2)) ** 2
     n = lambda M: np.sqrt(np.einsum("ij,ij->i", M, M))  # noqa: E731
     kl, kn = float(n(Kl).max()), float(n(K).max())
-    e2 = _up(gamma(2 * E) * (n(Qh) * kl + n(Ql) * kn) * norm * (1 + U))
-    return D, e2
+    e2 = _up(gamma(2 * E) * (n(Qh) * kl + n(Ql) * kn) * norm)
+    hi, lo = dd.two_sum(A, B)
+    return hi, lo, e2
 
 
 def probabilities(Q, K, allowed, s: float, ds: float):
-    """(P̃, R_P, live): the softmax weights of one head with |P − P̃| ≤ R_P per entry (blocked
-    keys 0 ± 0), and the rows with some allowed key.  None when the scores need arb."""
+    """(P̃, R_P, live, (c, Z̃, R_Z)): the softmax weights of one head with |P − P̃| ≤ R_P per entry
+    (blocked keys 0 ± 0), the rows with some allowed key, and each row's shift c and enclosure
+    Z̃ ± R_Z of Σ_j e^(t_j − c) (the LSE's).  None when the scores need arb."""
     np = _np()
     found = scores(Q, K)
     if found is None:
         return None
-    D, e2 = found
+    Dh, Dl, e2 = found
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
-        aD = np.abs(D)
-        eX = aD * U
+        # t = s·d: TwoProduct (s̃·d_hi exact) plus s̃·d_lo; |s − s̃| ≤ ds
+        Th, t1 = dd.two_prod(np.full_like(Dh, s), Dh)
+        sl = Dl * s
+        Tl = t1 + sl
+        eX = np.abs(Dh)
+        eX += np.abs(Dl)
         eX += e2[:, None]
-        eX *= abs(s) + ds
-        eX += ds * aD
-        T = D * s
-        eX += U * np.abs(T)
+        eX *= ds
+        eX += U * (np.abs(sl) + np.abs(Tl))
+        eX += abs(s) * e2[:, None]
+        ok = np.isfinite(Th).all(axis=1) & np.isfinite(Tl).all(axis=1)
         if allowed is not None:
-            np.putmask(T, ~allowed, -np.inf)
-        c = T.max(axis=1)
+            np.putmask(Th, ~allowed, -np.inf)
+        c = Th.max(axis=1)
         live = np.isfinite(c)
         c = np.where(live, c, 0.0)
-        X = T
-        X -= c[:, None]
+        Xh, e = dd.two_sum(Th, np.broadcast_to(-c[:, None], Th.shape))
+        Xl = Tl + e
+        eX += U * np.abs(Xl)
         if allowed is not None:
-            np.putmask(X, ~allowed, 0.0)
-        eX += U * np.abs(X)
-        W, RW = backfast.exp_enclosure(X, backfast._upi(eX), allowed)
-        Z, depth = tree_sum(W)
-        RZ = _up(gamma(depth) * Z / (1 - gamma(depth)) + tree_sum(RW)[0])
+            np.putmask(Xh, ~allowed, 0.0)
+            np.putmask(Xl, ~allowed, 0.0)
+        W, RW = exp_dd(Xh, Xl, _up(eX), allowed)
+        Z, eZ = row_sum(W)
+        RZ = _up(eZ + RW.sum(axis=1) * (1 + gamma(W.shape[1] + 1)))
         Z = np.where(live, Z, 1.0)
-        RZ = np.where(live, RZ, 0.0)
+        RZ = np.where(live & ok, RZ, np.where(live, np.inf, 0.0))
         Zlo = np.nextafter(Z - RZ, -np.inf)
-        good = (Zlo > 0) & np.isfinite(RZ)
-        Zlo = np.where(good, Zlo, np.nan)
+        Zlo = np.where((Zlo > 0) & np.isfinite(RZ), Zlo, np.nan)
         P = W
         P /= Z[:, None]
         R = RW
@@ -122,21 +116,23 @@ def probabilities(Q, K, allowed, s: float, ds: float):
         R += U * P
         backfast._upi(R)
         R = np.where(np.isfinite(R), R, np.inf)
-    return P, R, live
+    return P, R, live, (c, np.where(live, Z, 0.0), RZ)
 
 
 def row_dots(P, RP, dP, edP):
-    """D_i = Σ_j P_ij·dP_ij and its radius (step 3), from the enclosures of P and dP."""
+    """D_i = Σ_j P_ij·dP_ij and its radius (step 3), from the enclosures of P and dP (per entry)."""
     np = _np()
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
         M = P * dP
-        Dm, depth = tree_sum(M)
+        Dm, eD = row_sum(M)
         np.abs(M, out=M)
-        absum = tree_sum(M)[0]
         A = np.abs(dP)
-        A += edP[:, None]
+        A += edP
         A *= RP
-        R = _up((U + gamma(depth)) * (1 + gamma(depth)) * absum + tree_sum(A)[0] + edP * tree_sum(P)[0])
+        A += U * M                                  # each product's rounding
+        M = P * edP
+        A += M
+        R = _up(eD + A.sum(axis=1) * (1 + gamma(A.shape[1] + 1)))
         R = np.where(np.isfinite(R), R, np.inf)
     return Dm, R
 
@@ -155,7 +151,8 @@ def constant_rows(dO, V, dP, edP, allowed, live):
     with np.errstate(invalid="ignore"):
         top = np.max(dP, axis=1, where=True if allowed is None else allowed, initial=-np.inf)
         low = np.min(dP, axis=1, where=True if allowed is None else allowed, initial=np.inf)
-        maybe = live & (top - low <= 2 * edP + 4 * U * np.maximum(np.abs(top), np.abs(low)))
+        spread = edP.max(axis=1, initial=0.0)
+        maybe = live & (top - low <= 2 * spread + 4 * U * np.maximum(np.abs(top), np.abs(low)))
     out = np.zeros(dP.shape[0], dtype=bool)
     values: dict[int, Fraction] = {}
     rows = np.nonzero(maybe)[0]
@@ -180,27 +177,34 @@ def head(Q, K, V, dO, allowed, s: float, ds: float) -> dict[str, Any] | None:
     found = probabilities(Q, K, allowed, s, ds)
     if found is None:
         return None
-    P, RP, live = found
-    dP, edP = backfast.products(dO, V)
+    P, RP, live, sums = found
+    found_dp = scores(dO, V)
+    if found_dp is None:
+        return None
+    dP, dPl, e2 = found_dp
+    edP = np.abs(dPl)
+    edP += e2[:, None]
+    edP = _up(edP)
     zero, exact_D = constant_rows(dO, V, dP, edP, allowed, live)
     Dm, RD = row_dots(P, RP, dP, edP)
     Dm[~live], RD[~live] = 0.0, 0.0
-    dP_out = (dP.copy(), _up(edP[:, None] + 4 * U * np.abs(dP)))
+    dP_out = (dP.copy(), _up(edP + 4 * U * np.abs(dP)))
     D_out = (Dm.copy(), _up(RD + 4 * U * np.abs(Dm)))
     out = backfast.grads(Q, K, V, dO, P, RP, Dm, RD, s, ds, dP=(dP, edP), zero_rows=zero)
     out["D"], out["dP"] = D_out, dP_out
     out["inputs"] = (Q, K, dO)    # type: ignore[assignment]
     out["zero"] = zero            # type: ignore[assignment]
     out["exact_D"] = exact_D      # type: ignore[assignment]
+    out["sums"] = sums + (live,)  # type: ignore[assignment]
     return out
 
 
 def decide_plain(pr: Any, dO: Any, fmt: Any, group: int, kv_batch: tuple,
-                 extras: tuple = ()) -> tuple[dict[str, tuple[Any, Any]], Any, Any, Any]:
+                 extras: tuple = ()) -> tuple[dict[str, tuple[Any, Any]], Any, Any, Any, dict]:
     """{name: (values, decided)} of dQ, dK, dV (and the ``extras`` among dS, dP, D) where the
     float64 enclosures decide them (GQA: dK, dV summed over a kv head's query heads); also the
     midpoints of P and O (batch…, L, ·), the conditioning's estimates, and the rows proved to
-    have dS = 0 exactly (batch…, L)."""
+    have dS = 0 exactly (batch…, L), and {idx: (c, Z̃, R_Z, live)} of each head enclosed (the LSE's sums)."""
     from symattn.floatref.binary import round_fraction
 
     np = _np()
@@ -210,6 +214,7 @@ def decide_plain(pr: Any, dO: Any, fmt: Any, group: int, kv_batch: tuple,
     known = {name: backfast._empty(shapes[name]) for name in ("dQ", "dK", "dV") + tuple(extras)}
     P_all, O_all = np.zeros(pr.batch + (L, S)), np.zeros(pr.batch + (L, Ev))
     zeros = np.zeros(pr.batch + (L,), dtype=bool)
+    sums: dict[tuple, tuple] = {}
     ds = pr.scale_err
     if _exact_float(pr.scale, pr.scale_f):
         ds = 0.0
@@ -225,6 +230,7 @@ def decide_plain(pr: Any, dO: Any, fmt: Any, group: int, kv_batch: tuple,
             P_all[idx] = h["P"][0]
             O_all[idx] = h["P"][0] @ pr.V[idx]
             zeros[idx] = h["zero"]
+            sums[idx] = h["sums"]
         if len(heads) < len(owners):        # scores out of the split product's range: all to arb
             continue
         backfast.decide(heads, known, kv, owners, fmt, (pr.scale_f, ds))
@@ -235,7 +241,7 @@ def decide_plain(pr: Any, dO: Any, fmt: Any, group: int, kv_batch: tuple,
                 if name == "D":                   # dP constant on the row's keys: D is that value exactly
                     for i, exact in heads[idx]["exact_D"].items():
                         values[i], ok[i] = round_fraction(exact, fmt) + 0.0, True
-    return known, P_all, O_all, zeros
+    return known, P_all, O_all, zeros, sums
 
 
 def _exact_float(exact: Any, f: float) -> bool:
@@ -249,4 +255,4 @@ def _exact_float(exact: Any, f: float) -> bool:
     return False
 
 
-__all__ = ["constant_rows", "decide_plain", "head", "probabilities", "row_dots", "scores", "tree_sum"]
+__all__ = ["constant_rows", "decide_plain", "head", "probabilities", "row_dots", "scores"]

@@ -38,6 +38,7 @@ def plain_backward(Q: Any, K: Any, V: Any, dO: Any, fmt: BinaryFormat, sdpa: dic
     rounded.  ``make_trace(idx, rows)``: the engine's trace of slice ``idx`` on those query rows."""
     from symattn.floatref.conditional import conditioning
     from symattn.floatref.lse import log_sum_exp
+    from symattn.floatref.lsefast import decide_from_sums, decide_lse
     from symattn.floatref.plainfast import decide_plain
     from symattn.floatref.plainrest import finish
     from symattn.floatref.sdpa import normalise
@@ -46,7 +47,7 @@ def plain_backward(Q: Any, K: Any, V: Any, dO: Any, fmt: BinaryFormat, sdpa: dic
     pr = normalise(Q, K, V, **sdpa)
     dO64 = np.asarray(dO, dtype=np.float64)
     kv_batch = pr.batch[:-1] + (pr.batch[-1] // group,) if group > 1 else pr.batch
-    known, P, Out, zero = decide_plain(pr, dO64, fmt, group, kv_batch, extras)
+    known, P, Out, zero, sums = decide_plain(pr, dO64, fmt, group, kv_batch, extras)
     left = sum(int((~ok).sum()) for _, ok in known.values())
     if left > MAX_LEFT:
         raise FloatRefError(f"{left:,} gradient entries lie too near a {fmt.name} rounding boundary for float64 "
@@ -55,7 +56,8 @@ def plain_backward(Q: Any, K: Any, V: Any, dO: Any, fmt: BinaryFormat, sdpa: dic
     if left:
         finish(pr, dO64, fmt, group, kv_batch, known, zero)
     _last_tier(pr, dO64, known, group, fmt, make_trace)
-    lse = log_sum_exp(pr, fmt)[0]
+    lse = log_sum_exp(pr, fmt, lambda idx: decide_from_sums(*sums[idx], fmt) if idx in sums
+                      else decide_lse(pr, idx, fmt))[0]
     condition, scales = conditioning(pr, dO64, P, Out)
     if group > 1:
         shape = kv_batch + (group,)
