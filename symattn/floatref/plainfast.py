@@ -45,35 +45,87 @@ def _split(A, beta: int):
     return hi, A - hi, e
 
 
-def scores(Q, K):
+#: rows per block × keys: the elementwise passes work on blocks that stay in cache
+BLOCK_ENTRIES = 1 << 15
+
+
+class _Keys:
+    """K (or V) split once for the scores of every block of rows: K = Kh + Kl exactly."""
+
+    def __init__(self, K) -> None:
+        np = _np()
+        self.E = K.shape[1]
+        self.beta = (53 - max(1, self.E - 1).bit_length()) // 2
+        self.Kh, Kl, self.ek = _split(K, self.beta)
+        self.KhT = np.ascontiguousarray(self.Kh.T)
+        self.KlKT = np.ascontiguousarray(np.concatenate([Kl, K], axis=1).T)
+        n = lambda M: np.sqrt(np.einsum("ij,ij->i", M, M))  # noqa: E731
+        self.kl, self.kn = float(n(Kl).max()), float(n(K).max())
+
+
+def scores(Q, K, keys: _Keys | None = None):
     """(d_hi, d_lo, e₂): d = q·k within e₂_i of d_hi + d_lo (a double-double; Qh·Khᵀ exact, the
     rest's float product within e₂ per row), or None when the exponents are too far apart for
     the exact split product (then the caller leaves the head to arb)."""
     np = _np()
-    E = Q.shape[1]
-    beta = (53 - max(1, E - 1).bit_length()) // 2
+    k = _Keys(K) if keys is None else keys
+    E, beta = k.E, k.beta
     Qh, Ql, eq = _split(Q, beta)
-    Kh, Kl, ek = _split(K, beta)
-    if int(eq.min()) + int(ek.min()) - 2 * beta < -1022 or int(eq.max()) + int(ek.max()) + E.bit_length() > 900:
+    if int(eq.min()) + int(k.ek.min()) - 2 * beta < -1022 or int(eq.max()) + int(k.ek.max()) + E.bit_length() > 900:
         return None
     # Qh·Khᵀ is exact (every partial sum an integer below 2^53 on the grid 2^(eq+ek−2β)); the rest,
     # [Qh | Ql]·[Kl | K]ᵀ, within γ_2E·(‖qh‖‖kl‖ + ‖ql‖‖k‖) (any order of summation); TwoSum exact
-    A = Qh @ Kh.T
-    B = np.concatenate([Qh, Ql], axis=1) @ np.concatenate([Kl, K], axis=1).T
+    A = Qh @ k.KhT
+    B = np.concatenate([Qh, Ql], axis=1) @ k.KlKT
     norm = (1 + gamma(E + 2)) ** 2
     n = lambda M: np.sqrt(np.einsum("ij,ij->i", M, M))  # noqa: E731
-    kl, kn = float(n(Kl).max()), float(n(K).max())
-    e2 = _up(gamma(2 * E) * (n(Qh) * kl + n(Ql) * kn) * norm)
+    e2 = _up(gamma(2 * E) * (n(Qh) * k.kl + n(Ql) * k.kn) * norm)
     hi, lo = dd.two_sum(A, B)
     return hi, lo, e2
+
+
+def blocked_scores(Q, K):
+    """:func:`scores` a block of rows at a time: (d_hi, d_lo, e_d per entry = |d_lo| + e₂), or None."""
+    np = _np()
+    keys = _Keys(K)
+    L, S = Q.shape[0], K.shape[0]
+    hi, err = np.empty((L, S)), np.empty((L, S))
+    step = max(1, BLOCK_ENTRIES // max(S, 1))
+    for a in range(0, L, step):
+        got = scores(Q[a:a + step], K, keys)
+        if got is None:
+            return None
+        hi[a:a + step] = got[0]
+        e = np.abs(got[1], out=got[1])
+        e += got[2][:, None]
+        err[a:a + step] = _up(e)
+    return hi, err
 
 
 def probabilities(Q, K, allowed, s: float, ds: float):
     """(P̃, R_P, live, (c, Z̃, R_Z)): the softmax weights of one head with |P − P̃| ≤ R_P per entry
     (blocked keys 0 ± 0), the rows with some allowed key, and each row's shift c and enclosure
-    Z̃ ± R_Z of Σ_j e^(t_j − c) (the LSE's).  None when the scores need arb."""
+    Z̃ ± R_Z of Σ_j e^(t_j − c) (the LSE's).  None when the scores need arb.  A block of rows at
+    a time (every step is row-local)."""
     np = _np()
-    found = scores(Q, K)
+    keys = _Keys(K)
+    L, S = Q.shape[0], K.shape[0]
+    P, R = np.empty((L, S)), np.empty((L, S))
+    live, c, Z, RZ = np.empty(L, dtype=bool), np.empty(L), np.empty(L), np.empty(L)
+    step = max(1, BLOCK_ENTRIES // max(S, 1))
+    for a in range(0, L, step):
+        b = min(L, a + step)
+        got = _block(Q[a:b], K, keys, None if allowed is None else allowed[a:b], s, ds)
+        if got is None:
+            return None
+        P[a:b], R[a:b], live[a:b], (c[a:b], Z[a:b], RZ[a:b]) = got
+    return P, R, live, (c, Z, RZ)
+
+
+def _block(Q, K, keys: _Keys, allowed, s: float, ds: float):
+    """:func:`probabilities` of a block of rows."""
+    np = _np()
+    found = scores(Q, K, keys)
     if found is None:
         return None
     Dh, Dl, e2 = found
@@ -178,13 +230,10 @@ def head(Q, K, V, dO, allowed, s: float, ds: float) -> dict[str, Any] | None:
     if found is None:
         return None
     P, RP, live, sums = found
-    found_dp = scores(dO, V)
+    found_dp = blocked_scores(dO, V)
     if found_dp is None:
         return None
-    dP, dPl, e2 = found_dp
-    edP = np.abs(dPl)
-    edP += e2[:, None]
-    edP = _up(edP)
+    dP, edP = found_dp
     zero, exact_D = constant_rows(dO, V, dP, edP, allowed, live)
     Dm, RD = row_dots(P, RP, dP, edP)
     Dm[~live], RD[~live] = 0.0, 0.0
