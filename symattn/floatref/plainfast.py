@@ -286,7 +286,8 @@ def decide_plain(pr: Any, dO: Any, fmt: Any, group: int, kv_batch: tuple,
         for name in extras:
             for idx in owners:
                 values, ok = known[name][0][idx], known[name][1][idx]
-                values[...], ok[...] = backfast._decide(*heads[idx][name], fmt)
+                mid, rad = heads[idx][name]
+                values[...], ok[...] = backfast._decide(mid, rad, fmt)
                 if name == "D":                   # dP constant on the row's keys: D is that value exactly
                     for i, exact in heads[idx]["exact_D"].items():
                         values[i], ok[i] = round_fraction(exact, fmt) + 0.0, True

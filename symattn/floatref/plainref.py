@@ -56,8 +56,14 @@ def plain_backward(Q: Any, K: Any, V: Any, dO: Any, fmt: BinaryFormat, sdpa: dic
     if left:
         finish(pr, dO64, fmt, group, kv_batch, known, zero)
     _last_tier(pr, dO64, known, group, fmt, make_trace)
-    lse = log_sum_exp(pr, fmt, lambda idx: decide_from_sums(*sums[idx], fmt) if idx in sums
-                      else decide_lse(pr, idx, fmt))[0]
+
+    def decided(idx: tuple) -> tuple[Any, Any, Any]:
+        if idx not in sums:
+            return decide_lse(pr, idx, fmt)
+        c, Z, RZ, rows = sums[idx]
+        return decide_from_sums(c, Z, RZ, rows, fmt)
+
+    lse = log_sum_exp(pr, fmt, decided)[0]
     condition, scales = conditioning(pr, dO64, P, Out)
     if group > 1:
         shape = kv_batch + (group,)

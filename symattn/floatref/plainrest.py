@@ -161,11 +161,12 @@ def _decide_rows(heads: dict, known: dict, fmt: Any, s: Any) -> None:
             left = np.argwhere(~ok)
             if left.size == 0:
                 continue
+            keys: list[tuple] = []
+            balls: list = []
             if name == "D":
                 keys = [(int(i),) for (i,) in left]
                 balls = [h.d(i) for (i,) in keys]
             else:
-                keys, balls = [], []
                 for i in sorted({int(i) for i in left[:, 0]}):
                     cols = [int(c) for c in left[left[:, 0] == i][:, 1]]
                     got = _row(h, i, cols, name, s)
@@ -197,7 +198,8 @@ def _decide_columns(heads: dict, owners: list, kv: tuple, name: str, left: Any, 
     if left.size == 0:
         return
     values, ok = known[name][0][kv], known[name][1][kv]
-    keys, balls = [], []
+    keys: list[tuple] = []
+    balls: list = []
     for j in sorted({int(j) for j in left[:, 0]}):
         cols = [int(c) for c in left[left[:, 0] == j][:, 1]]
         total: Any = None
