@@ -100,9 +100,11 @@ def correctly_rounded_backward(Q: Any, K: Any, V: Any, dO: Any, *, dtype: str = 
     head, summed exactly over its query heads); ``mask_value`` needs ``given`` (the engine's
     exact path has no finite sentinels).
     ``condition`` holds each query row's condition number (the cancellation in dP − D).
-    ``fast_path`` (with ``given=``, targets narrower than float64): decide most entries by float64
-    enclosures first (:mod:`symattn.floatref.backfast`; the same arrays, bit for bit); False
-    gives every entry an arb ball, as before."""
+    ``fast_path`` (targets narrower than float64): decide most entries by float64 enclosures
+    first (:mod:`symattn.floatref.backfast` with ``given=``, :mod:`symattn.floatref.plainref`
+    without; the same arrays, bit for bit); False gives every entry an arb ball (``given=``) or
+    the engine's exact trace, as before.  ``extras``: any of "dS", "dP", "D" (plain reference
+    only), returned correctly rounded in ``dS``, ``dP``, ``D``."""
     fmt = BINARY_FORMATS.get(dtype)
     if fmt is None:
         raise FloatRefError(f"dtype is {dtype!r}: use one of {', '.join(BINARY_FORMATS)}")

@@ -1,17 +1,17 @@
 """The plain backward reference's float64 enclosures: dQ, dK, dV (and dS, dP, D) from the softmax
 itself, not from a kernel's saved O and lse.
 
-Per head (rows i, keys j; docs/floatref.md, "The fast plain backward"):
+Per head (rows i, keys j; docs/floatref.md, "The fast plain backward"), a block of rows at a time:
 
-1. the scores d̃ = fl(q·k) by a split product (Qh·Khᵀ exact, the rest's error e₂ per row), with
-   a bound *per entry* |d̃ − d| ≤ e₂ + u|d̃|; t̃ = fl(s̃·d̃), x̃ = fl(t̃ − c_i) (c_i the row's largest
-   allowed t̃, an exact float): |x̃ − x| ≤ e_x = (|s̃| + δs)(e₂ + u|d̃|) + δs|d̃| + u(|t̃| + |x̃|);
-2. w = e^x enclosed by :func:`backfast.exp_enclosure` (the forward's exp assumption), Z = Σ_j w̃
-   summed pairwise (depth ⌈log₂ S⌉: γ_depth·Z̃) plus Σ R_w; P̃ = fl(w̃/Z̃) with
-   R_P = (R_w + P̃(1 + u)·R_Z)/Z_lo + u·P̃;
-3. dP̃ = dO·Vᵀ by :func:`backfast.products`; D_i = Σ_j P_ij·dP_ij (= dO_i·O_i, since Σ_j P_ij = 1),
-   the products and their pairwise sums bounded per term: R_D = Σ_j (R_P(|dP̃| + e_dP) + P̃·e_dP)
-   + (u + γ_depth)·Σ_j |P̃·dP̃|;
+1. the scores d = q·k as double-doubles (a split product: Qh·Khᵀ exact, the rest within e₂ per
+   row, TwoSum), t = s·d by TwoProduct, x = t − c_i (c_i the row's largest allowed t_hi, an exact
+   float) by TwoSum: the argument's error per entry is e_x = |s̃|e₂ + δs(|d| + e₂) + u(|s̃d_lo| +
+   |t_lo| + |x_lo|);
+2. w = e^x by :func:`symattn.floatref.plainexp.exp_dd` (a proved 1.25u, not numpy's assumed 8u),
+   Z = Σ_j w̃ by compensated pairwise sums (:func:`plainexp.row_sum`) plus Σ R_w; P̃ = fl(w̃/Z̃)
+   with R_P = (R_w + P̃(1 + 2u)·R_Z)/Z_lo·(1 + 2u) + u·P̃;
+3. dP = dO·Vᵀ as in 1 (error |dP_lo| + e₂ per entry); D_i = Σ_j P_ij·dP_ij (= dO_i·O_i, since
+   Σ_j P_ij = 1) by the same sums, R_D = Σ_j (R_P(|dP̃| + e_dP) + u|P̃dP̃| + P̃·e_dP) + the sum's;
 4. :func:`backfast.grads` and :func:`backfast.decide` as the conditional reference (dS, the
    products, the exact-sum refinement of the entries left).
 
