@@ -17,8 +17,12 @@ imports and input making excluded; numpy best of 3, the references once):
   entries left, floatref/conditional.py);
 * arb: the same with ``fast_path=False`` (every entry by arb balls: the reference before
   backfast.py), where the pairs are within MAX_CONDITIONAL_PAIRS;
-* plain: ``correctly_rounded_backward(..., dtype="float32")``, the exact engine's backward
-  (symattn/trace/backward.py), skipped past 64 × 64 per head (``--skip-plain`` skips it).
+* plain: ``correctly_rounded_backward(..., dtype="float32")`` without ``given=``: float64
+  enclosures of the softmax and the gradients first (floatref/plainfast.py), double-double ones
+  and arb balls for the entries left (floatref/plainrest.py), the engine last (plainref.py);
+* engine: the same with ``fast_path=False`` (the exact engine's backward for every entry,
+  symattn/trace/backward.py: the plain reference before plainfast.py), up to 64 × 64 per head
+  (``--skip-plain`` skips both plain columns).
 
 The load average is printed: 2 cores shared with other work; compare methods within one run.
 """
@@ -75,9 +79,12 @@ def run(shape, skip_plain: bool) -> None:
     if np.prod(shape[:-1]) * shape[-2] <= MAX_CONDITIONAL_PAIRS:
         slow = cpu(lambda: correctly_rounded_backward(Q, K, V, dO, given={"out": out, "lse": lse}, fast_path=False))
         row += f"  arb {slow:9.2f} s ({slow / base:7.0f}×)"
-    if not skip_plain and shape[-2] <= 64:
+    if not skip_plain:
         plain = cpu(lambda: correctly_rounded_backward(Q, K, V, dO))
-        row += f"  plain {plain:9.2f} s ({plain / base:9.0f}×)"
+        row += f"  plain {plain:9.2f} s ({plain / base:7.1f}×)"
+    if not skip_plain and shape[-2] <= 64:
+        engine = cpu(lambda: correctly_rounded_backward(Q, K, V, dO, fast_path=False))
+        row += f"  engine {engine:9.2f} s ({engine / base:9.0f}×)"
     print(row, flush=True)
 
 

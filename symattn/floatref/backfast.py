@@ -127,20 +127,28 @@ def exact_dots(A, B):
     return np.array([math.fsum(row) if good else np.nan for row, good in zip(both, ok.tolist())])
 
 
-def grads(Q, K, V, dO, P, RP, Dm, RD, s: float, ds: float) -> dict[str, tuple[Any, Any]]:
+def grads(Q, K, V, dO, P, RP, Dm, RD, s: float, ds: float, dP: Any = None,
+          zero_rows: Any = None) -> dict[str, tuple[Any, Any]]:
     """Midpoints and radii of dQ, dK, dV of one head from enclosures of P (per entry) and D
     (per row): dS = P∘(dO·Vᵀ − D), dV = Pᵀ·dO, dQ = s·dS·K, dK = s·dSᵀ·Q.  Each radius also
-    covers the rounding of mid ± radius (4u·|mid|), as fast.py's."""
+    covers the rounding of mid ± radius (4u·|mid|), as fast.py's.  ``dP``: (dP̃, e_dP) from
+    :func:`products` when already computed (it is overwritten; e_dP per row or per entry); ``zero_rows``: rows proved to
+    have dP − D = 0 exactly on every allowed key (their dS is an exact 0)."""
     np = _np()
     L, S = P.shape
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
-        dP, edP = products(dO, V)
+        dP, edP = products(dO, V) if dP is None else dP
         dP -= Dm[:, None]
         X = dP
         aX = np.abs(X)
         RX = aX * U                                         # dP̃ − D̃ and its rounding
-        RX += (edP + RD)[:, None]
+        RX += (edP if edP.ndim == 2 else edP[:, None])
+        RX += RD[:, None]
         _upi(RX)
+        if zero_rows is not None and zero_rows.any():
+            X[zero_rows] = 0.0
+            aX[zero_rows] = 0.0
+            RX[zero_rows] = 0.0
         dS = P * X
         aS = np.abs(dS)
         # |P̃X̃ − PX| ≤ P̃·|X̃ − X| + |P̃ − P|·|X| ≤ P̃·R_X + R_P·(|X̃| + R_X); the product's rounding

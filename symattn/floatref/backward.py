@@ -21,9 +21,8 @@ from typing import Any
 
 from symattn.errors import SymattnError
 from symattn.floatref.sdpa import causal_pattern
-from symattn.floatref.binary import BINARY_FORMATS, BinaryFormat, round_fraction
+from symattn.floatref.binary import BINARY_FORMATS, BinaryFormat
 from symattn.floatref.errors import FloatRefError
-from symattn.numbers.precision import precision
 from symattn.problem.problem import Problem
 from symattn.trace.trace import Trace
 
@@ -58,6 +57,11 @@ class BackwardReference:
     conditional: bool = False
     #: ``balls(name, index, prec)``: an arb ball of the exact entry (None: use ``traces``)
     balls: Any = None
+    #: on request (``extras``): dS = P∘(dP − D) (…, L, S), the gradient of the scaled, masked logits
+    #: (0 on blocked keys); dP = dO·Vᵀ (…, L, S), every key; D = rowsum(dO∘O) (…, L); None otherwise
+    dS: Any = None
+    dP: Any = None
+    D: Any = None
 
     def exact_ball(self, name: str, index: tuple, prec: int) -> Any:
         """The arb ball of the exact value of ``name`` ('dQ', 'dK' or 'dV') at ``index``, at
@@ -83,7 +87,8 @@ def correctly_rounded_backward(Q: Any, K: Any, V: Any, dO: Any, *, dtype: str = 
                                is_causal: bool = False, attn_mask: Any = None, scale: Any = None,
                                mode: str = "binary", causal_align: str = "top_left",
                                enable_gqa: bool = False, mask_value: float | None = None,
-                               given: dict[str, Any] | None = None, fast_path: bool = True) -> BackwardReference:
+                               given: dict[str, Any] | None = None, fast_path: bool = True,
+                               extras: Any = ()) -> BackwardReference:
     """dQ, dK, dV of ``softmax(scale·Q·Kᵀ + mask)·V`` against ``dO``, each entry correctly rounded
     to ``dtype`` (float64, float32, float16, bfloat16, float8_e4m3fn or float8_e5m2; inputs of any
     of these, ml_dtypes' arrays or torch tensors).
@@ -95,19 +100,23 @@ def correctly_rounded_backward(Q: Any, K: Any, V: Any, dO: Any, *, dtype: str = 
     head, summed exactly over its query heads); ``mask_value`` needs ``given`` (the engine's
     exact path has no finite sentinels).
     ``condition`` holds each query row's condition number (the cancellation in dP − D).
-    ``fast_path`` (with ``given=``, targets narrower than float64): decide most entries by float64
-    enclosures first (:mod:`symattn.floatref.backfast`; the same arrays, bit for bit); False
-    gives every entry an arb ball, as before."""
+    ``fast_path`` (targets narrower than float64): decide most entries by float64 enclosures
+    first (:mod:`symattn.floatref.backfast` with ``given=``, :mod:`symattn.floatref.plainref`
+    without; the same arrays, bit for bit); False gives every entry an arb ball (``given=``) or
+    the engine's exact trace, as before.  ``extras``: any of "dS", "dP", "D" (plain reference
+    only), returned correctly rounded in ``dS``, ``dP``, ``D``."""
     fmt = BINARY_FORMATS.get(dtype)
     if fmt is None:
         raise FloatRefError(f"dtype is {dtype!r}: use one of {', '.join(BINARY_FORMATS)}")
     if given is not None:
+        if extras:
+            raise FloatRefError("extras (dS, dP, D) come with the plain reference: drop given= or extras")
         if mode != "binary":
             raise FloatRefError("given= reads the kernel's arrays by their binary values: drop mode='text'")
         return _conditional(Q, K, V, dO, fmt, given, dict(
             attn_mask=attn_mask, is_causal=is_causal, scale=_float_scale(scale, need=True),
             enable_gqa=enable_gqa, causal_align=causal_align, mask_value=mask_value), fast_path)
-    from symattn.floatref import attend_mask, exact_values     # the package's own readers (no cycle)
+    from symattn.floatref import attend_mask     # the package's own reader (no cycle)
 
     if mask_value is not None:
         raise FloatRefError("mask_value needs given={'out': O, 'lse': lse} (the kernel's saved forward): "
@@ -136,21 +145,65 @@ def correctly_rounded_backward(Q: Any, K: Any, V: Any, dO: Any, *, dtype: str = 
     if is_causal:
         mask = "causal" if causal_align == "top_left" and L == S else causal_pattern(L, S, causal_align).astype(int).tolist()
     exact_scale = Fraction(scale) if isinstance(scale, float) else scale
-    traces = {}
-    for idx in slices:
-        inputs = {k: exact_values(arrays[k][idx], mode, name=k) for k in ("Q", "K", "V", "dO")}
-        try:
-            problem = Problem(Q=inputs["Q"], K=inputs["K"], V=inputs["V"], scale=exact_scale, mask=mask,
-                              backward={"grad_output": inputs["dO"]})
-        except SymattnError as exc:
-            raise FloatRefError(f"slice {idx}: {exc}" if idx else str(exc)) from None
-        traces[idx] = Trace(problem)
-    out = _rounded_gradients(traces, lead, group, fmt)
+    extras = _extras(extras)
+
+    def make_trace(idx: tuple, rows: list | None = None) -> Trace:
+        return _slice_trace(arrays, idx, mode, mask, exact_scale, rows)
+
+    fscale = _float_scale(scale, need=False)
+    if fast_path and mode == "binary" and fmt.name != "float64" and (scale is None or fscale is not None):
+        return _plain_fast(arrays, K, V, fmt, dict(attn_mask=attn_mask, is_causal=is_causal, scale=fscale,
+                                                   enable_gqa=enable_gqa, causal_align=causal_align),
+                           group, extras, make_trace)
+    traces = {idx: make_trace(idx) for idx in slices}
+    out = _rounded_gradients(traces, lead, group, fmt, extras)
     condition, scales = _exact_conditioning(arrays, mode, attn_mask, is_causal, scale, causal_align)
     if group > 1 and scales is not None:
         scales = {**scales, **{k: _group_sum(scales[k], group) for k in ("dK", "dV")}}
     return BackwardReference(out["dQ"], out["dK"], out["dV"], out["lse"], fmt.name, tuple(traces.values()),
-                             condition, scales, balls=_trace_balls(traces, group))
+                             condition, scales, balls=_trace_balls(traces, group), dS=out.get("dS"),
+                             dP=out.get("dP"), D=out.get("D"))
+
+
+def _plain_fast(arrays: dict, K: Any, V: Any, fmt: BinaryFormat, sdpa: dict, group: int, extras: tuple,
+                make_trace: Any) -> BackwardReference:
+    """The plain reference by enclosures first (:mod:`symattn.floatref.plainref`)."""
+    from symattn.floatref.plainref import plain_backward
+
+    np = _numpy()
+    got = plain_backward(arrays["Q"], np.asarray(_plain(K)), np.asarray(_plain(V)), arrays["dO"], fmt, sdpa,
+                         group, extras, make_trace)
+    return BackwardReference(got["dQ"], got["dK"], got["dV"], got["lse"], fmt.name, (), got["condition"],
+                             got["scales"], balls=got["balls"], dS=got.get("dS"), dP=got.get("dP"), D=got.get("D"))
+
+
+def _extras(extras: Any) -> tuple[str, ...]:
+    """The extra outputs asked for, checked: a subset of dS, dP, D."""
+    names = (extras,) if isinstance(extras, str) else tuple(extras)
+    bad = [n for n in names if n not in ("dS", "dP", "D")]
+    if bad:
+        raise FloatRefError(f"extras has {bad[0]!r}: ask for any of 'dS' (the logits' gradient P∘(dP − D)), "
+                            "'dP' (dO·Vᵀ) and 'D' (rowsum(dO∘O))")
+    return tuple(n for n in ("dS", "dP", "D") if n in names)
+
+
+def _slice_trace(arrays: dict, idx: tuple, mode: str, mask: Any, exact_scale: Any, rows: list | None) -> Trace:
+    """The engine's exact backward of one slice (only the query ``rows`` when given)."""
+    from symattn.floatref import exact_values
+
+    inputs = {k: exact_values(arrays[k][idx], mode, name=k) for k in ("Q", "K", "V", "dO")}
+    L = len(inputs["Q"])
+    if rows is not None and len(rows) < L:
+        if mask == "causal":
+            mask = causal_pattern(L, len(inputs["K"])).astype(int).tolist()
+        inputs["Q"], inputs["dO"] = ([inputs[k][i] for i in rows] for k in ("Q", "dO"))
+        mask = None if mask is None else [mask[i] for i in rows]
+    try:
+        problem = Problem(Q=inputs["Q"], K=inputs["K"], V=inputs["V"], scale=exact_scale, mask=mask,
+                          backward={"grad_output": inputs["dO"]})
+    except SymattnError as exc:
+        raise FloatRefError(f"slice {idx}: {exc}" if idx else str(exc)) from None
+    return Trace(problem)
 
 
 def _gqa_group(arrays: dict, lead: tuple) -> int:
@@ -173,20 +226,25 @@ def _members(idx: tuple, group: int) -> list[tuple]:
     return [idx[:-1] + (idx[-1] * group + k,) for k in range(group)] if group > 1 else [idx]
 
 
-def _rounded_gradients(traces: dict, lead: tuple, group: int, fmt: BinaryFormat) -> dict[str, Any]:
-    """dQ and lse per query head; dK and dV per kv head, summed exactly over its query heads."""
+def _rounded_gradients(traces: dict, lead: tuple, group: int, fmt: BinaryFormat,
+                       extras: tuple = ()) -> dict[str, Any]:
+    """dQ, lse (and dS, dP, D) per query head; dK and dV per kv head, summed exactly over its
+    query heads."""
     np = _numpy()
     out: dict[str, Any] = {}
     kv_lead = lead[:-1] + (lead[-1] // group,) if group > 1 else lead
+    steps = {"dS": "d_logits", "dP": "d_weights", "D": "row_dot"}
     for name, step, shape in (("dQ", "d_Q", lead), ("lse", "lse", lead), ("dK", "d_K", kv_lead),
-                              ("dV", "d_V", kv_lead)):
+                              ("dV", "d_V", kv_lead)) + tuple((n, steps[n], lead) for n in extras):
         for idx in (np.ndindex(*shape) if shape else [()]):
-            owners = [idx] if name in ("dQ", "lse") else _members(idx, group)
+            owners = _members(idx, group) if name in ("dK", "dV") else [idx]
             rounded = rounded_sum([traces[h] for h in owners], step, fmt)
             if name not in out:
                 out[name] = np.empty(shape + rounded.shape)
             out[name][idx] = rounded
     out["lse"] = out["lse"][..., 0]
+    if "D" in out:
+        out["D"] = out["D"][..., 0]
     return out
 
 
@@ -322,32 +380,9 @@ def rounded_sum(traces: list[Trace], name: str, fmt: BinaryFormat) -> Any:
     """Every entry of the sum of one step over several traces (a GQA kv head's query heads)
     rounded to ``fmt``, proved: summed balls whose ends round alike, else the exact sum when it
     is rational."""
-    from symattn.floatref.conditional import round_balls
-
     np = _numpy()
     rows, cols = traces[0].step(name).shape
-    out = np.empty((rows, cols))
-    for i in range(rows):
-        pending = list(range(cols))
-        for prec in _PRECISIONS:
-            with precision(prec):     # the balls are summed and their ends taken at this precision
-                parts = [t.enclosure(name, i, prec) for t in traces]
-                balls = [sum(p[j] for p in parts[1:]) + parts[0][j] if len(parts) > 1 else parts[0][j]
-                         for j in pending]
-                left = []
-                for j, y in zip(pending, round_balls(balls, fmt)):
-                    if y is None:
-                        left.append(j)
-                    else:
-                        out[i, j] = y
-            pending = left
-            if not pending:
-                break
-        for j in pending:
-            exact = sum((t.step(name)[i, j] for t in traces[1:]), traces[0].step(name)[i, j])
-            if not exact.is_Rational:
-                raise FloatRefError(f"{name}[{i}, {j}] sits on a {fmt.name} rounding boundary as far as "
-                                    f"{_PRECISIONS[-1]} bits show, and is not a rational number: it cannot "
-                                    "be rounded here")
-            out[i, j] = round_fraction(Fraction(int(exact.p), int(exact.q)), fmt)
-    return out
+    from symattn.floatref.plainref import rounded_entries
+
+    got = rounded_entries(traces, name, {i: list(range(cols)) for i in range(rows)}, fmt)
+    return np.array([got[i] for i in range(rows)], dtype=float).reshape(rows, cols)

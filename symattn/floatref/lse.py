@@ -38,9 +38,11 @@ from symattn.floatref.rows import _scale_ball, _scale_parts, dyadic_matrix
 from symattn.numbers.precision import precision, precisions, undecided
 
 
-def log_sum_exp(pr: Any, fmt: BinaryFormat) -> tuple[Any, Any]:
+def log_sum_exp(pr: Any, fmt: BinaryFormat, decided: Any = None) -> tuple[Any, Any]:
     """(lse, lse2): float64 arrays (batch…, L) holding the format's values; −inf where no
-    key is allowed.  ``pr``: a normalised problem (:func:`symattn.floatref.sdpa.normalise`)."""
+    key is allowed.  ``pr``: a normalised problem (:func:`symattn.floatref.sdpa.normalise`).
+    ``decided(idx)``: (lse, lse2, decided (2, L)) of a head already enclosed (the plain
+    backward's sums), used instead of :func:`symattn.floatref.lsefast.decide_lse`."""
     import numpy as np
 
     L = pr.Q.shape[-2]
@@ -53,7 +55,7 @@ def log_sum_exp(pr: Any, fmt: BinaryFormat) -> tuple[Any, Any]:
         if fmt.name != "float64":                           # float64 can decide the narrower formats
             from symattn.floatref.lsefast import decide_lse
 
-            a, b, known = decide_lse(pr, idx, fmt)
+            a, b, known = decide_lse(pr, idx, fmt) if decided is None else decided(idx)
             lse[idx] = np.where(known[0], a, lse[idx])
             lse2[idx] = np.where(known[1], b, lse2[idx])
             if known.all():

@@ -40,8 +40,6 @@ def _exp_bounds(x, shift):
 
 def decide_lse(pr: Any, idx: tuple, fmt: BinaryFormat) -> tuple[Any, Any, Any]:
     """(lse, lse2, decided (2, L)) of one head: float64 arrays of the format's values where decided."""
-    from symattn.floatref.binary import round_array
-
     np = _np()
     Q, K = pr.Q[idx], pr.K[idx]
     L = Q.shape[0]
@@ -62,6 +60,16 @@ def decide_lse(pr: Any, idx: tuple, fmt: BinaryFormat) -> tuple[Any, Any, Any]:
         W, R = backfast.exp_enclosure(X, _up(eT + U * np.abs(X)), allowed)
         Z = W.sum(axis=1)
         rz = _up(gamma(W.shape[1]) * Z + R.sum(axis=1))
+    return decide_from_sums(c, Z, rz, live, fmt)
+
+
+def decide_from_sums(c: Any, Z: Any, rz: Any, live: Any, fmt: BinaryFormat) -> tuple[Any, Any, Any]:
+    """(lse, lse2, decided (2, L)) from each row's shift c (a float) and an enclosure Z ± rz of
+    Σ_j e^(t_j − c) (the module docstring's checked logarithm)."""
+    from symattn.floatref.binary import round_array
+
+    np = _np()
+    with np.errstate(over="ignore", invalid="ignore", under="ignore", divide="ignore"):
         zlo, zhi = np.nextafter(Z - rz, -np.inf), np.nextafter(Z + rz, np.inf)
         margin = 2.0 ** -40 * (1 + np.abs(c))
         lo = c + np.log(zlo) - margin

@@ -1,0 +1,308 @@
+"""The plain backward reference's float64 enclosures: dQ, dK, dV (and dS, dP, D) from the softmax
+itself, not from a kernel's saved O and lse.
+
+Per head (rows i, keys j; docs/floatref.md, "The fast plain backward"), a block of rows at a time:
+
+1. the scores d = q·k as double-doubles (a split product: Qh·Khᵀ exact, the rest within e₂ per
+   row, TwoSum), t = s·d by TwoProduct, x = t − c_i (c_i the row's largest allowed t_hi, an exact
+   float) by TwoSum: the argument's error per entry is e_x = |s̃|e₂ + δs(|d| + e₂) + u(|s̃d_lo| +
+   |t_lo| + |x_lo|);
+2. w = e^x by :func:`symattn.floatref.plainexp.exp_dd` (a proved 1.25u, not numpy's assumed 8u),
+   Z = Σ_j w̃ by compensated pairwise sums (:func:`plainexp.row_sum`) plus Σ R_w; P̃ = fl(w̃/Z̃)
+   with R_P = (R_w + P̃(1 + 2u)·R_Z)/Z_lo·(1 + 2u) + u·P̃;
+3. dP = dO·Vᵀ as in 1 (error |dP_lo| + e₂ per entry); D_i = Σ_j P_ij·dP_ij (= dO_i·O_i, since
+   Σ_j P_ij = 1) by the same sums, R_D = Σ_j (R_P(|dP̃| + e_dP) + u|P̃dP̃| + P̃·e_dP) + the sum's;
+4. :func:`backfast.grads` and :func:`backfast.decide` as the conditional reference (dS, the
+   products, the exact-sum refinement of the entries left).
+
+Rows whose dP is exactly constant on their allowed keys (one key, as a causal first row; V = ones)
+have dP − D = 0 exactly: checked with integers (:func:`symattn.floatref.rows.dyadic_matrix`),
+their dS is an exact 0.  A row with no allowed key contributes nothing (dQ = dS = D = 0).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from symattn.floatref import backfast, dd
+from symattn.floatref.fast import U, gamma
+from symattn.floatref.plainexp import exp_dd, row_sum
+
+_up = backfast._up
+
+
+def _np():
+    import numpy
+
+    return numpy
+
+
+def _split(A, beta: int):
+    """A = hi + lo exactly, hi on a per-row grid 2^(e_i − β) (|A_i| < 2^e_i); and the e_i."""
+    np = _np()
+    e = np.frexp(np.abs(A).max(axis=1))[1]
+    hi = np.ldexp(np.rint(np.ldexp(A, (beta - e)[:, None])), (e - beta)[:, None])
+    return hi, A - hi, e
+
+
+#: rows per block × keys: the elementwise passes work on blocks that stay in cache
+BLOCK_ENTRIES = 1 << 15
+
+
+class _Keys:
+    """K (or V) split once for the scores of every block of rows: K = Kh + Kl exactly."""
+
+    def __init__(self, K) -> None:
+        np = _np()
+        self.E = K.shape[1]
+        self.beta = (53 - max(1, self.E - 1).bit_length()) // 2
+        self.Kh, Kl, self.ek = _split(K, self.beta)
+        self.KhT = np.ascontiguousarray(self.Kh.T)
+        self.KlKT = np.ascontiguousarray(np.concatenate([Kl, K], axis=1).T)
+        n = lambda M: np.sqrt(np.einsum("ij,ij->i", M, M))  # noqa: E731
+        self.kl, self.kn = float(n(Kl).max()), float(n(K).max())
+
+
+def scores(Q, K, keys: _Keys | None = None):
+    """(d_hi, d_lo, e₂): d = q·k within e₂_i of d_hi + d_lo (a double-double; Qh·Khᵀ exact, the
+    rest's float product within e₂ per row), or None when the exponents are too far apart for
+    the exact split product (then the caller leaves the head to arb)."""
+    np = _np()
+    k = _Keys(K) if keys is None else keys
+    E, beta = k.E, k.beta
+    Qh, Ql, eq = _split(Q, beta)
+    if int(eq.min()) + int(k.ek.min()) - 2 * beta < -1022 or int(eq.max()) + int(k.ek.max()) + E.bit_length() > 900:
+        return None
+    # Qh·Khᵀ is exact (every partial sum an integer below 2^53 on the grid 2^(eq+ek−2β)); the rest,
+    # [Qh | Ql]·[Kl | K]ᵀ, within γ_2E·(‖qh‖‖kl‖ + ‖ql‖‖k‖) (any order of summation); TwoSum exact
+    A = Qh @ k.KhT
+    B = np.concatenate([Qh, Ql], axis=1) @ k.KlKT
+    norm = (1 + gamma(E + 2)) ** 2
+    n = lambda M: np.sqrt(np.einsum("ij,ij->i", M, M))  # noqa: E731
+    e2 = _up(gamma(2 * E) * (n(Qh) * k.kl + n(Ql) * k.kn) * norm)
+    hi, lo = dd.two_sum(A, B)
+    return hi, lo, e2
+
+
+def blocked_scores(Q, K):
+    """:func:`scores` a block of rows at a time: (d_hi, d_lo, e_d per entry = |d_lo| + e₂), or None."""
+    np = _np()
+    keys = _Keys(K)
+    L, S = Q.shape[0], K.shape[0]
+    hi, err = np.empty((L, S)), np.empty((L, S))
+    step = max(1, BLOCK_ENTRIES // max(S, 1))
+    for a in range(0, L, step):
+        got = scores(Q[a:a + step], K, keys)
+        if got is None:
+            return None
+        hi[a:a + step] = got[0]
+        e = np.abs(got[1], out=got[1])
+        e += got[2][:, None]
+        err[a:a + step] = _up(e)
+    return hi, err
+
+
+def probabilities(Q, K, allowed, s: float, ds: float):
+    """(P̃, R_P, live, (c, Z̃, R_Z)): the softmax weights of one head with |P − P̃| ≤ R_P per entry
+    (blocked keys 0 ± 0), the rows with some allowed key, and each row's shift c and enclosure
+    Z̃ ± R_Z of Σ_j e^(t_j − c) (the LSE's).  None when the scores need arb.  A block of rows at
+    a time (every step is row-local)."""
+    np = _np()
+    keys = _Keys(K)
+    L, S = Q.shape[0], K.shape[0]
+    P, R = np.empty((L, S)), np.empty((L, S))
+    live, c, Z, RZ = np.empty(L, dtype=bool), np.empty(L), np.empty(L), np.empty(L)
+    step = max(1, BLOCK_ENTRIES // max(S, 1))
+    for a in range(0, L, step):
+        b = min(L, a + step)
+        got = _block(Q[a:b], K, keys, None if allowed is None else allowed[a:b], s, ds)
+        if got is None:
+            return None
+        P[a:b], R[a:b], live[a:b], (c[a:b], Z[a:b], RZ[a:b]) = got
+    return P, R, live, (c, Z, RZ)
+
+
+def _block(Q, K, keys: _Keys, allowed, s: float, ds: float):
+    """:func:`probabilities` of a block of rows."""
+    np = _np()
+    found = scores(Q, K, keys)
+    if found is None:
+        return None
+    Dh, Dl, e2 = found
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        # t = s·d: TwoProduct (s̃·d_hi exact) plus s̃·d_lo; |s − s̃| ≤ ds
+        Th, t1 = dd.two_prod(np.full_like(Dh, s), Dh)
+        sl = Dl * s
+        Tl = t1 + sl
+        eX = np.abs(Dh)
+        eX += np.abs(Dl)
+        eX += e2[:, None]
+        eX *= ds
+        eX += U * (np.abs(sl) + np.abs(Tl))
+        eX += abs(s) * e2[:, None]
+        ok = np.isfinite(Th).all(axis=1) & np.isfinite(Tl).all(axis=1)
+        if allowed is not None:
+            np.putmask(Th, ~allowed, -np.inf)
+        c = Th.max(axis=1)
+        live = np.isfinite(c)
+        c = np.where(live, c, 0.0)
+        Xh, e = dd.two_sum(Th, np.broadcast_to(-c[:, None], Th.shape))
+        Xl = Tl + e
+        eX += U * np.abs(Xl)
+        if allowed is not None:
+            np.putmask(Xh, ~allowed, 0.0)
+            np.putmask(Xl, ~allowed, 0.0)
+        W, RW = exp_dd(Xh, Xl, _up(eX), allowed)
+        Z, eZ = row_sum(W)
+        RZ = _up(eZ + RW.sum(axis=1) * (1 + gamma(W.shape[1] + 1)))
+        Z = np.where(live, Z, 1.0)
+        RZ = np.where(live & ok, RZ, np.where(live, np.inf, 0.0))
+        Zlo = np.nextafter(Z - RZ, -np.inf)
+        Zlo = np.where((Zlo > 0) & np.isfinite(RZ), Zlo, np.nan)
+        P = W
+        P /= Z[:, None]
+        R = RW
+        R += (P * (1 + 2 * U)) * RZ[:, None]
+        R /= Zlo[:, None]
+        R *= 1 + 2 * U
+        R += U * P
+        backfast._upi(R)
+        R = np.where(np.isfinite(R), R, np.inf)
+    return P, R, live, (c, np.where(live, Z, 0.0), RZ)
+
+
+def row_dots(P, RP, dP, edP):
+    """D_i = Σ_j P_ij·dP_ij and its radius (step 3), from the enclosures of P and dP (per entry)."""
+    np = _np()
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        M = P * dP
+        Dm, eD = row_sum(M)
+        np.abs(M, out=M)
+        A = np.abs(dP)
+        A += edP
+        A *= RP
+        A += U * M                                  # each product's rounding
+        M = P * edP
+        A += M
+        R = _up(eD + A.sum(axis=1) * (1 + gamma(A.shape[1] + 1)))
+        R = np.where(np.isfinite(R), R, np.inf)
+    return Dm, R
+
+
+def constant_rows(dO, V, dP, edP, allowed, live):
+    """(rows, values): the rows whose exact dP_ij = dO_i·v_j takes one value on every allowed key
+    j (then dP − D = 0 there exactly, and D_i is that value): candidates by the float spread,
+    confirmed with integers; ``values`` maps each such row to its exact D_i (a Fraction)."""
+    np = _np()
+    from fractions import Fraction
+
+    import flint
+
+    from symattn.floatref.rows import dyadic_matrix
+
+    with np.errstate(invalid="ignore"):
+        top = np.max(dP, axis=1, where=True if allowed is None else allowed, initial=-np.inf)
+        low = np.min(dP, axis=1, where=True if allowed is None else allowed, initial=np.inf)
+        spread = edP.max(axis=1, initial=0.0)
+        maybe = live & (top - low <= 2 * spread + 4 * U * np.maximum(np.abs(top), np.abs(low)))
+    out = np.zeros(dP.shape[0], dtype=bool)
+    values: dict[int, Fraction] = {}
+    rows = np.nonzero(maybe)[0]
+    if rows.size == 0:
+        return out, values
+    on, go = dyadic_matrix(dO[rows])
+    vn, gv = dyadic_matrix(V)
+    exact = flint.fmpz_mat(on) * flint.fmpz_mat(vn).transpose()
+    for r, i in enumerate(rows.tolist()):
+        keys = range(V.shape[0]) if allowed is None else np.nonzero(allowed[i])[0].tolist()
+        found = {int(exact[r, j]) for j in keys}
+        if len(found) == 1:
+            out[i] = True
+            values[i] = Fraction(found.pop()) * Fraction(2) ** (go + gv)
+    return out, values
+
+
+def head(Q, K, V, dO, allowed, s: float, ds: float) -> dict[str, Any] | None:
+    """The enclosures of one query head: backfast.grads' dQ, dK, dV, dS, P, and D, dP, O (the
+    output's midpoints, an estimate for the conditioning); None when the scores need arb."""
+    np = _np()
+    found = probabilities(Q, K, allowed, s, ds)
+    if found is None:
+        return None
+    P, RP, live, sums = found
+    found_dp = blocked_scores(dO, V)
+    if found_dp is None:
+        return None
+    dP, edP = found_dp
+    zero, exact_D = constant_rows(dO, V, dP, edP, allowed, live)
+    Dm, RD = row_dots(P, RP, dP, edP)
+    Dm[~live], RD[~live] = 0.0, 0.0
+    dP_out = (dP.copy(), _up(edP + 4 * U * np.abs(dP)))
+    D_out = (Dm.copy(), _up(RD + 4 * U * np.abs(Dm)))
+    out = backfast.grads(Q, K, V, dO, P, RP, Dm, RD, s, ds, dP=(dP, edP), zero_rows=zero)
+    out["D"], out["dP"] = D_out, dP_out
+    out["inputs"] = (Q, K, dO)    # type: ignore[assignment]
+    out["zero"] = zero            # type: ignore[assignment]
+    out["exact_D"] = exact_D      # type: ignore[assignment]
+    out["sums"] = sums + (live,)  # type: ignore[assignment]
+    return out
+
+
+def decide_plain(pr: Any, dO: Any, fmt: Any, group: int, kv_batch: tuple,
+                 extras: tuple = ()) -> tuple[dict[str, tuple[Any, Any]], Any, Any, Any, dict]:
+    """{name: (values, decided)} of dQ, dK, dV (and the ``extras`` among dS, dP, D) where the
+    float64 enclosures decide them (GQA: dK, dV summed over a kv head's query heads); also the
+    midpoints of P and O (batch…, L, ·), the conditioning's estimates, and the rows proved to
+    have dS = 0 exactly (batch…, L), and {idx: (c, Z̃, R_Z, live)} of each head enclosed (the LSE's sums)."""
+    from symattn.floatref.binary import round_fraction
+
+    np = _np()
+    L, E, S, Ev = pr.Q.shape[-2], pr.Q.shape[-1], pr.K.shape[-2], pr.V.shape[-1]
+    shapes = {"dQ": pr.batch + (L, E), "dK": kv_batch + (S, E), "dV": kv_batch + (S, Ev),
+              "dS": pr.batch + (L, S), "dP": pr.batch + (L, S), "D": pr.batch + (L,)}
+    known = {name: backfast._empty(shapes[name]) for name in ("dQ", "dK", "dV") + tuple(extras)}
+    P_all, O_all = np.zeros(pr.batch + (L, S)), np.zeros(pr.batch + (L, Ev))
+    zeros = np.zeros(pr.batch + (L,), dtype=bool)
+    sums: dict[tuple, tuple] = {}
+    ds = pr.scale_err
+    if _exact_float(pr.scale, pr.scale_f):
+        ds = 0.0
+    for kv in np.ndindex(*kv_batch):
+        owners = [kv] if group == 1 else [kv[:-1] + (kv[-1] * group + k,) for k in range(group)]
+        heads = {}
+        for idx in owners:
+            allowed = None if pr.allowed is None else np.asarray(pr.allowed[idx])
+            h = head(pr.Q[idx], pr.K[idx], pr.V[idx], dO[idx], allowed, pr.scale_f, ds)
+            if h is None:
+                break
+            heads[idx] = h
+            P_all[idx] = h["P"][0]
+            O_all[idx] = h["P"][0] @ pr.V[idx]
+            zeros[idx] = h["zero"]
+            sums[idx] = h["sums"]
+        if len(heads) < len(owners):        # scores out of the split product's range: all to arb
+            continue
+        backfast.decide(heads, known, kv, owners, fmt, (pr.scale_f, ds))
+        for name in extras:
+            for idx in owners:
+                values, ok = known[name][0][idx], known[name][1][idx]
+                mid, rad = heads[idx][name]
+                values[...], ok[...] = backfast._decide(mid, rad, fmt)
+                if name == "D":                   # dP constant on the row's keys: D is that value exactly
+                    for i, exact in heads[idx]["exact_D"].items():
+                        values[i], ok[i] = round_fraction(exact, fmt) + 0.0, True
+    return known, P_all, O_all, zeros, sums
+
+
+def _exact_float(exact: Any, f: float) -> bool:
+    """The exact scale is the float itself (a Fraction, or 1/√E with E a square power of 4)."""
+    from fractions import Fraction
+
+    if isinstance(exact, Fraction):
+        return exact == Fraction(f)
+    if getattr(exact, "is_Rational", False):
+        return Fraction(int(exact.p), int(exact.q)) == Fraction(f)
+    return False
+
+
+__all__ = ["constant_rows", "decide_plain", "head", "probabilities", "row_dots", "scores"]
