@@ -71,6 +71,11 @@ def lesson_weights() -> list[list[float]]:
     return rows
 
 
+def sig3(x: float) -> str:
+    """A float64 to 3 significant digits as a plain decimal (0.00089045 -> 0.000890)."""
+    return f"{x:.{max(0, 2 - math.floor(math.log10(abs(x))))}f}"
+
+
 @pytest.mark.parametrize("kind, fmt, media", [("latex", "latex", "application/x-tex; charset=utf-8"),
                                               ("html", "html", "text/html; charset=utf-8"),
                                               ("json", "json", "application/json; charset=utf-8")])
@@ -87,10 +92,10 @@ def test_the_derivation_is_the_file_explain_writes(server, kind, fmt, media):
 
 def test_the_json_holds_the_float64_weights(server):
     status, body, _ = download(server, "json", LESSON)
-    text = body.decode()
-    for row in lesson_weights():
-        for w in row:
-            assert f"{w:.3g}" in text or f"{w:.3g}0" in text, w   # 0.00089045: "0.000890"
+    shown = json.loads(body)["steps"]["weights"]["decimal"]
+    assert shown[1][0] == "0.000890"                  # 0.00089045 to 3 digits, the zero kept
+    assert [[float(x) for x in row] for row in shown] == [[float(f"{w:.3g}") for w in row]
+                                                           for row in lesson_weights()]
 
 
 @pytest.mark.skipif(not TEX or shutil.which("pdftotext") is None, reason="needs TeX and pdftotext")
