@@ -74,8 +74,8 @@ def downloads_block(tex: bool) -> str:
         '<button type="button" data-download="json">JSON</button></p>\n'
         '<p>A worksheet folder (sheet, key, problem files), as <code>symattn worksheet</code> '
         'writes it: <label>versions <input type="number" id="worksheet-versions" min="1" '
-        'max="10" value="1" size="3"></label> <label>seed <input type="number" id="worksheet-seed" '
-        'min="0" value="1" size="6"></label> '
+        'max="10" value="1" style="width:4em"></label> <label>seed <input type="number" id="worksheet-seed" '
+        'min="0" value="1" style="width:7em"></label> '
         f"{sheet_pdf}"
         '<button type="button" data-download="worksheet">Worksheet (zip)</button> '
         '<span class="help">1 version: this problem; more: random hand-friendly versions shaped '
