@@ -72,11 +72,12 @@ LESSON = {"title": "I love cats", "tokens": ["I", "love", "cats"],
           "W_v": [[0, 2, 0], [0, 3, 0], [1, 0, 3], [1, 1, 0]]}
 
 
-def start_server(*extra: str) -> Server:
+def start_server(*extra: str, env: dict[str, str] | None = None) -> Server:
+    """``symattn serve --no-browser`` with ``extra`` arguments (``env``: more variables)."""
     pytest.importorskip("starlette")
     pytest.importorskip("uvicorn")
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     process = subprocess.Popen([sys.executable, "-m", "symattn", "serve", "--no-browser",
                                 "--port", str(port), *extra], cwd=ROOT, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)

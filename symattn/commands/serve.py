@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from symattn.commands import Outcome
@@ -36,6 +37,26 @@ def budget_argument(text: str) -> float:
     return value
 
 
+MAX_WORKERS = 16       # worker processes (each holds SymPy: about 100 MB, up to 2 GiB)
+MAX_QUEUE = 256        # requests waiting for a worker; more are answered 503 at once
+
+
+def _count_argument(flag: str, low: int, high: int, what: str) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} must be a whole number, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{flag} must be between {low} and {high} ({what}), got {value}")
+        return value
+    return parse
+
+
+workers_argument = _count_argument("--workers", 1, MAX_WORKERS, "worker processes")
+queue_argument = _count_argument("--queue", 0, MAX_QUEUE, "requests waiting for a worker")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("serve", help="an interactive page: edit the inputs, watch the exact "
                             "derivation follow (needs symattn[serve])")
@@ -50,21 +71,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--budget", type=budget_argument, default=10.0, metavar="SECONDS",
                         help="the most one derivation may take before the page says to use the CLI "
                              "(default 10)")
+    parser.add_argument("--workers", type=workers_argument, default=2, metavar="N",
+                        help=f"worker processes deriving at once (default 2, at most {MAX_WORKERS})")
+    parser.add_argument("--queue", type=queue_argument, default=8, metavar="M",
+                        help="requests that may wait for a worker; more are refused at once, 503 "
+                             f"(default 8, at most {MAX_QUEUE})")
     parser.set_defaults(run=run)
 
 
-def starting_problem(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
-    """The problem's table (as the page holds it) and its derivation, refused the CLI's way."""
+def starting_problem(args: argparse.Namespace) -> dict[str, Any]:
+    """The problem's table (as the page holds it), read and checked the CLI's way (refused
+    before any worker is spawned)."""
     from symattn.examples import DEFAULT_EXAMPLE, example_text
+    from symattn.problem.problem import Problem
     from symattn.problem.tomlfile import read_text
-    from symattn.serve.derive import derive_fragment, problem_data
+    from symattn.serve.derive import problem_data
 
     if args.problem:
         data = problem_data(read_text(args.problem, what="a problem TOML file"), args.problem)
+        source = args.problem
     else:
         name = args.example or DEFAULT_EXAMPLE
         data = problem_data(example_text(name), f"example {name!r}")
-    return data, derive_fragment(data)
+        source = f"example {name!r}"
+    Problem.from_dict(data, source=source)
+    return data
 
 
 WILDCARDS = ("0.0.0.0", "::")
@@ -86,6 +117,7 @@ def run(args: argparse.Namespace) -> Outcome:
         import uvicorn
 
         from symattn.serve.app import make_app
+        from symattn.serve.derive import derive_fragment
         from symattn.serve.workers import WorkerPool
     except ImportError as exc:
         raise SymattnError(f"symattn serve needs {exc.name}: pip install 'symattn[serve]'") from None
@@ -99,22 +131,56 @@ def run(args: argparse.Namespace) -> Outcome:
     if host in WILDCARDS and not args.allow_host:
         print(f"symattn: note: --host {host} binds every address, but the page answers only "
               "127.0.0.1 and localhost until --allow-host NAME names this machine", file=sys.stderr)
-    data, fragment = starting_problem(args)
-    pool = WorkerPool(budget=args.budget)
+    data = starting_problem(args)
+    pool = WorkerPool(workers=args.workers, queue=args.queue, budget=args.budget)  # they start now
     try:
-        app = make_app(data, fragment, hosts=allowed_hosts(host, args.port, tuple(args.allow_host)), pool=pool)
+        fragment = derive_fragment(data)      # while the workers start
+        app = make_app(data, fragment, hosts=allowed_hosts(host, args.port, tuple(args.allow_host)),
+                       pool=pool, tex=_has_tex())
+        waited = pool.warm()          # the workers' imports and the lesson, before the first request
         url = f"http://{'127.0.0.1' if host in LOCAL else host}:{args.port}/"
-        print(f"symattn: serving {url} (Ctrl-C to stop)", file=sys.stderr)
-        if not args.no_browser:
-            _open_soon(url)
-        uvicorn.Server(uvicorn.Config(app, host=host, port=args.port, log_level="warning")).run()
+        print(f"symattn: serving {url} (Ctrl-C to stop; {args.workers} workers ready in {waited:.1f} s)",
+              file=sys.stderr)
+        config = uvicorn.Config(app, host=host, port=args.port, log_level="warning")
+        _Server(config, None if args.no_browser else url).run()
     finally:
         pool.close()
     return Outcome("")
+
+
+def _has_tex() -> bool:
+    from symattn.document.pdf import PdfError, find_engine
+
+    try:
+        find_engine()
+    except PdfError:
+        return False
+    return True
+
+
+def _server_class() -> type:
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn's server, opening the browser once the socket is bound (not on a timer)."""
+
+        def __init__(self, config: Any, url: str | None) -> None:
+            super().__init__(config)
+            self.url = url
+
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets)
+            if self.url is not None and self.started:
+                _open_soon(self.url)
+    return Server
+
+
+def _Server(config: Any, url: str | None) -> Any:
+    return _server_class()(config, url)
 
 
 def _open_soon(url: str) -> None:
     import threading
     import webbrowser
 
-    threading.Timer(1.0, webbrowser.open, args=(url,)).start()
+    threading.Thread(target=webbrowser.open, args=(url,), daemon=True).start()

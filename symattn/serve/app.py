@@ -8,7 +8,9 @@ Safe by default, because a page on 127.0.0.1 is reachable from every site the us
 - a body is capped (413), the problem meets the CLI's caps, and the derivation runs in a
   worker with a time and memory budget (:mod:`symattn.serve.workers`), a full queue 503;
 - every response carries a strict Content-Security-Policy: the page runs only its own
-  script file, nothing is fetched from elsewhere, and it cannot be framed.
+  script files, nothing is fetched from elsewhere, and it cannot be framed.  The guard wraps
+  the whole app, Starlette's error handler included, so a refusal, a 404 and a 500 carry the
+  same headers as a 200.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from symattn.errors import ProblemError, SymattnError
 from symattn.serve.derive import field_of, one_line, page_view, parse_problem_json, toml_of
+from symattn.serve.downloads import DOWNLOADS, MAX_PAGE_VERSIONS, disposition
 from symattn.serve.page import editor_page
 from symattn.serve.workers import Busy, Result, TooLarge, WorkerPool
 
@@ -37,7 +40,7 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline';
 HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
            "X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store"}
 STATIC = {"serve.js": "text/javascript; charset=utf-8", "serve_keys.js": "text/javascript; charset=utf-8",
-          "serve.css": "text/css; charset=utf-8"}
+          "serve.css": "text/css; charset=utf-8", "downloads.js": "text/javascript; charset=utf-8"}
 
 
 class Guard:
@@ -70,7 +73,7 @@ class Guard:
         if refusal is not None:
             await refusal(scope, receive, secured)
             return
-        await self.app(scope, receive, secured)
+        await self.app(scope, receive, secured)     # Starlette's 500 too: the guard is outermost
 
 
 def _declared_length(headers: dict[str, str]) -> int:
@@ -97,9 +100,10 @@ async def _body(request: Request) -> bytes | None:
 
 
 def make_app(problem: dict[str, Any], fragment: str, *, hosts: frozenset[str],
-             pool: WorkerPool) -> Starlette:
-    """The app for one starting problem (its table and its derivation, already worked)."""
-    page = editor_page(problem, fragment)
+             pool: WorkerPool, tex: bool = False) -> ASGIApp:
+    """The app for one starting problem (its table and its derivation, already worked);
+    ``tex``: a TeX engine is on PATH, so the page offers PDFs."""
+    page = editor_page(problem, fragment, tex=tex)
     static = {name: resources.files(__package__).joinpath("static", name).read_bytes() for name in STATIC}
 
     async def index(request: Request) -> Response:
@@ -111,7 +115,8 @@ def make_app(problem: dict[str, Any], fragment: str, *, hosts: frozenset[str],
             return PlainTextResponse("not found", 404)
         return Response(static[name], media_type=STATIC[name])
 
-    async def worked(request: Request, work: Callable[[Any], Awaitable[Result]]) -> Response:
+    async def worked(request: Request, work: Callable[[Any], Awaitable[Result]],
+                     reply: Callable[[Result], Response] | None = None) -> Response:
         """A request's body read under the cap, the work done in the pool, and every refusal
         answered as the page shows it (the CLI's one line; 503 when the queue is full)."""
         body = await _body(request)
@@ -127,7 +132,7 @@ def make_app(problem: dict[str, Any], fragment: str, *, hosts: frozenset[str],
             return _error(str(exc), 503, field=None)
         if result.error is not None:
             return _error(result.error, 422)
-        return JSONResponse({"html": result.html})
+        return reply(result) if reply is not None else JSONResponse({"html": result.html})
 
     async def derive(request: Request) -> Response:
         digits, params = request.query_params.get("digits", "3"), request.query_params
@@ -141,25 +146,49 @@ def make_app(problem: dict[str, Any], fragment: str, *, hosts: frozenset[str],
             return pool.check(data["problem"], data["figures"])
         return await worked(request, checked)
 
-    async def toml(request: Request) -> Response:
-        body = await _body(request)
-        if body is None:
-            return _too_big()
-        try:
-            text = toml_of(parse_problem_json(body))
-        except SymattnError as exc:
-            return _error(one_line(exc), 422)
-        return Response(text, media_type="application/toml; charset=utf-8",
-                        headers={"Content-Disposition": 'attachment; filename="problem.toml"'})
+    async def download(request: Request) -> Response:
+        """The derivation (or a worksheet zip) as a file, made in a worker like a derivation."""
+        kind = request.path_params["kind"]
+        if kind not in DOWNLOADS:
+            return PlainTextResponse("not found", 404)
+        if kind == "pdf" and not tex:
+            return _error(NO_TEX, 422, field=None)
+        extension, media = DOWNLOADS[kind]
+        title: list[str] = []
+
+        def made(data: Any) -> Awaitable[Result]:
+            options = _worksheet_options(request.query_params, tex) if kind == "worksheet" else None
+            digits = _digits(request.query_params.get("digits", "3"))
+            named = str(data.get("title") or "derivation")
+            title.append(f"{named} worksheet" if kind == "worksheet" else named)
+            return pool.download(data, kind, digits, options)
+
+        def file(result: Result) -> Response:
+            return Response(result.data, media_type=media,
+                            headers={"Content-Disposition": disposition(title[0], extension)})
+
+        return await worked(request, made, file)
 
     routes = [Route("/", index, methods=["GET", "HEAD"]),
-              Route("/toml", toml, methods=["POST"]),
+              Route("/toml", _toml, methods=["POST"]),
               Route("/check", check, methods=["POST"]),
+              Route("/download/{kind}", download, methods=["POST"]),
               Route("/static/{name}", static_file, methods=["GET", "HEAD"]),
               Route("/derive", derive, methods=["POST"])]
-    app = Starlette(routes=routes)
-    app.add_middleware(Guard, hosts=hosts)
-    return app
+    return Guard(Starlette(routes=routes), hosts)
+
+
+async def _toml(request: Request) -> Response:
+    """The problem file of the problem posted (no worker: nothing is worked)."""
+    body = await _body(request)
+    if body is None:
+        return _too_big()
+    try:
+        text = toml_of(parse_problem_json(body))
+    except SymattnError as exc:
+        return _error(one_line(exc), 422)
+    return Response(text, media_type="application/toml; charset=utf-8",
+                    headers={"Content-Disposition": 'attachment; filename="problem.toml"'})
 
 
 MAX_PAGE_DIGITS = 30     # the page's digits (the CLI takes more: its own time is the user's)
@@ -170,6 +199,29 @@ def _digits(text: str) -> int:
         raise ProblemError(f"digits must be a whole number from 1 to {MAX_PAGE_DIGITS}, got "
                            f"{text[:20]!r}: use the CLI's --digits for more")
     return int(text)
+
+
+NO_TEX = ("a PDF needs pdflatex or latexmk on the server's PATH (Debian: apt-get install "
+          "texlive-latex-extra latexmk): download the LaTeX instead")
+
+
+def _worksheet_options(query: Any, tex: bool) -> dict[str, Any]:
+    """A worksheet's ``versions``, ``seed`` and ``pdf`` from the address, capped for the page."""
+    options: dict[str, Any] = {"pdf": query.get("pdf", "0") == "1"}
+    if options["pdf"] and not tex:
+        raise ProblemError(NO_TEX)
+    versions, seed = query.get("versions"), query.get("seed")
+    if versions is None:
+        if seed is not None:
+            raise ProblemError("seed applies to random versions: give versions too")
+        return options
+    if re.fullmatch("[0-9]{1,3}", versions) is None or not 1 <= int(versions) <= MAX_PAGE_VERSIONS:
+        raise ProblemError(f"versions must be a whole number from 1 to {MAX_PAGE_VERSIONS}, got "
+                           f"{versions[:20]!r}: use symattn worksheet --versions for more")
+    if seed is None or re.fullmatch("[0-9]{1,9}", seed) is None:
+        raise ProblemError(f"random versions need a seed, a whole number of up to 9 digits, got "
+                           f"{(seed or '')[:20]!r}")
+    return {**options, "versions": int(versions), "seed": int(seed)}
 
 
 def _error(message: str, status: int, *, field: str | None | bool = True) -> Response:

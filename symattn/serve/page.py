@@ -14,11 +14,12 @@ from symattn.document.support import page as pg
 from symattn.output.escaping import script_json
 from symattn.serve.derive import MATRIX_KEYS, variant_keys
 
-__all__ = ["editor_page"]
+__all__ = ["downloads_block", "editor_page"]
 
 
-def editor_page(problem: dict[str, Any], fragment: str) -> str:
-    """The whole page for a starting problem (its table) and its derivation (HTML)."""
+def editor_page(problem: dict[str, Any], fragment: str, *, tex: bool = False) -> str:
+    """The whole page for a starting problem (its table) and its derivation (HTML); ``tex``:
+    the server can compile PDFs."""
     title = str(problem.get("title") or "symattn")
     body = (
         '<link rel="stylesheet" href="/static/serve.css">\n'
@@ -34,6 +35,7 @@ def editor_page(problem: dict[str, Any], fragment: str) -> str:
         '<span class="help">the last problem derived, for <code>symattn explain problem.toml</code>'
         "</span></p>\n"
         "</section>\n"
+        f"{downloads_block(tex)}"
         '<section id="checker" aria-labelledby="checker-h">\n'
         '<h2 id="checker-h">Check my answers</h2>\n'
         '<p class="note">Write a figure for any step (a target such as <code>weights[I]</code>, '
@@ -52,6 +54,33 @@ def editor_page(problem: dict[str, Any], fragment: str) -> str:
         f'<script type="application/json" id="variant-keys">{script_json(variant_keys())}</script>\n'
         f'<div id="derivation">{fragment}</div>\n'
         '<script src="/static/serve_keys.js"></script>\n'
-        '<script src="/static/serve.js"></script>\n')
+        '<script src="/static/serve.js"></script>\n'
+        '<script src="/static/downloads.js"></script>\n')
     return pg.page(f"{title} (symattn serve)", body, description="An interactive exact derivation "
                    "of attention by symattn")
+
+
+def downloads_block(tex: bool) -> str:
+    """The download buttons (``static/downloads.js`` drives them): the derivation as LaTeX, PDF
+    (only when the server has TeX), HTML and JSON, and a worksheet folder as a zip."""
+    pdf = ('<button type="button" data-download="pdf">PDF</button> ' if tex else
+           '<button type="button" data-download="pdf" disabled title="the server has no TeX">PDF</button> ')
+    sheet_pdf = ('<label><input type="checkbox" id="worksheet-pdf"> with PDFs</label> ' if tex else "")
+    return (
+        '<section id="downloads" aria-labelledby="downloads-h">\n'
+        '<h2 id="downloads-h">Download</h2>\n'
+        '<p>The derivation of the last problem derived, as <code>symattn explain</code> writes it: '
+        '<button type="button" data-download="latex">LaTeX</button> '
+        f"{pdf}"
+        '<button type="button" data-download="html">HTML</button> '
+        '<button type="button" data-download="json">JSON</button></p>\n'
+        '<p>A worksheet folder (sheet, key, problem files), as <code>symattn worksheet</code> '
+        'writes it: <label>versions <input type="number" id="worksheet-versions" min="1" '
+        'max="10" value="1" style="width:4em"></label> <label>seed <input type="number" id="worksheet-seed" '
+        'min="0" value="1" style="width:7em"></label> '
+        f"{sheet_pdf}"
+        '<button type="button" data-download="worksheet">Worksheet (zip)</button> '
+        '<span class="help">1 version: this problem; more: random hand-friendly versions shaped '
+        "like it, from the seed</span></p>\n"
+        '<p id="download-status" role="status" aria-live="polite"></p>\n'
+        "</section>\n")

@@ -4,9 +4,11 @@ Why processes of our own rather than a bare ``ProcessPoolExecutor``: a problem t
 past its budget must be stopped, and an executor cannot kill one worker (Python 3.11).
 Each worker here is a ``multiprocessing`` process (spawned, so no lock of the server's
 threads is inherited) answering jobs on its pipe; a job over the budget has its worker
-killed and replaced, so the server never hangs on it.  Each worker also caps its own
+killed and replaced, so the server never hangs on it; a worker leads a process group of
+its own, so a TeX it started for a PDF is killed with it.  Each worker also caps its own
 address space (``RLIMIT_AS``), so a problem that would take gigabytes fails as a
-``MemoryError`` in the worker, not in the server.  A full queue is refused at once.
+``MemoryError`` in the worker, not in the server.  A full queue is refused at once, and a
+freed worker goes to the oldest waiter (:class:`Handoff`).
 """
 
 from __future__ import annotations
@@ -14,10 +16,14 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import multiprocessing.connection
+import os
+import signal
+import time
+from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-__all__ = ["Busy", "Result", "TooLarge", "WorkerPool"]
+__all__ = ["Busy", "Handoff", "Result", "TooLarge", "WorkerPool"]
 
 TOO_LARGE = "too large for the page: use the CLI (symattn explain)"
 
@@ -32,10 +38,12 @@ class TooLarge(Exception):
 
 @dataclass(frozen=True)
 class Result:
-    """A worker's answer: the derivation's HTML, or the one-line error of an invalid problem."""
+    """A worker's answer: the derivation's HTML, a download's bytes, or the one-line error of
+    an invalid problem."""
 
     html: str | None = None
     error: str | None = None
+    data: bytes | None = None
 
 
 def _limit_memory(megabytes: int) -> None:
@@ -47,13 +55,19 @@ def _limit_memory(megabytes: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 
 
-def _answer(job: dict[str, Any]) -> tuple[str, str]:
+def _answer(job: dict[str, Any]) -> tuple[str, str | bytes]:
     from symattn.errors import SymattnError
     from symattn.serve.derive import check_fragment, derive_fragment, one_line
+    from symattn.serve.downloads import derivation_file, worksheet_zip
 
     try:
-        if "figures" in job:
+        kind = job.get("kind", "derive")
+        if kind == "check":
             return "ok", check_fragment(job["problem"], job["figures"])
+        if kind == "worksheet":
+            return "ok", worksheet_zip(job["problem"], job.get("digits", 3), **job["options"])
+        if kind != "derive":
+            return "ok", derivation_file(job["problem"], kind, job.get("digits", 3))
         return "ok", derive_fragment(job["problem"], job.get("digits", 3), **job.get("view", {}))
     except SymattnError as exc:
         return "error", one_line(exc)
@@ -63,6 +77,10 @@ def _answer(job: dict[str, Any]) -> tuple[str, str]:
 
 def work(conn: multiprocessing.connection.Connection, megabytes: int) -> None:
     """A worker's loop: warm up on the lesson, then answer jobs until the pipe closes."""
+    try:
+        os.setpgid(0, 0)         # a group of its own: a TeX it runs is killed with it
+    except (AttributeError, OSError):
+        pass
     _limit_memory(megabytes)
     from symattn.examples import DEFAULT_EXAMPLE, example_text
     from symattn.serve.derive import problem_data
@@ -103,9 +121,64 @@ class _Worker:
         return self.conn.recv()
 
     def stop(self) -> None:
+        pid = self.process.pid
+        try:                     # the worker's group: it and any TeX it started
+            if pid is not None and os.getpgid(pid) == pid:
+                os.killpg(pid, signal.SIGKILL)
+        except (AttributeError, OSError):
+            pass
         self.process.kill()
         self.process.join(5)
         self.conn.close()
+
+
+T = TypeVar("T")
+
+
+class Handoff(Generic[T]):
+    """Idle workers and the requests waiting for one, in order of arrival.
+
+    Why not an ``asyncio.Queue``: its ``put`` wakes the oldest getter, but a request arriving
+    before that getter runs finds the queue non-empty and takes the worker, and the woken one
+    goes to the back.  Here a freed worker is handed to the oldest waiter at once, and a
+    newcomer never passes a waiter: first come, first served."""
+
+    def __init__(self, items: list[T], queue: int) -> None:
+        self._idle: deque[T] = deque(items)
+        self._waiters: deque[asyncio.Future[T]] = deque()
+        self.queue = queue
+
+    @property
+    def waiting(self) -> int:
+        """How many requests wait for a worker."""
+        return sum(1 for f in self._waiters if not f.done())
+
+    async def acquire(self) -> T:
+        """A worker: an idle one at once, else the next one freed after the older waiters';
+        :class:`Busy` when ``queue`` requests already wait."""
+        if self._idle and not self.waiting:
+            return self._idle.popleft()
+        if self.waiting >= self.queue:
+            raise Busy("every worker is busy: try again in a moment")
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._waiters.append(future)
+        try:
+            return await future
+        except asyncio.CancelledError:    # the client left: its worker, if handed over, goes on
+            if future.done() and not future.cancelled():
+                self.release(future.result())
+            elif future in self._waiters:
+                self._waiters.remove(future)
+            raise
+
+    def release(self, item: T) -> None:
+        """A worker freed: to the oldest waiter still waiting, or back to the idle ones."""
+        while self._waiters:
+            future = self._waiters.popleft()
+            if not future.done():
+                future.set_result(item)
+                return
+        self._idle.append(item)
 
 
 class WorkerPool:
@@ -116,15 +189,20 @@ class WorkerPool:
         self._context = multiprocessing.get_context("spawn")
         self.budget, self.megabytes, self.queue = budget, megabytes, queue
         self._all = [_Worker(self._context, megabytes) for _ in range(workers)]
-        self._idle: asyncio.Queue[_Worker] | None = None
-        self._waiting = 0
+        self._handoff: Handoff[_Worker] | None = None
 
-    def _idle_queue(self) -> "asyncio.Queue[_Worker]":
-        if self._idle is None:      # made on the server's loop
-            self._idle = asyncio.Queue()
-            for w in self._all:
-                self._idle.put_nowait(w)
-        return self._idle
+    def warm(self, timeout: float = 60.0) -> float:
+        """Wait until every worker has started and worked the lesson (its imports and caches
+        loaded), so the first request does not wait for them; the seconds waited."""
+        start = time.monotonic()
+        for w in self._all:
+            w.wait_ready(max(0.0, timeout - (time.monotonic() - start)))
+        return time.monotonic() - start
+
+    def _workers(self) -> Handoff[_Worker]:
+        if self._handoff is None:      # made on the server's loop
+            self._handoff = Handoff(list(self._all), self.queue)
+        return self._handoff
 
     async def derive(self, problem: dict[str, Any], digits: int = 3,
                      view: dict[str, Any] | None = None) -> Result:
@@ -134,34 +212,37 @@ class WorkerPool:
 
     async def check(self, problem: dict[str, Any], figures: object) -> Result:
         """The verdicts on written figures about a problem (as :meth:`derive`)."""
-        return await self.run({"problem": problem, "figures": figures})
+        return await self.run({"kind": "check", "problem": problem, "figures": figures})
+
+    async def download(self, problem: dict[str, Any], kind: str, digits: int = 3,
+                       options: dict[str, Any] | None = None) -> Result:
+        """A download's bytes (``latex``, ``pdf``, ``html``, ``json``, or ``worksheet`` with its
+        options), made in a worker under the same budget (a PDF's TeX too)."""
+        job: dict[str, Any] = {"kind": kind, "problem": problem, "digits": digits}
+        if options is not None:
+            job["options"] = options
+        return await self.run(job)
 
     async def run(self, job: dict[str, Any]) -> Result:
         """One job in a worker: at once, after a wait in the queue, or :class:`Busy`."""
-        idle = self._idle_queue()
-        if idle.empty() and self._waiting >= self.queue:
-            raise Busy("every worker is busy: try again in a moment")
-        self._waiting += 1
-        try:
-            worker = await idle.get()
-        finally:
-            self._waiting -= 1
+        workers = self._workers()
+        worker = await workers.acquire()
         try:
             answer = await asyncio.to_thread(worker.ask, job, self.budget)
         except BaseException:
-            idle.put_nowait(self._replace(worker))
+            workers.release(self._replace(worker))
             raise
         if answer is None or answer[0] in ("large", "bug"):   # a worker that failed starts afresh
             worker = self._replace(worker)
-        idle.put_nowait(worker)
+        workers.release(worker)
         if answer is None or answer[0] == "large":
             raise TooLarge(TOO_LARGE)
-        kind, text = answer
+        kind, payload = answer
         if kind == "ok":
-            return Result(html=text)
+            return Result(data=payload) if isinstance(payload, bytes) else Result(html=payload)
         if kind == "error":
-            return Result(error=text)
-        raise RuntimeError(f"the worker failed: {text}")
+            return Result(error=str(payload))
+        raise RuntimeError(f"the worker failed: {payload!r}")
 
     def _replace(self, worker: _Worker) -> _Worker:
         worker.stop()

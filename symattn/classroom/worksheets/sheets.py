@@ -41,7 +41,7 @@ from symattn.classroom.worksheets.layouts import layout
 __all__ = ["QUESTIONS", "Version", "WorksheetOptions", "version_id", "version_code", "parse_questions",
            "single_version", "seeded_versions", "questions_of", "sheet_document", "key_document",
            "sheet_body", "key_body", "worksheet_files", "write_worksheet", "find_version",
-           "read_versions", "MANIFEST", "METADATA"]
+           "read_versions", "manifest_text", "MANIFEST", "METADATA"]
 
 MANIFEST = "worksheet.txt"
 METADATA = "worksheet.json"
@@ -342,6 +342,14 @@ def owned_files(folder: Path) -> set[str]:
 
 def _manifest(head: str, listing: str) -> str:
     return head + _FILES_HEADING + "\n" + listing
+
+
+def manifest_text(head: str, files: dict[str, bytes]) -> str:
+    """worksheet.txt for a folder held in memory (the zip ``symattn serve`` hands out): the
+    head :func:`worksheet_files` made and each file's content hash, as a written folder's."""
+    listing = "".join(f"{name} sha256:{hashlib.sha256(files[name]).hexdigest()}\n"
+                      for name in sorted(files) if name != MANIFEST)
+    return _manifest(head, listing)
 
 
 def _legacy_leftovers(target: Path) -> None:

@@ -1,0 +1,116 @@
+"""The page's downloads: the derivation as LaTeX, PDF, HTML or JSON, a worksheet folder as a zip.
+
+Each is what the CLI writes for the same problem (``symattn explain --format latex|html|json``,
+``explain --pdf``, ``symattn worksheet``), made in a worker (:mod:`.workers`, under the time
+and memory budget) and answered as bytes: nothing is written to disk but the temporary
+folder the project's PDF path (:func:`symattn.document.pdf.compile_tex`) makes and removes.
+The file's name comes from the problem's title, so :func:`disposition` escapes it.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import zipfile
+from typing import Any
+from urllib.parse import quote
+
+from symattn.errors import ProblemError
+
+__all__ = ["DOWNLOADS", "MAX_PAGE_VERSIONS", "derivation_file", "disposition", "worksheet_zip"]
+
+#: kind → (file extension, Content-Type)
+DOWNLOADS = {"latex": ("tex", "application/x-tex; charset=utf-8"),
+             "pdf": ("pdf", "application/pdf"),
+             "html": ("html", "text/html; charset=utf-8"),
+             "json": ("json", "application/json; charset=utf-8"),
+             "worksheet": ("zip", "application/zip")}
+MAX_PAGE_VERSIONS = 10    # random versions of one worksheet from the page (the CLI makes up to 702)
+
+_SOURCE = "problem"
+
+
+def _trace(data: dict[str, Any]) -> Any:
+    from symattn.problem.problem import Problem
+    from symattn.trace.trace import Trace
+
+    return Trace(Problem.from_dict(data, source=_SOURCE))
+
+
+def derivation_file(data: dict[str, Any], kind: str, digits: int = 3) -> bytes:
+    """The derivation of a problem table as ``explain`` writes it: ``latex`` (a whole
+    document), ``pdf`` (that document compiled), ``html`` (one page) or ``json``."""
+    from symattn.document.trace_latex import LatexOptions
+    from symattn.numbers.certify import Rounding
+
+    trace = _trace(data)
+    options = LatexOptions(rounding=Rounding(digits=digits))
+    if kind == "json":
+        from symattn.document.trace_json import render_json
+
+        return render_json(trace, digits).encode()
+    if kind == "html":
+        from symattn.document.build.trace import build_document
+        from symattn.document.printers.html import print_html
+
+        return print_html(build_document(trace, options.document_options())).encode()
+    from symattn.document.trace_latex import render_latex
+
+    tex = render_latex(trace, options)
+    if kind == "latex":
+        return tex.encode()
+    if kind == "pdf":
+        from symattn.document.pdf import compile_tex
+
+        return compile_tex(tex, "derivation")
+    raise ProblemError(f"no download named {kind!r}: the downloads are {', '.join(DOWNLOADS)}")
+
+
+def worksheet_zip(data: dict[str, Any], digits: int = 3, versions: int | None = None,
+                  seed: int | None = None, pdf: bool = False) -> bytes:
+    """The folder ``symattn worksheet`` writes (sheets, keys, the versions' problem files,
+    worksheet.json and its manifest), as a zip made in memory.
+
+    ``versions`` None: the problem itself as version A; else that many random versions shaped
+    like it, from ``seed``.  ``pdf``: each sheet and key compiled too (as ``--pdf``)."""
+    from symattn.classroom.worksheets.questions import default_questions
+    from symattn.classroom.worksheets.sheets import (
+        WorksheetOptions, manifest_text, seeded_versions, single_version, worksheet_files,
+    )
+    from symattn.classroom.worksheets.versions import spec_from_problem
+    from symattn.numbers.certify import Rounding
+    from symattn.serve.derive import toml_of
+
+    trace = _trace(data)
+    options = WorksheetOptions(questions=default_questions(trace), rounding=Rounding(digits=digits))
+    if versions is None:
+        made = single_version(trace.problem, toml_of(data))
+    else:                        # as `symattn worksheet --versions N --seed S` draws them
+        made = seeded_versions(spec_from_problem(trace.problem), seed or 0, versions,
+                               separate=(options.questions, options.rounding))
+    files = {name: text.encode() for name, text in worksheet_files(made, options).items()}
+    if pdf:
+        from symattn.document.pdf import compile_tex
+
+        for name in [n for n in files if n.endswith(".tex")]:
+            files[name[:-4] + ".pdf"] = compile_tex(files[name].decode(), name[:-4])
+    files["worksheet.txt"] = manifest_text(files["worksheet.txt"].decode(), files).encode()
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name in sorted(files):
+            archive.writestr(f"worksheet/{name}", files[name])
+    return buffer.getvalue()
+
+
+def disposition(title: object, extension: str) -> str:
+    """``Content-Disposition: attachment`` naming the file after the problem's title.
+
+    The plain ``filename`` keeps only letters, digits, ``-``, ``_`` and ``.`` (anything else
+    becomes ``-``), so no quote, backslash, line break or path reaches the header; the title as
+    written goes in ``filename*`` (RFC 6266, UTF-8, every other byte percent-escaped)."""
+    text = " ".join(str(title or "").split())[:80].strip()
+    plain = re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-.") or "derivation"
+    header = f'attachment; filename="{plain}.{extension}"'
+    if text and text != plain:
+        header += f"; filename*=UTF-8''{quote(text, safe='')}.{extension}"
+    return header

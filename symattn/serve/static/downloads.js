@@ -1,0 +1,76 @@
+// symattn serve: the download buttons. The problem is the last one derived: the one the
+// address holds (#p=..., written after each derivation), else the page's starting problem.
+// Each button posts it to /download/KIND and saves the answer under the name the server gives.
+"use strict";
+(function () {
+  const status = document.getElementById("download-status");
+
+  function lastDerived() {
+    const hash = location.hash.startsWith("#p=") ? location.hash.slice(3) : "";
+    const [text, shown] = hash.split("&d=");
+    const digits = shown && /^[0-9]{1,2}$/.test(shown) ? shown : "3";
+    if (text) {
+      try {
+        const data = JSON.parse(decodeURIComponent(text));
+        if (data && typeof data === "object" && !Array.isArray(data)) return [data, digits];
+      } catch (e) { /* not an address the page wrote: the starting problem */ }
+    }
+    return [JSON.parse(document.getElementById("problem-data").textContent), digits];
+  }
+
+  function savedName(reply, kind) {
+    const header = reply.headers.get("Content-Disposition") || "";
+    const utf8 = /filename\*=UTF-8''([^;]+)/.exec(header);
+    const plain = /filename="([^"]+)"/.exec(header);
+    try {
+      if (utf8) return decodeURIComponent(utf8[1]);
+    } catch (e) { /* fall back to the plain name */ }
+    return plain ? plain[1] : "derivation." + kind;
+  }
+
+  async function download(kind) {
+    const [problem, digits] = lastDerived();
+    const query = new URLSearchParams({ digits: digits });
+    if (kind === "worksheet") {
+      const versions = document.getElementById("worksheet-versions").value.trim() || "1";
+      if (versions !== "1") {
+        query.set("versions", versions);
+        query.set("seed", document.getElementById("worksheet-seed").value.trim());
+      }
+      const pdf = document.getElementById("worksheet-pdf");
+      if (pdf && pdf.checked) query.set("pdf", "1");
+    }
+    status.textContent = "making the " + kind + " file…";
+    status.className = "busy";
+    let reply;
+    try {
+      reply = await fetch("/download/" + kind + "?" + query, {
+        method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(problem) });
+    } catch (e) {
+      status.textContent = "the server did not answer: is symattn serve still running?";
+      status.className = "error";
+      return;
+    }
+    if (!reply.ok) {
+      let message = `the server answered ${reply.status}`;
+      try { message = (await reply.json()).error || message; } catch (e) { /* not JSON */ }
+      status.textContent = message;
+      status.className = "error";
+      document.body.dataset.downloadRefused = kind;
+      return;
+    }
+    const link = document.createElement("a");
+    link.href = URL.createObjectURL(await reply.blob());
+    link.download = savedName(reply, kind);
+    document.body.appendChild(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(link.href), 10000);
+    status.textContent = "";
+    status.className = "";
+  }
+
+  for (const button of document.querySelectorAll("[data-download]")) {
+    button.addEventListener("click", () => download(button.dataset.download));
+  }
+})();
