@@ -18,7 +18,7 @@ from symattn.floatref.binary import BinaryFormat, round_array, round_float32
 #: entries per block of rows: each (rows × S) float64 temporary is 512 KiB
 ENTRIES = 1 << 16
 #: rows per block at least (BLAS products of fewer rows run up to 2.5 times slower per entry)
-MIN_ROWS = 32
+MIN_ROWS = 64
 
 
 def _rows(a: Any, lo: int, hi: int) -> Any:

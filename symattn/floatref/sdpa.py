@@ -371,7 +371,7 @@ def _refine64(pr, idx: tuple, allowed, additive, fmt: BinaryFormat, w, w_ok, o, 
     proves RN64(x) = y for every x in it, and y is not a rounding boundary of ``fmt``, no
     boundary lies between x and y (every boundary is a float64, and x is nearer to y than to
     any other float64), so RN_fmt(x) = RN_fmt(y)."""
-    from symattn.floatref import fast64
+    from symattn.floatref import fast64, heads
 
     np = _numpy()
     rows = np.nonzero(~w_ok.all(axis=1) | ~o_ok.all(axis=1))[0]
@@ -380,21 +380,25 @@ def _refine64(pr, idx: tuple, allowed, additive, fmt: BinaryFormat, w, w_ok, o, 
     Q, K, V = pr.Q[idx], pr.K[idx], pr.V[idx]
     ieee_conversions_hold()
     scale = fast64.scale_dd(pr.scale)
-    step = max(1, fast64.BLOCK_ENTRIES // max(K.shape[0], V.shape[1], 1))
+    scores, products = fast64.products(K, V, Q.shape[1])     # once per head, as enclose64
+    step = max(heads.MIN_ROWS, heads.ENTRIES // max(K.shape[0], V.shape[1], 1))
     for a in range(0, rows.size, step):
         block = rows[a:a + step]
         mask = None if allowed is None else allowed[block]
-        enc = fast64.enclose64(Q[block], K, V, mask, None if additive is None else additive[block], scale)
-        for (hi, lo), rad, values, ok in ((enc.weights, enc.weights_rad, w, w_ok),
-                                         (enc.output, enc.output_rad, o, o_ok)):
+        weights, output, weights_zero = fast64._block(Q[block], scores, products, mask,
+                                                      None if additive is None else additive[block],
+                                                      scale, V.shape[1])
+        for (hi, lo, rad), values, ok in ((weights, w, w_ok), (output, o, o_ok)):
             y, decided = fast64.decide64(hi, lo, rad)
             if values is w:                      # proved to round to +0 in float64: +0 here too
-                zeros = enc.weights_zero if mask is None else enc.weights_zero | ~mask
+                zeros = weights_zero if mask is None else weights_zero | ~mask
                 y, decided = np.where(zeros, 0.0, y), decided | zeros
-            take = decided & ~ok[block] & ~is_boundary(y, fmt)
-            rounded = _to_format(np.where(take, y, 0.0), fmt)
-            values[block] = np.where(take, rounded + 0.0, values[block])
-            ok[block] = ok[block] | take
+            r, c = np.nonzero(decided & ~ok[block])          # the entries still undecided
+            y = y[r, c]
+            keep = ~is_boundary(y, fmt)
+            r, c = block[r[keep]], c[keep]
+            values[r, c] = _to_format(y[keep], fmt) + 0.0
+            ok[r, c] = True
 
 
 def _to_format(x, fmt: BinaryFormat):
