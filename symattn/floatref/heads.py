@@ -70,7 +70,8 @@ def _narrow(lo, hi, fmt: BinaryFormat, values, ok) -> None:
     """float16, bfloat16, fp8: a = RN32(lo), b = RN32(hi).  Where a = b and a is not a
     boundary of ``fmt``, RN_fmt(lo) = RN_fmt(hi) = RN_fmt(a): a boundary between x ∈ [lo, hi]
     and a would be a float32 (every boundary of these formats is) nearer to x than a, yet
-    RN32(x) = a.  The other entries (a ≠ b, a boundary: rare) by round_array on both ends."""
+    RN32(x) = a.  The other entries (a ≠ b, a boundary, no finite rounding: rare) by
+    round_array on both ends, as sdpa._decide."""
     import numpy as np
 
     a, b = lo.astype(np.float32), hi.astype(np.float32)
@@ -78,8 +79,10 @@ def _narrow(lo, hi, fmt: BinaryFormat, values, ok) -> None:
     np.equal(a, b, out=ok)
     redo = ~ok
     redo |= boundary
+    finite = np.isfinite(y)
+    redo |= ~finite                     # overflow, or |b| ≥ 2^(104 + p) where C overflows: exactly
     ok &= ~boundary
-    ok &= np.isfinite(y)
+    ok &= finite
     y += np.float32(0)                                  # −0 → +0
     values[...] = y                                     # exact: format values
     where = np.flatnonzero(redo)
