@@ -25,9 +25,14 @@ seconds (user + system: numpy's BLAS may use both cores, so CPU can exceed
 wall).  The load average is printed (2 cores shared with other work: times
 vary; compare methods within one run, not across runs).
 
-``--mask VALUE`` gives floatref32 and floatref64 a causal mask: ``bool`` (boolean), or an
+``--mask VALUE`` gives the floatref methods a causal mask: ``bool`` (boolean), or an
 additive float mask of 0 and VALUE (``-1e9``, ``f32min`` = finfo(float32).min, ``-inf``),
 in the inputs' float32 (the other methods run unmasked).
+
+floatref16 and floatrefbf16: the float16 and bfloat16 targets.  ``--base DIR``
+runs every method but numpy64 also from another checkout (``git worktree add
+/tmp/base main``), alternating base, this, this, base; each row the least CPU
+of its two rounds (docs/benchmarks.md, Round 4).
 
 Run it with PYTHONPATH set to the checkout to measure (the script runs
 ``python benchmarks/...``, whose sys.path starts at benchmarks/).
@@ -44,6 +49,9 @@ import sys
 import time
 
 SHAPES = [(1, 8, 1024, 64), (1, 1, 4096, 128)]
+#: the floatref methods and their target dtype
+FLOATREF = {"floatref32": "float32", "floatref16": "float16", "floatrefbf16": "bfloat16",
+            "floatref64": "float64"}
 DIGIT_SIZES = [128, 512]
 
 
@@ -104,7 +112,7 @@ def one(method: str, shape, mask: str | None = None) -> dict:
     Q, K, V = _inputs(shape)
     if method == "numpy64":
         run = lambda: _numpy_sdpa(Q, K, V)                         # noqa: E731
-    elif method in ("floatref32", "floatref64"):
+    elif method in FLOATREF:
         from symattn import floatref
         from symattn.floatref import fast64
 
@@ -113,7 +121,7 @@ def one(method: str, shape, mask: str | None = None) -> dict:
         attn_mask = _mask(mask, shape[2])
 
         def run():
-            ref = floatref.correctly_rounded(Q, K, V, dtype="float" + method[-2:], attn_mask=attn_mask)
+            ref = floatref.correctly_rounded(Q, K, V, dtype=FLOATREF[method], attn_mask=attn_mask)
             extra.update(arb_entries=ref.arb_entries, entries=ref.entries)
     elif method == "enclose64":   # the fast path alone: float64 enclosures and their rounding
         from symattn.floatref.binary import BINARY_FORMATS
@@ -155,42 +163,60 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--shape", type=int, nargs=4, action="append")
     parser.add_argument("--one", nargs=5, metavar=("METHOD", "B", "H", "L", "E"))
-    parser.add_argument("--mask", help="causal mask for floatref32/64: bool, or an additive value "
+    parser.add_argument("--mask", help="causal mask for the floatref methods: bool, or an additive value "
                                        "(-1e9, f32min, -inf)")
+    parser.add_argument("--base", metavar="DIR", help="another checkout (e.g. a worktree of main): every "
+                        "method except numpy64 also runs with PYTHONPATH=DIR, alternating with this one, "
+                        "2 rounds each; rows give the least CPU of the rounds")
+    parser.add_argument("--methods", nargs="+", help="only these methods")
     args = parser.parse_args()
     if args.one:
         print(json.dumps(one(args.one[0], tuple(int(x) for x in args.one[1:]), args.mask)))
         return
-    methods = ["numpy64", "enclose64", "floatref32", "floatref64"]
+    methods = ["numpy64", "enclose64", *FLOATREF]
     try:
         import torch  # noqa: F401
         methods.append("torch32")
     except ImportError:
         pass
+    if args.methods:
+        methods = [m for m in methods if m in args.methods]
     print(f"load average {os.getloadavg()}, {os.cpu_count()} cores, python {sys.version.split()[0]}"
-          + (f"; floatref32/64 with the causal mask {args.mask}" if args.mask else ""))
+          + (f"; the floatref methods with the causal mask {args.mask}" if args.mask else "")
+          + (f"; 'base' rows: PYTHONPATH={args.base}" if args.base else ""))
     print("| (batch, heads, L, E) | method | wall s | CPU s | × numpy64 (wall) | × numpy64 (CPU) "
           "| peak RSS (MiB) | arb entries |")
     print("|---|---|---|---|---|---|---|---|")
     runs = [(tuple(s), m) for s in (args.shape or SHAPES) for m in methods]
-    if not args.shape:
+    if not args.shape and not args.methods:
         runs += [((1, 1, n, 64), "digits30") for n in DIGIT_SIZES]
     base = {}
     for shape, method in runs:
-        mask = ["--mask=" + args.mask] if args.mask and method.startswith("floatref") else []
-        run = subprocess.run([sys.executable, __file__, "--one", method, *map(str, shape), *mask],
-                             capture_output=True, text=True)
-        if run.returncode:
-            print(f"| {shape} | {method} | failed: {run.stderr.strip().splitlines()[-1][:200]} | | | | | |")
-            continue
-        r = json.loads(run.stdout)
-        arb = f"{r['arb_entries']} of {r['entries']}" if "arb_entries" in r else ""
-        if method == "numpy64":
-            base[shape] = (r["seconds"], r["cpu"])
-        ratios = [f"{r[key] / base[shape][k]:.1f}" if shape in base and method != "numpy64" else ""
-                  for k, key in enumerate(("seconds", "cpu"))]
-        print(f"| {shape} | {method} | {r['seconds']:.3f} | {r['cpu']:.3f} | {ratios[0]} | {ratios[1]} | "
-              f"{r['peak_rss_mib']:.0f} | {arb} |", flush=True)
+        mask = ["--mask=" + args.mask] if args.mask and method in FLOATREF else []
+        here = os.environ.get("PYTHONPATH", "")
+        paths = [("", here)] * (2 if args.base else 1) if not args.base or method == "numpy64" else \
+            [(" (base)", args.base), ("", here), ("", here), (" (base)", args.base)]   # alternating
+        results: dict[str, dict] = {}
+        for label, path in paths:
+            run = subprocess.run([sys.executable, __file__, "--one", method, *map(str, shape), *mask],
+                                 capture_output=True, text=True, env={**os.environ, "PYTHONPATH": path})
+            if run.returncode:
+                print(f"| {shape} | {method}{label} | failed: {run.stderr.strip().splitlines()[-1][:200]} "
+                      "| | | | | |")
+                continue
+            r = json.loads(run.stdout)
+            best = results.get(label)
+            if best is None or r["cpu"] < best["cpu"]:
+                results[label] = {**r, "seconds": min(r["seconds"], best["seconds"]) if best else r["seconds"]}
+        for label in sorted(results, key=lambda x: x != " (base)"):
+            r = results[label]
+            arb = f"{r['arb_entries']} of {r['entries']}" if "arb_entries" in r else ""
+            if method == "numpy64":
+                base[shape] = (r["seconds"], r["cpu"])
+            ratios = [f"{r[key] / base[shape][k]:.1f}" if shape in base and method != "numpy64" else ""
+                      for k, key in enumerate(("seconds", "cpu"))]
+            print(f"| {shape} | {method}{label} | {r['seconds']:.3f} | {r['cpu']:.3f} | {ratios[0]} | {ratios[1]} | "
+                  f"{r['peak_rss_mib']:.0f} | {arb} |", flush=True)
     print(f"load average at the end {os.getloadavg()}")
 
 

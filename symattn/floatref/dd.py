@@ -22,47 +22,77 @@ _SPLITTER = 134217729.0   # 2^27 + 1
 
 def two_sum(a, b):
     """s + t = a + b exactly, s = RN(a + b) (Knuth; any magnitudes)."""
+    import numpy as np
+
     s = a + b
     bb = s - a
-    return s, (a - (s - bb)) + (b - bb)
+    t = _into(np.subtract, a, s - bb)                  # a − (s − bb)
+    return s, _into(np.add, t, _into(np.subtract, b, bb), first=True)
 
 
 def fast_two_sum(a, b):
     """s + t = a + b exactly, s = RN(a + b), when |a| ≥ |b| or a = 0 (Dekker)."""
+    import numpy as np
+
     s = a + b
-    return s, b - (s - a)
+    return s, _into(np.subtract, b, s - a)
 
 
 def split(a):
     """a = hi + lo exactly, hi and lo of at most 26 bits each (Veltkamp; |a| < 2^996)."""
+    import numpy as np
+
     c = _SPLITTER * a
-    hi = c - (c - a)
+    hi = _into(np.subtract, c, c - a)
     return hi, a - hi
 
 
 def two_prod(a, b):
     """p + e = a·b exactly, p = RN(a·b) (Dekker; exact unless e underflows)."""
+    import numpy as np
+
     p = a * b
     ah, al = split(a)
     bh, bl = split(b)
-    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    e = _into(np.subtract, ah * bh, p, first=True)
+    e = _into(np.add, e, ah * bl, first=True)
+    e = _into(np.add, e, al * bh, first=True)
+    return p, _into(np.add, e, al * bl, first=True)    # ((ah·bh − p) + ah·bl + al·bh) + al·bl
 
 
 def add_fp(xh, xl, y):
     """(xh + xl) + y, relative error ≤ 2u² (DWPlusFP)."""
+    import numpy as np
+
     sh, sl = two_sum(xh, y)
-    return fast_two_sum(sh, xl + sl)
+    return fast_two_sum(sh, _into(np.add, xl, sl))
 
 
 def mul_fp(xh, xl, y):
     """(xh + xl)·y, relative error ≤ 1.5u² + 4u³ (DWTimesFP1)."""
+    import numpy as np
+
     ch, cl1 = two_prod(xh, y)
     th, tl1 = fast_two_sum(ch, xl * y)
-    return fast_two_sum(th, tl1 + cl1)
+    return fast_two_sum(th, _into(np.add, tl1, cl1, first=True))
 
 
 def mul(xh, xl, yh, yl):
     """(xh + xl)·(yh + yl), relative error ≤ 7u² (DWTimesDW1)."""
+    import numpy as np
+
     ch, cl1 = two_prod(xh, yh)
-    cl2 = xh * yl + xl * yh
-    return fast_two_sum(ch, cl1 + cl2)
+    cl2 = _into(np.add, xh * yl, xl * yh, first=True)
+    return fast_two_sum(ch, _into(np.add, cl1, cl2, first=True))
+
+
+def _into(op, a, b, first: bool = False):
+    """op(a, b), written over the operand this module just made (``b``, or ``a`` when
+    ``first``) when it is an array of the result's shape: the same IEEE operation, without a
+    new temporary (which, out of cache, costs as much as the operation)."""
+    import numpy as np
+
+    out = a if first else b
+    if isinstance(out, np.ndarray) and out.ndim and out.shape == np.broadcast_shapes(np.shape(a), np.shape(b)):
+        return op(a, b, out=out)
+    return op(a, b)

@@ -156,6 +156,7 @@ class _Product:
         self.Yabs_sum = np.abs(Y).sum(axis=0)             # Σ_j |y_jc| (rounded: inflated below)
         self.Yabs_max = np.abs(Y).max(axis=0)
         self.n = Y.shape[0]
+        self.rest: dict[int, list] = {}
 
     def ok(self, ex) -> bool:
         """The slice products are exact: no unit below 2^-1022, nothing near overflow."""
@@ -177,31 +178,43 @@ class _Product:
         B = np.concatenate([X1, X2], axis=1) @ self.Y21
         C = X2 @ self.Y2
         X12 = X1 + X2                                       # exact: 2β + 1 bits on one grid
-        R, m = _blocked(np.concatenate([X12, X3] + ([] if Xl is None else [Xl]), axis=1),
-                        np.concatenate([self.Y3, self.Y] + ([] if Xl is None else [self.Y]), axis=0),
-                        self.n)
+        parts = [X12, X3] + ([] if Xl is None else [Xl])
+        R, m = _blocked(parts, self._rest(len(parts)), self.n)
         h, lo = dd.two_sum(A, B)
         h, lo = dd.add_fp(h, lo, C)
         h, lo = dd.add_fp(h, lo, R)
         return h, lo, X12, X3, m
 
+    def _rest(self, parts: int) -> list:
+        """[Y3; Y] or [Y3; Y; Y] in the key blocks of :func:`_blocked` (built once per head)."""
+        import numpy as np
 
-def _blocked(X, Y, n: int):
-    """X·Y where X is ``parts`` column blocks of width n and Y as many row blocks: summed in
-    key blocks of SUM_BLOCK (each block product has parts·B terms, then nb additions).
-    Returns the product and the n of its γ_n bound."""
+        if parts not in self.rest:
+            Ys = [self.Y3] + [self.Y] * (parts - 1)
+            self.rest[parts] = [np.concatenate([Y[a:a + SUM_BLOCK] for Y in Ys], axis=0)
+                                for a in range(0, self.n, SUM_BLOCK)] if self.n > SUM_BLOCK \
+                else [np.concatenate(Ys, axis=0)]
+        return self.rest[parts]
+
+
+def _blocked(X: list, Ys: list, n: int):
+    """[X_1 | … | X_parts]·[Y_1; …; Y_parts] (each X_k of n columns; ``Ys`` those rows cut in
+    key blocks of SUM_BLOCK and stacked per block): each block product has parts·B terms,
+    then nb additions.  Returns the product and the n of its γ_n bound."""
     import numpy as np
 
-    parts = X.shape[1] // n
+    parts = len(X)
     if n <= SUM_BLOCK:
-        return X @ Y, parts * n
+        return np.concatenate(X, axis=1) @ Ys[0], parts * n
     R, nb = None, 0
     for a in range(0, n, SUM_BLOCK):
         b = min(n, a + SUM_BLOCK)
-        Xa = np.concatenate([X[:, k * n + a:k * n + b] for k in range(parts)], axis=1)
-        Ya = np.concatenate([Y[k * n + a:k * n + b] for k in range(parts)], axis=0)
-        P = Xa @ Ya
-        R = P if R is None else R + P
+        Xa = np.concatenate([Xk[:, a:b] for Xk in X], axis=1)
+        P = Xa @ Ys[nb]
+        if R is None:
+            R = P
+        else:
+            R += P
         nb += 1
     return R, parts * SUM_BLOCK + nb + 1
 
@@ -215,10 +228,7 @@ def enclose64(Q, K, V, allowed, additive, scale: tuple[float, float, float]) -> 
     Oh, Ol, Or = np.empty((L, Ev)), np.empty((L, Ev)), np.empty((L, Ev))
     zeros = np.empty((L, S), dtype=bool)
     empty = np.zeros(L, dtype=bool) if allowed is None else ~allowed.any(axis=1)
-    E = Q.shape[1]
-    scores = _Product(K.T, _beta(E))
-    VV = np.concatenate([V, np.ones((S, 1))], axis=1)
-    values = _Product(VV, _beta(S))
+    scores, values = products(K, V, Q.shape[1])
     step = max(1, BLOCK_ENTRIES // max(S, Ev, 1))
     for a in range(0, L, step):
         b = min(L, a + step)
@@ -226,6 +236,14 @@ def enclose64(Q, K, V, allowed, additive, scale: tuple[float, float, float]) -> 
                       None if additive is None else additive[a:b], scale, Ev)
         (Wh[a:b], Wl[a:b], Wr[a:b]), (Oh[a:b], Ol[a:b], Or[a:b]), zeros[a:b] = rows
     return Enclosures64((Wh, Wl), Wr, (Oh, Ol), Or, zeros, empty)
+
+
+def products(K, V, E: int) -> tuple[_Product, _Product]:
+    """What every block of rows of one head reuses: K sliced for the scores, [V | 1] for the sums."""
+    import numpy as np
+
+    VV = np.concatenate([V, np.ones((K.shape[0], 1))], axis=1)
+    return _Product(K.T, _beta(E)), _Product(VV, _beta(K.shape[0]))
 
 
 def _block(Q, scores: _Product, values: _Product, allowed, additive, scale, Ev: int):
@@ -301,7 +319,7 @@ def _shifted(Dh, Dl, cs, eD, scale, allowed, additive, bad):
 
     sh, sl, s_err = scale
     # 2. t = s·d + m: DWTimesDW (8u²) then DWPlusFP (8u²); |s − s̃| ≤ s_err
-    Th, Tl = dd.mul(Dh, Dl, np.full_like(Dh, sh), np.full_like(Dh, sl))
+    Th, Tl = dd.mul(Dh, Dl, np.float64(sh), np.float64(sl))   # as full arrays of sh, sl: the same
     as_ = _up(abs(sh) + abs(sl))
     P = _up(as_ * (cs + eD))
     E0 = _up(as_ * eD + s_err * cs + 2 * dd.OP_REL * P)
@@ -331,7 +349,7 @@ def _shifted(Dh, Dl, cs, eD, scale, allowed, additive, bad):
         # the additions' errors ≤ 2.2·8u²·|t̃| per entry (two DWPlusFP); the product's in E0
         eT = _up(E0 + 3 * dd.OP_REL * Tmax)
     bad |= ~(Tmax < 2.0 ** 900)
-    Xh, Xl = dd.add_fp(Th, Tl, np.broadcast_to(-c[:, None], Th.shape).copy())
+    Xh, Xl = dd.add_fp(Th, Tl, -c[:, None])
     eX = _up(eT + dd.OP_REL * (Tmax + np.abs(c)))
     bad |= ~(eX < 2.0 ** -40)
     return Xh, Xl, eX
@@ -376,13 +394,13 @@ def _normalised(Wh, Wl, ew, tiny, Nh, Nl, eN, Ev: int, bad):
     zrel = _up(eZ / np.nextafter(Zh - eZ - np.abs(Zl), -np.inf))
     bad |= ~(zrel < 2.0 ** -40) | ~(Zh > 0.25)
     # 7. weights p = w·(1/Z), output o = N·(1/Z)
-    Ph, Pl = dd.mul(Wh, Wl, np.broadcast_to(Yh[:, None], Wh.shape), np.broadcast_to(Yl[:, None], Wh.shape))
+    Ph, Pl = dd.mul(Wh, Wl, Yh[:, None], Yl[:, None])     # broadcast: 1/Z split once per row
     rel = _up((eY + zrel + dd.OP_REL) * 1.0001)
     Pr = _up(np.abs(Ph) * ((ew + rel) * 1.0001)[:, None])
     if tiny.any():
         Pr = np.where(tiny, np.inf, Pr)                  # a tiny weight: only bounded, not known
     Nh, Nl, eN = Nh[:, :Ev], Nl[:, :Ev], eN[:, :Ev]
-    Oh, Ol = dd.mul(Nh, Nl, np.broadcast_to(Yh[:, None], Nh.shape), np.broadcast_to(Yl[:, None], Nh.shape))
+    Oh, Ol = dd.mul(Nh, Nl, Yh[:, None], Yl[:, None])
     Or = _up((np.abs(Oh) * rel[:, None] + eN * (np.abs(Yh) * 1.0001)[:, None]) * 1.0001)
     bad |= ~np.isfinite(Or).all(axis=1)
     return (Ph, Pl, Pr), (Oh, Ol, Or)
@@ -417,7 +435,7 @@ def _exp(Xh, Xl):
     eh, el = dd.fast_two_sum(1.0, s1h)
     eh, el = dd.fast_two_sum(eh, el + (s1l + small))
     m = (-k).astype(np.intp)
-    Wh, Wl = dd.mul(Th[m], Tl[m], eh, el)
+    Wh, Wl = dd.mul(np.take(Th, m), np.take(Tl, m), eh, el)
     Wh[tiny] = 0.0
     Wl[tiny] = 0.0
     return Wh, Wl, tiny & ~zero, zero

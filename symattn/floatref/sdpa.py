@@ -286,8 +286,9 @@ def correctly_rounded(Q: Any, K: Any, V: Any, *, dtype: str = "float32", attn_ma
     pr = normalise(Q, K, V, attn_mask, is_causal, scale, enable_gqa, causal_align=causal_align,
                    mask_value=mask_value)
     L, S, Ev = pr.Q.shape[-2], pr.K.shape[-2], pr.V.shape[-1]
-    out = np.empty(pr.batch + (L, Ev))
-    weights = np.empty(pr.batch + (L, S))
+    np_type = _np_type(dtype)
+    out = np.empty(pr.batch + (L, Ev), dtype=np_type)       # the format's values, held exactly
+    weights = np.empty(pr.batch + (L, S), dtype=np_type)
     empty_all = np.zeros(pr.batch + (L,), dtype=bool)
     w_ok_all = np.zeros(pr.batch + (L, S), dtype=bool)
     o_ok_all = np.zeros(pr.batch + (L, Ev), dtype=bool)
@@ -313,8 +314,7 @@ def correctly_rounded(Q: Any, K: Any, V: Any, *, dtype: str = "float32", attn_ma
 
         lse64, lse2_64 = log_sum_exp(pr, lse_fmt)
         lse, lse2 = lse64.astype(_np_type(lse_fmt.name)), lse2_64.astype(_np_type(lse_fmt.name))
-    np_type = _np_type(dtype)
-    return SDPAReference(out.astype(np_type), weights.astype(np_type), dtype, empty_all, arb_count,
+    return SDPAReference(out, weights, dtype, empty_all, arb_count,
                          weights.size + out.size, lse, lse2, lse_fmt.name if return_lse else None)
 
 
@@ -331,49 +331,36 @@ def _np_type(name: str):
 
 
 def _fast_slice(pr, idx: tuple, allowed, additive, fmt: BinaryFormat):
-    """One head by the fast path, a block of rows at a time (bounded temporaries)."""
-    from symattn.floatref import fast
+    """One head by the fast path (heads.fast_head: small blocks of rows, decided in cache):
+    (w, w_ok, o, o_ok, empty), w and o in the format's numpy type."""
+    from symattn.floatref import heads
 
     np = _numpy()
     Q, K, V = pr.Q[idx], pr.K[idx], pr.V[idx]
-    L, S, Ev = Q.shape[0], K.shape[0], V.shape[1]
-    w, o = np.empty((L, S)), np.empty((L, Ev))
-    w_ok, o_ok = np.empty((L, S), dtype=bool), np.empty((L, Ev), dtype=bool)
-    empty = np.empty(L, dtype=bool)
-    step = max(1, fast.BLOCK_ENTRIES // max(S, Ev, 1))
-    for a in range(0, L, step):
-        b = min(L, a + step)
-        enc = fast.enclose(Q[a:b], K, V, None if allowed is None else allowed[a:b],
-                           None if additive is None else additive[a:b], pr.scale_f, pr.scale_err)
-        w[a:b], w_ok[a:b] = _decide(enc.weights, enc.weights_rad, fmt)
-        o[a:b], o_ok[a:b] = _decide(enc.output, enc.output_rad, fmt)
-        empty[a:b] = enc.empty
-    return w, w_ok, o, o_ok, empty
+    out = _head_arrays(Q.shape[0], K.shape[0], V.shape[1], _np_type(fmt.name))
+    cast = fmt.name == "float32" and ieee_conversions_hold()
+    with np.errstate(over="ignore", invalid="ignore", under="ignore", divide="ignore"):
+        heads.fast_head(Q, K, V, allowed, additive, pr.scale_f, pr.scale_err, fmt, cast, out)
+    return out
+
+
+def _head_arrays(L: int, S: int, Ev: int, dtype) -> tuple:
+    np = _numpy()
+    return (np.empty((L, S), dtype=dtype), np.empty((L, S), dtype=bool), np.empty((L, Ev), dtype=dtype),
+            np.empty((L, Ev), dtype=bool), np.empty(L, dtype=bool))
 
 
 def _fast64_slice(pr, idx: tuple, allowed, additive):
-    """One head by the double-double path (float64 targets); blocked weights are +0."""
-    from symattn.floatref import fast64
+    """One head by the double-double path (float64 targets; heads.fast64_head); blocked
+    weights are +0."""
+    from symattn.floatref import fast64, heads
 
     np = _numpy()
     Q, K, V = pr.Q[idx], pr.K[idx], pr.V[idx]
     ieee_conversions_hold()
-    L, S, Ev = Q.shape[0], K.shape[0], V.shape[1]
-    w, o = np.empty((L, S)), np.empty((L, Ev))
-    w_ok, o_ok = np.empty((L, S), dtype=bool), np.empty((L, Ev), dtype=bool)
-    empty = np.empty(L, dtype=bool)
-    scale = fast64.scale_dd(pr.scale)
-    step = max(1, fast64.BLOCK_ENTRIES // max(S, Ev, 1))
-    for a in range(0, L, step):          # decided block by block: no (L, S) double-doubles kept
-        b = min(L, a + step)
-        block = None if allowed is None else allowed[a:b]
-        enc = fast64.enclose64(Q[a:b], K, V, block, None if additive is None else additive[a:b], scale)
-        w[a:b], w_ok[a:b] = fast64.decide64(*enc.weights, enc.weights_rad)
-        o[a:b], o_ok[a:b] = fast64.decide64(*enc.output, enc.output_rad)
-        zeros = enc.weights_zero if block is None else enc.weights_zero | ~block
-        w[a:b][zeros], w_ok[a:b][zeros] = 0.0, True
-        empty[a:b] = enc.empty
-    return w, w_ok, o, o_ok, empty
+    out = _head_arrays(Q.shape[0], K.shape[0], V.shape[1], np.float64)
+    heads.fast64_head(Q, K, V, allowed, additive, fast64.scale_dd(pr.scale), out)
+    return out
 
 
 def _refine64(pr, idx: tuple, allowed, additive, fmt: BinaryFormat, w, w_ok, o, o_ok) -> None:
@@ -384,7 +371,7 @@ def _refine64(pr, idx: tuple, allowed, additive, fmt: BinaryFormat, w, w_ok, o, 
     proves RN64(x) = y for every x in it, and y is not a rounding boundary of ``fmt``, no
     boundary lies between x and y (every boundary is a float64, and x is nearer to y than to
     any other float64), so RN_fmt(x) = RN_fmt(y)."""
-    from symattn.floatref import fast64
+    from symattn.floatref import fast64, heads
 
     np = _numpy()
     rows = np.nonzero(~w_ok.all(axis=1) | ~o_ok.all(axis=1))[0]
@@ -393,21 +380,25 @@ def _refine64(pr, idx: tuple, allowed, additive, fmt: BinaryFormat, w, w_ok, o, 
     Q, K, V = pr.Q[idx], pr.K[idx], pr.V[idx]
     ieee_conversions_hold()
     scale = fast64.scale_dd(pr.scale)
-    step = max(1, fast64.BLOCK_ENTRIES // max(K.shape[0], V.shape[1], 1))
+    scores, products = fast64.products(K, V, Q.shape[1])     # once per head, as enclose64
+    step = max(heads.MIN_ROWS, heads.ENTRIES // max(K.shape[0], V.shape[1], 1))
     for a in range(0, rows.size, step):
         block = rows[a:a + step]
         mask = None if allowed is None else allowed[block]
-        enc = fast64.enclose64(Q[block], K, V, mask, None if additive is None else additive[block], scale)
-        for (hi, lo), rad, values, ok in ((enc.weights, enc.weights_rad, w, w_ok),
-                                         (enc.output, enc.output_rad, o, o_ok)):
+        weights, output, weights_zero = fast64._block(Q[block], scores, products, mask,
+                                                      None if additive is None else additive[block],
+                                                      scale, V.shape[1])
+        for (hi, lo, rad), values, ok in ((weights, w, w_ok), (output, o, o_ok)):
             y, decided = fast64.decide64(hi, lo, rad)
             if values is w:                      # proved to round to +0 in float64: +0 here too
-                zeros = enc.weights_zero if mask is None else enc.weights_zero | ~mask
+                zeros = weights_zero if mask is None else weights_zero | ~mask
                 y, decided = np.where(zeros, 0.0, y), decided | zeros
-            take = decided & ~ok[block] & ~is_boundary(y, fmt)
-            rounded = _to_format(np.where(take, y, 0.0), fmt)
-            values[block] = np.where(take, rounded + 0.0, values[block])
-            ok[block] = ok[block] | take
+            r, c = np.nonzero(decided & ~ok[block])          # the entries still undecided
+            y = y[r, c]
+            keep = ~is_boundary(y, fmt)
+            r, c = block[r[keep]], c[keep]
+            values[r, c] = _to_format(y[keep], fmt) + 0.0
+            ok[r, c] = True
 
 
 def _to_format(x, fmt: BinaryFormat):
