@@ -17,6 +17,7 @@ import symattn as sa
 from symattn.numbers.certify import Rounding
 from symattn.problem.problem import Problem
 from symattn.trace import stepcert
+from symattn.trace.backward_balls import PARTIAL_STEPS
 
 BACKWARD = ["lse", "d_output", "d_V", "d_weights", "row_dot", "d_logits", "d_scores", "d_Q", "d_K"]
 
@@ -85,3 +86,22 @@ def test_d_k_and_d_scores_against_mpmath():
             worst = max(abs(mpmath.mpf(str(got[i][j])) - ref[i][j]) / abs(ref[i][j])
                         for i in range(len(ref)) for j in range(len(ref[0])))
             assert worst <= mpmath.mpf("5e-30"), (name, worst)   # half a unit of the 30th digit
+
+
+@pytest.mark.parametrize("rope", [None, {"layout": "interleaved", "theta": ["1/2", "1/3"]}])
+def test_a_retry_computes_the_same_balls_as_the_whole_set(rope):
+    # the retry at twice a precision (BackwardSteps.step_matrix) builds only what a step
+    # needs; its balls must be those of the whole set at that precision
+    data = _problem(6, 4)
+    trace = sa.attend(Problem(Q=data["Q"], K=data["K"], V=data["V"], rope=rope,
+                              backward={"grad_output": data["G"]}))
+    source = trace.backward
+    source.matrices(128)
+    names = [x for x in sorted(PARTIAL_STEPS) if x in trace.step_names]
+    partial = {name: source.step_matrix(name, 256) for name in names}
+    assert source._partial and 256 not in source._balls      # the retry path was taken
+    whole = source.matrices(256)
+    for name in names:
+        a, b = partial[name], whole[name]
+        assert all(a[i, j].overlaps(b[i, j]) and a[i, j].rad() == b[i, j].rad()
+                   for i in range(a.nrows()) for j in range(a.ncols())), name
