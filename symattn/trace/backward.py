@@ -36,7 +36,7 @@ import sympy
 from symattn.engine.engine import Engine
 from symattn.numbers.precision import precision
 from symattn.problem.keys.backward import Backward, Loss
-from symattn.trace.backward_balls import backward_balls
+from symattn.trace.backward_balls import PARTIAL_STEPS, backward_balls
 from symattn.trace.expsums import ExpSum, Grad, Key, RowFrac, total
 from symattn.trace.source import AddStep, TraceView
 from symattn.vocab import StepName
@@ -84,6 +84,8 @@ class BackwardSteps:
         self._scale_factor = _fraction(e.scale_rational) if e.scale_rational is not None else Fraction(1)
         self._fast_rows = e.plain and e.scores.rational is not None
         self._balls: dict[int, dict[str, flint.arb_mat]] = {}
+        self._partial: dict[tuple[int, str], flint.arb_mat] = {}
+        self._retried: set[int] = set()
 
     # -- what the trace shows ------------------------------------------------------------
     def names(self) -> list[str]:
@@ -301,6 +303,23 @@ class BackwardSteps:
                 self._balls[prec] = backward_balls(self, prec)
         return self._balls[prec]
 
+    def step_matrix(self, name: str, prec: int) -> flint.arb_mat:
+        """One step's matrix at ``prec`` bits.  At twice a precision already made (the
+        certification loop's retry of the few entries the first left) only what the step
+        needs is computed: the whole set again cost as much as the rest of the backward."""
+        held = self._balls.get(prec)
+        if held is not None and name in held:
+            return held[name]
+        retry = prec // 2 in self._balls or prec // 2 in self._retried
+        if not retry or name not in PARTIAL_STEPS:
+            return self.matrices(prec)[name]
+        self._retried.add(prec)
+        key = (prec, name)
+        if key not in self._partial:
+            with precision(prec):
+                self._partial[key] = backward_balls(self, prec, only=name)[name]
+        return self._partial[key]
+
     def known_row(self, name: str, i: int) -> list:
         """Rationals known without a ball: dO and dP when they are rational, and dS = 0 where masked."""
         e, cols = self.engine, None
@@ -361,6 +380,6 @@ class _Numbers:
         return self.source.known_row(self.name, i)
 
     def balls(self, i: int, prec: int) -> list:
-        matrix = self.source.matrices(prec)[self.name]
+        matrix = self.source.step_matrix(self.name, prec)
         return [matrix[i, j] for j in range(self.cols)]
 

@@ -31,13 +31,21 @@ def _rows(matrix: flint.arb_mat) -> list[list[flint.arb]]:
     return [[matrix[i, j] for j in range(matrix.ncols())] for i in range(matrix.nrows())]
 
 
-def backward_balls(src: BackwardSteps, prec: int) -> dict[str, flint.arb_mat]:
+#: the steps a retry can compute without the rest (``only=``): d_output to d_Q and d_K
+PARTIAL_STEPS = frozenset({"d_output", "d_V", "d_weights", "row_dot", "d_logits", "d_scores",
+                           "d_Q", "d_K", "d_Q_rot", "d_K_rot"})
+
+
+def backward_balls(src: BackwardSteps, prec: int, only: str | None = None) -> dict[str, flint.arb_mat]:
+    """Every backward step's balls at ``prec``; with ``only`` (one of PARTIAL_STEPS), what that
+    step needs and perhaps a little more: a retry of the few entries the first precision left."""
     e, p, spec = src.engine, src.problem, src.spec
     n, m = p.n, p.m
     rows = list(range(n))
     P = flint.arb_mat([e.balls("weights", i, prec) for i in rows])
-    e.prefetch("output", rows, prec)
-    O = flint.arb_mat([e.balls("output", i, prec) for i in rows])  # noqa: E741 (the paper's O)
+    if only is None or spec.loss is not Loss.GRAD_OUTPUT:
+        e.prefetch("output", rows, prec)
+        O = flint.arb_mat([e.balls("output", i, prec) for i in rows])  # noqa: E741 (the paper's O)
     if spec.loss is Loss.GRAD_OUTPUT:
         assert spec.grad_output is not None
         dO = arb_matrix(spec.grad_output, prec)
@@ -47,7 +55,9 @@ def backward_balls(src: BackwardSteps, prec: int) -> dict[str, flint.arb_mat]:
         assert spec.target is not None
         dO = O - arb_matrix(spec.target, prec)
     V = arb_matrix(e.V, prec)
-    out: dict[str, flint.arb_mat] = {"d_output": dO, "d_V": P.transpose() * dO}
+    out: dict[str, flint.arb_mat] = {"d_output": dO}
+    if only in (None, "d_V"):
+        out["d_V"] = P.transpose() * dO
     dP = out["d_weights"] = dO * V.transpose()
     allowed = [e.rows[i].allowed for i in rows]
     D = [sum((P[i, j] * dP[i, j] for j in allowed[i]), flint.arb(0)) for i in rows]
@@ -61,13 +71,16 @@ def backward_balls(src: BackwardSteps, prec: int) -> dict[str, flint.arb_mat]:
     out["d_logits"] = flint.arb_mat(dS)
     out["d_scores"] = dZ = _through_scores(src, dS, prec)
     Qu, Ku = arb_matrix(src.Qu, prec), arb_matrix(src.Ku, prec)
-    dQu, dKu = dZ * Ku, dZ.transpose() * Qu
-    if src.rope is not None:
-        out["d_Q_rot"], out["d_K_rot"] = dQu, dKu
-        out["d_Q"] = _turn_back(src, dQu, src.rope.positions, prec)
-        out["d_K"] = _turn_back(src, dKu, src.rope.key_positions, prec)
-    else:
-        out["d_Q"], out["d_K"] = dQu, dKu
+    if only in ("d_Q", "d_Q_rot", None):
+        out["d_Q_rot"] = out["d_Q"] = dZ * Ku
+        if src.rope is not None:
+            out["d_Q"] = _turn_back(src, out["d_Q_rot"], src.rope.positions, prec)
+    if only in ("d_K", "d_K_rot", None):
+        out["d_K_rot"] = out["d_K"] = dZ.transpose() * Qu
+        if src.rope is not None:
+            out["d_K"] = _turn_back(src, out["d_K_rot"], src.rope.key_positions, prec)
+    if only is not None:
+        return out
     row_sums = [e.balls("row_sum", i, prec)[0] for i in rows]
     out["lse"] = flint.arb_mat([[_top_logit(src, i, prec) + row_sums[i].log()] for i in rows])
     if spec.loss is Loss.SUM:
