@@ -102,3 +102,34 @@ def stop_server(server: Server) -> None:
     except subprocess.TimeoutExpired:
         server.process.kill()
         server.process.wait(5)
+
+
+def open_page(server: Server, **context_options: object):
+    """A fresh Chromium tab on the server's page (a generator for a pytest fixture): every
+    request to another origin is refused and recorded, and the tab's console errors, other
+    than a refused edit's 422, fail the test when it ends."""
+    from browser import need_browser, shared_browser
+
+    need_browser()
+    context = shared_browser().browser.new_context(viewport={"width": 1200, "height": 900},
+                                                   **context_options)
+    foreign: list[str] = []
+    errors: list[str] = []
+
+    def route(r) -> None:
+        if r.request.url.startswith(server.origin + "/"):
+            r.continue_()
+        else:
+            foreign.append(r.request.url)
+            r.abort()
+
+    context.route("**/*", route)
+    tab = context.new_page()
+    tab.on("console", lambda msg: msg.type == "error" and errors.append(msg.text))
+    tab.on("pageerror", lambda err: errors.append(str(err)))
+    tab.goto(server.origin + "/", wait_until="load")
+    yield tab
+    context.close()
+    assert foreign == [], f"the page fetched {foreign}"
+    refusals = "Failed to load resource: the server responded with a status of 422"
+    assert [e for e in errors if not e.startswith(refusals)] == [], errors   # 422: a refused edit

@@ -25,8 +25,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from browser import need_browser, shared_browser  # noqa: E402
-from serve_server import LESSON, ROOT, start_server, stop_server  # noqa: E402
+from serve_server import LESSON, ROOT, open_page, start_server, stop_server  # noqa: E402
 
 pytest.importorskip("starlette")
 
@@ -43,29 +42,7 @@ def server():
 
 @pytest.fixture()
 def page(server):
-    need_browser()
-    context = shared_browser().browser.new_context(viewport={"width": 1200, "height": 900},
-                                                   accept_downloads=True)
-    foreign: list[str] = []
-    errors: list[str] = []
-
-    def route(r) -> None:
-        if r.request.url.startswith(server.origin + "/"):
-            r.continue_()
-        else:
-            foreign.append(r.request.url)
-            r.abort()
-
-    context.route("**/*", route)
-    tab = context.new_page()
-    tab.on("console", lambda msg: msg.type == "error" and errors.append(msg.text))
-    tab.on("pageerror", lambda err: errors.append(str(err)))
-    tab.goto(server.origin + "/", wait_until="load")
-    yield tab
-    context.close()
-    assert foreign == [], f"the page fetched {foreign}"
-    refusals = "Failed to load resource: the server responded with a status of 422"
-    assert [e for e in errors if not e.startswith(refusals)] == [], errors
+    yield from open_page(server, accept_downloads=True)
 
 
 def edit(tab, label: str, text: str, outcome: str) -> None:
