@@ -9,6 +9,7 @@ finds the modules itself, so a new command is a new file.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -23,15 +24,24 @@ class Outcome:
 MAX_DIGITS = 100_000
 
 
-def digits_argument(text: str) -> int:
-    """argparse type for ``--digits``: significant digits, 1 to MAX_DIGITS."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--digits must be a whole number, got {text!r}") from None
-    if not 1 <= value <= MAX_DIGITS:
-        raise argparse.ArgumentTypeError(f"--digits must be between 1 and {MAX_DIGITS}, got {value}")
-    return value
+def whole_number_argument(flag: str, low: int, high: int, what: str = "") -> Callable[[str], int]:
+    """An argparse type for a whole-number flag from ``low`` to ``high`` (``what``: the unit
+    the range message names), refusing anything else in one line that names the flag."""
+    unit = f" ({what})" if what else ""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} must be a whole number, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{flag} must be between {low} and {high}{unit}, got {value}")
+        return value
+    return parse
+
+
+#: argparse type for ``--digits``: significant digits, 1 to MAX_DIGITS
+digits_argument = whole_number_argument("--digits", 1, MAX_DIGITS)
 
 
 PAPERS = ("letter", "a4")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from symattn.commands import MAX_DIGITS, PAPERS, Outcome, deprecated_alias, digits_argument
+from symattn.commands import (MAX_DIGITS, PAPERS, Outcome, deprecated_alias, digits_argument,
+                              whole_number_argument)
 from symattn.errors import SymattnError
 
 if TYPE_CHECKING:
@@ -58,15 +59,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run)
 
 
-def places_argument(text: str) -> int:
-    """argparse type for ``--places``: decimal places, 0 to MAX_DIGITS."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--places must be a whole number, got {text!r}") from None
-    if not 0 <= value <= MAX_DIGITS:
-        raise argparse.ArgumentTypeError(f"--places must be between 0 and {MAX_DIGITS}, got {value}")
-    return value
+#: argparse type for ``--places``: decimal places, 0 to MAX_DIGITS
+places_argument = whole_number_argument("--places", 0, MAX_DIGITS)
 
 
 def _check_options(args: argparse.Namespace) -> str:

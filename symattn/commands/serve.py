@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from typing import Any
 
-from symattn.commands import Outcome
+from symattn.commands import Outcome, whole_number_argument
 from symattn.commands.explain import add_problem_arguments
 from symattn.errors import SymattnError
 
@@ -15,15 +14,8 @@ ORDER = 85
 LOCAL = ("127.0.0.1", "localhost")
 
 
-def port_argument(text: str) -> int:
-    """argparse type for ``--port``: 1 to 65535."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--port must be a whole number, got {text!r}") from None
-    if not 1 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"--port must be between 1 and 65535, got {value}")
-    return value
+#: argparse type for ``--port``: 1 to 65535
+port_argument = whole_number_argument("--port", 1, 65535)
 
 
 def budget_argument(text: str) -> float:
@@ -41,20 +33,8 @@ MAX_WORKERS = 16       # worker processes (each holds SymPy: about 100 MB, up to
 MAX_QUEUE = 256        # requests waiting for a worker; more are answered 503 at once
 
 
-def _count_argument(flag: str, low: int, high: int, what: str) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{flag} must be a whole number, got {text!r}") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{flag} must be between {low} and {high} ({what}), got {value}")
-        return value
-    return parse
-
-
-workers_argument = _count_argument("--workers", 1, MAX_WORKERS, "worker processes")
-queue_argument = _count_argument("--queue", 0, MAX_QUEUE, "requests waiting for a worker")
+workers_argument = whole_number_argument("--workers", 1, MAX_WORKERS, "worker processes")
+queue_argument = whole_number_argument("--queue", 0, MAX_QUEUE, "requests waiting for a worker")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from fractions import Fraction
 
-from symattn.commands import Outcome, PAPERS, deprecated_alias, digits_argument
+from symattn.commands import Outcome, PAPERS, deprecated_alias, digits_argument, whole_number_argument
 from symattn.commands.explain import add_problem_arguments, places_argument
 from symattn.errors import SymattnError
 
@@ -18,14 +18,8 @@ def _progress(k: int, total: int, vid: str) -> None:
     print(f"version {k}/{total} ({vid}) …", file=sys.stderr, flush=True)
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--versions must be a whole number, got {text!r}") from None
-    if not 1 <= value <= 702:
-        raise argparse.ArgumentTypeError(f"--versions must be between 1 and 702 (A to ZZ), got {value}")
-    return value
+#: --versions: A to ZZ
+_count = whole_number_argument("--versions", 1, 702, "A to ZZ")
 
 
 def _seed(text: str) -> int:
