@@ -129,6 +129,9 @@ def test_no_facts_page_prints_raw_math(name):
         assert "<math" in section, key
     text = print_document(doc, "text")
     assert "\\" not in text and not RAW_MARKERS.search(text.replace("Σ_", "Σ"))
+    # and the LaTeX sets every character: none falls back to a [U+2192] code (τ → ∞ did)
+    tex = print_document(doc, "latex")
+    assert re.findall(r"\[U\+[0-9A-F]{4}\]", tex) == []
 
 
 def test_variant_and_backward_proofs_render_as_mathml_in_chromium(tmp_path):

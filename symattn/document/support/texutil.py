@@ -26,6 +26,10 @@ _SPECIAL = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "$": r"\$", "&": 
             "‖": r"\ensuremath{\|}",
             "ℓ": r"\ensuremath{\ell}", "∈": r"\ensuremath{\in}",
             "⊆": r"\ensuremath{\subseteq}",
+            "→": r"\ensuremath{\to}", "←": r"\ensuremath{\leftarrow}", "⇒": r"\ensuremath{\Rightarrow}",
+            "↔": r"\ensuremath{\leftrightarrow}", "≠": r"\ensuremath{\ne}", "⟨": r"\ensuremath{\langle}",
+            "⟩": r"\ensuremath{\rangle}", "′": r"\ensuremath{^{\prime}}", "″": r"\ensuremath{^{\prime\prime}}",
+            "‴": r"\ensuremath{^{\prime\prime\prime}}",
             # verdict marks (a fact's heading, a class's grades)
             "✓": r"\ensuremath{\checkmark}", "✗": r"\ensuremath{\times}",
             "—": r"\textemdash{}", "–": r"\textendash{}"}
