@@ -52,10 +52,11 @@ def main() -> None:
     parser.add_argument("--E", type=int, default=64)
     parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
-    from dask.distributed import Client, LocalCluster
+    from dask.distributed import Client
 
     from symattn import floatrun
     from symattn.floatrun.dump import plan
+    from symattn.floatrun.runner import local_cluster
     from symattn.floatrun.shard import check_shard
 
     print(f"load average {os.getloadavg()}; {args.heads} heads of (L, E) = ({args.L}, {args.E}), causal")
@@ -65,7 +66,7 @@ def main() -> None:
         _dump(dump, args.heads, args.L, args.E)
         times = []
         start = time.perf_counter()
-        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+        with local_cluster(2, dashboard_address=None) as cluster, \
                 Client(cluster) as client:
             print(f"cluster start-up {time.perf_counter() - start:.1f} s (before the clock)")
             for _ in range(args.repeat):

@@ -270,3 +270,20 @@ def test_ctrl_c_on_two_local_workers_stops_cleanly_keeps_the_shards_and_ends_the
     assert alive == []
     rerun = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0 and f"({16 - kept} computed, {kept} reused)" in rerun.stdout, rerun.stderr
+
+
+def _worker_environ() -> dict[str, str | None]:
+    return {name: os.environ.get(name) for name in ("MALLOC_TRIM_THRESHOLD_", "OPENBLAS_NUM_THREADS")}
+
+
+def test_local_workers_run_without_dasks_malloc_trim_threshold():
+    """Dask's nanny sets MALLOC_TRIM_THRESHOLD_=65536, which made every shard about a quarter
+    slower (glibc's mmap threshold then stays at 128 KiB): floatref-run's workers go without it,
+    and keep BLAS to one thread."""
+    from dask.distributed import Client
+
+    from symattn.floatrun.runner import local_cluster
+
+    with local_cluster(1, dashboard_address=None) as cluster, Client(cluster) as client:
+        (environ,) = client.run(_worker_environ).values()
+    assert environ == {"MALLOC_TRIM_THRESHOLD_": None, "OPENBLAS_NUM_THREADS": "1"}
