@@ -5,6 +5,7 @@ about 1e-15 on this mild problem), compared with symattn's certified decimals.""
 
 from __future__ import annotations
 
+import mpmath
 import numpy as np
 import pytest
 
@@ -80,3 +81,59 @@ def test_a_multi_head_backward_key_of_the_wrong_shape():
     with pytest.raises(ProblemError, match="takes grad_output"):
         MultiHeadProblem.split(X=X, W_q=W_q, W_k=W_k, W_v=W_v, W_o=W_o, heads=2, kv_heads=1,
                                backward={"loss": "half-squared-error", "target": dY})
+
+
+def _mp_forward(A):
+    """The same two-head multi-query forward in mpmath complex arithmetic (for complex steps)."""
+    def mul(P, R):
+        return [[mpmath.fsum(P[i][t] * R[t][j] for t in range(len(R))) for j in range(len(R[0]))]
+                for i in range(len(P))]
+    K, V = mul(A["X"], A["W_k"]), mul(A["X"], A["W_v"])
+    concat = [[] for _ in X]
+    for h in range(2):
+        Q = mul(A["X"], [row[2 * h:2 * h + 2] for row in A["W_q"]])
+        for i, q in enumerate(Q):
+            e = [mpmath.exp((q[0] * k[0] + q[1] * k[1]) / mpmath.sqrt(2)) for k in K]
+            total = mpmath.fsum(e)
+            concat[i] += [mpmath.fsum(e[j] * V[j][c] for j in range(len(K))) / total for c in range(2)]
+    return mul(concat, A["W_o"])
+
+
+def _mp_complex_step(name, dps):
+    """dL/d(name) with L = Σ dY ∘ Y, by complex steps of size 10^-(2·dps) at dps digits."""
+    with mpmath.workdps(dps):
+        h = mpmath.mpf(10) ** (-2 * dps)
+        base = {k: [[mpmath.mpc(x) for x in row] for row in v]
+                for k, v in dict(X=X, W_q=W_q, W_k=W_k, W_v=W_v, W_o=W_o).items()}
+        grad = []
+        for i, row in enumerate(base[name]):
+            grad.append([])
+            for j in range(len(row)):
+                bumped = {k: [list(r) for r in v] for k, v in base.items()}
+                bumped[name][i][j] += mpmath.mpc(0, h)
+                Y = _mp_forward(bumped)
+                grad[-1].append(mpmath.fsum(dY[a][b] * Y[a][b] for a in range(3) for b in range(3)).imag / h)
+        return grad
+
+
+@pytest.mark.parametrize("digits", [3, 30, 1000])
+def test_multi_head_gradients_against_a_high_precision_reference(result, digits):
+    """Every gradient of the multi-head problem to 3, 30 and 1000 certified digits, against
+    complex-step derivatives of an mpmath forward written here at digits + 30."""
+    g = result.gradients
+    got = {"W_o": g.d_W_o(), "X": g.d_X(), "W_k": g.kv_gradient("d_W_k", 0),
+           "W_v": g.kv_gradient("d_W_v", 0)}
+    decimals = {k: g.decimals(M, digits) for k, M in got.items()}
+    decimals["W_q"] = [a + b for a, b in zip(*(result.head(h).step("d_W_q").decimals(digits) for h in range(2)))]
+    with mpmath.workdps(digits + 30):
+        for name, rows in decimals.items():
+            want = _mp_complex_step(name, digits + 30)
+            for i, row in enumerate(rows):
+                for j, d in enumerate(row):
+                    w = want[i][j]
+                    value = mpmath.mpf(d.mantissa) * mpmath.mpf(10) ** d.exponent
+                    if abs(w) < mpmath.mpf(10) ** (-digits - 20):
+                        assert value == 0, (name, i, j, d.text)
+                        continue
+                    ulp = mpmath.mpf(10) ** (mpmath.floor(mpmath.log10(abs(w))) - digits + 1)
+                    assert abs(value - w) <= mpmath.mpf("0.51") * ulp, (name, i, j, d.text)
