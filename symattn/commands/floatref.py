@@ -254,6 +254,9 @@ def _check_grad_flags(args: argparse.Namespace) -> None:
     if args.grad_output is None and (given or extras or args.conditional or args.recipe):
         first = (given + extras)[0] if given or extras else "--conditional" if args.conditional else "--recipe"
         raise FloatRefError(f"{first} judges gradients: give --grad-output dO.npy with --dq, --dk and --dv")
+    if args.grad_output is not None and args.write_reference and not folder:
+        raise FloatRefError(f"--write-reference {args.write_reference} holds the forward only: give a folder "
+                            "(--write-reference DIR) to write the gradients")
     if args.grad_output is not None and len(given) != 3 and (given or not (extras or folder)):
         missing = [f for f in ("--dq", "--dk", "--dv") if f not in given]
         more = "" if given else " (or --ds, --dp, --delta; or --write-reference DIR to write the references)"
@@ -270,9 +273,6 @@ def _check_grad_flags(args: argparse.Namespace) -> None:
     if extras and (args.conditional or args.recipe):
         raise FloatRefError(f"{extras[0]} is judged against the plain reference (the exact dS, dP, D): drop "
                             f"{'--conditional' if args.conditional else '--recipe'}, or judge {extras[0]} alone")
-    if args.grad_output is not None and args.write_reference and not folder:
-        raise FloatRefError(f"--write-reference {args.write_reference} holds the forward only: give a folder "
-                            "(--write-reference DIR) to write the gradients")
     if args.grad_output is not None and args.step != "output":
         raise FloatRefError("--grad-output judges gradients of the output: drop --step weights")
 
