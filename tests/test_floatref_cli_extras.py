@@ -168,3 +168,24 @@ def test_bad_files_and_flags_are_one_line_errors(files, capsys, change, words):
     assert main(args) == 2
     err = capsys.readouterr().err
     assert words in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("flag", ["--ds", "--dp", "--delta"])
+@pytest.mark.parametrize("bad, words", [
+    ("huge", "MAX_ARRAY_BYTES"),
+    ("object", "object arrays are refused"),
+])
+def test_every_new_input_keeps_the_readers_caps(files, capsys, flag, bad, words):
+    """dS, dP, D files go through the header-checked reader: a 7 TiB header or a pickle is refused."""
+    from test_hostile_arrays import head, npy
+
+    tmp, _ = files
+    path = tmp / f"hostile-{bad}.npy"
+    if bad == "huge":
+        path.write_bytes(npy(head((1000000, 1000000))))
+    else:
+        path.write_bytes(npy(head((2,), descr="|O")) + b"\x80\x04N.")
+    args = argv(tmp, names=()) + [flag, str(path)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert words in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err

@@ -144,3 +144,22 @@ def test_missing_inputs_are_one_line_errors(files, capsys, drop, words):
     assert main(args) == 2
     err = capsys.readouterr().err
     assert words in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_recipes_budget_and_the_readers_caps(files, capsys):
+    """The recipe's (query, key) pairs are capped (MAX_RECIPE_PAIRS) before any ball is made, and
+    its O input goes through the header-checked reader."""
+    from symattn.floatref.fp8_backward import MAX_RECIPE_PAIRS
+    from test_hostile_arrays import head, npy
+
+    tmp, _ = files
+    n = int(np.sqrt(MAX_RECIPE_PAIRS)) + 1
+    big = np.zeros((1, n, 2), dtype=np.float32)
+    for name in ("Q", "K", "V", "dO", "O", "dq", "dk", "dv"):
+        np.save(tmp / f"{name}.npy", big)
+    assert main(argv(tmp, "", lse=False)) == 2
+    err = capsys.readouterr().err
+    assert "MAX_RECIPE_PAIRS" in err and len(err.strip().splitlines()) == 1
+    (tmp / "O.npy").write_bytes(npy(head((1000000, 1000000))))
+    assert main(argv(tmp, "", lse=False)) == 2
+    assert "MAX_ARRAY_BYTES" in capsys.readouterr().err
