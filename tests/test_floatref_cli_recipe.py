@@ -71,9 +71,12 @@ def test_the_text_report_names_the_recipe_and_the_truth(files, capsys):
     tmp, _ = files
     assert main(argv(tmp, "", "--max-ulp", "8")) == 0
     out = capsys.readouterr().out
-    assert "against the fp8 recipe cudnn_fp8_per_tensor on the kernel's stored" in out
+    assert "against the fp8 recipe cudnn_fp8_per_tensor (--recipe) on the kernel's stored Q, K, V, O" in out
     assert "Beside the recipe cudnn_fp8_per_tensor: the candidates / scale_dX against the true gradients" in out
     assert "PASS: no gradient entry is proved more than 8 ulp of scale away" in out
+    assert main(argv(tmp, "", "--max-ulp", "8", "--format", "html")) == 0
+    page = capsys.readouterr().out
+    assert "<table" in page and "Beside the recipe cudnn_fp8_per_tensor" in page
 
 
 def test_p_not_rescaled_is_rejected_naming_the_worst_dv(files, capsys):
@@ -121,10 +124,13 @@ def test_the_parser_lists_the_library_recipes():
     (["--conditional"], "--recipe judges against the recipe on the kernel's saved forward already"),
     (["--lse-base", "2"], "--recipe reads the kernel's stored forward"),
     (["--recipe-option", "scale_s=4096"], "overflows its fp8 format"),
+    (["--recipe-option", "scale_dp=2", "--recipe-option", "scale_dp=4"],
+     "--recipe-option scale_dp is given twice: give each option once"),
 ])
 def test_bad_recipes_and_options_are_one_line_errors(files, capsys, change, words):
     tmp, _ = files
-    assert main(argv(tmp, "", *change)) == 2
+    field = change[1].partition("=")[0] if change[0] == "--recipe-option" else None
+    assert main(argv(tmp, "", *change, options={k: v for k, v in OPTIONS.items() if k != field})) == 2
     err = capsys.readouterr().err
     assert words in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
 

@@ -159,7 +159,7 @@ def run(args: argparse.Namespace) -> Outcome:
             and not any(v for _, v in _extra_flags(args)):
         raise FloatRefError(f"--write-reference {args.write_reference} (a folder) is reported as text or JSON: "
                             f"drop --format {fmt} (or --pdf)")
-    for flag, given in (("--lse", args.lse), *((f, v) for f, v in _extra_flags(args) if v)):
+    for flag, given in (("--lse", None if args.recipe else args.lse), *((f, v) for f, v in _extra_flags(args) if v)):
         if given is not None and fmt not in ("text", "json"):
             raise FloatRefError(f"{flag} is reported as text or JSON: drop --format {fmt} (or --pdf), or judge "
                                 "the output alone")
@@ -229,8 +229,9 @@ def _judged_outcome(args: argparse.Namespace, judged: dict, fmt: str, status: in
             doc = build_grads_document(grads, max_ulp=args.max_ulp)
         else:
             doc = build_grads_document(grads.gate, max_ulp=args.max_ulp, beside=tuple(grads.true_lines()),
-                                       against=f"the fp8 recipe {args.recipe} on the kernel's stored Q, K, V, "
-                                               "O (--candidate), dO and Stats (--lse) (--recipe)")
+                                       against=f"the fp8 recipe {args.recipe} (--recipe) on the kernel's stored "
+                                               "Q, K, V, O (--candidate), dO and " +
+                                               ("Stats (--lse)" if args.lse else "the exact LSE (no --lse)"))
         text += ("\n" if text else "") + print_document(doc, fmt, fragment=args.fragment, paper=paper(args))
     if extras is not None:
         lines = extras.lines()
@@ -248,6 +249,10 @@ def _check_grad_flags(args: argparse.Namespace) -> None:
     given = [flag for flag, value in (("--dq", args.dq), ("--dk", args.dk), ("--dv", args.dv)) if value]
     extras = [flag for flag, value in _extra_flags(args) if value]
     folder = bool(args.write_reference) and not args.write_reference.lower().endswith(".npz")
+    fields = [field for field, _ in args.recipe_option]
+    twice = next((f for f in fields if fields.count(f) > 1), None)
+    if twice is not None:
+        raise FloatRefError(f"--recipe-option {twice} is given twice: give each option once")
     if args.recipe_option and args.recipe is None:
         raise FloatRefError("--recipe-option sets an option of a recipe: give --recipe NAME too "
                             f"({', '.join(RECIPE_NAMES)})")

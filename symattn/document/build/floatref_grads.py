@@ -75,7 +75,7 @@ def build_grads_document(report: "GradsReport", *, max_ulp: float | None = None,
             ("entry", f"{r.fmt} value", "exact", "distance", "κ entry, row"), worst,
             numeric=(False,) + (True,) * 4),)))
     if beside:
-        sections.append(Section("beside", "Beside", tuple(Note((line.strip(),)) for line in beside)))
+        sections.append(Section("beside", "Beside: the true gradients", tuple(Note((line.strip(),)) for line in beside)))
     if max_ulp is not None:
         sections.append(Section("gate", "Verdict", (Note((grads_gate_line(r, max_ulp),)),)))
     return Report(f"Errors of {r.fmt} SDPA gradients", tuple(sections),
