@@ -126,6 +126,8 @@ def test_bad_targets_are_one_line_errors(files, capsys, target, words):
 
 def test_html_without_a_judgement_is_refused(files, capsys):
     tmp, _ = files
+    assert main(argv(tmp, tmp / "ref", "--max-ulp", "4")) == 2            # nothing to judge
+    assert "--max-ulp judges --candidate or --lse" in capsys.readouterr().err
     assert main(argv(tmp, tmp / "ref", "--format", "html")) == 2
     assert "(a folder) is reported as text or JSON" in capsys.readouterr().err
     assert not (tmp / "ref").exists()
@@ -152,3 +154,43 @@ def test_the_fp8_recipes_references(tmp_path, capsys):
     about = json.loads((ref / "reference.json").read_text())
     assert about["recipe"]["name"] == "cudnn_fp8_per_tensor" and about["recipe"]["scale_dq"] == 2.0
     assert not (ref / "out.npy").exists() and (ref / "true_dq.npy").exists()
+
+
+def test_the_conditional_references(tmp_path, capsys):
+    """--conditional: dq, dk, dv of FlashAttention's recipe on the kernel's own O and LSE (P = e^(t − lse),
+    D = rowsum(dO∘O)), against that recipe in mpmath at 50 digits."""
+    import mpmath
+
+    from test_floatref_fp8_recipe import frac
+
+    rng = np.random.default_rng(4)
+    Q, K, V, dO = (rng.standard_normal((1, 3, 2)).astype(np.float32) for _ in range(4))
+    t = Q.astype(np.float64) @ np.swapaxes(K, -1, -2) / np.sqrt(2)
+    lse = np.log(np.exp(t).sum(-1)).astype(np.float32)
+    O = (np.exp(t - lse[..., None]) @ V).astype(np.float32)
+    for name, a in dict(Q=Q, K=K, V=V, dO=dO, O=O, lse=lse).items():
+        np.save(tmp_path / f"{name}.npy", a)
+    args = [*argv(tmp_path, tmp_path / "ref"), "--candidate", str(tmp_path / "O.npy"), "--lse",
+            str(tmp_path / "lse.npy"), "--conditional"]
+    assert main(args) == 0
+    capsys.readouterr()
+    f = lambda x: mpmath.mpf(frac(x).numerator) / frac(x).denominator  # noqa: E731
+    want = {n: np.zeros((1, 3, 2), dtype=object) for n in ("dQ", "dK", "dV")}
+    with mpmath.workdps(50):
+        for a in want.values():
+            a.fill(mpmath.mpf(0))
+        s = 1 / mpmath.sqrt(2)
+        for i in range(3):
+            D = sum(f(dO[0, i, c]) * f(O[0, i, c]) for c in range(2))
+            for j in range(3):
+                P = mpmath.exp(s * sum(f(Q[0, i, e]) * f(K[0, j, e]) for e in range(2)) - f(lse[0, i]))
+                dS = P * (sum(f(dO[0, i, c]) * f(V[0, j, c]) for c in range(2)) - D)
+                for e in range(2):
+                    want["dV"][0, j, e] += P * f(dO[0, i, e])
+                    want["dQ"][0, i, e] += s * dS * f(K[0, j, e])
+                    want["dK"][0, j, e] += s * dS * f(Q[0, i, e])
+    for stem in ("dq", "dk", "dv"):
+        got = np.load(tmp_path / "ref" / f"{stem}.npy")
+        assert got.dtype == np.float32
+        np.testing.assert_array_equal(got.astype(np.float64), rounded(want["d" + stem[1].upper()], "float32"))
+    assert not (tmp_path / "ref" / "ds.npy").exists()

@@ -146,7 +146,8 @@ def run(args: argparse.Namespace) -> Outcome:
 
     fmt = chosen_format(args)
     _check_grad_flags(args)
-    if args.max_ulp is not None and args.candidate is None and args.lse is None and args.grad_output is None:
+    if args.max_ulp is not None and args.candidate is None and args.lse is None and args.dq is None \
+            and not any(v for _, v in _extra_flags(args)):
         raise FloatRefError("--max-ulp judges --candidate or --lse: give --candidate OUT.npy or --lse LSE.npy "
                             "(or gradients: --grad-output dO.npy with --dq, --dk, --dv)")
     if args.worst < 0:
