@@ -39,13 +39,16 @@ def _bins() -> list[str]:
     return [f"({lo:g}, {hi:g}]" if lo else f"[0, {hi:g}]" for lo, hi in zip(BIN_EDGES, BIN_EDGES[1:])]
 
 
-def build_grads_document(report: "GradsReport", *, max_ulp: float | None = None) -> Report:
-    """The gradient report as a document; ``max_ulp`` adds the verdict as its last section."""
+def build_grads_document(report: "GradsReport", *, max_ulp: float | None = None, against: str | None = None,
+                         beside: tuple[str, ...] = ()) -> Report:
+    """The gradient report as a document; ``max_ulp`` adds the verdict as its last section.
+    ``against`` names the reference when it is not the usual one (an fp8 recipe); ``beside``:
+    lines of a section after the distances (the true gradients beside a recipe's)."""
     r = report
     unit = "ulps of each entry's scale (the sum of the absolute values of its terms)" \
         if r.ulp_scale == "magnitude" else "ulps of each exact entry"
-    against = ("the recipe on the kernel's own saved O and LSE (--conditional)" if r.reference.conditional
-               else "the exact gradients")
+    against = against or ("the recipe on the kernel's own saved O and LSE (--conditional)" if r.reference.conditional
+                          else "the exact gradients")
     about = [f"{r.fmt} dQ, dK, dV against {against}, every reference entry correctly rounded (proved)",
              f"distances from the correctly rounded values in {unit}; the exact error is within ½ of it"]
     for g in r.grads.values():
@@ -71,6 +74,8 @@ def build_grads_document(report: "GradsReport", *, max_ulp: float | None = None)
             "exact: certified decimals; κ: the entry's, its rows'",
             ("entry", f"{r.fmt} value", "exact", "distance", "κ entry, row"), worst,
             numeric=(False,) + (True,) * 4),)))
+    if beside:
+        sections.append(Section("beside", "Beside: the true gradients", tuple(Note((line.strip(),)) for line in beside)))
     if max_ulp is not None:
         sections.append(Section("gate", "Verdict", (Note((grads_gate_line(r, max_ulp),)),)))
     return Report(f"Errors of {r.fmt} SDPA gradients", tuple(sections),
