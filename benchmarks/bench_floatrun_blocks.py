@@ -7,7 +7,7 @@ Not a test.  Run it from the repository root:
 For a few head shapes (seeded standard normal q, k, v; out = float64 SDPA rounded once to the
 format) it times ``check_shard`` of one row block in this process (best of ``--repeat``, the
 process's CPU seconds, which the model fits, and the wall clock's), prints
-the (query, key) pairs the block attends, the model's estimate
+the block's rows, the model's estimate
 (:func:`symattn.floatrun.blocks.estimate`) and the ratio measured / estimated.  The
 constants in ``symattn/floatrun/blocks.py`` are fitted to these rows (docs/benchmarks.md).
 """
@@ -71,7 +71,7 @@ def _time(shard, options, repeat: int) -> tuple[float, float]:
 
 
 def _fit(rows: list[tuple[list[float], float]]) -> list[float]:
-    """FIXED, PAIR, CERT, SCAN by least squares on the relative error (float32 rows only)."""
+    """FIXED, CERT, SCAN, ROW by least squares on the relative error (float32 rows only)."""
     import numpy as np
 
     X = np.array([f for f, _ in rows])
@@ -92,7 +92,7 @@ def main() -> None:
     from symattn.floatrun.dump import plan
 
     print(f"load average {os.getloadavg()}")
-    print(f"{'L':>5} {'S':>5} {'E':>4} {'format':>9} {'causal':>6} {'block':>6} {'worst':>5} {'pairs':>10} "
+    print(f"{'L':>5} {'S':>5} {'E':>4} {'format':>9} {'causal':>6} {'block':>6} {'worst':>5} {'rows':>6} "
           f"{'cpu s':>8} {'wall s':>8} {'model':>7} {'ratio':>6}")
     fit, measured = [], []
     with tempfile.TemporaryDirectory() as tmp:
@@ -110,14 +110,14 @@ def main() -> None:
                 shape = model.head_shape(shard, options)
                 assert shape is not None
                 estimate = model.estimate(shape, block, blocks, worst)
-                pairs = shape.pairs(block, blocks)
+                rows = shape.rows(block, blocks)
                 measured.append((shape, block, blocks, worst, seconds))
                 if fmt == "float32":
-                    fit.append(([1.0, pairs * (E + E), worst * S * (E + E), L * S * E], seconds))
+                    fit.append(([1.0, worst * S * (E + E), L * S * E, rows * S * (E + E)], seconds))
                 print(f"{L:>5} {S:>5} {E:>4} {fmt:>9} {str(causal):>6} {f'{block}/{blocks}':>6} {worst:>5} "
-                      f"{pairs:>10,} {seconds:>8.3f} {wall:>8.3f} {estimate:>7.3f} {seconds / estimate:>6.2f}", flush=True)
-    fixed, pair, cert, scan = _fit(fit)
-    print(f"fitted: FIXED = {fixed:.3g}, PAIR = {pair:.3g}, CERT = {cert:.3g}, SCAN = {scan:.3g}")
+                      f"{rows:>6,} {seconds:>8.3f} {wall:>8.3f} {estimate:>7.3f} {seconds / estimate:>6.2f}", flush=True)
+    fixed, cert, scan, row = _fit(fit)
+    print(f"fitted: FIXED = {fixed:.3g}, CERT = {cert:.3g}, SCAN = {scan:.3g}, ROW = {row:.3g}")
     for fmt in ("bfloat16", "float16"):
         ratios = [t / next(t32 for s32, b32, n32, w32, t32 in measured if s32.format == "float32" and
                            (s32.L, s32.E, s32.causal, b32, n32, w32) == (s.L, s.E, s.causal, b, nb, w))

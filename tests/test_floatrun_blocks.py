@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import pickle
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -29,48 +30,43 @@ def summary(folder):
     return json.loads((folder / "summary.json").read_text(encoding="utf-8"))
 
 
-def attended(L, S, causal, a, b):
-    """(query, key) pairs rows a..b-1 attend, counted on the boolean mask (numpy's tril)."""
-    if causal is None:
-        return (b - a) * S
-    allowed = np.tril(np.ones((L, S), dtype=bool), 0 if causal == "top-left" else S - L)
-    return int(allowed[a:b].sum())
-
-
-@pytest.mark.parametrize("L, S", [(100, 100), (37, 90), (90, 37), (1, 5)])
-@pytest.mark.parametrize("causal", [None, "top-left", "bottom-right"])
-def test_the_pairs_of_a_block_are_the_masks_count(L, S, causal):
-    shape = HeadShape(L, S, 8, 8, "float32", causal, False, False)
+@pytest.mark.parametrize("L", [1, 7, 100, 4097])
+def test_the_rows_of_a_block_are_the_shards_rows(L):
+    shape = HeadShape(L, 50, 8, 8, "float32", False)
     for n in (1, 3, 7):
-        assert [shape.pairs(b, n) for b in range(n)] == [attended(L, S, causal, b * L // n, (b + 1) * L // n)
-                                                         for b in range(n)]
+        spans = [replace(plain_shard(), block=b, blocks=n).row_range(L) for b in range(n)]
+        assert [shape.rows(b, n) for b in range(n)] == [end - start for start, end in spans]
+        assert sum(shape.rows(b, n) for b in range(n)) == L
+
+
+def plain_shard():
+    return dump.Shard(0, 0, "/", ())
 
 
 def long_head(L=8192, E=64, **kw):
-    return HeadShape(L, L, E, E, kw.get("format", "float32"), kw.get("causal", "top-left"), False,
-                     kw.get("backward", False))
+    return HeadShape(L, kw.get("S", L), E, E, kw.get("format", "float32"), kw.get("backward", False))
 
 
 @pytest.fixture
 def model(monkeypatch):
     """The cost model with round constants (the tests do not depend on the calibration)."""
-    for name, value in {"FIXED": 0.05, "CERT": 1e-7, "SCAN": 1e-10, "PAIR": 1e-9, "MIN_ROWS": 64,
-                        "MIN_SPLIT_SECONDS": 1.0, "TARGET_SECONDS": 3.0}.items():
+    for name, value in {"FIXED": 0.05, "CERT": 1e-7, "SCAN": 1e-10, "ROW": 1e-9, "MIN_ROWS": 64,
+                        "MIN_SPLIT_SECONDS": 1.0, "TARGET_SECONDS": 3.0,
+                        "FORMAT": {"float32": 1.0, "bfloat16": 2.0}}.items():
         monkeypatch.setattr(blocks, name, value)
 
 
 def test_a_long_head_gets_the_fewest_blocks_within_the_target(model):
     shape = long_head()
     (n,) = blocks.choose({"h": shape}, worst=0).values()
-    assert n > 1 and blocks.estimate(shape, n - 1, n, 0) <= blocks.TARGET_SECONDS
-    assert blocks.estimate(shape, n - 2, n - 1, 0) > blocks.TARGET_SECONDS
+    assert n > 1 and blocks.largest(shape, n, 0) <= blocks.TARGET_SECONDS < blocks.largest(shape, n - 1, 0)
     assert blocks.choose({"h": shape}, worst=0) == blocks.choose({"h": shape}, workers=2, worst=0)
     assert blocks.choose({"h": long_head(format="bfloat16")}, worst=0)["h"] > n     # a slower format
 
 
 def test_short_heads_backward_heads_and_heads_a_block_cannot_shorten_stay_whole(model):
-    short = HeadShape(2 * blocks.MIN_ROWS - 1, 8192, 128, 128, "float32", None, False, False)
-    quick = HeadShape(512, 512, 64, 64, "float32", "top-left", False, False)
+    short = HeadShape(2 * blocks.MIN_ROWS - 1, 8192, 128, 128, "float32", False)
+    quick = HeadShape(512, 512, 64, 64, "float32", False)
     assert blocks.estimate(short) > blocks.MIN_SPLIT_SECONDS > blocks.estimate(quick)
     backward = long_head(backward=True)
     assert blocks.choose({"short": short, "quick": quick, "bwd": backward, "unread": None}, workers=16) == {
@@ -81,22 +77,22 @@ def test_short_heads_backward_heads_and_heads_a_block_cannot_shorten_stay_whole(
     every = blocks.estimate(wide, 0, wide.L, 5)              # one row: (almost) only what every block pays
     assert 2 * every > blocks.TARGET_SECONDS
     (n,) = blocks.choose({"w": wide}, worst=5).values()
-    rows = {k: blocks.estimate(wide, k - 1, k, 5) - every for k in (n - 1, n)}
+    rows = {k: blocks.largest(wide, k, 5) - every for k in (n - 1, n)}
     assert 1 < n and rows[n] <= every < rows[n - 1]
-    assert blocks.estimate(wide, n - 1, n, 5) > blocks.TARGET_SECONDS
+    assert blocks.largest(wide, n, 5) > blocks.TARGET_SECONDS
 
 
 def test_a_small_dump_gets_a_shard_for_every_worker_the_costliest_heads_split_first(model):
-    a, b = long_head(4096, 64, causal=None), long_head(4096, 64)
+    a, b = long_head(2048, 64, S=6144), long_head(2048, 64, S=4096)
     assert blocks.TARGET_SECONDS >= blocks.estimate(a) > blocks.estimate(b) > blocks.MIN_SPLIT_SECONDS
     assert blocks.choose({"a": a, "b": b}) == {"a": 1, "b": 1}
     got = blocks.choose({"a": a, "b": b}, workers=5)
     assert sum(got.values()) == 5 and got["a"] > got["b"] >= 1
 
 
-def force_splitting(monkeypatch, rows=16, target=0.6):
-    """A model where a small head's rows are all that cost: 1e-5 s per pair and column."""
-    for name, value in {"FIXED": 0.0, "CERT": 0.0, "SCAN": 0.0, "PAIR": 1e-5, "MIN_ROWS": rows,
+def force_splitting(monkeypatch, rows=16, target=1.0):
+    """A model where a small head's rows are all that cost: 1e-5 s per row, key and column."""
+    for name, value in {"FIXED": 0.0, "CERT": 0.0, "SCAN": 0.0, "ROW": 1e-5, "MIN_ROWS": rows,
                         "MIN_SPLIT_SECONDS": 0.0, "TARGET_SECONDS": target}.items():
         monkeypatch.setattr(blocks, name, value)
 
@@ -105,7 +101,8 @@ def test_auto_blocks_report_the_whole_heads_values_and_reuse_the_same_blocks_sha
     force_splitting(monkeypatch)
     L, E = 160, 8
     made = make_dump(tmp_path / "dump", layers=2, heads=3, L=L, E=E, wrong=True, seed=3)
-    want = next(n for n in range(1, L + 1) if attended(L, L, "top-left", (n - 1) * L // n, L) * 2 * E * 1e-5 <= 0.6)
+    want = next(n for n in range(1, L + 1) if -(-L // n) * L * 2 * E * 1e-5 <= 1.0)   # the largest block's rows
+    assert want == 5
     status, out, err = run_cli(capsys, tmp_path / "dump", "--causal", "--blocks", "auto", "--max-ulp", 4, "--serial",
                                "--quiet", "-o", tmp_path / "report")
     assert status == 1, err

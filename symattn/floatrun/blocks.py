@@ -3,20 +3,23 @@
 Why a model and not a measurement: the block count must be known before any shard runs
 (it names the shards and keys their cached results), and it must come out the same on a
 rerun, so it is a pure function of what the files' headers say (L, S, E, Ev, the format,
-whether the backward is checked), the mask and the number of workers.  The model is one
-row block's seconds on one core of the machine it was calibrated on
+whether the backward is checked), ``--worst`` and the number of workers.  The model is one
+row block's CPU seconds on one core of the machine it was calibrated on
 (``benchmarks/bench_floatrun_blocks.py``; the fit is in docs/benchmarks.md)::
 
-    seconds = FIXED + SCAN · L·S·E + PAIR[format] · pairs · (E + Ev)
+    seconds = FIXED + f · (CERT · K · S · (E + Ev) + SCAN · L · S · E) + f · ROW · rows · S · (E + Ev)
 
-``pairs`` is the (query, key) pairs the block's rows attend (causal: the keys each row
-sees); ``SCAN`` is the float64 pass over the whole head's scores every shard makes (the
-row patterns); ``PAIR`` the exact check of each entry.  A head is split into the fewest
-equal row blocks whose costliest block is within TARGET_SECONDS; a head whose whole check is
-under MIN_SPLIT_SECONDS, or shorter than 2 · MIN_ROWS rows, stays one shard.  When the dump
-has fewer shards than workers, the costliest heads are split further until every worker
-has one.  A head whose backward is checked (``do`` and a gradient in the dump) stays one
-shard: dK and dV sum over every row, and a row block checks the forward and LSE only.
+``K`` is ``--worst``: each block certifies its own K worst entries, each reading its row's S
+keys; ``SCAN`` is the float64 pass over the whole head's scores every block makes (the row
+patterns); ``ROW`` the screening of each of the block's entries against every key (masked
+keys cost the same: a causal head's blocks measured no cheaper); ``f`` the format's factor.
+A head is split into the fewest equal row blocks whose largest is estimated within
+TARGET_SECONDS; when what every block pays whatever its rows is over half of that, blocks
+are made only until the rows' part is no more than it.  A head estimated under
+MIN_SPLIT_SECONDS, or shorter than 2 · MIN_ROWS rows, stays one shard.  When the dump has
+fewer shards than workers, the costliest heads are split further until every worker has
+one.  A head whose backward is checked (``do`` and a gradient in the dump) stays one shard:
+dK and dV sum over every row, and a row block checks the forward and LSE only.
 """
 
 from __future__ import annotations
@@ -40,15 +43,15 @@ TARGET_SECONDS = 3.0
 MIN_SPLIT_SECONDS = 1.0
 #: fewest rows in a block
 MIN_ROWS = 64
-#: the fitted constants (seconds; docs/benchmarks.md): per shard, per (query, key) pair and
-#: value column, per certified worst entry and key and column, per score of the whole head
-FIXED = 0.041
-PAIR = 1.43e-10
-CERT = 8.45e-7
-SCAN = 2.48e-9
-#: the formats' factors on all but FIXED (measured at (1024, 1024, 64 and 128), causal); the
-#: formats not measured take the largest
-FORMAT = {"float32": 1.0, "bfloat16": 1.35, "float16": 1.6}
+#: the fitted constants (CPU seconds; docs/benchmarks.md): per shard; per certified worst
+#: entry, key and value column; per score of the whole head; per entry of the block and key
+FIXED = 0.0046
+CERT = 1.24e-6
+SCAN = 1.56e-10
+ROW = 1.19e-9
+#: the formats' factors on all but FIXED (measured at (1024, 1024, 64 and 128), causal, against
+#: float32); a format not measured takes float32's
+FORMAT = {"float32": 1.0, "bfloat16": 0.8, "float16": 0.8}
 _SAFETENSORS_FORMATS = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16",
                         "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2"}
 _NPY_FORMATS = {"<f8": "float64", "<f4": "float32", "<f2": "float16"}
@@ -63,26 +66,20 @@ class HeadShape:
     E: int
     Ev: int
     format: str
-    causal: str | None
-    masked: bool
     backward: bool
 
-    def pairs(self, block: int = 0, blocks: int = 1) -> int:
-        """The (query, key) pairs the rows of block ``block`` of ``blocks`` attend."""
-        a, b = block * self.L // blocks, (block + 1) * self.L // blocks
-        if self.causal is None or self.masked:
-            return (b - a) * self.S
-        shift = 0 if self.causal == "top-left" else self.S - self.L   # row i sees keys j <= i + shift
-        return sum(min(max(i + shift + 1, 0), self.S) for i in range(a, b))
+    def rows(self, block: int = 0, blocks: int = 1) -> int:
+        """The rows of block ``block`` of ``blocks`` (as ``Shard.row_range`` splits them)."""
+        return (block + 1) * self.L // blocks - block * self.L // blocks
 
 
 def estimate(shape: HeadShape, block: int = 0, blocks: int = 1, worst: int = 5) -> float:
-    """One block's seconds on one core of the calibration machine (the module's model)."""
+    """One block's CPU seconds on one core of the calibration machine (the module's model)."""
     return FIXED + _per_shard(shape, worst) + _rows_part(shape, block, blocks)
 
 
 def _factor(shape: HeadShape) -> float:
-    return FORMAT.get(shape.format, max(FORMAT.values()))
+    return FORMAT.get(shape.format, 1.0)
 
 
 def _per_shard(shape: HeadShape, worst: int) -> float:
@@ -92,7 +89,12 @@ def _per_shard(shape: HeadShape, worst: int) -> float:
 
 
 def _rows_part(shape: HeadShape, block: int, blocks: int) -> float:
-    return _factor(shape) * PAIR * shape.pairs(block, blocks) * (shape.E + shape.Ev)
+    return _factor(shape) * ROW * shape.rows(block, blocks) * shape.S * (shape.E + shape.Ev)
+
+
+def largest(shape: HeadShape, blocks: int, worst: int = 5) -> float:
+    """The estimate of the head's costliest block (the one with the most rows) of ``blocks``."""
+    return max(estimate(shape, b, blocks, worst) for b in {0, blocks - 1})
 
 
 def _dims(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -141,22 +143,20 @@ def head_shape(shard: Shard, options: Any) -> HeadShape | None:
         q, k, v = (_dims(found[r][1]) for r in ("q", "k", "v"))
         settings = dict(shard.settings)
         fmt = options.dtype or settings.get("dtype") or found["out"][0]
-        causal = options.causal if options.causal is not None else settings.get("causal")
         backward = bool(options.backward and "do" in found and {"dq", "dk", "dv"} & set(found))
-        return HeadShape(int(q[0]), int(k[0]), int(q[-1]), int(v[-1]), fmt, None if causal == "none" else causal,
-                         bool(settings.get("mask")), backward)
+        return HeadShape(int(q[0]), int(k[0]), int(q[-1]), int(v[-1]), fmt, backward)
     except (FloatRefError, OSError, KeyError, IndexError, ValueError, SyntaxError, TypeError,
             zipfile.BadZipFile, UnicodeDecodeError, struct.error):
         return None
 
 
 def _fewest(shape: HeadShape, most: int, worst: int) -> int:
-    """The fewest equal row blocks whose costliest block is within TARGET_SECONDS, or, when
-    what every block pays already takes half of that, whose rows cost no more than it (more
-    blocks would then mostly repeat it); at most ``most``."""
+    """The fewest equal row blocks whose largest is within TARGET_SECONDS, or, when what every
+    block pays already takes half of that, whose rows cost no more than it (more blocks would
+    then mostly repeat it); at most ``most``."""
     fixed = FIXED + _per_shard(shape, worst)
     for blocks in range(1, most + 1):
-        rows = max(_rows_part(shape, b, blocks) for b in {0, blocks - 1})
+        rows = largest(shape, blocks, worst) - fixed
         if fixed + rows <= TARGET_SECONDS or (2 * fixed > TARGET_SECONDS and rows <= fixed):
             return blocks
     return most
@@ -179,7 +179,7 @@ def choose(shapes: dict[str, HeadShape | None], workers: int = 1, worst: int = 5
     def cost(name: str) -> float:
         shape = shapes[name]
         assert shape is not None
-        return estimate(shape, blocks[name] - 1, blocks[name], worst)
+        return largest(shape, blocks[name], worst)
 
     while sum(blocks.values()) < workers:
         room = [name for name in shapes if blocks[name] < most[name]]

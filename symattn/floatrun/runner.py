@@ -141,7 +141,7 @@ def block_counts(plan: Plan, options: Options, workers: int) -> tuple[dict[str, 
     if total > dump_module.MAX_SHARDS:
         raise FloatRefError(f"the dump: {len(counts):,} heads in {total:,} shards (--blocks auto), over the cap of "
                             f"{dump_module.MAX_SHARDS:,} shards (MAX_SHARDS); check part of the model at a time")
-    estimates = {name: model.estimate(shape, counts[name] - 1, counts[name], options.worst)
+    estimates = {name: model.largest(shape, counts[name], options.worst)
                  for name, shape in shapes.items() if shape is not None}
     return counts, {"rule": "auto", "target_seconds": model.TARGET_SECONDS, "workers": workers, "shards": total,
                     "split": {name: n for name, n in counts.items() if n > 1},
