@@ -111,7 +111,7 @@ def main() -> None:
                 assert shape is not None
                 estimate = model.estimate(shape, block, blocks, worst)
                 rows = shape.rows(block, blocks)
-                measured.append((shape, block, blocks, worst, seconds))
+                measured.append((shape, causal, block, blocks, worst, seconds))
                 if fmt == "float32":
                     fit.append(([1.0, worst * S * (E + E), L * S * E, rows * S * (E + E)], seconds))
                 print(f"{L:>5} {S:>5} {E:>4} {fmt:>9} {str(causal):>6} {f'{block}/{blocks}':>6} {worst:>5} "
@@ -119,9 +119,9 @@ def main() -> None:
     fixed, cert, scan, row = _fit(fit)
     print(f"fitted: FIXED = {fixed:.3g}, CERT = {cert:.3g}, SCAN = {scan:.3g}, ROW = {row:.3g}")
     for fmt in ("bfloat16", "float16"):
-        ratios = [t / next(t32 for s32, b32, n32, w32, t32 in measured if s32.format == "float32" and
-                           (s32.L, s32.E, s32.causal, b32, n32, w32) == (s.L, s.E, s.causal, b, nb, w))
-                  for s, b, nb, w, t in measured if s.format == fmt]
+        ratios = [t / next(t32 for s32, c32, b32, n32, w32, t32 in measured if s32.format == "float32" and
+                           (s32.L, s32.E, c32, b32, n32, w32) == (s.L, s.E, c, b, nb, w))
+                  for s, c, b, nb, w, t in measured if s.format == fmt]
         if ratios:
             print(f"{fmt} against float32: {', '.join(f'{r:.2f}' for r in ratios)}")
     print(f"load average after {os.getloadavg()}")
