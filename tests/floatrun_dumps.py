@@ -92,3 +92,21 @@ def ulp_errors(got, exact, p: int = 24, e_min: int = -126) -> np.ndarray:
                 unit = mpmath.mpf(2) ** (max(e, e_min) - p + 1)
                 out[i, c] = float((mpmath.mpf(float(got[i, c])) - x) / unit)
         return out
+
+
+def blind_to(folder: str) -> None:
+    """Make this process (a Dask worker, through ``client.run``) unable to open or list anything
+    under ``folder``, as a worker on another machine without the shared filesystem: an audit
+    hook refuses the interpreter's "open", "os.scandir" and "os.listdir" events there (it
+    cannot be removed: the worker keeps it until it exits)."""
+    import errno
+    import os
+    import sys
+
+    def hook(event: str, args: tuple) -> None:
+        if event in ("open", "os.scandir", "os.listdir") and args and isinstance(args[0], (str, bytes, os.PathLike)):
+            path = os.path.abspath(os.fsdecode(args[0]))
+            if path == folder or path.startswith(folder + os.sep):
+                raise PermissionError(errno.EACCES, "this worker cannot see the dump", path)
+
+    sys.addaudithook(hook)

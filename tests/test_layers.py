@@ -274,7 +274,7 @@ BROAD_EXCEPT_ALLOWED = {
     "symattn.check.grading.grade.judge",              # one answer never stops a class
     "symattn.check.grading.grade._column_error",      # one column never stops a class
     "symattn.check.grading.folder.Versions.checker",  # one version never stops the others
-    "symattn.floatrun.runner._dask",                  # a Dask worker's failure: that shard's "bad" row
+    "symattn.floatrun.ship.result_of",                # a Dask worker's failure: that shard's "bad" row
     "symattn.serve.workers.work",                     # one request never stops the server: answered "bug"
 }
 

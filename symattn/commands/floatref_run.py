@@ -50,6 +50,17 @@ def _count(flag: str, low: int, high: tuple[int, str] | None = None):
     return read
 
 
+def _blocks(text: str) -> int | str:
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--blocks takes a whole number of at least 1 or auto, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"--blocks must be at least 1 (or auto), got {value}")
+    return value
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
@@ -72,8 +83,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="exit 1 when some entry's error is proved to exceed N ulps")
     parser.add_argument("--rows", type=_rows, default="all", metavar="RULE",
                         help="all (default), sample:N, or sample:N+risky: a seeded sample plus the risky rows")
-    parser.add_argument("--blocks", type=_count("--blocks", 1), default=1, metavar="B",
-                        help="split each head's rows into B shards (long heads; the forward and LSE only)")
+    parser.add_argument("--blocks", type=_blocks, default=1, metavar="B",
+                        help="split each head's rows into B shards (long heads; the forward and LSE only), or "
+                             "auto: per head from its shape, aiming at a few seconds a shard (a head whose "
+                             "backward is checked stays whole)")
     parser.add_argument("--seed", type=_count("--seed", 0), default=0, help="the sample's seed (default 0)")
     parser.add_argument("--worst", type=_count("--worst", 0, (MAX_WORST, "MAX_WORST")), default=5, metavar="K",
                         help="certify the K worst entries per tensor (default 5)")
@@ -86,6 +99,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     engine.add_argument("--scheduler", metavar="ADDRESS",
                         help="an existing Dask scheduler, e.g. tcp://10.0.0.5:8786 (default: "
                              "DASK_SCHEDULER_ADDRESS when set)")
+    parser.add_argument("--ship-inputs", action="store_true",
+                        help="read the arrays here and send them to the workers (for workers without the dump's "
+                             "folder; automatic when a worker cannot list it)")
     parser.add_argument("--json", action="store_true", help="print summary.json on stdout as well")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr (on a terminal: a bar)")
     parser.add_argument("--progress", action="store_true",
@@ -140,8 +156,11 @@ def start_printer(stream: TextIO, total: int, *, quiet: bool = False, lines: boo
 
     def show(outcome: Any) -> None:
         dash = f"; the Dask dashboard is {outcome.dashboard}" if outcome.dashboard else ""
-        stream.write(f"floatref-run: {total - outcome.reused} of {total} shards to compute ({outcome.reused} "
-                     f"reused) on {outcome.ran_on}{dash}\n")
+        shards = outcome.total or total
+        split = "" if outcome.blocks is None else f"; --blocks auto split {len(outcome.blocks['split'])} heads"
+        sent = "; the inputs sent from here" if outcome.shipped else ""
+        stream.write(f"floatref-run: {shards - outcome.reused} of {shards} shards to compute ({outcome.reused} "
+                     f"reused) on {outcome.ran_on}{split}{sent}{dash}\n")
         stream.flush()
     return show
 
@@ -153,16 +172,19 @@ def run(args: argparse.Namespace) -> Outcome:
     from symattn.floatrun import folder
     from symattn.floatrun.dump import cap_shards, plan
     from symattn.floatrun.report import build_report
-    from symattn.floatrun.runner import run_plan
+    from symattn.floatrun.runner import block_counts, run_plan
 
-    if args.blocks > 1 and args.rows != "all":
+    if args.blocks != 1 and args.rows != "all":
         from symattn.floatref.errors import FloatRefError
 
         raise FloatRefError("--blocks splits every row into shards and --rows samples them: give one of them")
     options = floatrun.Options(blocks=args.blocks, dtype=args.dtype, causal=args.causal, scale=args.scale, worst=args.worst,
                                rows=args.rows, seed=args.seed, backward=args.backward)
     planned = plan(args.dump)                       # a bad dump is refused before -o is touched
-    cap_shards(planned, args.dump, args.blocks)
+    if args.blocks == "auto":                       # the fewest shards auto can choose, against the cap
+        block_counts(planned, options, 1)
+    else:
+        cap_shards(planned, args.dump, args.blocks)
     cache = folder.prepare(args.report_dir)
     scheduler = args.scheduler or (None if args.serial or args.workers else
                                    os.environ.get("DASK_SCHEDULER_ADDRESS") or None)
@@ -170,8 +192,8 @@ def run(args: argparse.Namespace) -> Outcome:
     shown = {"quiet": args.quiet, "lines": args.progress}
     try:
         outcome = run_plan(planned, options, cache=cache, engine=engine, workers=args.workers,
-                           scheduler=scheduler, progress=progress_printer(sys.stderr, **shown),
-                           started=start_printer(sys.stderr, len(planned.shards) * args.blocks, **shown))
+                           scheduler=scheduler, progress=progress_printer(sys.stderr, **shown), ship=args.ship_inputs,
+                           started=start_printer(sys.stderr, len(planned.shards), **shown))
     except KeyboardInterrupt:
         kept = len(list(cache.glob("*.json")))
         print(f"{chr(10) if sys.stderr.isatty() else ''}floatref-run: stopped; {kept} finished shards kept in {cache} (run the same command "

@@ -38,10 +38,13 @@ def refuse_pickle(path: Path) -> None:
         raise FloatRefError(f"{path}: a {path.suffix} file is a torch.save pickle; {TO_SAFETENSORS}")
     try:
         with open(path, "rb") as handle:
-            start = handle.read(4)
+            start = handle.read(9)
     except OSError as exc:
         raise FloatRefError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
-    if start[:1] == b"\x80":
+    # a .safetensors file starts with its header's length (little-endian: a header of 128 to 255
+    # bytes, mod 256, starts with 0x80 as a pickle does) and then the header's JSON "{"
+    safetensors = path.suffix.lower() == ".safetensors" and start[8:9] == b"{"
+    if start[:1] == b"\x80" and not safetensors:
         raise FloatRefError(f"{path}: a pickle (torch.save's format); {TO_SAFETENSORS}")
     if start.startswith(b"PK"):
         with open(path, "rb") as handle:          # torch.save's zip names archive/data.pkl first

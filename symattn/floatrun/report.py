@@ -158,4 +158,8 @@ def build_report(dump: str, options: dict[str, Any], max_ulp: float | None, outc
     run = {"engine": outcome.ran_on, "computed": outcome.computed, "reused": outcome.reused}
     if outcome.dashboard:
         run["dashboard"] = outcome.dashboard
+    if outcome.blocks is not None:
+        run["blocks"] = outcome.blocks
+    if outcome.shipped:
+        run["inputs"] = "read by the client and sent to the workers"
     return RunReport(dump, options, max_ulp, tuple(heads), run)

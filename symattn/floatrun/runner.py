@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Generator, Iterable, Iterator
 
 from symattn.floatref.errors import FloatRefError
+from symattn.floatrun import dump as dump_module
 from symattn.floatrun.dump import Plan, Shard, cap_shards
 from symattn.floatrun.shard import Options, check_shard
 from symattn.limits import MAX_RESULT_BYTES, MAX_WORKERS
@@ -44,6 +45,9 @@ class Outcome:
     reused: int = 0
     ran_on: str = "serial"
     dashboard: str | None = None
+    total: int = 0                      # shards, once the heads' row blocks are known
+    blocks: dict[str, Any] | None = None    # --blocks auto: what it chose (the report's run.blocks)
+    shipped: bool = False               # the client read the inputs and sent them to the workers
 
 
 def _file_hash(path: Path, memo: dict[str, str]) -> str:
@@ -65,7 +69,9 @@ def shard_key(shard: Shard, options: Options, memo: dict[str, str]) -> str:
     """The content hash of a shard's input files, its layout and the options (not the dump's path)."""
     layout = asdict(shard)
     layout.pop("root")
-    data = {"version": RESULT_VERSION, "layout": layout, "options": options.key(),
+    # the blocks the shard is one of, however they were chosen: a shard of --blocks 4 is the
+    # same shard when --blocks auto chooses 4
+    data = {"version": RESULT_VERSION, "layout": layout, "options": {**options.key(), "blocks": shard.blocks},
             "files": {f: _file_hash(Path(shard.root) / f, memo) for f in shard.files()}}
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -99,18 +105,66 @@ def store(folder: Path | None, result: dict[str, Any]) -> None:
 def run_plan(plan: Plan, options: Options, *, cache: Path | None = None, engine: str = "serial",
              workers: int | None = None, scheduler: str | None = None,
              progress: Progress | None = None, client: Any = None,
-             started: Callable[[Outcome], None] | None = None) -> Outcome:
+             started: Callable[[Outcome], None] | None = None, ship: bool = False) -> Outcome:
     """Every shard of the plan, computed or reused; engine 'serial' (no Dask) or 'dask' (on
     ``client``, a dask.distributed Client of the caller's, which is left open, when given).
     ``started(outcome)`` is called once the engine is up, when some shard is to be computed
-    (``outcome.reused``, ``ran_on`` and ``dashboard`` are known then)."""
-    cap_shards(plan, "the dump", options.blocks)
+    (``outcome.reused``, ``ran_on`` and ``dashboard`` are known then).  ``ship``: the client
+    reads each shard's arrays and sends them to the workers (automatic when a worker cannot
+    list the dump folder)."""
+    if options.blocks != "auto":
+        cap_shards(plan, "the dump", int(options.blocks))
     if workers is not None and not 1 <= workers <= MAX_WORKERS:
         raise FloatRefError(f"workers = {workers!r}: give a whole number from 1 to {MAX_WORKERS:,} (MAX_WORKERS)")
+    if client is not None:
+        engine = "dask"
+    owned = None
+    if engine == "dask" and client is None and scheduler and options.blocks == "auto":
+        client = owned = connect(scheduler)          # auto needs the cluster's worker count first
+    try:
+        return _run_shards(plan, options, cache, engine, workers, scheduler, progress, client, started,
+                           ship, owned is not None)
+    finally:
+        if owned is not None:
+            owned.close()
+
+
+def block_counts(plan: Plan, options: Options, workers: int) -> tuple[dict[str, int], dict[str, Any] | None]:
+    """Each head's row blocks (by head name) and, under --blocks auto, what was chosen."""
+    if options.blocks != "auto":
+        return {s.head_name: int(options.blocks) for s in plan.shards}, None
+    from symattn.floatrun import blocks as model
+
+    shapes = {s.head_name: model.head_shape(s, options) for s in plan.shards}
+    counts = model.choose(shapes, workers, options.worst)
+    total = sum(counts.values())
+    if total > dump_module.MAX_SHARDS:
+        raise FloatRefError(f"the dump: {len(counts):,} heads in {total:,} shards (--blocks auto), over the cap of "
+                            f"{dump_module.MAX_SHARDS:,} shards (MAX_SHARDS); check part of the model at a time")
+    estimates = {name: model.largest(shape, counts[name], options.worst)
+                 for name, shape in shapes.items() if shape is not None}
+    return counts, {"rule": "auto", "target_seconds": model.TARGET_SECONDS, "workers": workers, "shards": total,
+                    "split": {name: n for name, n in counts.items() if n > 1},
+                    "whole_for_backward": sorted(n for n, sh in shapes.items() if sh is not None and sh.backward),
+                    "longest_estimate_seconds": round(max(estimates.values(), default=0.0), 2)}
+
+
+def _worker_slots(engine: str, workers: int | None, client: Any) -> int:
+    from symattn.floatrun.blocks import local_workers, worker_count
+
+    if client is not None:
+        return worker_count(client)
+    return 1 if engine == "serial" else local_workers(workers)
+
+
+def _run_shards(plan: Plan, options: Options, cache: Path | None, engine: str, workers: int | None,
+                scheduler: str | None, progress: Progress | None, client: Any,
+                started: Callable[[Outcome], None] | None, ship: bool, owned: bool) -> Outcome:
     memo: dict[str, str] = {}
-    shards = [replace(s, block=b, blocks=options.blocks) for s in plan.shards for b in range(options.blocks)]
+    counts, chosen = block_counts(plan, options, _worker_slots(engine, workers, client))
+    shards = [replace(s, block=b, blocks=counts[s.head_name]) for s in plan.shards for b in range(counts[s.head_name])]
     keys = {s.name: shard_key(s, options, memo) for s in shards}
-    outcome = Outcome(ran_on=engine)
+    outcome = Outcome(ran_on=engine, total=len(shards), blocks=chosen)
     found: dict[str, dict[str, Any]] = {}
     todo = []
     for shard in shards:
@@ -121,12 +175,11 @@ def run_plan(plan: Plan, options: Options, *, cache: Path | None = None, engine:
             todo.append(shard)
     outcome.reused = len(found)
     start, total = time.monotonic(), len(todo)
-    if client is not None:
-        engine = outcome.ran_on = "dask"
     if engine == "serial" and todo and started is not None:
         started(outcome)
     stream = (_serial(todo, options) if engine == "serial"
-              else _dask(todo, options, workers, scheduler, outcome, client, started))
+              else _dask(todo, options, workers, scheduler, outcome, client, started,
+                         ship, owned))
     try:
         for done, result in enumerate(stream, 1):
             result["key"] = keys[result["shard"]]
@@ -191,29 +244,42 @@ def _serves_dashboard(client: Any, local: bool) -> bool:
     return "dashboard" in (client.scheduler_info().get("services") or {})
 
 
+def connect(scheduler: str) -> Any:
+    """A Client of the scheduler at ``scheduler`` (one line when there is none)."""
+    try:
+        from dask.distributed import Client
+    except ImportError:
+        raise FloatRefError("running on Dask needs dask.distributed: pip install 'symattn[distributed]' "
+                            "(or --serial to run in this process)") from None
+    try:
+        return Client(scheduler, timeout=CONNECT_SECONDS)
+    except (OSError, TimeoutError) as exc:
+        raise FloatRefError(f"--scheduler {scheduler}: cannot connect ({exc}); start one with "
+                            "dask scheduler, or leave --scheduler out for local workers") from None
+
+
 def _dask(todo: list[Shard], options: Options, workers: int | None, scheduler: str | None,
-          outcome: Outcome, given: Any = None,
-          started: Callable[[Outcome], None] | None = None) -> Generator[dict[str, Any], None, None]:
-    """The shards on Dask, yielded as they finish; the cluster is closed however the loop ends."""
+          outcome: Outcome, given: Any = None, started: Callable[[Outcome], None] | None = None,
+          ship: bool = False, opened: bool = False) -> Generator[dict[str, Any], None, None]:
+    """The shards on Dask, yielded as they finish; the cluster is closed however the loop ends.
+    ``opened``: ``given`` is the client run_plan opened for ``scheduler`` (it closes it)."""
     try:
         import logging
 
-        from dask.distributed import Client, as_completed
+        from dask.distributed import Client
     except ImportError:
         raise FloatRefError("running on Dask needs dask.distributed: pip install 'symattn[distributed]' "
                             "(or --serial to run in this process)") from None
     if not todo:
         return
+    from symattn.floatrun import ship as shipping
+
     cluster = client = None
     try:
         if given is not None:
             client = given
         elif scheduler:
-            try:
-                client = Client(scheduler, timeout=CONNECT_SECONDS)
-            except (OSError, TimeoutError) as exc:
-                raise FloatRefError(f"--scheduler {scheduler}: cannot connect ({exc}); start one with "
-                                    "dask scheduler, or leave --scheduler out for local workers") from None
+            client = connect(scheduler)
         else:
             n = workers or max(1, min(os.cpu_count() or 1, len(todo)))
             # a free port (8787 may be another cluster's: Dask then warns on stderr); the workers'
@@ -222,24 +288,17 @@ def _dask(todo: list[Shard], options: Options, workers: int | None, scheduler: s
             with _workers_ignore_ctrl_c():
                 cluster = local_cluster(n, dashboard_address=":0", silence_logs=logging.CRITICAL)
             client = Client(cluster)
-        where = ("the caller's client" if given is not None else scheduler if scheduler
-                 else f"{n} local workers")
+        where = (scheduler if opened or (given is None and scheduler) else "the caller's client"
+                 if given is not None else f"{n} local workers")
         outcome.ran_on = f"dask ({where})"
         if _serves_dashboard(client, local=cluster is not None):
             outcome.dashboard = client.dashboard_link
+        outcome.shipped = ship or not shipping.workers_see(client, {s.root for s in todo})
         if started is not None:
             started(outcome)
-        futures = client.map(check_shard, todo, [options] * len(todo), pure=False,
-                             key=[f"floatref-run-{s.name}-{os.getpid()}-{time.monotonic_ns()}" for s in todo])
-        names = {f.key: s for f, s in zip(futures, todo)}
-        for future in as_completed(futures):
-            try:
-                yield future.result()
-            except Exception as exc:     # a worker's own failure (not bad data): the shard is reported
-                shard = names[future.key]
-                name = shard.name
-                yield {"shard": name, "layer": shard.layer, "head": shard.head, "status": "bad",
-                       "error": f"{name}: the worker failed ({type(exc).__name__}: {str(exc)[:200]})"}
+        tag = f"{os.getpid()}-{time.monotonic_ns()}"
+        yield from (shipping.shipped(client, todo, options, tag) if outcome.shipped
+                    else shipping.by_path(client, todo, options, tag))
     finally:
         if client is not None and given is None:
             client.close()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from symattn.errors import SymattnError
 from symattn.floatref.errors import FloatRefError
@@ -39,13 +39,14 @@ class Options:
     rows: str = "all"                  # "all" or "sample:N+risky"
     seed: int = 0
     backward: bool = True
-    blocks: int = 1                    # split each head's rows into this many shards (forward only)
+    blocks: int | str = 1              # split each head's rows into this many shards (forward only),
+                                       # or "auto": per head, from its shape (floatrun.blocks)
 
     def __post_init__(self) -> None:
         if type(self.worst) is not int or not 0 <= self.worst <= MAX_WORST:
             raise FloatRefError(f"worst = {self.worst!r}: give a whole number from 0 to {MAX_WORST:,} (MAX_WORST)")
-        if type(self.blocks) is not int or self.blocks < 1:
-            raise FloatRefError(f"blocks = {self.blocks!r}: give a whole number of at least 1")
+        if self.blocks != "auto" and (type(self.blocks) is not int or self.blocks < 1):
+            raise FloatRefError(f"blocks = {self.blocks!r}: give a whole number of at least 1, or \"auto\"")
 
     def key(self) -> dict[str, Any]:
         return {"dtype": self.dtype, "causal": self.causal, "scale": self.scale, "worst": self.worst,
@@ -59,20 +60,28 @@ def pin_flint_threads() -> None:
     flint.ctx.threads = 1
 
 
-def check_shard(shard: Shard, options: Options) -> dict[str, Any]:
+def check_shard(shard: Shard, options: Options, inputs: dict[str, Any] | None = None) -> dict[str, Any]:
     """The shard's result: {"shard", "status": "ok" | "bad", "tensors": {...}} (never raises on
-    bad data: the error is the result, so the other shards go on)."""
+    bad data: the error is the result, so the other shards go on).  ``inputs``: the arrays
+    :func:`load_inputs` read (the client read them: the worker need not see the dump)."""
     pin_flint_threads()
     start = time.perf_counter()
+    outcome = guarded(shard, lambda: _judge(shard, options, inputs or load_inputs(shard)))
+    outcome["seconds"] = time.perf_counter() - start
+    return outcome
+
+
+def guarded(shard: Shard, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``work()``'s result marked ok, or the bad-input error it raised as the shard's result."""
     base = {"shard": shard.name, "layer": shard.layer, "head": shard.head}
     try:
-        result = _judge(shard, options)
+        result = work()
     except SymattnError as exc:
-        return {**base, "status": "bad", "error": str(exc), "seconds": time.perf_counter() - start}
+        return {**base, "status": "bad", "error": str(exc)}
     except MemoryError:
         return {**base, "status": "bad", "error": f"{shard.name}: out of memory; check fewer rows "
-                "(--rows sample:256+risky)", "seconds": time.perf_counter() - start}
-    return {**base, "status": "ok", **result, "seconds": time.perf_counter() - start}
+                "(--rows sample:256+risky)"}
+    return {**base, "status": "ok", **result}
 
 
 def _two_d(array: Any, role: str, where: str) -> Any:
@@ -114,7 +123,18 @@ def load(shard: Shard) -> dict[str, Any]:
     return arrays
 
 
-def _settings(shard: Shard, options: Options, arrays: dict[str, Any]) -> dict[str, Any]:
+def load_inputs(shard: Shard) -> dict[str, Any]:
+    """Everything a shard reads from the dump, as numpy arrays: its arrays by role (and
+    ``formats``) and the manifest's mask (or None).  The readers check every header first."""
+    arrays = load(shard)
+    mask = None
+    if (where := dict(shard.settings).get("mask")):
+        file, array = where
+        mask = _two_d(read_arrays(Path(shard.root) / file, [array])[array], "mask", f"{file}[{array}]")
+    return {"arrays": arrays, "mask": mask}
+
+
+def _settings(shard: Shard, options: Options, arrays: dict[str, Any], mask: Any) -> dict[str, Any]:
     from symattn import floatref
 
     manifest = dict(shard.settings)
@@ -126,22 +146,17 @@ def _settings(shard: Shard, options: Options, arrays: dict[str, Any]) -> dict[st
     if causal == "none":
         causal = None
     scale = options.scale if options.scale is not None else manifest.get("scale")
-    mask = None
-    if manifest.get("mask"):
-        file, array = manifest["mask"]
-        mask = read_arrays(Path(shard.root) / file, [array])[array]
-        mask = _two_d(mask, "mask", f"{file}[{array}]")
-        if causal is not None:
-            raise FloatRefError(f"{shard.name}: the manifest gives a mask and causal; give one of them")
+    if mask is not None and causal is not None:
+        raise FloatRefError(f"{shard.name}: the manifest gives a mask and causal; give one of them")
     return {"dtype": dtype, "causal": causal, "scale": scale, "mask": mask,
             "lse_format": arrays["formats"].get("lse")}
 
 
-def _judge(shard: Shard, options: Options) -> dict[str, Any]:
+def _judge(shard: Shard, options: Options, inputs: dict[str, Any]) -> dict[str, Any]:
     from symattn.floatrun import judge, patterns, sampling
 
-    arrays = load(shard)
-    s = _settings(shard, options, arrays)
+    arrays = inputs["arrays"]
+    s = _settings(shard, options, arrays, inputs["mask"])
     q, k = arrays["q"], arrays["k"]
     found = patterns.scan(q, k, s)
     rows: tuple[list[int], dict[str, list[int]]] | None

@@ -50,8 +50,15 @@ def _summary(r: "RunReport") -> Section:
         lines.append(f"rows checked in {len(sampled)} heads: {', '.join(f'{c} of {n}' for c, n in counts[:4])}"
                      f" (a seeded sample{' plus the risky rows: ' + ', '.join(reasons) if reasons else ''})")
     if r.run:
+        sent = "; the inputs read by the client and sent to the workers" if r.run.get("inputs") else ""
         lines.append(f"run: {r.run.get('engine')}, {r.run.get('computed', 0)} shards computed, "
-                     f"{r.run.get('reused', 0)} reused from an earlier run")
+                     f"{r.run.get('reused', 0)} reused from an earlier run{sent}")
+    if isinstance(chosen := r.run.get("blocks"), dict):
+        split = ", ".join(f"{name} {n}" for name, n in list(chosen["split"].items())[:8])
+        more = f" and {len(chosen['split']) - 8} more" if len(chosen["split"]) > 8 else ""
+        whole = f"; whole for the backward: {len(chosen['whole_for_backward'])} heads" if chosen["whole_for_backward"] else ""
+        lines.append(f"--blocks auto (about {chosen['target_seconds']:g} s a shard, {chosen['workers']} worker{'s' if chosen['workers'] != 1 else ''}): "
+                     f"{chosen['shards']} shards; row blocks per head: {split + more if split else 'none split'}{whole}")
     return Section("summary", "Summary", tuple(Note((line,)) for line in lines))
 
 
