@@ -41,13 +41,14 @@ def plain_backward(Q: Any, K: Any, V: Any, dO: Any, fmt: BinaryFormat, sdpa: dic
     from symattn.floatref.lsefast import decide_from_sums, decide_lse
     from symattn.floatref.plainfast import decide_plain
     from symattn.floatref.plainrest import finish
+    from symattn.floatref.plaintight import decide_tight
     from symattn.floatref.sdpa import normalise
 
     np = _np()
     pr = normalise(Q, K, V, **sdpa)
     dO64 = np.asarray(dO, dtype=np.float64)
     kv_batch = pr.batch[:-1] + (pr.batch[-1] // group,) if group > 1 else pr.batch
-    known, P, Out, zero, sums = decide_plain(pr, dO64, fmt, group, kv_batch, extras)
+    known, P, Out, zero, sums = decide_plain(pr, dO64, fmt, group, kv_batch, extras, decide_tight)
     left = sum(int((~ok).sum()) for _, ok in known.values())
     if left > MAX_LEFT:
         raise FloatRefError(f"{left:,} gradient entries lie too near a {fmt.name} rounding boundary for float64 "
