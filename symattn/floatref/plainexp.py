@@ -113,7 +113,9 @@ def exp_dd(Xh, Xl, eX, allowed, residual: bool = False):
         y += Tl[j]
         v = y.copy() if residual else None
         y += th
-        W = np.ldexp(y, ki >> 6)                            # k = 64m + j, m = k >> 6 (floor)
+        m = ki >> 6                                         # k = 64m + j, m = k >> 6 (floor)
+        scale = _pow2(m)
+        W = np.ldexp(y, m) if scale is None else y * scale
         # G ≥ (expm1(e_ρ) + EXP_OWN)/(1 − EXP_OWN)² with e_ρ < 2^-20 (expm1(e) ≤ e(1 + 2^-20)), and
         # the rounding of computing R = W̃·G + 2·EXP_TINY
         own = EXP_PAIR if residual else EXP_OWN
@@ -131,7 +133,7 @@ def exp_dd(Xh, Xl, eX, allowed, residual: bool = False):
         if not residual:
             return W, R
         v -= y - th                                         # Fast2Sum's tail: y + v = th + v₀ exactly
-        lo = np.ldexp(v, ki >> 6)
+        lo = np.ldexp(v, m) if scale is None else v * scale
         R += TINY                                           # an underflow of W_lo (at most 2^-1074)
         pin(far | bad, (lo, 0.0))
         if allowed is not None:
@@ -140,6 +142,18 @@ def exp_dd(Xh, Xl, eX, allowed, residual: bool = False):
         Rhi += R
         Rhi *= 1 + 2.0 ** -40                               # the addition's rounding
     return W, Rhi, lo, R
+
+
+def _pow2(m):
+    """2^m as floats when every m is a normal exponent (−1022 ≤ m ≤ 1023), else None: then
+    y·2^m is one correctly rounded product, the same value as ``ldexp(y, m)`` (numpy's ldexp
+    costs about ten passes)."""
+    np = _np()
+    if m.size == 0 or int(m.min()) < -1022 or int(m.max()) > 1023:
+        return None
+    bits = m + 1023
+    bits <<= 52
+    return bits.view(np.float64)
 
 
 def pin(where, *pairs) -> None:

@@ -22,9 +22,10 @@ their dS is an exact 0.  A row with no allowed key contributes nothing (dQ = dS 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from symattn.floatref import backfast, dd
+from symattn.floatref import backfast, dd, plaingrads
 from symattn.floatref.fast import U, gamma
 from symattn.floatref.plainexp import exp_dd, pairwise, pin, row_sum
 
@@ -164,14 +165,14 @@ def arguments(Q, K, keys: _Keys, allowed, s: float, ds: float, c=None):
     Dh, Dl, e2 = found
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
         # t = s·d: TwoProduct (s̃·d_hi exact) plus s̃·d_lo; |s − s̃| ≤ ds
-        Th, t1 = dd.two_prod(np.full_like(Dh, s), Dh)
+        Th, Tl = _scaled(Dh, s)
         sl = Dl * s
-        Tl = t1 + sl
-        eX = np.abs(Dh)
-        eX += np.abs(Dl)
-        eX += e2[:, None]
-        eX *= ds
-        eX += U * (np.abs(sl) + np.abs(Tl))
+        Tl += sl
+        eX = np.abs(sl)
+        eX += np.abs(Tl)
+        eX *= U
+        if ds:
+            eX += ds * (np.abs(Dh) + np.abs(Dl) + e2[:, None])
         eX += abs(s) * e2[:, None]
         ok = np.isfinite(Th).all(axis=1) & np.isfinite(Tl).all(axis=1)
         if allowed is not None:
@@ -188,6 +189,17 @@ def arguments(Q, K, keys: _Keys, allowed, s: float, ds: float, c=None):
         if allowed is not None:
             pin(~allowed, (Xh, 0.0), (Xl, 0.0))
     return Xh, Xl, eX, ok, c, live
+
+
+def _scaled(D, s: float):
+    """(t_hi, t_lo) = s·D exactly (TwoProduct with the scalar split once; a power of two: one
+    multiplication, checked exact by multiplying back, as an underflow would not be)."""
+    np = _np()
+    if s != 0 and math.frexp(s)[0] in (0.5, -0.5):
+        T = D * s
+        if (T * (1 / s) == D).all():
+            return T, np.zeros_like(T)
+    return dd.two_prod(s, D)
 
 
 def weights(Q, K, allowed, s: float, ds: float, c):
@@ -338,9 +350,9 @@ def constant_rows(dO, V, dP, edP, allowed, live):
     return out, values
 
 
-def head(Q, K, V, dO, allowed, s: float, ds: float) -> dict[str, Any] | None:
-    """The enclosures of one query head: backfast.grads' dQ, dK, dV, dS, P, and D, dP, O (the
-    output's midpoints, an estimate for the conditioning); None when the scores need arb."""
+def head(Q, K, V, dO, allowed, s: float, ds: float, extras: tuple = ()) -> dict[str, Any] | None:
+    """The enclosures of one query head: backfast.grads' dQ, dK, dV, dS, P, and D (and dP when
+    among the ``extras``); None when the scores need arb."""
     np = _np()
     found = probabilities(Q, K, allowed, s, ds, dO, V)
     if found is None:
@@ -357,9 +369,9 @@ def head(Q, K, V, dO, allowed, s: float, ds: float) -> dict[str, Any] | None:
         D2, R2 = row_dots(P, RP, dP, edP)
         Dm[wide], RD[wide] = D2[wide], R2[wide]
     Dm[~live], RD[~live] = 0.0, 0.0
-    dP_out = (dP.copy(), _up(edP + 4 * U * np.abs(dP)))
+    dP_out = (dP.copy(), _up(edP + 4 * U * np.abs(dP))) if "dP" in extras else None
     D_out = (Dm.copy(), _up(RD + 4 * U * np.abs(Dm)))
-    out = backfast.grads(Q, K, V, dO, P, RP, Dm, RD, s, ds, dP=(dP, edP), zero_rows=zero)
+    out = plaingrads.grads(Q, K, V, dO, P, RP, Dm, RD, s, ds, (dP, edP), zero)
     out["D"], out["dP"] = D_out, dP_out
     out["inputs"] = (Q, K, dO)    # type: ignore[assignment]
     out["zero"] = zero            # type: ignore[assignment]
@@ -395,7 +407,7 @@ def decide_plain(pr: Any, dO: Any, fmt: Any, group: int, kv_batch: tuple, extras
         heads = {}
         for idx in owners:
             allowed = None if pr.allowed is None else np.asarray(pr.allowed[idx])
-            h = head(pr.Q[idx], pr.K[idx], pr.V[idx], dO[idx], allowed, pr.scale_f, ds)
+            h = head(pr.Q[idx], pr.K[idx], pr.V[idx], dO[idx], allowed, pr.scale_f, ds, extras)
             if h is None:
                 break
             heads[idx] = h
