@@ -64,7 +64,7 @@ def _head(seed, L=6, S=7, E=3, Ev=4, causal=True):
 def test_the_tight_row_sums_and_D_enclose_the_exact_values(causal):
     Q, K, V, dO, allowed = _head(7, causal=causal)
     s = float(np.float32(0.61))
-    P, RP, live, (c, Z, RZ), tight = plainfast.probabilities(Q, K, allowed, s, 0.0, dO, V)
+    P, RP, live, (c, Z, RZ), tight, _ = plainfast.probabilities(Q, K, allowed, s, 0.0, dO, V)
     Dm, RD, Zh, Zl, RZt, Nh, Nl, RN = tight
     L, S = P.shape
     with mpmath.workdps(60):

@@ -128,11 +128,12 @@ class _Values:
 
 
 def probabilities(Q, K, allowed, s: float, ds: float, dO=None, V=None):
-    """(P̃, R_P, live, (c, Z̃, R_Z), tight): the softmax weights of one head with |P − P̃| ≤ R_P per
+    """(P̃, R_P, live, (c, Z̃, R_Z), tight, O): the softmax weights of one head with |P − P̃| ≤ R_P per
     entry (blocked keys 0 ± 0), the rows with some allowed key, each row's shift c and enclosure
     Z̃ ± R_Z of Σ_j e^(t_j − c) (the LSE's), and with ``dO`` and ``V`` each row's D (:func:`_row_dots`):
     tight = (D̃, R_D, Zh, Zl, R_Zt, Nh, Nl, R_N) with Z ∈ Zh + Zl ± R_Zt and Σ_c dO_ic·N_ic ∈ Nh + Nl ±
-    R_N (N = Σ_j e^(t_ij − c_i)·V_j), else None.  None when the scores need arb.  A block of rows at
+    R_N (N = Σ_j e^(t_ij − c_i)·V_j), and O ≈ N/Z̃ (midpoints, the conditioning's estimate), else
+    None.  None when the scores need arb.  A block of rows at
     a time (every step is row-local)."""
     np = _np()
     keys = _Keys(K)
@@ -141,6 +142,7 @@ def probabilities(Q, K, allowed, s: float, ds: float, dO=None, V=None):
     P, R = np.empty((L, S)), np.empty((L, S))
     live, c, Z, RZ = np.empty(L, dtype=bool), np.empty(L), np.empty(L), np.empty(L)
     tight = None if vals is None else np.empty((8, L))
+    out_mid = None if vals is None else np.zeros((L, V.shape[1]))
     step = max(1, BLOCK_ENTRIES // max(S, 1))
     for a in range(0, L, step):
         b = min(L, a + step)
@@ -151,7 +153,11 @@ def probabilities(Q, K, allowed, s: float, ds: float, dO=None, V=None):
         P[a:b], R[a:b], live[a:b], (c[a:b], Z[a:b], RZ[a:b]) = got[:4]
         if tight is not None:
             tight[:, a:b] = got[4]
-    return P, R, live, (c, Z, RZ), tight
+            if got[5] is None:
+                out_mid = None
+            elif out_mid is not None:
+                out_mid[a:b] = got[5]
+    return P, R, live, (c, Z, RZ), tight, out_mid
 
 
 def arguments(Q, K, keys: _Keys, allowed, s: float, ds: float, c=None):
@@ -247,8 +253,12 @@ def _block(Q, K, keys: _Keys, allowed, s: float, ds: float, dO=None, vals=None):
         R += U * P
         backfast._upi(R)
         R = np.where(np.isfinite(R), R, np.inf)
+        out_mid = None
         if tight is not None:
-            Nh, Nl, RN = tight
+            Nh, Nl, RN, out_mid = tight
+            if out_mid is not None:
+                out_mid /= Z[:, None]
+                out_mid[~live] = 0.0
             N = Nh + Nl
             Dm = N / Z
             aD = np.abs(Dm)
@@ -258,7 +268,7 @@ def _block(Q, K, keys: _Keys, allowed, s: float, ds: float, dO=None, vals=None):
             Dm = np.where(live, Dm, 0.0)
             RZt = np.where(ok_t, RZt, np.inf)
             tight = np.stack([Dm, RD, Zh, Zl, RZt, Nh, Nl, np.where(ok_t, RN, np.inf)])
-    return P, R, live, (c, np.where(live, Z, 0.0), RZ), tight
+    return P, R, live, (c, np.where(live, Z, 0.0), RZ), tight, out_mid
 
 
 def _numerators(W, Wlo, R2, dO, vals: _Values, absum):
@@ -272,7 +282,7 @@ def _numerators(W, Wlo, R2, dO, vals: _Values, absum):
     S = W.shape[1]
     if not vals.ok:
         inf = np.full(W.shape[0], np.inf)
-        return np.zeros(W.shape[0]), np.zeros(W.shape[0]), inf
+        return np.zeros(W.shape[0]), np.zeros(W.shape[0]), inf, None
     scale = 2.0 ** vals.bw
     Wh = np.rint(W * scale)
     Wh /= scale
@@ -296,7 +306,8 @@ def _numerators(W, Wlo, R2, dO, vals: _Values, absum):
     RN = rest + gamma(dO.shape[1] + 3) * (np.abs(e).sum(axis=1) + 2 * aq) + U * aq + 3 * U * np.abs(lo)
     RN += np.einsum("ic,ic->i", np.abs(dO), eN)
     RN += dO.shape[1] * 2.0 ** -1070
-    return hi, lo, _up(RN)
+    Nh += Nl                                                  # N itself, an estimate for the conditioning
+    return hi, lo, _up(RN), Nh
 
 
 def row_dots(P, RP, dP, edP):
@@ -357,7 +368,7 @@ def head(Q, K, V, dO, allowed, s: float, ds: float, extras: tuple = ()) -> dict[
     found = probabilities(Q, K, allowed, s, ds, dO, V)
     if found is None:
         return None
-    P, RP, live, sums, tight = found
+    P, RP, live, sums, tight, out_mid = found
     found_dp = blocked_scores(dO, V)
     if found_dp is None:
         return None
@@ -371,7 +382,8 @@ def head(Q, K, V, dO, allowed, s: float, ds: float, extras: tuple = ()) -> dict[
     Dm[~live], RD[~live] = 0.0, 0.0
     dP_out = (dP.copy(), _up(edP + 4 * U * np.abs(dP))) if "dP" in extras else None
     D_out = (Dm.copy(), _up(RD + 4 * U * np.abs(Dm)))
-    out = plaingrads.grads(Q, K, V, dO, P, RP, Dm, RD, s, ds, (dP, edP), zero)
+    out = plaingrads.grads(Q, K, V, dO, P, RP, Dm, RD, s, ds, (dP, edP), zero,
+                           P @ V if out_mid is None else out_mid)
     out["D"], out["dP"] = D_out, dP_out
     out["inputs"] = (Q, K, dO)    # type: ignore[assignment]
     out["zero"] = zero            # type: ignore[assignment]
@@ -382,11 +394,11 @@ def head(Q, K, V, dO, allowed, s: float, ds: float, extras: tuple = ()) -> dict[
 
 
 def decide_plain(pr: Any, dO: Any, fmt: Any, group: int, kv_batch: tuple, extras: tuple = (),
-                 tight: Any = None) -> tuple[dict[str, tuple[Any, Any]], Any, Any, Any, dict]:
+                 tight: Any = None) -> tuple[dict[str, tuple[Any, Any]], Any, Any, dict]:
     """{name: (values, decided)} of dQ, dK, dV (and the ``extras`` among dS, dP, D) where the
     float64 enclosures decide them (GQA: dK, dV summed over a kv head's query heads); also the
-    midpoints of P and O (batch…, L, ·), the conditioning's estimates, and the rows proved to
-    have dS = 0 exactly (batch…, L), and {idx: (c, Z̃, R_Z, live)} of each head enclosed (the LSE's sums).
+    conditioning's estimates (κ (batch…, L) and {dQ, dK, dV: scales} per query head, from
+    :func:`plaingrads.grads`), the rows proved to have dS = 0 exactly (batch…, L), and {idx: (c, Z̃, R_Z, live)} of each head enclosed (the LSE's sums).
     ``tight``: :func:`symattn.floatref.plaintight.decide_tight`, run on each kv head's group
     while its enclosures are at hand (the second tier)."""
     from symattn.floatref.binary import round_fraction
@@ -396,7 +408,8 @@ def decide_plain(pr: Any, dO: Any, fmt: Any, group: int, kv_batch: tuple, extras
     shapes = {"dQ": pr.batch + (L, E), "dK": kv_batch + (S, E), "dV": kv_batch + (S, Ev),
               "dS": pr.batch + (L, S), "dP": pr.batch + (L, S), "D": pr.batch + (L,)}
     known = {name: backfast._empty(shapes[name]) for name in ("dQ", "dK", "dV") + tuple(extras)}
-    P_all, O_all = np.zeros(pr.batch + (L, S)), np.zeros(pr.batch + (L, Ev))
+    kappa = np.ones(pr.batch + (L,))
+    scales = {"dQ": np.zeros(pr.batch + (L, E)), "dK": np.zeros(pr.batch + (S, E)), "dV": np.zeros(pr.batch + (S, Ev))}
     zeros = np.zeros(pr.batch + (L,), dtype=bool)
     sums: dict[tuple, tuple] = {}
     ds = pr.scale_err
@@ -411,8 +424,9 @@ def decide_plain(pr: Any, dO: Any, fmt: Any, group: int, kv_batch: tuple, extras
             if h is None:
                 break
             heads[idx] = h
-            P_all[idx] = h["P"][0]
-            O_all[idx] = h["P"][0] @ pr.V[idx]
+            kappa[idx] = h["condition"][0]
+            for name, value in h["condition"][1].items():
+                scales[name][idx] = value
             zeros[idx] = h["zero"]
             sums[idx] = h["sums"]
         if len(heads) < len(owners):        # scores out of the split product's range: all to arb
@@ -428,7 +442,7 @@ def decide_plain(pr: Any, dO: Any, fmt: Any, group: int, kv_batch: tuple, extras
                         values[i], ok[i] = round_fraction(exact, fmt) + 0.0, True
         if tight is not None:
             tight(pr, dO, heads, known, kv, owners, fmt, ds)
-    return known, P_all, O_all, zeros, sums
+    return known, (kappa, scales), zeros, sums
 
 
 def _exact_float(exact: Any, f: float) -> bool:

@@ -27,9 +27,11 @@ def _np():
     return numpy
 
 
-def grads(Q, K, V, dO, P, RP, Dm, RD, s: float, ds: float, dP: tuple, zero_rows: Any = None) -> dict:
+def grads(Q, K, V, dO, P, RP, Dm, RD, s: float, ds: float, dP: tuple, zero_rows: Any, out_mid: Any) -> dict:
     """Midpoints and radii of dQ, dK, dV and dS of one head, as backfast.grads (``dP`` = (dP̃,
-    e_dP per entry) is overwritten with X̃)."""
+    e_dP per entry) is overwritten with X̃), and "condition": (κ, scales) as
+    :func:`symattn.floatref.conditional.conditioning` from the same blocks (``out_mid``: the output's
+    midpoints; dP − D from X̃, so a row proved constant has κ = ∞ exactly)."""
     np = _np()
     L, S = P.shape
     X, edP = dP
@@ -37,7 +39,10 @@ def grads(Q, K, V, dO, P, RP, Dm, RD, s: float, ds: float, dP: tuple, zero_rows:
     dQ = [np.empty((L, K.shape[1])), np.empty((L, K.shape[1]))]
     MK, NK = np.zeros((S, Q.shape[1])), np.zeros((S, Q.shape[1]))
     MV, NV = np.zeros((S, dO.shape[1])), np.zeros((S, dO.shape[1]))
-    aQ, aO = np.abs(Q), np.abs(dO)
+    aQ, aO, aV, aK = np.abs(Q), np.abs(dO), np.abs(V), np.abs(K)
+    Dabs = np.einsum("lc,lc->l", aO, np.abs(np.nan_to_num(out_mid)))
+    num, den = np.empty(L), np.empty(L)
+    scales = {"dQ": np.empty((L, K.shape[1])), "dK": np.zeros((S, Q.shape[1])), "dV": np.zeros((S, dO.shape[1]))}
     g = gamma(L + 1)
     step = max(1, BLOCK_ENTRIES // max(S, 1))
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
@@ -63,6 +68,14 @@ def grads(Q, K, V, dO, P, RP, Dm, RD, s: float, ds: float, dP: tuple, zero_rows:
             rs += U * aS
             _upi(rs)
             dQ[0][a:b], dQ[1][a:b] = _product(ds_b, K, rs, gamma(S), s, ds, aS)
+            den[a:b] = aS.sum(axis=1)                       # Σ_j P·|dP − D|
+            absterm = aO[a:b] @ aV.T                        # |dP|_ij + |D|_i, times P
+            absterm += Dabs[a:b, None]
+            absterm *= p
+            num[a:b] = absterm.sum(axis=1)
+            scales["dQ"][a:b] = absterm @ aK
+            scales["dK"] += absterm.T @ aQ[a:b]
+            scales["dV"] += p.T @ aO[a:b]
             MK += ds_b.T @ Q[a:b]
             aS *= g
             aS += rs
@@ -71,8 +84,11 @@ def grads(Q, K, V, dO, P, RP, Dm, RD, s: float, ds: float, dP: tuple, zero_rows:
             t = p * g
             t += rp
             NV += t.T @ aO[a:b]
+        kappa = np.where(num == 0, 1.0, np.where(den == 0, np.inf, num / np.where(den == 0, 1.0, den)))
+        scales["dQ"] *= s
+        scales["dK"] *= s
     return {"dV": _finish(MV, NV, 1.0, 0.0), "dS": (dS, RS), "P": (P, RP), "dQ": tuple(dQ),
-            "dK": _finish(MK, NK, s, ds)}
+            "dK": _finish(MK, NK, s, ds), "condition": (kappa, scales)}
 
 
 def _finish(M, N, s: float, ds: float) -> tuple[Any, Any]:
