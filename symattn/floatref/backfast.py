@@ -16,6 +16,7 @@ from typing import Any
 
 from symattn.floatref import fast
 from symattn.floatref.fast import EXP_ABS, EXP_REL, U, gamma
+from symattn.floatref.plainexp import pin
 
 _up = fast._up
 
@@ -77,12 +78,9 @@ def exp_enclosure(X, eX, allowed):
         _upi(R)
         np.putmask(R, ~(eX < 0.5), np.inf)
         far = X + 1.01 * eX < _FAR                          # e^x ≤ e^(x̃ + e_x) < e^-746
-        if far.any():
-            np.putmask(P, far, 0.0)
-            np.putmask(R, far, EXP_ABS)
+        pin(far, (P, 0.0), (R, EXP_ABS))
         if allowed is not None:
-            np.putmask(P, ~allowed, 0.0)
-            np.putmask(R, ~allowed, 0.0)
+            pin(~allowed, (P, 0.0), (R, 0.0))
         if not (np.isfinite(P).all() and np.isfinite(R).all()):
             R = np.where(np.isfinite(R) & np.isfinite(P), R, np.inf)
             P = np.where(np.isfinite(P), P, 0.0)

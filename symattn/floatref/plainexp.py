@@ -8,6 +8,14 @@ from arb at 200 bits), e^ρ − 1 by a degree-6 Taylor polynomial (|ρ| ≤ 0.00
 2^-68), and y = fl(Th + fl(fl(Th·q) + Tl)).  The error of y against T_j·e^ρ̃ is u|y| (the last
 rounding) plus about 0.06u·Th from the small terms, below 1.07u|y|: EXP_OWN = 1.25u is used.
 docs/floatref.md, "The fast plain backward", step 2.
+
+Without that last rounding (``residual=True``): v = fl(fl(Th·q) + Tl) and y + y_lo = Th + v exactly
+(Fast2Sum: |v| ≤ 0.00553·Th < Th).  With |r| ≤ 0.0055, |q| ≤ 0.00552:
+|Th + v − T_j·e^r| ≤ |v − Th·q − Tl| + Th·|q − expm1 r| + |Tl·expm1 r| + |T_j − Th − Tl|·e^r
+≤ Th·u·(0.00552 + 0.00553) + Th·u·0.0059 + Th·u·0.00552 + 2^-105·1.006·Th ≤ 0.0226u·Th, where
+|q − expm1 r| ≤ u|q| (the last addition) + 3.2u·(r²/2 ≤ 1.52e-5) (the rest of Horner's rule)
++ |r|⁷/5040·1.01 ≤ 3.1e-20 (the truncation) ≤ 0.0059u.  As Th ≤ 1.0056·y, the pair is within
+0.0228u·|y| of T_j·e^r: EXP_PAIR = u/16 is used (2.7 times that).
 """
 
 from __future__ import annotations
@@ -19,6 +27,8 @@ from symattn.floatref.fast import TINY, U, gamma
 
 #: the proved relative error of :func:`exp_dd` (before the argument's own error)
 EXP_OWN = 1.25 * U
+#: the proved error of exp_dd's unrounded pair W + W_lo (``residual=True``), relative to |W|
+EXP_PAIR = U / 16
 #: |x| below which the reduction's k stays below 2^17 (x ≥ X_MIN); below it the weight is 0 ± EXP_TINY
 X_MIN = -790.0
 EXP_TINY = 2.0 ** -1070
@@ -63,11 +73,14 @@ def constants():
     return c_hi, c_lo, dc, hi, lo
 
 
-def exp_dd(Xh, Xl, eX, allowed):
+def exp_dd(Xh, Xl, eX, allowed, residual: bool = False):
     """(W, R): W̃ ≈ e^x and |e^x − W̃| ≤ R for every x with |x − (Xh + Xl)| ≤ eX (entrywise, x ≤ 2^-30):
     R = W̃·G + EXP_TINY·(1 + G), G = (expm1(e_ρ) + EXP_OWN)/(1 − EXP_OWN)², e_ρ the reduced
     argument's error.  Keys with Xh + Xl + eX < X_MIN are 0 ± EXP_TINY; blocked keys 0 ± 0; an
-    entry whose bound fails (eX ≥ 2^-20, x > 2^-30) has R = ∞."""
+    entry whose bound fails (eX ≥ 2^-20, x > 2^-30) has R = ∞.
+
+    ``residual``: (W, R, W_lo, R₂) with the same W̃ and |e^x − W̃ − W_lo| ≤ R₂ (G with EXP_PAIR,
+    and 2^-1000 more for an underflow of W_lo), R = (R₂ + |W_lo|)(1 + 2^-40) (tighter than EXP_OWN's)."""
     np = _np()
     c_hi, c_lo, dc, Th, Tl = constants()
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
@@ -98,31 +111,73 @@ def exp_dd(Xh, Xl, eX, allowed):
         th = Th[j]
         y = th * q
         y += Tl[j]
+        v = y.copy() if residual else None
         y += th
-        W = np.ldexp(y, ki >> 6)                            # k = 64m + j, m = k >> 6 (floor)
+        m = ki >> 6                                         # k = 64m + j, m = k >> 6 (floor)
+        scale = _pow2(m)
+        W = np.ldexp(y, m) if scale is None else y * scale
         # G ≥ (expm1(e_ρ) + EXP_OWN)/(1 − EXP_OWN)² with e_ρ < 2^-20 (expm1(e) ≤ e(1 + 2^-20)), and
         # the rounding of computing R = W̃·G + 2·EXP_TINY
-        G = er * ((1 + 2.0 ** -19) / (1 - EXP_OWN) ** 2 * (1 + 2.0 ** -20))
-        G += EXP_OWN / (1 - EXP_OWN) ** 2 * (1 + 2.0 ** -20)
+        own = EXP_PAIR if residual else EXP_OWN
+        G = er * ((1 + 2.0 ** -19) / (1 - own) ** 2 * (1 + 2.0 ** -20))
+        G += own / (1 - own) ** 2 * (1 + 2.0 ** -20)
         R = W * G
         R += 2 * EXP_TINY + TINY
         bad = ~((np.abs(r) <= 0.0055) & (er < 2.0 ** -20) & (Xh <= 2.0 ** -30)) & ~far
-        if bad.any():
-            np.putmask(R, bad, np.inf)
-        if far.any():
-            np.putmask(W, far, 0.0)
-            np.putmask(R, far, EXP_TINY)
+        pin(bad, (R, np.inf))
+        pin(far, (W, 0.0), (R, EXP_TINY))
         if allowed is not None:
-            np.putmask(W, ~allowed, 0.0)
-            np.putmask(R, ~allowed, 0.0)
+            pin(~allowed, (W, 0.0), (R, 0.0))
         if not (np.isfinite(W).all() and np.isfinite(R).all()):
             R = np.where(np.isfinite(R) & np.isfinite(W), R, np.inf)
-    return W, R
+        if not residual:
+            return W, R
+        v -= y - th                                         # Fast2Sum's tail: y + v = th + v₀ exactly
+        lo = np.ldexp(v, m) if scale is None else v * scale
+        R += TINY                                           # an underflow of W_lo (at most 2^-1074)
+        pin(far | bad, (lo, 0.0))
+        if allowed is not None:
+            pin(~allowed, (lo, 0.0))
+        Rhi = np.abs(lo)
+        Rhi += R
+        Rhi *= 1 + 2.0 ** -40                               # the addition's rounding
+    return W, Rhi, lo, R
+
+
+def _pow2(m):
+    """2^m as floats when every m is a normal exponent (−1022 ≤ m ≤ 1023), else None: then
+    y·2^m is one correctly rounded product, the same value as ``ldexp(y, m)`` (numpy's ldexp
+    costs about ten passes)."""
+    np = _np()
+    if m.size == 0 or int(m.min()) < -1022 or int(m.max()) > 1023:
+        return None
+    bits = m + 1023
+    bits <<= 52
+    return bits.view(np.float64)
+
+
+def pin(where, *pairs) -> None:
+    """Set each (array, value) of ``pairs`` to its value where ``where`` holds (in place, once
+    tested): the blocked, far and failed entries of the enclosures."""
+    np = _np()
+    if where is not None and where.any():
+        for array, value in pairs:
+            np.putmask(array, where, value)
 
 
 def row_sum(A):
     """(S̃, bound): Σ_j A_ij per row by pairwise TwoSum (the rounding errors summed alongside) and
     one final rounding: |Σ_j A_ij − S̃_i| ≤ bound_i = u|S̃_i| + γ_d·u·d·Σ_j|A_ij| (d = ⌈log₂ n⌉)."""
+    hi, lo, rest, _ = pairwise(A)
+    total = hi + lo
+    return total, (U * _np().abs(total) + rest + TINY) * (1 + 2.0 ** -20)
+
+
+def pairwise(A):
+    """(hi, lo, bound, absum) per row: |Σ_j A_ij − hi − lo| ≤ bound (before :func:`row_sum`'s
+    last rounding and its inflation) and absum ≥ Σ_j |A_ij|: hi is the pairwise TwoSum tree's
+    float sum, lo the sum of its exact errors (each level's at most u·Σ|A|; their float sum
+    within γ_{2d+2} of that)."""
     np = _np()
     E = np.zeros_like(A)
     depth = 0
@@ -139,7 +194,5 @@ def row_sum(A):
             e = np.concatenate([e, E[:, 2 * h:]], axis=1)
         A, E = s, e
         depth += 1
-    total = A[:, 0] + E[:, 0]
     # Σ|e| ≤ u·d·Σ|A| (each level's sums add to at most Σ|A|); E's own two additions per node: γ_2d
-    bound = U * np.abs(total) + gamma(2 * depth + 2) * U * max(depth, 1) * absum
-    return total, (bound + TINY) * (1 + 2.0 ** -20)
+    return A[:, 0], E[:, 0], gamma(2 * depth + 2) * U * max(depth, 1) * absum, absum

@@ -22,11 +22,12 @@ their dS is an exact 0.  A row with no allowed key contributes nothing (dQ = dS 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from symattn.floatref import backfast, dd
+from symattn.floatref import backfast, dd, plaingrads
 from symattn.floatref.fast import U, gamma
-from symattn.floatref.plainexp import exp_dd, row_sum
+from symattn.floatref.plainexp import exp_dd, pairwise, pin, row_sum
 
 _up = backfast._up
 
@@ -102,28 +103,67 @@ def blocked_scores(Q, K):
     return hi, err
 
 
-def probabilities(Q, K, allowed, s: float, ds: float):
-    """(P̃, R_P, live, (c, Z̃, R_Z)): the softmax weights of one head with |P − P̃| ≤ R_P per entry
-    (blocked keys 0 ± 0), the rows with some allowed key, and each row's shift c and enclosure
-    Z̃ ± R_Z of Σ_j e^(t_j − c) (the LSE's).  None when the scores need arb.  A block of rows at
+class _Values:
+    """V split once per head for the output numerators N = W·V as double-doubles (step 4): V =
+    Vh + Vl exactly, Vh on a per-column grid g_c = 2^(e_c − β_v) (|V_jc| < 2^e_c), and W ∈ [0, 1]
+    on the grid 2^-β_w, with β_w + β_v = 52 − n (S ≤ 2^n): every product of the high parts is an
+    integer times 2^-β_w·g_c of at most 2^(β_w + β_v)(1 + 2^-β_w), so Wh·Vh sums exactly below
+    2^53 in any order."""
+
+    def __init__(self, V) -> None:
+        np = _np()
+        S = V.shape[0]
+        n = max(1, S).bit_length()
+        self.bw = (52 - n) // 2
+        bv = 52 - n - self.bw
+        e = np.frexp(np.abs(V).max(axis=0, initial=0.0))[1]
+        self.ok = bool(V.size) and int(e.min()) - bv - self.bw >= -1000 and int(e.max()) < 1000
+        grid = np.ldexp(1.0, e - bv)
+        self.Vh = np.rint(V / grid) * grid
+        self.Vl = V - self.Vh
+        self.V = V
+        self.absV = np.abs(V)
+        self.half = grid / 2                                  # ≥ |Vl_jc|
+        self.vsum = _up(self.absV.sum(axis=0) * (1 + gamma(S + 1)))   # ≥ Σ_j |V_jc|
+
+
+def probabilities(Q, K, allowed, s: float, ds: float, dO=None, V=None):
+    """(P̃, R_P, live, (c, Z̃, R_Z), tight, O): the softmax weights of one head with |P − P̃| ≤ R_P per
+    entry (blocked keys 0 ± 0), the rows with some allowed key, each row's shift c and enclosure
+    Z̃ ± R_Z of Σ_j e^(t_j − c) (the LSE's), and with ``dO`` and ``V`` each row's D (:func:`_row_dots`):
+    tight = (D̃, R_D, Zh, Zl, R_Zt, Nh, Nl, R_N) with Z ∈ Zh + Zl ± R_Zt and Σ_c dO_ic·N_ic ∈ Nh + Nl ±
+    R_N (N = Σ_j e^(t_ij − c_i)·V_j), and O ≈ N/Z̃ (midpoints, the conditioning's estimate), else
+    None.  None when the scores need arb.  A block of rows at
     a time (every step is row-local)."""
     np = _np()
     keys = _Keys(K)
+    vals = None if V is None else _Values(V)
     L, S = Q.shape[0], K.shape[0]
     P, R = np.empty((L, S)), np.empty((L, S))
     live, c, Z, RZ = np.empty(L, dtype=bool), np.empty(L), np.empty(L), np.empty(L)
+    tight = None if vals is None else np.empty((8, L))
+    out_mid = None if vals is None else np.zeros((L, V.shape[1]))
     step = max(1, BLOCK_ENTRIES // max(S, 1))
     for a in range(0, L, step):
         b = min(L, a + step)
-        got = _block(Q[a:b], K, keys, None if allowed is None else allowed[a:b], s, ds)
+        got = _block(Q[a:b], K, keys, None if allowed is None else allowed[a:b], s, ds,
+                     None if dO is None else dO[a:b], vals)
         if got is None:
             return None
-        P[a:b], R[a:b], live[a:b], (c[a:b], Z[a:b], RZ[a:b]) = got
-    return P, R, live, (c, Z, RZ)
+        P[a:b], R[a:b], live[a:b], (c[a:b], Z[a:b], RZ[a:b]) = got[:4]
+        if tight is not None:
+            tight[:, a:b] = got[4]
+            if got[5] is None:
+                out_mid = None
+            elif out_mid is not None:
+                out_mid[a:b] = got[5]
+    return P, R, live, (c, Z, RZ), tight, out_mid
 
 
-def _block(Q, K, keys: _Keys, allowed, s: float, ds: float):
-    """:func:`probabilities` of a block of rows."""
+def arguments(Q, K, keys: _Keys, allowed, s: float, ds: float, c=None):
+    """(Xh, Xl, e_x, ok, c, live) of a block (step 1): x = t − c as a double-double within e_x per
+    entry (0 on blocked keys), ok where t is finite, c each row's largest allowed t_hi (or the one
+    given), live the rows with some allowed key.  None when the scores need arb."""
     np = _np()
     found = scores(Q, K, keys)
     if found is None:
@@ -131,30 +171,75 @@ def _block(Q, K, keys: _Keys, allowed, s: float, ds: float):
     Dh, Dl, e2 = found
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
         # t = s·d: TwoProduct (s̃·d_hi exact) plus s̃·d_lo; |s − s̃| ≤ ds
-        Th, t1 = dd.two_prod(np.full_like(Dh, s), Dh)
+        Th, Tl = _scaled(Dh, s)
         sl = Dl * s
-        Tl = t1 + sl
-        eX = np.abs(Dh)
-        eX += np.abs(Dl)
-        eX += e2[:, None]
-        eX *= ds
-        eX += U * (np.abs(sl) + np.abs(Tl))
+        Tl += sl
+        eX = np.abs(sl)
+        eX += np.abs(Tl)
+        eX *= U
+        if ds:
+            eX += ds * (np.abs(Dh) + np.abs(Dl) + e2[:, None])
         eX += abs(s) * e2[:, None]
         ok = np.isfinite(Th).all(axis=1) & np.isfinite(Tl).all(axis=1)
         if allowed is not None:
             np.putmask(Th, ~allowed, -np.inf)
-        c = Th.max(axis=1)
-        live = np.isfinite(c)
-        c = np.where(live, c, 0.0)
+        if c is None:
+            c = Th.max(axis=1)
+            live = np.isfinite(c)
+            c = np.where(live, c, 0.0)
+        else:
+            live = np.ones(len(c), dtype=bool) if allowed is None else allowed.any(axis=1)
         Xh, e = dd.two_sum(Th, np.broadcast_to(-c[:, None], Th.shape))
         Xl = Tl + e
         eX += U * np.abs(Xl)
         if allowed is not None:
-            np.putmask(Xh, ~allowed, 0.0)
-            np.putmask(Xl, ~allowed, 0.0)
-        W, RW = exp_dd(Xh, Xl, _up(eX), allowed)
-        Z, eZ = row_sum(W)
-        RZ = _up(eZ + RW.sum(axis=1) * (1 + gamma(W.shape[1] + 1)))
+            pin(~allowed, (Xh, 0.0), (Xl, 0.0))
+    return Xh, Xl, eX, ok, c, live
+
+
+def _scaled(D, s: float):
+    """(t_hi, t_lo) = s·D exactly (TwoProduct with the scalar split once; a power of two: one
+    multiplication, checked exact by multiplying back, as an underflow would not be)."""
+    np = _np()
+    if s != 0 and math.frexp(s)[0] in (0.5, -0.5):
+        T = D * s
+        if (T * (1 / s) == D).all():
+            return T, np.zeros_like(T)
+    return dd.two_prod(s, D)
+
+
+def weights(Q, K, allowed, s: float, ds: float, c):
+    """(W, W_lo, R₂): e^(t_ij − c_i) ∈ W + W_lo ± R₂ for these rows and keys (c given: the rows'
+    shifts of :func:`probabilities`), the pair of :func:`plainexp.exp_dd`; None when the scores
+    need arb (the later tiers' rows and columns of P)."""
+    np = _np()
+    got = arguments(Q, K, _Keys(K), allowed, s, ds, c)
+    if got is None:
+        return None
+    Xh, Xl, eX, ok, _, _ = got
+    W, _, lo, R = exp_dd(Xh, Xl, _up(eX), allowed, residual=True)
+    R[~ok] = np.inf
+    return W, lo, R
+
+
+def _block(Q, K, keys: _Keys, allowed, s: float, ds: float, dO=None, vals=None):
+    """:func:`probabilities` of a block of rows."""
+    np = _np()
+    got = arguments(Q, K, keys, allowed, s, ds)
+    if got is None:
+        return None
+    Xh, Xl, eX, ok, c, live = got
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        W, RW, Wlo, R2 = exp_dd(Xh, Xl, _up(eX), allowed, residual=True)
+        Zh, Ze, rest, absum = pairwise(W)
+        Z = Zh + Ze
+        # Σ_j W_lo within γ_S·Σ|W_lo| ≤ γ_S·(u·Σ W + S·2^-1074); Zl = Ze + Σ W_lo rounded (u|Zl|)
+        Zl = Ze + Wlo.sum(axis=1)
+        R2sum = R2.sum(axis=1)
+        RZt = _up(rest + gamma(W.shape[1]) * (U * absum + W.shape[1] * 2.0 ** -1074) + U * np.abs(Zl) + R2sum)
+        # |Z − Z̃| ≤ R_Zt + |Zh + Zl − Z̃| ≤ R_Zt + u|Z̃| + |Zl − Ze|
+        RZ = _up(RZt + U * np.abs(Z) + np.abs(Zl - Ze) * (1 + 2 * U))
+        tight = None if vals is None else _numerators(W, Wlo, R2, dO, vals, absum)
         Z = np.where(live, Z, 1.0)
         RZ = np.where(live & ok, RZ, np.where(live, np.inf, 0.0))
         Zlo = np.nextafter(Z - RZ, -np.inf)
@@ -168,7 +253,61 @@ def _block(Q, K, keys: _Keys, allowed, s: float, ds: float):
         R += U * P
         backfast._upi(R)
         R = np.where(np.isfinite(R), R, np.inf)
-    return P, R, live, (c, np.where(live, Z, 0.0), RZ)
+        out_mid = None
+        if tight is not None:
+            Nh, Nl, RN, out_mid = tight
+            if out_mid is not None:
+                out_mid /= Z[:, None]
+                out_mid[~live] = 0.0
+            N = Nh + Nl
+            Dm = N / Z
+            aD = np.abs(Dm)
+            RD = _up((RN + U * np.abs(N) + aD * (1 + 2 * U) * RZ) / Zlo * (1 + 2 * U) + U * aD)
+            ok_t = live & ok & np.isfinite(RD) & np.isfinite(RZt)
+            RD = np.where(ok_t, RD, np.where(live, np.inf, 0.0))
+            Dm = np.where(live, Dm, 0.0)
+            RZt = np.where(ok_t, RZt, np.inf)
+            tight = np.stack([Dm, RD, Zh, Zl, RZt, Nh, Nl, np.where(ok_t, RN, np.inf)])
+    return P, R, live, (c, np.where(live, Z, 0.0), RZ), tight, out_mid
+
+
+def _numerators(W, Wlo, R2, dO, vals: _Values, absum):
+    """(Nh, Nl, R_N) per row: Σ_c dO_ic·N_ic ∈ Nh + Nl ± R_N for N = Σ_j w_ij·V_j with every w_ij
+    in W + W_lo ± R₂ (step 4).  N = Wh·Vh (exact, :class:`_Values`) + fl(Wh·Vl) + fl(WL·V) with
+    W = Wh + Wl exactly and WL = fl(Wl + W_lo): the float parts within γ_{S+1}·(Σ|Wh||Vl| +
+    Σ|WL||V|) ≤ γ_{S+1}·((Σ W + S·2^-β_w-1)·g_c/2 + wl·Σ_j|V_jc|) (|WL| ≤ wl = (2^-β_w-1 + 2^-51)(1 + u)),
+    WL's rounding u·wl·Σ|V_jc|, the weights' R₂·|V|.  Then dO_i·N_i by TwoProduct on Nh (exact),
+    pairwise sums, and the float rest: γ_{E+3}(Σ|e| + 2Σ|dO·Nl|) + Σ_c |dO_ic|·e_N,ic."""
+    np = _np()
+    S = W.shape[1]
+    if not vals.ok:
+        inf = np.full(W.shape[0], np.inf)
+        return np.zeros(W.shape[0]), np.zeros(W.shape[0]), inf, None
+    scale = 2.0 ** vals.bw
+    Wh = np.rint(W * scale)
+    Wh /= scale
+    WL = W - Wh
+    WL += Wlo
+    Nh = Wh @ vals.Vh
+    Nl = Wh @ vals.Vl
+    Nl += WL @ vals.V
+    wl = (2.0 ** (-vals.bw - 1) + 2.0 ** -51) * (1 + U)
+    g = gamma(S + 1)
+    eN = (g * (absum + S * 2.0 ** (-vals.bw - 1)))[:, None] * vals.half[None, :]
+    eN += (g + U) * wl * vals.vsum[None, :]
+    eN += R2 @ vals.absV
+    backfast._upi(eN)
+    p, e = dd.two_prod(dO, Nh)
+    q = dO * Nl
+    hi, lo, rest, _ = pairwise(p)
+    lo += e.sum(axis=1)
+    lo += q.sum(axis=1)
+    aq = np.abs(q).sum(axis=1)
+    RN = rest + gamma(dO.shape[1] + 3) * (np.abs(e).sum(axis=1) + 2 * aq) + U * aq + 3 * U * np.abs(lo)
+    RN += np.einsum("ic,ic->i", np.abs(dO), eN)
+    RN += dO.shape[1] * 2.0 ** -1070
+    Nh += Nl                                                  # N itself, an estimate for the conditioning
+    return hi, lo, _up(RN), Nh
 
 
 def row_dots(P, RP, dP, edP):
@@ -222,38 +361,46 @@ def constant_rows(dO, V, dP, edP, allowed, live):
     return out, values
 
 
-def head(Q, K, V, dO, allowed, s: float, ds: float) -> dict[str, Any] | None:
-    """The enclosures of one query head: backfast.grads' dQ, dK, dV, dS, P, and D, dP, O (the
-    output's midpoints, an estimate for the conditioning); None when the scores need arb."""
+def head(Q, K, V, dO, allowed, s: float, ds: float, extras: tuple = ()) -> dict[str, Any] | None:
+    """The enclosures of one query head: backfast.grads' dQ, dK, dV, dS, P, and D (and dP when
+    among the ``extras``); None when the scores need arb."""
     np = _np()
-    found = probabilities(Q, K, allowed, s, ds)
+    found = probabilities(Q, K, allowed, s, ds, dO, V)
     if found is None:
         return None
-    P, RP, live, sums = found
+    P, RP, live, sums, tight, out_mid = found
     found_dp = blocked_scores(dO, V)
     if found_dp is None:
         return None
     dP, edP = found_dp
     zero, exact_D = constant_rows(dO, V, dP, edP, allowed, live)
-    Dm, RD = row_dots(P, RP, dP, edP)
+    Dm, RD = tight[0].copy(), tight[1].copy()
+    wide = live & ~np.isfinite(RD)            # V's exponents too far apart for the split product
+    if wide.any():
+        D2, R2 = row_dots(P, RP, dP, edP)
+        Dm[wide], RD[wide] = D2[wide], R2[wide]
     Dm[~live], RD[~live] = 0.0, 0.0
-    dP_out = (dP.copy(), _up(edP + 4 * U * np.abs(dP)))
+    dP_out = (dP.copy(), _up(edP + 4 * U * np.abs(dP))) if "dP" in extras else None
     D_out = (Dm.copy(), _up(RD + 4 * U * np.abs(Dm)))
-    out = backfast.grads(Q, K, V, dO, P, RP, Dm, RD, s, ds, dP=(dP, edP), zero_rows=zero)
+    out = plaingrads.grads(Q, K, V, dO, P, RP, Dm, RD, s, ds, (dP, edP), zero,
+                           P @ V if out_mid is None else out_mid)
     out["D"], out["dP"] = D_out, dP_out
     out["inputs"] = (Q, K, dO)    # type: ignore[assignment]
     out["zero"] = zero            # type: ignore[assignment]
     out["exact_D"] = exact_D      # type: ignore[assignment]
     out["sums"] = sums + (live,)  # type: ignore[assignment]
+    out["tight"] = tight          # type: ignore[assignment]
     return out
 
 
-def decide_plain(pr: Any, dO: Any, fmt: Any, group: int, kv_batch: tuple,
-                 extras: tuple = ()) -> tuple[dict[str, tuple[Any, Any]], Any, Any, Any, dict]:
+def decide_plain(pr: Any, dO: Any, fmt: Any, group: int, kv_batch: tuple, extras: tuple = (),
+                 tight: Any = None) -> tuple[dict[str, tuple[Any, Any]], Any, Any, dict]:
     """{name: (values, decided)} of dQ, dK, dV (and the ``extras`` among dS, dP, D) where the
     float64 enclosures decide them (GQA: dK, dV summed over a kv head's query heads); also the
-    midpoints of P and O (batch…, L, ·), the conditioning's estimates, and the rows proved to
-    have dS = 0 exactly (batch…, L), and {idx: (c, Z̃, R_Z, live)} of each head enclosed (the LSE's sums)."""
+    conditioning's estimates (κ (batch…, L) and {dQ, dK, dV: scales} per query head, from
+    :func:`plaingrads.grads`), the rows proved to have dS = 0 exactly (batch…, L), and {idx: (c, Z̃, R_Z, live)} of each head enclosed (the LSE's sums).
+    ``tight``: :func:`symattn.floatref.plaintight.decide_tight`, run on each kv head's group
+    while its enclosures are at hand (the second tier)."""
     from symattn.floatref.binary import round_fraction
 
     np = _np()
@@ -261,7 +408,8 @@ def decide_plain(pr: Any, dO: Any, fmt: Any, group: int, kv_batch: tuple,
     shapes = {"dQ": pr.batch + (L, E), "dK": kv_batch + (S, E), "dV": kv_batch + (S, Ev),
               "dS": pr.batch + (L, S), "dP": pr.batch + (L, S), "D": pr.batch + (L,)}
     known = {name: backfast._empty(shapes[name]) for name in ("dQ", "dK", "dV") + tuple(extras)}
-    P_all, O_all = np.zeros(pr.batch + (L, S)), np.zeros(pr.batch + (L, Ev))
+    kappa = np.ones(pr.batch + (L,))
+    scales = {"dQ": np.zeros(pr.batch + (L, E)), "dK": np.zeros(pr.batch + (S, E)), "dV": np.zeros(pr.batch + (S, Ev))}
     zeros = np.zeros(pr.batch + (L,), dtype=bool)
     sums: dict[tuple, tuple] = {}
     ds = pr.scale_err
@@ -272,12 +420,13 @@ def decide_plain(pr: Any, dO: Any, fmt: Any, group: int, kv_batch: tuple,
         heads = {}
         for idx in owners:
             allowed = None if pr.allowed is None else np.asarray(pr.allowed[idx])
-            h = head(pr.Q[idx], pr.K[idx], pr.V[idx], dO[idx], allowed, pr.scale_f, ds)
+            h = head(pr.Q[idx], pr.K[idx], pr.V[idx], dO[idx], allowed, pr.scale_f, ds, extras)
             if h is None:
                 break
             heads[idx] = h
-            P_all[idx] = h["P"][0]
-            O_all[idx] = h["P"][0] @ pr.V[idx]
+            kappa[idx] = h["condition"][0]
+            for name, value in h["condition"][1].items():
+                scales[name][idx] = value
             zeros[idx] = h["zero"]
             sums[idx] = h["sums"]
         if len(heads) < len(owners):        # scores out of the split product's range: all to arb
@@ -291,7 +440,9 @@ def decide_plain(pr: Any, dO: Any, fmt: Any, group: int, kv_batch: tuple,
                 if name == "D":                   # dP constant on the row's keys: D is that value exactly
                     for i, exact in heads[idx]["exact_D"].items():
                         values[i], ok[i] = round_fraction(exact, fmt) + 0.0, True
-    return known, P_all, O_all, zeros, sums
+        if tight is not None:
+            tight(pr, dO, heads, known, kv, owners, fmt, ds)
+    return known, (kappa, scales), zeros, sums
 
 
 def _exact_float(exact: Any, f: float) -> bool:

@@ -36,18 +36,18 @@ def plain_backward(Q: Any, K: Any, V: Any, dO: Any, fmt: BinaryFormat, sdpa: dic
                    extras: tuple, make_trace: Callable[[tuple, list], Any]) -> dict[str, Any]:
     """{dQ, dK, dV, lse, condition, scales, balls, and the extras}: every entry correctly
     rounded.  ``make_trace(idx, rows)``: the engine's trace of slice ``idx`` on those query rows."""
-    from symattn.floatref.conditional import conditioning
     from symattn.floatref.lse import log_sum_exp
     from symattn.floatref.lsefast import decide_from_sums, decide_lse
     from symattn.floatref.plainfast import decide_plain
     from symattn.floatref.plainrest import finish
+    from symattn.floatref.plaintight import decide_tight
     from symattn.floatref.sdpa import normalise
 
     np = _np()
     pr = normalise(Q, K, V, **sdpa)
     dO64 = np.asarray(dO, dtype=np.float64)
     kv_batch = pr.batch[:-1] + (pr.batch[-1] // group,) if group > 1 else pr.batch
-    known, P, Out, zero, sums = decide_plain(pr, dO64, fmt, group, kv_batch, extras)
+    known, (condition, scales), zero, sums = decide_plain(pr, dO64, fmt, group, kv_batch, extras, decide_tight)
     left = sum(int((~ok).sum()) for _, ok in known.values())
     if left > MAX_LEFT:
         raise FloatRefError(f"{left:,} gradient entries lie too near a {fmt.name} rounding boundary for float64 "
@@ -64,7 +64,6 @@ def plain_backward(Q: Any, K: Any, V: Any, dO: Any, fmt: BinaryFormat, sdpa: dic
         return decide_from_sums(c, Z, RZ, rows, fmt)
 
     lse = log_sum_exp(pr, fmt, decided)[0]
-    condition, scales = conditioning(pr, dO64, P, Out)
     if group > 1:
         shape = kv_batch + (group,)
         scales = {**scales, **{k: scales[k].reshape(shape + scales[k].shape[-2:]).sum(axis=-3)

@@ -41,7 +41,6 @@ class _Rows:
 
     def __init__(self, pr: Any, idx: tuple, dO: Any, rows: Any, zero: Any) -> None:
         from symattn.floatref import fast64
-        from symattn.floatref.rows import dyadic_matrix
 
         np = _np()
         self.rows = rows
@@ -52,8 +51,14 @@ class _Rows:
                                fast64.scale_dd(pr.scale))
         (self.Ph, self.Pl), self.Pr, self.zeros = enc.weights, enc.weights_rad, enc.weights_zero
         self.D = _row_dots(dO[idx][rows], *enc.output, enc.output_rad)
+        self.exact_inputs(Q, K, V, dO[idx], zero)
+
+    def exact_inputs(self, Q: Any, K: Any, V: Any, dO: Any, zero: Any) -> None:
+        """The head's inputs as integer matrices (dP exactly, the products with Q, K, dO)."""
+        from symattn.floatref.rows import dyadic_matrix
+
         self.zero = zero
-        self.don, self.go = dyadic_matrix(dO[idx])
+        self.don, self.go = dyadic_matrix(dO)
         self.vn, self.gv = dyadic_matrix(V)
         self.qn, self.gq = dyadic_matrix(Q)
         self.kn, self.gk = dyadic_matrix(K)
