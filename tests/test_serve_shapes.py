@@ -197,6 +197,29 @@ def test_the_lessons_d_model_and_d_v_follow_with_backwards_d_o(page, tmp_path):
     assert address(tab)["backward"]["grad_output"][3] == [0, 0, 0, 0]
 
 
+def test_a_token_or_a_key_is_removed_by_its_name(page, tmp_path):
+    """The × beside a name removes that token: its row of X, and its row and column of the mask."""
+    mask = [[1, 0, 1], [1, 1, 0], [0, 1, 1]]
+    tab = opened(page, {**LESSON, "mask": mask, "backward": {"grad_output": [[1, 2, 3], [4, 5, 6], [7, 8, 9]]}})
+    changed(tab, lambda: tab.click('button[aria-label="remove token 1"]'))      # love
+    p = {**LESSON, "tokens": ["I", "cats"], "X": [LESSON["X"][0], LESSON["X"][2]], "mask": [[1, 1], [0, 1]],
+         "backward": {"grad_output": [[1, 2, 3], [7, 8, 9]]}}
+    assert address(tab) == p
+    Q, K = matmul(p["X"], p["W_q"]), matmul(p["X"], p["W_k"])
+    e = [math.exp(sum(a * b for a, b in zip(Q[0], k)) / math.sqrt(3)) for k in K]
+    assert shown(tab) == [three_digits(e[0] / sum(e)), three_digits(e[1] / sum(e)), 0, 1]   # cats: only itself
+    run = cli(p, tmp_path, "--format", "html")
+    assert run.returncode == 0 and cli_text(tab, run.stdout) == derivation(tab)
+    tab = opened(page, CROSS)
+    changed(tab, lambda: tab.click('button[aria-label="remove key 1"]'))       # key y: its row of X_kv
+    p = {**CROSS, "key_tokens": ["x", "z"], "X_kv": [CROSS["X_kv"][0], CROSS["X_kv"][2]]}
+    agrees(tab, p, tmp_path)
+    changed(tab, lambda: tab.click('button[aria-label="remove token 0"]'))     # query a: its row of X
+    p = {**p, "tokens": ["b"], "X": [CROSS["X"][1]]}
+    agrees(tab, p, tmp_path)
+    assert tab.locator('button[aria-label="remove token 0"]').count() == 0     # the last query stays
+
+
 def test_a_shape_the_cli_refuses_shows_its_message_and_the_derivation_stays(page, tmp_path):
     from symattn.examples import example_text
     from symattn.serve.derive import problem_data
@@ -212,9 +235,23 @@ def test_a_shape_the_cli_refuses_shows_its_message_and_the_derivation_stays(page
     assert "rope" in message
     assert "\n" not in message and tab.is_visible('.field-error[data-for="rope"]')
     assert derivation(tab) == before                         # the last good derivation stays
+    click(tab, "dk+", "refused")                             # d_k = 6: three pairs, two angles
+    assert tab.text_content('.field-error[data-for="rope"]') == \
+        "problem: rope theta has 2 entries but d_k = 6 has 3 pairs: give one frequency per pair"
+    assert derivation(tab) == before
+    click(tab, "dk-", "refused")
     click(tab, "dk-")
     assert tab.text_content('.field-error[data-for="rope"]') == ""
     assert address(tab) == data and derivation(tab) == before
+    kv = problem_data(example_text("kv-cache"), "kv-cache")   # 6 tokens, a prompt of 3
+    tab = opened(page, kv)
+    for i in (5, 4):
+        changed(tab, lambda i=i: tab.click(f'button[aria-label="remove token {i}"]'))
+    before = derivation(tab)
+    changed(tab, lambda: tab.click('button[aria-label="remove token 0"]'), "refused")
+    assert tab.text_content('.field-error[data-for="decode"]') == ("problem: decode prefill is 3 but there are 3 "
+                                                                   "tokens: nothing is left to decode; use a prefill below 3")
+    assert derivation(tab) == before
 
 
 # -- several worked rows -----------------------------------------------------------------------
@@ -312,6 +349,13 @@ def test_the_figures_checked_are_in_the_address_and_checked_again(page):
              fresh.input_value(f'input[aria-label="figure {k + 1} text"]')) for k in range(4)] == FIGURES
     assert verdict_rows(fresh) == verdicts                   # the same figures, judged the same
     assert fresh.eval_on_selector_all("img", "xs => xs.length") == 0 and errors == []
+    other = page.url.split("&f=")[0] + "&f=" + quote(json.dumps([["sqrt(d_k)", "1.73"]]))
+    before = page.evaluate("document.body.dataset.checked")
+    page.goto(other)                                         # pasted into the open tab: followed
+    page.wait_for_function("(b) => document.body.dataset.checked !== b", arg=before, timeout=30_000)
+    assert page.input_value('input[aria-label="figure 1 target"]') == "sqrt(d_k)"
+    assert page.input_value('input[aria-label="figure 2 target"]') == ""
+    assert [v[0] for v in verdict_rows(page)] == ["right"]
 
 
 def test_figures_over_the_cap_are_checked_but_left_out_of_the_address(page):

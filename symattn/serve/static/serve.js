@@ -87,7 +87,19 @@
     const block = el("div", { class: "grid", "data-key": key });
     block.appendChild(el("h3", {}, key));
     const line = el("p", { class: "tokens" });
-    values.forEach((value, i) => line.appendChild(cellInput(value, `${key}[${i}]`, { key: key, i: i })));
+    const dim = key === "tokens" ? "token" : "key";      // a token (or a key) removed by its ×
+    values.forEach((value, i) => {
+      const one = el("span", { class: "token" });
+      one.appendChild(cellInput(value, `${key}[${i}]`, { key: key, i: i }));
+      if (values.length > 1) {
+        const name = key === "tokens" ? "token" : "key";
+        const cut = el("button", { type: "button", class: "remove", "aria-label": `remove ${name} ${i}`,
+                                   title: `remove ${name} ${value} (its rows and columns too)` }, "×");
+        cut.addEventListener("click", () => reshape(dim + "-", i));
+        one.appendChild(cut);
+      }
+      line.appendChild(one);
+    });
     block.appendChild(line);
     block.appendChild(el("p", { class: "help" }, help));
     block.appendChild(el("p", { class: "field-error", "data-for": key, role: "alert" }));
@@ -177,17 +189,16 @@
     }
     block.appendChild(worked);
     block.appendChild(el("p", { class: "help" }, "every decimal is certified to what is shown; the rows ticked " +
-                         "are worked by hand in the dot products, the softmax and the output (explain --rows " +
-                         "0,2); none: the first row's sums and the last row's softmax"));
+                         "are worked by hand (explain --rows 0,2); none: the first row's sums, the last's softmax"));
     block.appendChild(el("p", { class: "field-error", "data-for": "view", role: "alert" }));
     return block;
   }
 
   // a token, a key or a dimension added or removed: every matrix it sizes, and the keys that
   // follow it (the mask's cells, backward's dO, RoPE's positions, the names), change together
-  function reshape(change) {
+  function reshape(change, at) {
     const next = collect();
-    if (!Keys.resize(next, change)) return;
+    if (!Keys.resize(next, change, at)) return;
     clearTimeout(timer);
     draft = next;
     render();
@@ -220,7 +231,8 @@
       }
       line.appendChild(group);
     }
-    line.appendChild(el("span", { class: "help" }, "a new row or column starts at 0; the last one is removed"));
+    line.appendChild(el("span", { class: "help" }, "new rows and columns start at 0; − removes the last, " +
+                         "a name's × that token"));
     return line;
   }
 

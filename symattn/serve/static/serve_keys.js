@@ -294,16 +294,18 @@ window.SymattnKeys = (function () {
     return out.filter(([, , n]) => n > 0);
   }
 
-  function resizeMatrix(m, axis, add, fill) {
+  // `at`: the row or column removed (undefined: the last); what is added goes last
+  function resizeMatrix(m, axis, add, fill, at) {
     if (!Array.isArray(m) || !Array.isArray(m[0])) return;
+    const cut = list => list.splice(at === undefined ? list.length - 1 : at, 1);
     if (axis === 0 && add) m.push(m[0].map(() => fill));
-    else if (axis === 0) m.pop();
-    else for (const row of m) if (add) row.push(fill); else row.pop();
+    else if (axis === 0) cut(m);
+    else for (const row of m) if (add) row.push(fill); else cut(row);
   }
 
-  function resizeList(list, add, next) {
+  function resizeList(list, add, next, at) {
     if (!Array.isArray(list)) return;
-    if (add) list.push(next(list)); else list.pop();
+    if (add) list.push(next(list)); else list.splice(at === undefined ? list.length - 1 : at, 1);
   }
 
   // t3, or t4 when t3 is taken: every token needs its own name
@@ -316,38 +318,36 @@ window.SymattnKeys = (function () {
   const nextPosition = ps => (ps.length ? Math.max(...ps.map(Number)) + 1 : 0);
 
   // the other keys that hold one entry per query, per key or per value column follow
-  function follow(next, dim, add, cross) {
+  function follow(next, dim, add, cross, at) {
     const queries = dim === "token", keys = dim === "key" || (dim === "token" && !cross);
     if (Array.isArray(next.mask)) {
-      if (keys) {                                   // a new key: the earlier queries do not see it
-        for (const row of next.mask) if (add) row.push(cross ? 1 : 0); else row.pop();
-      }
-      if (queries && add) next.mask.push(next.mask[0].map(() => 1));
-      else if (queries) next.mask.pop();
+      if (keys) resizeMatrix(next.mask, 1, add, cross ? 1 : 0, at);   // a new key: unseen by the earlier
+      if (queries) resizeMatrix(next.mask, 0, add, 1, at);              // queries of self-attention
     }
     const b = next.backward && typeof next.backward === "object" ? next.backward : {};
     for (const k of ["grad_output", "target"]) {
-      if (queries) resizeMatrix(b[k], 0, add, 0);
+      if (queries) resizeMatrix(b[k], 0, add, 0, at);
       if (dim === "dv") resizeMatrix(b[k], 1, add, 0);
     }
     for (const table of [next.rope, next.alibi]) {
       if (!table || typeof table !== "object") continue;
-      if (queries) resizeList(table.positions, add, nextPosition);
-      if (keys) resizeList(table.key_positions, add, nextPosition);
+      if (queries) resizeList(table.positions, add, nextPosition, at);
+      if (keys) resizeList(table.key_positions, add, nextPosition, at);
     }
-    if (queries) resizeList(next.tokens, add, l => freshName("t", l));
-    if (dim === "key") resizeList(next.key_tokens, add, l => freshName("k", l));
+    if (queries) resizeList(next.tokens, add, l => freshName("t", l), at);
+    if (dim === "key") resizeList(next.key_tokens, add, l => freshName("k", l), at);
   }
 
-  // a change such as "token+" or "dv-" made to the table `next` (false: it would leave a
-  // dimension empty, so nothing is changed)
-  function resize(next, change) {
+  // a change such as "token+" or "dv-" made to the table `next` (`at`: the token or key
+  // removed, else the last); false: it would leave a dimension empty, so nothing changed
+  function resize(next, change, at) {
     const dim = change.slice(0, -1), add = change.endsWith("+");
     const found = dimensions(next).find(([d]) => d === dim);
     if (!found || (!add && found[2] <= 1)) return false;
+    if (at !== undefined && !(Number.isInteger(at) && at >= 0 && at < found[2])) return false;
     const cross = isCross(next);
-    for (const [key, axis] of sides(next)[dim]) resizeMatrix(next[key], axis, add, 0);
-    follow(next, dim, add, cross);
+    for (const [key, axis] of sides(next)[dim]) resizeMatrix(next[key], axis, add, 0, at);
+    follow(next, dim, add, cross, at);
     return true;
   }
 
