@@ -267,7 +267,7 @@ def test_an_address_pasted_into_the_open_tab_is_followed(page, tmp_path):
     assert page.is_checked('input[aria-label="backward on"]')
     assert page.input_value('input[aria-label="backward[2][0]"]') == "1"
     assert page.input_value('select[aria-label="places"]') == "2"
-    assert page.input_value('select[aria-label="row"]') == "0"
+    assert [page.is_checked(f'input[aria-label="row {i}"]') for i in range(3)] == [True, False, False]
     assert shown(page)[:3] == [round(w, 2) for w in weights(data)[0]]   # 0.14, 0.43, 0.43
     run = cli(data, tmp_path, "--format", "html", "--places", "2", "--rows", "0")
     assert cli_text(page, run.stdout) == derivation(page)
@@ -306,7 +306,7 @@ def test_the_mask_is_clicked_cell_by_cell(page, tmp_path):
 
 # -- the view: the worked row, the places; and the address ----------------------------------
 def test_the_worked_row_and_the_places_are_explains(page, tmp_path):
-    changed(page, lambda: page.select_option('select[aria-label="row"]', "1"))
+    changed(page, lambda: page.check('input[aria-label="row 1"]'))
     run = cli(LESSON, tmp_path, "--format", "html", "--rows", "1")
     assert cli_text(page, run.stdout) == derivation(page)
     assert cli_text(page, cli(LESSON, tmp_path, "--format", "html").stdout) != derivation(page)
@@ -327,7 +327,7 @@ def test_the_address_reopens_variants_cells_row_and_places(page):
     changed(page, lambda: page.click('input[aria-label="mask[2][0]"]'))
     changed(page, lambda: page.check('input[aria-label="softcap on"]'))
     edit(page, "softcap c", "3", "derived")
-    changed(page, lambda: page.select_option('select[aria-label="row"]', "2"))
+    changed(page, lambda: page.check('input[aria-label="row 2"]'))
     changed(page, lambda: page.select_option('select[aria-label="rounding"]', "places"))
     text = page.text_content("#derivation")
     fresh = page.context.new_page()
@@ -336,7 +336,7 @@ def test_the_address_reopens_variants_cells_row_and_places(page):
     assert fresh.is_checked('input[aria-label="softcap on"]')
     assert fresh.input_value('input[aria-label="softcap c"]') == "3"
     assert not fresh.is_checked('input[aria-label="mask[2][0]"]') and fresh.is_checked('input[aria-label="mask[2][1]"]')
-    assert fresh.input_value('select[aria-label="row"]') == "2"
+    assert [fresh.is_checked(f'input[aria-label="row {i}"]') for i in range(3)] == [False, False, True]
     assert fresh.input_value('select[aria-label="rounding"]') == "places"
     assert fresh.text_content("#derivation") == text
     mask = [[1, 1, 1], [1, 1, 1], [0, 1, 1]]
@@ -381,7 +381,7 @@ def screenshots(outdir: Path) -> None:
         changed(tab, lambda: tab.select_option('select[aria-label="mask"]', "cells"))
         changed(tab, lambda: tab.click('input[aria-label="mask[0][2]"]'))
         changed(tab, lambda: tab.click('input[aria-label="mask[1][0]"]'))
-        changed(tab, lambda: tab.select_option('select[aria-label="row"]', "1"))
+        changed(tab, lambda: tab.check('input[aria-label="row 1"]'))
         tab.locator('#grids .grid-row').first.screenshot(path=str(outdir / "serve-cells.png"))
         changed(tab, lambda: tab.check('input[aria-label="sink on"]'))
         changed(tab, lambda: tab.check('input[aria-label="alibi on"]'))

@@ -23,7 +23,7 @@ __all__ = ["MATRIX_KEYS", "VARIANT_KEYS", "check_fragment", "derive_fragment", "
            "parse_problem_json", "problem_data", "toml_of", "variant_keys"]
 
 #: the inputs the page edits as grids (the other keys ride along unchanged)
-MATRIX_KEYS = ("X", "W_q", "W_k", "W_v", "X_kv", "Q", "K", "V")
+MATRIX_KEYS = ("X", "X_kv", "W_q", "W_k", "W_v", "Q", "K", "V")
 
 #: the keys the page edits with controls of their own (tokens, scale, the mask); every other
 #: key of the table (``kind == "key"``) is a variant, offered with its table's doc as help
@@ -127,11 +127,13 @@ def derive_fragment(data: dict[str, Any], digits: int = 3, places: int | None = 
 
 MAX_PAGE_PLACES = 30        # the page's decimal places (the CLI's --places takes more)
 MAX_ROW_TEXT = 5            # a worked row's index has at most this many digits
+MAX_ROWS = 64               # worked rows in one request (each adds its sums and its softmax)
 
 
 def page_view(params: Mapping[str, str]) -> dict[str, Any]:
-    """How the page asks the derivation shown (``/derive?places=N&row=I``): the decimal
-    places instead of the digits, and the query row worked by hand (its 0-based index)."""
+    """How the page asks the derivation shown (``/derive?places=N&row=I,J``): the decimal
+    places instead of the digits, and the query rows worked by hand (0-based indices, as
+    explain's ``--rows``)."""
     view: dict[str, Any] = {}
     places, row = params.get("places"), params.get("row")
     if places is not None:
@@ -142,9 +144,15 @@ def page_view(params: Mapping[str, str]) -> dict[str, Any]:
                                f"{places[:20]!r}: use the CLI's --places for more")
         view["places"] = int(places)
     if row is not None:
-        if re.fullmatch(f"[0-9]{{1,{MAX_ROW_TEXT}}}", row) is None:
-            raise ProblemError(f"row must be a query's 0-based index such as 0 or 2, got {row[:20]!r}")
-        view["rows"] = (int(row),)
+        one = f"[0-9]{{1,{MAX_ROW_TEXT}}}"
+        if row.count(",") >= MAX_ROWS:
+            raise ProblemError(f"row lists {row.count(',') + 1} rows, over the page's {MAX_ROWS}: use "
+                               "explain's --rows for more")
+        if re.fullmatch(f"{one}(,{one})*", row) is None:
+            raise ProblemError(f"row must be a query's 0-based index such as 0 or 2, or several such as "
+                               f"0,2 (as explain's --rows), got {row[:20]!r}")
+        rows = tuple(int(r) for r in row.split(","))
+        view["rows"] = rows
     return view
 
 

@@ -28,7 +28,8 @@ def editor_page(problem: dict[str, Any], fragment: str, *, tex: bool = False) ->
         "<p class=\"note\">Edit any entry, token name, the scale, the mask or a variant: the "
         "derivation below is worked again, exactly. An entry may be an integer, a decimal (read "
         "exactly: 0.1 is 1/10), a fraction such as 2/3 or an expression such as sqrt(2). The "
-        "address bar holds the problem and the view, so the page can be bookmarked.</p>\n"
+        "address bar holds the problem, the view and the figures checked below, so the page can be "
+        "bookmarked or shared.</p>\n"
         '<div id="grids"></div>\n'
         '<p id="status" role="status" aria-live="polite"></p>\n'
         '<p><button type="button" id="download-toml">Download the problem (TOML)</button> '

@@ -17,20 +17,25 @@
   // the view of the derivation: significant digits or decimal places, and the worked row
   let digits = "3";
   let places = "";           // "" : digits are used
-  let row = "";              // "" : explain's own choice (the first row for sums, the last for softmax)
+  let rows = [];             // the worked rows (0-based, ascending); none: explain's own choice
+                             // (the first row for the sums, the last for the softmax)
+  let figures = [];          // the figures last checked, [[target, text], ...], kept in the address
 
-  // the address: #p=<the problem as JSON, URI-encoded>&d=<digits> or &pl=<places>, and &r=<row>
+  // the address: #p=<the problem as JSON, URI-encoded>&d=<digits> or &pl=<places>, &r=<rows>
+  // (0,2) and &f=<the figures checked, as JSON, URI-encoded>; what does not parse is left out
   function fromAddress() {
     const hash = location.hash.startsWith("#p=") ? location.hash.slice(3) : "";
     if (!hash) return null;
     const [text, ...rest] = hash.split("&");
-    digits = "3"; places = ""; row = "";
+    digits = "3"; places = ""; rows = []; figures = [];
     for (const part of rest) {
       const [name, value] = part.split("=");
-      if (!/^[0-9]{1,4}$/.test(value || "")) continue;
-      if (name === "d") digits = value;
+      if (name === "f") figures = figuresOf(value || "");
+      else if (name === "r" && /^[0-9]{1,4}(,[0-9]{1,4}){0,63}$/.test(value || "")) {
+        rows = [...new Set(value.split(",").map(Number))].sort((a, b) => a - b).map(String);
+      } else if (!/^[0-9]{1,4}$/.test(value || "")) continue;
+      else if (name === "d") digits = value;
       else if (name === "pl") places = value;
-      else if (name === "r") row = value;
     }
     try {
       const data = JSON.parse(decodeURIComponent(text));
@@ -58,7 +63,9 @@
 
   function matrixBlock(key, rows) {
     const block = el("div", { class: "grid", "data-key": key });
-    block.appendChild(el("h3", {}, key));
+    const head = el("h3", {}, key);
+    head.appendChild(el("span", { class: "dims" }, ` ${rows.length} × ${(rows[0] || []).length}`));
+    block.appendChild(head);
     const table = el("table", { class: "entries" });
     const labels = rowLabels(key, rows.length);
     rows.forEach((row, i) => {
@@ -80,7 +87,19 @@
     const block = el("div", { class: "grid", "data-key": key });
     block.appendChild(el("h3", {}, key));
     const line = el("p", { class: "tokens" });
-    values.forEach((value, i) => line.appendChild(cellInput(value, `${key}[${i}]`, { key: key, i: i })));
+    const dim = key === "tokens" ? "token" : "key";      // a token (or a key) removed by its ×
+    values.forEach((value, i) => {
+      const one = el("span", { class: "token" });
+      one.appendChild(cellInput(value, `${key}[${i}]`, { key: key, i: i }));
+      if (values.length > 1) {
+        const name = key === "tokens" ? "token" : "key";
+        const cut = el("button", { type: "button", class: "remove", "aria-label": `remove ${name} ${i}`,
+                                   title: `remove ${name} ${value} (its rows and columns too)` }, "×");
+        cut.addEventListener("click", () => reshape(dim + "-", i));
+        one.appendChild(cut);
+      }
+      line.appendChild(one);
+    });
     block.appendChild(line);
     block.appendChild(el("p", { class: "help" }, help));
     block.appendChild(el("p", { class: "field-error", "data-for": key, role: "alert" }));
@@ -155,39 +174,31 @@
     kind.addEventListener("change", () => restructure(kind));
     const { n } = Keys.shape(draft);
     const names = draft.tokens || [];
-    if (row !== "" && Number(row) >= n) row = "";
-    const rows = [["", "explain's (first, last)"],
-                  ...Array.from({ length: n }, (_, i) => [String(i), `${i}: ${names[i] ?? i}`])];
+    rows = rows.filter(r => Number(r) < n);
     const line = el("p", { class: "view" });
-    line.append(kind, " ", count, " worked row ", choice("row", rows, row));
+    line.append(kind, " ", count);
     block.appendChild(line);
-    block.appendChild(el("p", { class: "help" }, "every decimal is certified to what is shown; the row worked " +
-                         "by hand in the dot products, the softmax and the output (explain --rows)"));
+    // the worked rows: one box per query; none ticked is explain's choice (first, last)
+    const worked = el("p", { class: "view rows" }, "worked rows ");
+    for (let i = 0; i < n; i++) {
+      const box = el("input", { type: "checkbox", "aria-label": `row ${i}`, "data-row": String(i) });
+      box.checked = rows.includes(String(i));
+      const label = el("label", {}, " " + String(names[i] ?? i));
+      label.prepend(box);
+      worked.appendChild(label);
+    }
+    block.appendChild(worked);
+    block.appendChild(el("p", { class: "help" }, "every decimal is certified to what is shown; the rows ticked " +
+                         "are worked by hand (explain --rows 0,2); none: the first row's sums, the last's softmax"));
     block.appendChild(el("p", { class: "field-error", "data-for": "view", role: "alert" }));
     return block;
   }
 
-  // the matrices that grow by a row with a token, and by a column with d_k (self-attention)
-  function tokenRows(p) { return "X" in p ? ["X"] : ["Q", "K", "V"]; }
-  function keyColumns(p) { return "X" in p ? ["W_q", "W_k"] : ["Q", "K"]; }
-
-  function reshape(change) {
+  // a token, a key or a dimension added or removed: every matrix it sizes, and the keys that
+  // follow it (the mask's cells, backward's dO, RoPE's positions, the names), change together
+  function reshape(change, at) {
     const next = collect();
-    const names = next.tokens;
-    if (change === "token+") {
-      names.push("t" + names.length);
-      for (const key of tokenRows(next)) next[key].push(next[key][0].map(() => 0));
-    } else if (change === "token-" && names.length > 1) {
-      names.pop();
-      for (const key of tokenRows(next)) next[key].pop();
-    }
-    if (change === "token+" || (change === "token-" && names.length < draft.tokens.length)) {
-      Keys.grow(next, change);        // the mask's cells, backward's dO, RoPE's positions follow
-    } else if (change === "dk+") {
-      for (const key of keyColumns(next)) for (const row of next[key]) row.push(0);
-    } else if (change === "dk-" && next[keyColumns(next)[0]][0].length > 1) {
-      for (const key of keyColumns(next)) for (const row of next[key]) row.pop();
-    }
+    if (!Keys.resize(next, change, at)) return;
     clearTimeout(timer);
     draft = next;
     render();
@@ -207,15 +218,21 @@
 
   function shapeButtons() {
     const line = el("p", { class: "shape" });
-    const selfAttention = Array.isArray(draft.tokens) && !("X_kv" in draft) && !("key_tokens" in draft);
-    const buttons = [["token+", "+ token"], ["token-", "− token"], ["dk+", "+ d_k"], ["dk-", "− d_k"]];
-    for (const [change, label] of buttons) {
-      const button = el("button", { type: "button", "data-change": change }, label);
-      button.disabled = !selfAttention;
-      button.addEventListener("click", () => reshape(change));
-      line.appendChild(button);
+    for (const [dim, name, size] of Keys.dimensions(draft)) {
+      const group = el("span", { class: "dimension", "data-dimension": dim });
+      group.append(el("span", { class: "size" }, `${name} = ${size}`), " ");
+      const what = dim === "token" ? (Keys.isCross(draft) ? "query" : "token") : dim === "key" ? "key"
+        : dim === "dmodel" ? "d_model" : dim === "dk" ? "d_k" : "d_v";
+      for (const [sign, text] of [["+", "+ "], ["-", "− "]]) {
+        const button = el("button", { type: "button", "data-change": dim + sign }, text + what);
+        button.disabled = sign === "-" && size <= 1;
+        button.addEventListener("click", () => reshape(dim + sign));
+        group.appendChild(button);
+      }
+      line.appendChild(group);
     }
-    line.appendChild(el("span", { class: "help" }, " a new token's row and a new column start at 0"));
+    line.appendChild(el("span", { class: "help" }, "new rows and columns start at 0; − removes the last, " +
+                         "a name's × that token"));
     return line;
   }
 
@@ -254,7 +271,7 @@
       if (count.dataset.view === "digits") digits = count.value;
       places = "";
     } else places = count.dataset.view === "places" ? count.value : digits;
-    row = grids.querySelector("select[data-view=row]").value;
+    rows = [...grids.querySelectorAll("input[data-row]")].filter(b => b.checked).map(b => b.dataset.row);
     const mask = grids.querySelector('select[data-key="mask"]').value;
     if (mask === "") delete next.mask;
     else if (mask === "cells") {
@@ -281,7 +298,14 @@
 
   function viewQuery() {
     const shown = places === "" ? "digits=" + encodeURIComponent(digits) : "places=" + encodeURIComponent(places);
-    return shown + (row === "" ? "" : "&row=" + encodeURIComponent(row));
+    return shown + (rows.length === 0 ? "" : "&row=" + rows.join(","));
+  }
+
+  // the address of a problem, with the view and the figures last checked (when they fit)
+  function addressOf(next) {
+    const view = (places === "" ? "&d=" + digits : "&pl=" + places) + (rows.length === 0 ? "" : "&r=" + rows.join(","));
+    const checked = figuresText(figures);
+    return "#p=" + encodeURIComponent(JSON.stringify(next)) + view + (checked === "" ? "" : "&f=" + checked);
   }
 
   async function derive(next) {
@@ -304,8 +328,7 @@
       for (const p of grids.querySelectorAll(".field-error")) p.textContent = "";
       status.textContent = "";
       status.className = "";
-      history.replaceState(null, "", "#p=" + encodeURIComponent(JSON.stringify(next)) +
-                           (places === "" ? "&d=" + digits : "&pl=" + places) + (row === "" ? "" : "&r=" + row));
+      history.replaceState(null, "", addressOf(next));
       document.body.dataset.derived = String(mine);
     } else {
       showError(answer.error || `the server answered ${reply.status}`, answer.field);
@@ -334,6 +357,29 @@
   const figureRows = document.getElementById("figure-rows");
   const verdicts = document.getElementById("verdicts");
 
+  // the figures in the address: JSON [[target, text], ...], URI-encoded, at most
+  // FIGURES_IN_ADDRESS characters (a longer set is checked but left out of the address); read
+  // back with JSON.parse and kept only as strings, which go into the inputs' values (never HTML)
+  const FIGURES_IN_ADDRESS = 4000, MAX_FIGURES = 50;
+
+  function figuresText(list) {
+    if (list.length === 0) return "";
+    const text = encodeURIComponent(JSON.stringify(list));
+    return text.length <= FIGURES_IN_ADDRESS ? text : "";
+  }
+
+  function figuresOf(value) {
+    if (value.length === 0 || value.length > FIGURES_IN_ADDRESS) return [];
+    let list;
+    try {
+      list = JSON.parse(decodeURIComponent(value));
+    } catch (e) {
+      return [];
+    }
+    const pair = f => Array.isArray(f) && f.length === 2 && f.every(v => typeof v === "string");
+    return Array.isArray(list) && list.length <= MAX_FIGURES && list.every(pair) ? list : [];
+  }
+
   function addFigure(target, text) {
     const k = figureRows.rows.length;
     const tr = el("tr");
@@ -348,20 +394,30 @@
     figureRows.appendChild(tr);
   }
 
+  // the figure rows shown: the ones given, and empty rows up to three
+  function showFigures(list) {
+    figureRows.replaceChildren();
+    for (const [target, text] of list) addFigure(target, text);
+    while (figureRows.rows.length < 3) addFigure("", "");
+  }
+
   async function checkFigures() {
-    const figures = [...figureRows.rows].map(tr => ({
+    const typed = [...figureRows.rows].map(tr => ({
       target: tr.querySelector('[data-figure="target"]').value.trim(),
       text: tr.querySelector('[data-figure="text"]').value.trim(),
     })).filter(f => f.target || f.text);
-    if (figures.length === 0) {
+    if (typed.length === 0) {
       verdicts.textContent = "write a target and a figure first";
       return;
     }
+    figures = typed.slice(0, MAX_FIGURES).map(f => [f.target, f.text]);
+    const fits = figuresText(figures) !== "";
+    history.replaceState(null, "", addressOf(problem));        // a shared link checks them again
     verdicts.textContent = "checking…";
     let reply, answer;
     try {
       reply = await fetch("/check", { method: "POST", headers: { "Content-Type": "application/json" },
-                                      body: JSON.stringify({ problem: problem, figures: figures }) });
+                                      body: JSON.stringify({ problem: problem, figures: typed }) });
       answer = await reply.json();
     } catch (e) {
       verdicts.textContent = "the server did not answer: is symattn serve still running?";
@@ -369,18 +425,32 @@
     }
     if (reply.ok && typeof answer.html === "string") verdicts.innerHTML = answer.html;   // escaped by the printer
     else verdicts.textContent = answer.error || `the server answered ${reply.status}`;
+    if (!fits) {
+      verdicts.prepend(el("p", { class: "help", id: "figures-not-kept" }, "these figures are over " +
+                          `${FIGURES_IN_ADDRESS} characters in the address: a link to this page does not hold them`));
+    }
     document.body.dataset.checked = String(Number(document.body.dataset.checked || "0") + 1);
   }
 
-  addFigure("weights[" + ((problem.tokens || ["0"])[0]) + "]", "");
-  addFigure("", "");
-  addFigure("", "");
   document.getElementById("add-figure").addEventListener("click", () => addFigure("", ""));
   document.getElementById("check-figures").addEventListener("click", checkFigures);
+
+  // a token renamed: the rows of the grids it names follow (in place: the focus stays)
+  function relabel() {
+    for (const block of grids.querySelectorAll(".grid[data-key]")) {
+      const key = block.dataset.key;
+      if (!MATRIX_KEYS.includes(key) || !Array.isArray(draft[key])) continue;
+      const labels = rowLabels(key, draft[key].length);
+      block.querySelectorAll('table.entries th[scope="row"]').forEach((th, i) => {
+        th.textContent = labels[i] !== undefined ? String(labels[i]) : String(i);
+      });
+    }
+  }
 
   grids.addEventListener("input", () => {
     clearTimeout(timer);
     draft = collect();         // kept in step, so a choice that rebuilds the page starts from it
+    relabel();
     const next = draft;
     timer = setTimeout(() => derive(next), 200);
   });
@@ -388,7 +458,9 @@
   const saved = fromAddress();
   if (saved) problem = draft = saved;
   render();
+  showFigures(figures.length ? figures : [["weights[" + ((problem.tokens || ["0"])[0]) + "]", ""]]);
   if (saved) derive(draft);
+  if (figures.length) checkFigures();
   // an address pasted into this tab changes only the hash: the page follows it (the page's own
   // history.replaceState fires no hashchange)
   window.addEventListener("hashchange", () => {
@@ -396,6 +468,8 @@
     if (!opened) return;
     problem = draft = opened;
     render();
+    if (figures.length) showFigures(figures);
     derive(draft);
+    if (figures.length) checkFigures();
   });
 })();

@@ -260,33 +260,98 @@ window.SymattnKeys = (function () {
     }, []);
   }
 
-  // -- a token added or removed (self-attention): the keys that hold one entry per token follow
-  function grow(next, change) {
-    const add = change === "token+";
-    if (Array.isArray(next.mask)) {
-      if (add) {
-        for (const row of next.mask) row.push(0);                // the old queries do not see it
-        next.mask.push(next.mask[0].map(() => 1));
-      } else {
-        next.mask.pop();
-        for (const row of next.mask) row.pop();
-      }
+  // -- the shape: a token, a key or a dimension added or removed -----------------------------
+  // A problem is projected (X, W_q, W_k, W_v; X_kv for cross-attention) or direct (Q, K, V).
+  // It is cross-attention when its keys are its own (X_kv or key_tokens given): then the
+  // queries (n) and the keys (m) are sized apart; otherwise a token is a query and a key.
+  function isCross(p) {
+    return "X_kv" in p || Array.isArray(p.key_tokens);
+  }
+
+  // the sides each dimension sizes: [matrix key, 0 (its rows) or 1 (its columns)]
+  function sides(p) {
+    const cross = isCross(p);
+    if ("X" in p) {
+      return { token: [["X", 0]], key: cross ? [["X_kv", 0]] : [],
+               dmodel: [["X", 1], ["X_kv", 1], ["W_q", 0], ["W_k", 0], ["W_v", 0]],
+               dk: [["W_q", 1], ["W_k", 1]], dv: [["W_v", 1]] };
     }
-    const b = next.backward;
+    return { token: cross ? [["Q", 0]] : [["Q", 0], ["K", 0], ["V", 0]], key: cross ? [["K", 0], ["V", 0]] : [],
+             dmodel: [], dk: [["Q", 1], ["K", 1]], dv: [["V", 1]] };
+  }
+
+  function width(m) {
+    return Array.isArray(m) && Array.isArray(m[0]) ? m[0].length : 0;
+  }
+
+  // the dimensions the page offers: [change, its name, its size] (a dimension the problem has)
+  function dimensions(p) {
+    const s = sides(p), size = ([key, axis]) => (axis === 0 ? (p[key] || []).length : width(p[key]));
+    const out = [["token", isCross(p) ? "queries n" : "tokens n", size(s.token[0])]];
+    if (s.key.length) out.push(["key", "keys m", size(s.key[0])]);
+    if (s.dmodel.length) out.push(["dmodel", "d_model", size(s.dmodel[0])]);
+    out.push(["dk", "d_k", size(s.dk[0])], ["dv", "d_v", size(s.dv[0])]);
+    return out.filter(([, , n]) => n > 0);
+  }
+
+  // `at`: the row or column removed (undefined: the last); what is added goes last
+  function resizeMatrix(m, axis, add, fill, at) {
+    if (!Array.isArray(m) || !Array.isArray(m[0])) return;
+    const cut = list => list.splice(at === undefined ? list.length - 1 : at, 1);
+    if (axis === 0 && add) m.push(m[0].map(() => fill));
+    else if (axis === 0) cut(m);
+    else for (const row of m) if (add) row.push(fill); else cut(row);
+  }
+
+  function resizeList(list, add, next, at) {
+    if (!Array.isArray(list)) return;
+    if (add) list.push(next(list)); else list.splice(at === undefined ? list.length - 1 : at, 1);
+  }
+
+  // t3, or t4 when t3 is taken: every token needs its own name
+  function freshName(prefix, names) {
+    let i = names.length;
+    while (names.includes(prefix + i)) i++;
+    return prefix + i;
+  }
+
+  const nextPosition = ps => (ps.length ? Math.max(...ps.map(Number)) + 1 : 0);
+
+  // the other keys that hold one entry per query, per key or per value column follow
+  function follow(next, dim, add, cross, at) {
+    const queries = dim === "token", keys = dim === "key" || (dim === "token" && !cross);
+    if (Array.isArray(next.mask)) {
+      if (keys) resizeMatrix(next.mask, 1, add, cross ? 1 : 0, at);   // a new key: unseen by the earlier
+      if (queries) resizeMatrix(next.mask, 0, add, 1, at);              // queries of self-attention
+    }
+    const b = next.backward && typeof next.backward === "object" ? next.backward : {};
     for (const k of ["grad_output", "target"]) {
-      if (b && Array.isArray(b[k]) && b[k].length > 0) {
-        if (add) b[k].push(b[k][0].map(() => 0)); else b[k].pop();
-      }
+      if (queries) resizeMatrix(b[k], 0, add, 0, at);
+      if (dim === "dv") resizeMatrix(b[k], 1, add, 0);
     }
     for (const table of [next.rope, next.alibi]) {
-      for (const k of ["positions", "key_positions"]) {
-        const ps = table && Array.isArray(table[k]) ? table[k] : null;
-        if (ps && add) ps.push(ps.length ? Math.max(...ps.map(Number)) + 1 : 0);
-        else if (ps) ps.pop();
-      }
+      if (!table || typeof table !== "object") continue;
+      if (queries) resizeList(table.positions, add, nextPosition, at);
+      if (keys) resizeList(table.key_positions, add, nextPosition, at);
     }
+    if (queries) resizeList(next.tokens, add, l => freshName("t", l), at);
+    if (dim === "key") resizeList(next.key_tokens, add, l => freshName("k", l), at);
+  }
+
+  // a change such as "token+" or "dv-" made to the table `next` (`at`: the token or key
+  // removed, else the last); false: it would leave a dimension empty, so nothing changed
+  function resize(next, change, at) {
+    const dim = change.slice(0, -1), add = change.endsWith("+");
+    const found = dimensions(next).find(([d]) => d === dim);
+    if (!found || (!add && found[2] <= 1)) return false;
+    if (at !== undefined && !(Number.isInteger(at) && at >= 0 && at < found[2])) return false;
+    const cross = isCross(next);
+    for (const [key, axis] of sides(next)[dim]) resizeMatrix(next[key], axis, add, 0, at);
+    follow(next, dim, add, cross, at);
+    return true;
   }
 
   return { el: el, entry: entry, shape: shape, variantsBlock: variantsBlock, readVariants: readVariants,
-           effectiveMask: effectiveMask, maskCells: maskCells, readMaskCells: readMaskCells, grow: grow };
+           effectiveMask: effectiveMask, maskCells: maskCells, readMaskCells: readMaskCells,
+           dimensions: dimensions, resize: resize, isCross: isCross };
 })();
