@@ -127,11 +127,13 @@ def derive_fragment(data: dict[str, Any], digits: int = 3, places: int | None = 
 
 MAX_PAGE_PLACES = 30        # the page's decimal places (the CLI's --places takes more)
 MAX_ROW_TEXT = 5            # a worked row's index has at most this many digits
+MAX_PAGE_ROWS = 64          # rows worked by hand in one view (``row=0,2``; the CLI's --rows: any)
 
 
 def page_view(params: Mapping[str, str]) -> dict[str, Any]:
     """How the page asks the derivation shown (``/derive?places=N&row=I``): the decimal
-    places instead of the digits, and the query row worked by hand (its 0-based index)."""
+    places instead of the digits, and the query rows worked by hand (0-based indices, one or
+    several: ``row=0,2``, as ``explain --rows 0,2``).  The downloads take the same view."""
     view: dict[str, Any] = {}
     places, row = params.get("places"), params.get("row")
     if places is not None:
@@ -142,9 +144,11 @@ def page_view(params: Mapping[str, str]) -> dict[str, Any]:
                                f"{places[:20]!r}: use the CLI's --places for more")
         view["places"] = int(places)
     if row is not None:
-        if re.fullmatch(f"[0-9]{{1,{MAX_ROW_TEXT}}}", row) is None:
-            raise ProblemError(f"row must be a query's 0-based index such as 0 or 2, got {row[:20]!r}")
-        view["rows"] = (int(row),)
+        one = f"[0-9]{{1,{MAX_ROW_TEXT}}}"
+        if re.fullmatch(f"{one}(,{one}){{0,{MAX_PAGE_ROWS - 1}}}", row) is None:
+            raise ProblemError(f"row must be a query's 0-based index such as 0 or 2, or up to "
+                               f"{MAX_PAGE_ROWS} of them such as 0,2, got {row[:20]!r}")
+        view["rows"] = tuple(int(r) for r in row.split(","))
     return view
 
 

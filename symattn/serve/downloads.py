@@ -37,18 +37,34 @@ def _trace(data: dict[str, Any]) -> Any:
     return Trace(Problem.from_dict(data, source=_SOURCE))
 
 
-def derivation_file(data: dict[str, Any], kind: str, digits: int = 3) -> bytes:
+def derivation_file(data: dict[str, Any], kind: str, digits: int = 3, places: int | None = None,
+                    rows: tuple[int, ...] | None = None) -> bytes:
     """The derivation of a problem table as ``explain`` writes it: ``latex`` (a whole
-    document), ``pdf`` (that document compiled), ``html`` (one page) or ``json``."""
+    document), ``pdf`` (that document compiled), ``html`` (one page) or ``json``; at
+    ``digits`` or ``places`` and with ``rows`` worked by hand, as ``explain --digits N
+    --places N --rows I,J`` (the page's view, so a download is the derivation shown)."""
     from symattn.document.trace_latex import LatexOptions
     from symattn.numbers.certify import Rounding
+    from symattn.trace.trace import IndexError_
 
     trace = _trace(data)
-    options = LatexOptions(rounding=Rounding(digits=digits))
+    rounding = Rounding(places=places) if places is not None else Rounding(digits=digits)
+    options = LatexOptions(rounding=rounding, rows=rows)
+    try:
+        return _render(trace, kind, digits, places, options)
+    except IndexError_ as exc:
+        raise ProblemError(f"row {', '.join(map(str, rows or ()))}: {exc}; choose another row") from None
+
+
+def _render(trace: Any, kind: str, digits: int, places: int | None, options: Any) -> bytes:
     if kind == "json":
         from symattn.document.trace_json import render_json
 
-        return render_json(trace, digits).encode()
+        worked = None
+        if options.rows:         # explain --rows: the JSON names the rows worked by hand
+            step = trace.step("scores")
+            worked = [step.row_labels[step.row_index(r)] for r in options.rows]
+        return render_json(trace, digits, places=places, worked_rows=worked).encode()
     if kind == "html":
         from symattn.document.build.trace import build_document
         from symattn.document.printers.html import print_html

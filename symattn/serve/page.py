@@ -56,8 +56,14 @@ def editor_page(problem: dict[str, Any], fragment: str, *, tex: bool = False) ->
         '<script src="/static/serve_keys.js"></script>\n'
         '<script src="/static/serve.js"></script>\n'
         '<script src="/static/downloads.js"></script>\n')
-    return pg.page(f"{title} (symattn serve)", body, description="An interactive exact derivation "
-                   "of attention by symattn")
+    whole = pg.page(f"{title} (symattn serve)", body, description="An interactive exact derivation "
+                    "of attention by symattn")
+    return whole.replace("</head>", ICON + "</head>", 1)
+
+
+#: the page's icon, vendored (static/favicon.svg): a 3×3 heat map of weights
+ICON = '<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">\n'
+
 
 
 def downloads_block(tex: bool) -> str:
