@@ -28,8 +28,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from symattn.errors import ProblemError, SymattnError
 from symattn.serve.derive import field_of, one_line, page_view, parse_problem_json, toml_of
-from symattn.serve.downloads import DOWNLOADS, MAX_PAGE_VERSIONS, disposition
+from symattn.serve.downloads import DOWNLOADS, NO_TEX, disposition
 from symattn.serve.page import editor_page
+from symattn.serve.sheetform import sheet_choices
 from symattn.serve.workers import Busy, Result, TooLarge, WorkerPool
 
 __all__ = ["CSP", "MAX_BODY_BYTES", "make_app"]
@@ -41,7 +42,7 @@ HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
            "X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store"}
 STATIC = {"serve.js": "text/javascript; charset=utf-8", "serve_keys.js": "text/javascript; charset=utf-8",
           "serve.css": "text/css; charset=utf-8", "downloads.js": "text/javascript; charset=utf-8",
-          "favicon.svg": "image/svg+xml"}
+          "downloads.css": "text/css; charset=utf-8", "favicon.svg": "image/svg+xml"}
 
 
 class Guard:
@@ -132,12 +133,15 @@ def make_app(problem: dict[str, Any], fragment: str, *, hosts: frozenset[str],
         title: list[str] = []
 
         def made(data: Any) -> Awaitable[Result]:
-            options = _worksheet_options(request.query_params, tex) if kind == "worksheet" else None
             digits = _digits(request.query_params.get("digits", "3"))
-            view = page_view(request.query_params) if kind != "worksheet" else None
+            view = page_view(request.query_params)
             named = str(data.get("title") or "derivation")
-            title.append(f"{named} worksheet" if kind == "worksheet" else named)
-            return pool.download(data, kind, digits, options, view)
+            if kind != "worksheet":
+                title.append(named)
+                return pool.download(data, kind, digits, None, view)
+            choices = sheet_choices(request.query_params, tex=tex, digits=digits, places=view.get("places"))
+            title.append(f"{choices.template or named} worksheet")
+            return pool.download(data, kind, digits, choices)
 
         def file(result: Result) -> Response:
             return Response(result.data, media_type=media,
@@ -213,29 +217,6 @@ def _digits(text: str) -> int:
         raise ProblemError(f"digits must be a whole number from 1 to {MAX_PAGE_DIGITS}, got "
                            f"{text[:20]!r}: use the CLI's --digits for more")
     return int(text)
-
-
-NO_TEX = ("a PDF needs pdflatex or latexmk on the server's PATH (Debian: apt-get install "
-          "texlive-latex-extra latexmk): download the LaTeX instead")
-
-
-def _worksheet_options(query: Any, tex: bool) -> dict[str, Any]:
-    """A worksheet's ``versions``, ``seed`` and ``pdf`` from the address, capped for the page."""
-    options: dict[str, Any] = {"pdf": query.get("pdf", "0") == "1"}
-    if options["pdf"] and not tex:
-        raise ProblemError(NO_TEX)
-    versions, seed = query.get("versions"), query.get("seed")
-    if versions is None:
-        if seed is not None:
-            raise ProblemError("seed applies to random versions: give versions too")
-        return options
-    if re.fullmatch("[0-9]{1,3}", versions) is None or not 1 <= int(versions) <= MAX_PAGE_VERSIONS:
-        raise ProblemError(f"versions must be a whole number from 1 to {MAX_PAGE_VERSIONS}, got "
-                           f"{versions[:20]!r}: use symattn worksheet --versions for more")
-    if seed is None or re.fullmatch("[0-9]{1,9}", seed) is None:
-        raise ProblemError(f"random versions need a seed, a whole number of up to 9 digits, got "
-                           f"{(seed or '')[:20]!r}")
-    return {**options, "versions": int(versions), "seed": int(seed)}
 
 
 def _error(message: str, status: int, *, field: str | None | bool = True) -> Response:

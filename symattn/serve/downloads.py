@@ -15,9 +15,10 @@ import zipfile
 from typing import Any
 from urllib.parse import quote
 
+from symattn.classroom.worksheets.choices import SheetChoices
 from symattn.errors import ProblemError
 
-__all__ = ["DOWNLOADS", "MAX_PAGE_VERSIONS", "derivation_file", "disposition", "worksheet_zip"]
+__all__ = ["DOWNLOADS", "NO_TEX", "derivation_file", "disposition", "worksheet_zip"]
 
 #: kind → (file extension, Content-Type)
 DOWNLOADS = {"latex": ("tex", "application/x-tex; charset=utf-8"),
@@ -25,7 +26,8 @@ DOWNLOADS = {"latex": ("tex", "application/x-tex; charset=utf-8"),
              "html": ("html", "text/html; charset=utf-8"),
              "json": ("json", "application/json; charset=utf-8"),
              "worksheet": ("zip", "application/zip")}
-MAX_PAGE_VERSIONS = 10    # random versions of one worksheet from the page (the CLI makes up to 702)
+NO_TEX = ("a PDF needs pdflatex or latexmk on the server's PATH (Debian: apt-get install "
+          "texlive-latex-extra latexmk): download the LaTeX instead")
 
 _SOURCE = "problem"
 
@@ -82,30 +84,27 @@ def _render(trace: Any, kind: str, digits: int, places: int | None, options: Any
     raise ProblemError(f"no download named {kind!r}: the downloads are {', '.join(DOWNLOADS)}")
 
 
-def worksheet_zip(data: dict[str, Any], digits: int = 3, versions: int | None = None,
-                  seed: int | None = None, pdf: bool = False) -> bytes:
-    """The folder ``symattn worksheet`` writes (sheets, keys, the versions' problem files,
-    worksheet.json and its manifest), as a zip made in memory.
+def worksheet_zip(data: dict[str, Any], choices: SheetChoices | None = None) -> bytes:
+    """The folder ``symattn worksheet`` writes for ``choices`` (its flags: versions and seed,
+    template, questions, points, layout, paper, format, ``--pdf``, …) as a zip made in memory:
+    sheets, keys, the versions' problem files, worksheet.json and its manifest.
 
-    ``versions`` None: the problem itself as version A; else that many random versions shaped
-    like it, from ``seed``.  ``pdf``: each sheet and key compiled too (as ``--pdf``)."""
-    from symattn.classroom.worksheets.questions import default_questions
-    from symattn.classroom.worksheets.sheets import (
-        WorksheetOptions, manifest_text, seeded_versions, single_version, worksheet_files,
-    )
-    from symattn.classroom.worksheets.versions import spec_from_problem
-    from symattn.numbers.certify import Rounding
-    from symattn.serve.derive import toml_of
+    No template and no versions: the problem posted is version A, its file the page's TOML."""
+    from symattn.classroom.worksheets.choices import sheet_plan
+    from symattn.classroom.worksheets.sheets import manifest_text, worksheet_files
 
-    trace = _trace(data)
-    options = WorksheetOptions(questions=default_questions(trace), rounding=Rounding(digits=digits))
-    if versions is None:
-        made = single_version(trace.problem, toml_of(data))
-    else:                        # as `symattn worksheet --versions N --seed S` draws them
-        made = seeded_versions(spec_from_problem(trace.problem), seed or 0, versions,
-                               separate=(options.questions, options.rounding))
-    files = {name: text.encode() for name, text in worksheet_files(made, options).items()}
-    if pdf:
+    choices = choices or SheetChoices()
+    if choices.template:
+        from symattn.classroom.worksheets.templates import load_template, template_text
+
+        problem, toml = load_template(choices.template), template_text(choices.template)
+    else:
+        from symattn.serve.derive import toml_of
+
+        problem, toml = _trace(data).problem, toml_of(data)
+    versions, options = sheet_plan(problem, toml, choices)
+    files = {name: text.encode() for name, text in worksheet_files(versions, options).items()}
+    if choices.pdf:
         from symattn.document.pdf import compile_tex
 
         for name in [n for n in files if n.endswith(".tex")]:

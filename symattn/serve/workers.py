@@ -109,7 +109,7 @@ def _answer(job: dict[str, Any]) -> tuple[str, str | bytes]:
         if kind == "check":
             return "ok", check_fragment(job["problem"], job["figures"])
         if kind == "worksheet":
-            return "ok", worksheet_zip(job["problem"], job.get("digits", 3), **job["options"])
+            return "ok", worksheet_zip(job["problem"], job.get("options"))
         if kind != "derive":
             return "ok", derivation_file(job["problem"], kind, job.get("digits", 3), **job.get("view", {}))
         return "ok", derive_fragment(job["problem"], job.get("digits", 3), **job.get("view", {}))
@@ -272,7 +272,7 @@ class WorkerPool:
         return await self.run({"kind": "check", "problem": problem, "figures": figures})
 
     async def download(self, problem: dict[str, Any], kind: str, digits: int = 3,
-                       options: dict[str, Any] | None = None,
+                       options: Any = None,
                        view: dict[str, Any] | None = None) -> Result:
         """A download's bytes (``latex``, ``pdf``, ``html``, ``json`` at the page's ``view``, or
         ``worksheet`` with its options), made in a worker under the same budget (TeX too)."""

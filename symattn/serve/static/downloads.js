@@ -47,8 +47,12 @@
         query.set("versions", versions);
         query.set("seed", document.getElementById("worksheet-seed").value.trim());
       }
-      const pdf = document.getElementById("worksheet-pdf");
-      if (pdf && pdf.checked) query.set("pdf", "1");
+      // the form's options, named as symattn worksheet's flags: a box sends 1 when ticked, a
+      // menu or a text its value when not empty (the server checks them as the CLI does)
+      for (const input of document.querySelectorAll("#worksheet-options [data-option]")) {
+        const value = input.type === "checkbox" ? (input.checked ? "1" : "") : input.value.trim();
+        if (value !== "") query.set(input.dataset.option, value);
+      }
     }
     status.textContent = "making the " + kind + " file…";
     status.className = "busy";
