@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -111,7 +112,8 @@ def test_the_same_problem_within_the_default_budget_is_answered():
     pool = WorkerPool(workers=1, queue=0, budget=120)
     try:
         pool.warm()
-        result = asyncio.run(pool.download(big_problem(), "json", 30))
+        with ThreadPoolExecutor(1) as thread:    # a sync Playwright may hold this thread's loop
+            result = thread.submit(asyncio.run, pool.download(big_problem(), "json", 30)).result()
         assert result.error is None and result.data is not None
         shown = json.loads(result.data)["steps"]["weights"]["decimal"]
         assert len(shown) == SIDE and len(shown[0]) == SIDE

@@ -94,6 +94,7 @@ def test_the_view_changes_the_file(server):
     ("?row=7", "row 7: "),
     ("?row=1,", "row must be a query's 0-based index"),
     ("?row=a", "row must be a query's 0-based index"),
+    ("?row=" + ",".join(["0"] * 65), "or up to 64 of them"),        # the page's cap on worked rows
     ("?places=31", "places must be a whole number from 0 to 30"),
     ("?places=2&digits=3", "give digits or places, not both"),
 ])
