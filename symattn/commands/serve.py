@@ -34,6 +34,8 @@ MAX_QUEUE = 256        # requests waiting for a worker; more are answered 503 at
 
 
 workers_argument = whole_number_argument("--workers", 1, MAX_WORKERS, "worker processes")
+WORKER_MEGABYTES = 2048  # a worker's whole address space; one request's --memory is below it
+memory_argument = whole_number_argument("--memory", 16, WORKER_MEGABYTES, "MiB")
 queue_argument = whole_number_argument("--queue", 0, MAX_QUEUE, "requests waiting for a worker")
 
 
@@ -51,6 +53,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--budget", type=budget_argument, default=10.0, metavar="SECONDS",
                         help="the most one derivation may take before the page says to use the CLI "
                              "(default 10)")
+    parser.add_argument("--memory", type=memory_argument, default=512, metavar="MB",
+                        help="the most memory one derivation or download may take, in MiB over what "
+                             "its worker holds, before the page says to use the CLI (default 512, "
+                             f"16 to {WORKER_MEGABYTES})")
     parser.add_argument("--workers", type=workers_argument, default=2, metavar="N",
                         help=f"worker processes deriving at once (default 2, at most {MAX_WORKERS})")
     parser.add_argument("--queue", type=queue_argument, default=8, metavar="M",
@@ -112,7 +118,8 @@ def run(args: argparse.Namespace) -> Outcome:
         print(f"symattn: note: --host {host} binds every address, but the page answers only "
               "127.0.0.1 and localhost until --allow-host NAME names this machine", file=sys.stderr)
     data = starting_problem(args)
-    pool = WorkerPool(workers=args.workers, queue=args.queue, budget=args.budget)  # they start now
+    pool = WorkerPool(workers=args.workers, queue=args.queue, budget=args.budget,  # they start now
+                      megabytes=WORKER_MEGABYTES, request_megabytes=args.memory)
     try:
         fragment = derive_fragment(data)      # while the workers start
         app = make_app(data, fragment, hosts=allowed_hosts(host, args.port, tuple(args.allow_host)),

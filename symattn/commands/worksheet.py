@@ -5,10 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from symattn.commands import Outcome, PAPERS, deprecated_alias, digits_argument, whole_number_argument
 from symattn.commands.explain import add_problem_arguments, places_argument
 from symattn.errors import SymattnError
+
+if TYPE_CHECKING:
+    from symattn.classroom.worksheets.choices import SheetChoices
 
 ORDER = 30
 LONG_RUN = 10       # from this many versions, progress is reported on stderr
@@ -30,13 +34,12 @@ def _seed(text: str) -> int:
 
 
 def _fraction(text: str) -> Fraction:
+    from symattn.classroom.worksheets.choices import min_weight_value
+
     try:
-        value = Fraction(text)
-    except (ValueError, ZeroDivisionError):
-        raise argparse.ArgumentTypeError(f"--min-weight must be a number such as 0.01, got {text!r}") from None
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"--min-weight must be from 0 to below 1, got {text}")
-    return value
+        return min_weight_value(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -94,64 +97,39 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run)
 
 
+def choices_of(args: argparse.Namespace) -> "SheetChoices":
+    """The worksheet's choices from its flags (the page's worksheet download makes the same)."""
+    from symattn.classroom.worksheets.choices import SheetChoices
+
+    return SheetChoices(template=args.template, versions=args.versions, seed=args.seed, digits=args.digits,
+                        places=args.places, questions=args.questions, points=args.points,
+                        square_dk=args.square_dk, allow_ties=args.allow_ties, min_weight=args.min_weight,
+                        no_derivation=args.no_derivation, no_separate=args.no_separate, format=args.format,
+                        paper=args.paper, layout=args.layout, pdf=args.pdf, selfcheck=args.selfcheck)
+
+
 def run(args: argparse.Namespace) -> Outcome:
-    from symattn.numbers.certify import Rounding
     from symattn.commands.explain import load_problem
     from symattn.examples import DEFAULT_EXAMPLE, example_text
-    from symattn.classroom.worksheets.sheets import (
-        WorksheetOptions, parse_questions, seeded_versions, single_version,
-        worksheet_files, write_worksheet,
-    )
-    from symattn.classroom.worksheets.questions import askable_steps, asked_steps, default_questions, parse_points
-    from symattn.classroom.worksheets.versions import spec_from_problem
+    from symattn.classroom.worksheets.choices import refuse_combinations, sheet_plan
+    from symattn.classroom.worksheets.sheets import worksheet_files, write_worksheet
     from symattn.classroom.worksheets.templates import load_template, template_text
 
     if args.out_dir is None:
         raise SymattnError("worksheet needs -o DIR: the folder to write the sheets and keys into")
-    random = args.versions is not None
-    if random and args.seed is None:
-        raise SymattnError("--versions needs --seed S, so the same versions can be made again")
-    if not random:
-        for flag, given in (("--seed", args.seed is not None), ("--square-dk", args.square_dk),
-                            ("--allow-ties", args.allow_ties)):
-            if given:
-                raise SymattnError(f"{flag} applies to random versions: add --versions N")
-    if args.no_separate and not random:
-        raise SymattnError("--no-separate applies to random versions: add --versions N")
-    if args.pdf and args.format == "html":
-        raise SymattnError("--pdf compiles the LaTeX sheets: leave out --format html, or --pdf")
-    if args.selfcheck and args.pdf:
-        raise SymattnError("--selfcheck writes HTML pages: leave out --pdf")
-    if args.paper and (args.format == "html" or args.selfcheck):
-        raise SymattnError("--paper sets the LaTeX paper size: leave out --format html (or --selfcheck), "
-                           "or --paper")
+    choices = choices_of(args)
+    refuse_combinations(choices)
     if args.pdf:
         from symattn.document.pdf import find_engine
 
         find_engine()
-    rounding = (Rounding(places=args.places) if args.places is not None
-                else Rounding(digits=args.digits or 3))
     if args.template and (args.problem or args.example):
         raise SymattnError(f"--template {args.template} is a problem of its own: leave out "
                            f"{args.problem or '--example ' + args.example}, or --template")
     problem = load_template(args.template) if args.template else load_problem(args)
-    from symattn.trace.trace import Trace
-
-    template = Trace(problem)
-    questions = (parse_questions(args.questions, askable_steps(template)) if args.questions
-                 else default_questions(template))
-    asked = tuple(asked_steps(template, questions))
-    points = parse_points(args.points, asked) if args.points is not None else None
-    options = WorksheetOptions(questions=questions, rounding=rounding, derivation=not args.no_derivation,
-                               points=points, format=args.format, paper=args.paper or "letter",
-                               layout=args.layout)
-    progress = _progress if random and args.versions >= LONG_RUN else None
-    if random:
-        spec = spec_from_problem(problem, square_dk=args.square_dk, allow_ties=args.allow_ties,
-                                 min_weight=args.min_weight)
-        separate = None if args.no_separate else (questions, rounding)
-        versions = seeded_versions(spec, args.seed, args.versions, separate=separate)
-    else:
+    random = args.versions is not None
+    toml = ""
+    if not random:
         if args.template:
             toml = template_text(args.template)
         elif args.problem:
@@ -160,11 +138,12 @@ def run(args: argparse.Namespace) -> Outcome:
             toml = read_text(args.problem, what="a problem TOML file")
         else:
             toml = example_text(args.example or DEFAULT_EXAMPLE)
-        versions = single_version(problem, toml)
+    versions, options = sheet_plan(problem, toml, choices)
+    progress = _progress if random and args.versions >= LONG_RUN else None
     if args.selfcheck:
         from symattn.classroom.selfcheck import write_selfcheck
 
-        return Outcome(write_selfcheck(versions, rounding, questions, args.out_dir))
+        return Outcome(write_selfcheck(versions, choices.rounding, options.questions, args.out_dir))
     files = worksheet_files(versions, options, progress=progress)
     if progress and args.pdf:
         print(f"compiling {2 * len(versions) + 2} PDFs …", file=sys.stderr, flush=True)

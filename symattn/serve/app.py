@@ -28,8 +28,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from symattn.errors import ProblemError, SymattnError
 from symattn.serve.derive import field_of, one_line, page_view, parse_problem_json, toml_of
-from symattn.serve.downloads import DOWNLOADS, MAX_PAGE_VERSIONS, disposition
+from symattn.serve.downloads import DOWNLOADS, NO_TEX, disposition
 from symattn.serve.page import editor_page
+from symattn.serve.sheetform import sheet_choices
 from symattn.serve.workers import Busy, Result, TooLarge, WorkerPool
 
 __all__ = ["CSP", "MAX_BODY_BYTES", "make_app"]
@@ -40,7 +41,8 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline';
 HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
            "X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store"}
 STATIC = {"serve.js": "text/javascript; charset=utf-8", "serve_keys.js": "text/javascript; charset=utf-8",
-          "serve.css": "text/css; charset=utf-8", "downloads.js": "text/javascript; charset=utf-8"}
+          "serve.css": "text/css; charset=utf-8", "downloads.js": "text/javascript; charset=utf-8",
+          "downloads.css": "text/css; charset=utf-8", "favicon.svg": "image/svg+xml"}
 
 
 class Guard:
@@ -104,39 +106,13 @@ def make_app(problem: dict[str, Any], fragment: str, *, hosts: frozenset[str],
     """The app for one starting problem (its table and its derivation, already worked);
     ``tex``: a TeX engine is on PATH, so the page offers PDFs."""
     page = editor_page(problem, fragment, tex=tex)
-    static = {name: resources.files(__package__).joinpath("static", name).read_bytes() for name in STATIC}
 
     async def index(request: Request) -> Response:
         return Response(page, media_type="text/html; charset=utf-8")
 
-    async def static_file(request: Request) -> Response:
-        name = request.path_params["name"]
-        if name not in static:
-            return PlainTextResponse("not found", 404)
-        return Response(static[name], media_type=STATIC[name])
-
-    async def worked(request: Request, work: Callable[[Any], Awaitable[Result]],
-                     reply: Callable[[Result], Response] | None = None) -> Response:
-        """A request's body read under the cap, the work done in the pool, and every refusal
-        answered as the page shows it (the CLI's one line; 503 when the queue is full)."""
-        body = await _body(request)
-        if body is None:
-            return _too_big()
-        try:
-            result = await work(parse_problem_json(body))
-        except SymattnError as exc:
-            return _error(one_line(exc), 422)
-        except TooLarge as exc:
-            return _error(str(exc), 422, field=None)
-        except Busy as exc:
-            return _error(str(exc), 503, field=None)
-        if result.error is not None:
-            return _error(result.error, 422)
-        return reply(result) if reply is not None else JSONResponse({"html": result.html})
-
     async def derive(request: Request) -> Response:
         digits, params = request.query_params.get("digits", "3"), request.query_params
-        return await worked(request, lambda data: pool.derive(data, _digits(digits), page_view(params)))
+        return await _worked(request, lambda data: pool.derive(data, _digits(digits), page_view(params)))
 
     async def check(request: Request) -> Response:
         def checked(data: Any) -> Awaitable[Result]:
@@ -144,7 +120,7 @@ def make_app(problem: dict[str, Any], fragment: str, *, hosts: frozenset[str],
                 raise ProblemError("a check is a table of problem (the problem's table) and figures "
                                    "(a list of tables with target and text)")
             return pool.check(data["problem"], data["figures"])
-        return await worked(request, checked)
+        return await _worked(request, checked)
 
     async def download(request: Request) -> Response:
         """The derivation (or a worksheet zip) as a file, made in a worker like a derivation."""
@@ -157,25 +133,67 @@ def make_app(problem: dict[str, Any], fragment: str, *, hosts: frozenset[str],
         title: list[str] = []
 
         def made(data: Any) -> Awaitable[Result]:
-            options = _worksheet_options(request.query_params, tex) if kind == "worksheet" else None
             digits = _digits(request.query_params.get("digits", "3"))
+            view = page_view(request.query_params)
             named = str(data.get("title") or "derivation")
-            title.append(f"{named} worksheet" if kind == "worksheet" else named)
-            return pool.download(data, kind, digits, options)
+            if kind != "worksheet":
+                title.append(named)
+                return pool.download(data, kind, digits, None, view)
+            choices = sheet_choices(request.query_params, tex=tex, digits=digits, places=view.get("places"))
+            title.append(f"{choices.template or named} worksheet")
+            return pool.download(data, kind, digits, choices)
 
         def file(result: Result) -> Response:
             return Response(result.data, media_type=media,
                             headers={"Content-Disposition": disposition(title[0], extension)})
 
-        return await worked(request, made, file)
+        return await _worked(request, made, file)
 
     routes = [Route("/", index, methods=["GET", "HEAD"]),
               Route("/toml", _toml, methods=["POST"]),
               Route("/check", check, methods=["POST"]),
               Route("/download/{kind}", download, methods=["POST"]),
-              Route("/static/{name}", static_file, methods=["GET", "HEAD"]),
+              *_static_routes(),
               Route("/derive", derive, methods=["POST"])]
     return Guard(Starlette(routes=routes), hosts)
+
+
+def _static_routes() -> list[Route]:
+    """The page's script, style and icon files (read once), and ``/favicon.ico``: the icon a
+    browser asks for by itself (the page links the same SVG)."""
+    static = {name: resources.files(__package__).joinpath("static", name).read_bytes() for name in STATIC}
+
+    async def static_file(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in static:
+            return PlainTextResponse("not found", 404)
+        return Response(static[name], media_type=STATIC[name])
+
+    async def favicon(request: Request) -> Response:
+        return Response(static["favicon.svg"], media_type=STATIC["favicon.svg"])
+
+    return [Route("/static/{name}", static_file, methods=["GET", "HEAD"]),
+            Route("/favicon.ico", favicon, methods=["GET", "HEAD"])]
+
+
+async def _worked(request: Request, work: Callable[[Any], Awaitable[Result]],
+                  reply: Callable[[Result], Response] | None = None) -> Response:
+    """A request's body read under the cap, the work done in the pool, and every refusal
+    answered as the page shows it (the CLI's one line; 503 when the queue is full)."""
+    body = await _body(request)
+    if body is None:
+        return _too_big()
+    try:
+        result = await work(parse_problem_json(body))
+    except SymattnError as exc:
+        return _error(one_line(exc), 422)
+    except TooLarge as exc:
+        return _error(str(exc), 422, field=None)
+    except Busy as exc:
+        return _error(str(exc), 503, field=None)
+    if result.error is not None:
+        return _error(result.error, 422)
+    return reply(result) if reply is not None else JSONResponse({"html": result.html})
 
 
 async def _toml(request: Request) -> Response:
@@ -199,29 +217,6 @@ def _digits(text: str) -> int:
         raise ProblemError(f"digits must be a whole number from 1 to {MAX_PAGE_DIGITS}, got "
                            f"{text[:20]!r}: use the CLI's --digits for more")
     return int(text)
-
-
-NO_TEX = ("a PDF needs pdflatex or latexmk on the server's PATH (Debian: apt-get install "
-          "texlive-latex-extra latexmk): download the LaTeX instead")
-
-
-def _worksheet_options(query: Any, tex: bool) -> dict[str, Any]:
-    """A worksheet's ``versions``, ``seed`` and ``pdf`` from the address, capped for the page."""
-    options: dict[str, Any] = {"pdf": query.get("pdf", "0") == "1"}
-    if options["pdf"] and not tex:
-        raise ProblemError(NO_TEX)
-    versions, seed = query.get("versions"), query.get("seed")
-    if versions is None:
-        if seed is not None:
-            raise ProblemError("seed applies to random versions: give versions too")
-        return options
-    if re.fullmatch("[0-9]{1,3}", versions) is None or not 1 <= int(versions) <= MAX_PAGE_VERSIONS:
-        raise ProblemError(f"versions must be a whole number from 1 to {MAX_PAGE_VERSIONS}, got "
-                           f"{versions[:20]!r}: use symattn worksheet --versions for more")
-    if seed is None or re.fullmatch("[0-9]{1,9}", seed) is None:
-        raise ProblemError(f"random versions need a seed, a whole number of up to 9 digits, got "
-                           f"{(seed or '')[:20]!r}")
-    return {**options, "versions": int(versions), "seed": int(seed)}
 
 
 def _error(message: str, status: int, *, field: str | None | bool = True) -> Response:

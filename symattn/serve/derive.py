@@ -133,7 +133,7 @@ MAX_ROWS = 64               # worked rows in one request (each adds its sums and
 def page_view(params: Mapping[str, str]) -> dict[str, Any]:
     """How the page asks the derivation shown (``/derive?places=N&row=I,J``): the decimal
     places instead of the digits, and the query rows worked by hand (0-based indices, as
-    explain's ``--rows``)."""
+    explain's ``--rows``).  The downloads take the same view."""
     view: dict[str, Any] = {}
     places, row = params.get("places"), params.get("row")
     if places is not None:

@@ -15,9 +15,10 @@ import zipfile
 from typing import Any
 from urllib.parse import quote
 
+from symattn.classroom.worksheets.choices import SheetChoices
 from symattn.errors import ProblemError
 
-__all__ = ["DOWNLOADS", "MAX_PAGE_VERSIONS", "derivation_file", "disposition", "worksheet_zip"]
+__all__ = ["DOWNLOADS", "NO_TEX", "derivation_file", "disposition", "worksheet_zip"]
 
 #: kind → (file extension, Content-Type)
 DOWNLOADS = {"latex": ("tex", "application/x-tex; charset=utf-8"),
@@ -25,7 +26,8 @@ DOWNLOADS = {"latex": ("tex", "application/x-tex; charset=utf-8"),
              "html": ("html", "text/html; charset=utf-8"),
              "json": ("json", "application/json; charset=utf-8"),
              "worksheet": ("zip", "application/zip")}
-MAX_PAGE_VERSIONS = 10    # random versions of one worksheet from the page (the CLI makes up to 702)
+NO_TEX = ("a PDF needs pdflatex or latexmk on the server's PATH (Debian: apt-get install "
+          "texlive-latex-extra latexmk): download the LaTeX instead")
 
 _SOURCE = "problem"
 
@@ -37,18 +39,34 @@ def _trace(data: dict[str, Any]) -> Any:
     return Trace(Problem.from_dict(data, source=_SOURCE))
 
 
-def derivation_file(data: dict[str, Any], kind: str, digits: int = 3) -> bytes:
+def derivation_file(data: dict[str, Any], kind: str, digits: int = 3, places: int | None = None,
+                    rows: tuple[int, ...] | None = None) -> bytes:
     """The derivation of a problem table as ``explain`` writes it: ``latex`` (a whole
-    document), ``pdf`` (that document compiled), ``html`` (one page) or ``json``."""
+    document), ``pdf`` (that document compiled), ``html`` (one page) or ``json``; at
+    ``digits`` or ``places`` and with ``rows`` worked by hand, as ``explain --digits N
+    --places N --rows I,J`` (the page's view, so a download is the derivation shown)."""
     from symattn.document.trace_latex import LatexOptions
     from symattn.numbers.certify import Rounding
+    from symattn.trace.trace import IndexError_
 
     trace = _trace(data)
-    options = LatexOptions(rounding=Rounding(digits=digits))
+    rounding = Rounding(places=places) if places is not None else Rounding(digits=digits)
+    options = LatexOptions(rounding=rounding, rows=rows)
+    try:
+        return _render(trace, kind, digits, places, options)
+    except IndexError_ as exc:
+        raise ProblemError(f"row {', '.join(map(str, rows or ()))}: {exc}; choose another row") from None
+
+
+def _render(trace: Any, kind: str, digits: int, places: int | None, options: Any) -> bytes:
     if kind == "json":
         from symattn.document.trace_json import render_json
 
-        return render_json(trace, digits).encode()
+        worked = None
+        if options.rows:         # explain --rows: the JSON names the rows worked by hand
+            step = trace.step("scores")
+            worked = [step.row_labels[step.row_index(r)] for r in options.rows]
+        return render_json(trace, digits, places=places, worked_rows=worked).encode()
     if kind == "html":
         from symattn.document.build.trace import build_document
         from symattn.document.printers.html import print_html
@@ -66,30 +84,27 @@ def derivation_file(data: dict[str, Any], kind: str, digits: int = 3) -> bytes:
     raise ProblemError(f"no download named {kind!r}: the downloads are {', '.join(DOWNLOADS)}")
 
 
-def worksheet_zip(data: dict[str, Any], digits: int = 3, versions: int | None = None,
-                  seed: int | None = None, pdf: bool = False) -> bytes:
-    """The folder ``symattn worksheet`` writes (sheets, keys, the versions' problem files,
-    worksheet.json and its manifest), as a zip made in memory.
+def worksheet_zip(data: dict[str, Any], choices: SheetChoices | None = None) -> bytes:
+    """The folder ``symattn worksheet`` writes for ``choices`` (its flags: versions and seed,
+    template, questions, points, layout, paper, format, ``--pdf``, …) as a zip made in memory:
+    sheets, keys, the versions' problem files, worksheet.json and its manifest.
 
-    ``versions`` None: the problem itself as version A; else that many random versions shaped
-    like it, from ``seed``.  ``pdf``: each sheet and key compiled too (as ``--pdf``)."""
-    from symattn.classroom.worksheets.questions import default_questions
-    from symattn.classroom.worksheets.sheets import (
-        WorksheetOptions, manifest_text, seeded_versions, single_version, worksheet_files,
-    )
-    from symattn.classroom.worksheets.versions import spec_from_problem
-    from symattn.numbers.certify import Rounding
-    from symattn.serve.derive import toml_of
+    No template and no versions: the problem posted is version A, its file the page's TOML."""
+    from symattn.classroom.worksheets.choices import sheet_plan
+    from symattn.classroom.worksheets.sheets import manifest_text, worksheet_files
 
-    trace = _trace(data)
-    options = WorksheetOptions(questions=default_questions(trace), rounding=Rounding(digits=digits))
-    if versions is None:
-        made = single_version(trace.problem, toml_of(data))
-    else:                        # as `symattn worksheet --versions N --seed S` draws them
-        made = seeded_versions(spec_from_problem(trace.problem), seed or 0, versions,
-                               separate=(options.questions, options.rounding))
-    files = {name: text.encode() for name, text in worksheet_files(made, options).items()}
-    if pdf:
+    choices = choices or SheetChoices()
+    if choices.template:
+        from symattn.classroom.worksheets.templates import load_template, template_text
+
+        problem, toml = load_template(choices.template), template_text(choices.template)
+    else:
+        from symattn.serve.derive import toml_of
+
+        problem, toml = _trace(data).problem, toml_of(data)
+    versions, options = sheet_plan(problem, toml, choices)
+    files = {name: text.encode() for name, text in worksheet_files(versions, options).items()}
+    if choices.pdf:
         from symattn.document.pdf import compile_tex
 
         for name in [n for n in files if n.endswith(".tex")]:

@@ -7,8 +7,10 @@ threads is inherited) answering jobs on its pipe; a job over the budget has its 
 killed and replaced, so the server never hangs on it; a worker leads a process group of
 its own, so a TeX it started for a PDF is killed with it.  Each worker also caps its own
 address space (``RLIMIT_AS``), so a problem that would take gigabytes fails as a
-``MemoryError`` in the worker, not in the server.  A full queue is refused at once, and a
-freed worker goes to the oldest waiter (:class:`Handoff`).
+``MemoryError`` in the worker, not in the server; and each job has a budget of its own
+below that (:func:`request_budget`: so many MiB over what the worker holds when the job
+starts), so one heavy request is refused long before the worker's cap.  A full queue is
+refused at once, and a freed worker goes to the oldest waiter (:class:`Handoff`).
 """
 
 from __future__ import annotations
@@ -20,12 +22,15 @@ import os
 import signal
 import time
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Busy", "Handoff", "Result", "TooLarge", "WorkerPool"]
+__all__ = ["REQUEST_MEGABYTES", "Busy", "Handoff", "Result", "TooLarge", "WorkerPool", "request_budget"]
 
 TOO_LARGE = "too large for the page: use the CLI (symattn explain)"
+REQUEST_MEGABYTES = 512     # one job's memory over what its worker holds (the page's problems need < 100)
 
 
 class Busy(Exception):
@@ -55,6 +60,45 @@ def _limit_memory(megabytes: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 
 
+def _address_space() -> int | None:
+    """The bytes of this process's address space now (Linux's /proc/self/statm; None elsewhere)."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as statm:
+            return int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+@contextmanager
+def request_budget(megabytes: int | None) -> Iterator[None]:
+    """Within it, the address space may grow by at most ``megabytes`` MiB over what it is now.
+
+    Why the address space (``RLIMIT_AS``'s soft limit, lowered for one job and raised back to
+    the hard cap after it) rather than a watch on the RSS, ``tracemalloc`` or an estimate from
+    the problem's shape: the kernel refuses the allocation that passes it, at once, whoever
+    makes it (Python, GMP/FLINT, mpmath), so no spike slips between two looks; it costs
+    nothing per allocation; and no estimate has to foresee what SymPy will build.  A refused
+    allocation is a ``MemoryError`` (or a GMP abort, the worker dying): too large either way."""
+    try:
+        import resource
+    except ImportError:          # not POSIX: the worker's cap only
+        yield
+        return
+    now = _address_space()
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if megabytes is None or now is None:
+        yield
+        return
+    cap = now + megabytes * 1024 * 1024
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
 def _answer(job: dict[str, Any]) -> tuple[str, str | bytes]:
     from symattn.errors import SymattnError
     from symattn.serve.derive import check_fragment, derive_fragment, one_line
@@ -65,9 +109,9 @@ def _answer(job: dict[str, Any]) -> tuple[str, str | bytes]:
         if kind == "check":
             return "ok", check_fragment(job["problem"], job["figures"])
         if kind == "worksheet":
-            return "ok", worksheet_zip(job["problem"], job.get("digits", 3), **job["options"])
+            return "ok", worksheet_zip(job["problem"], job.get("options"))
         if kind != "derive":
-            return "ok", derivation_file(job["problem"], kind, job.get("digits", 3))
+            return "ok", derivation_file(job["problem"], kind, job.get("digits", 3), **job.get("view", {}))
         return "ok", derive_fragment(job["problem"], job.get("digits", 3), **job.get("view", {}))
     except SymattnError as exc:
         return "error", one_line(exc)
@@ -75,8 +119,10 @@ def _answer(job: dict[str, Any]) -> tuple[str, str | bytes]:
         return "large", TOO_LARGE
 
 
-def work(conn: multiprocessing.connection.Connection, megabytes: int) -> None:
-    """A worker's loop: warm up on the lesson, then answer jobs until the pipe closes."""
+def work(conn: multiprocessing.connection.Connection, megabytes: int,
+         request_megabytes: int | None = None) -> None:
+    """A worker's loop: warm up on the lesson, then answer jobs until the pipe closes, each
+    within ``request_megabytes`` MiB more than the worker holds (the whole worker: ``megabytes``)."""
     try:
         os.setpgid(0, 0)         # a group of its own: a TeX it runs is killed with it
     except (AttributeError, OSError):
@@ -93,32 +139,41 @@ def work(conn: multiprocessing.connection.Connection, megabytes: int) -> None:
         except (EOFError, OSError):
             return
         try:
-            conn.send(_answer(job))
+            with request_budget(request_megabytes):
+                answer = _answer(job)
         except Exception as exc:   # a bug in symattn: say so, keep serving  # noqa: BLE001
-            conn.send(("bug", f"{type(exc).__name__}: {exc}"))
+            answer = ("bug", f"{type(exc).__name__}: {exc}")
+        conn.send(answer)         # outside the budget: the answer's pickle is the server's
 
 
 class _Worker:
-    def __init__(self, context: Any, megabytes: int) -> None:
+    def __init__(self, context: Any, megabytes: int, request_megabytes: int | None = None) -> None:
         self.conn, child = context.Pipe()
-        self.process = context.Process(target=work, args=(child, megabytes), daemon=True)
+        self.process = context.Process(target=work, args=(child, megabytes, request_megabytes),
+                                       daemon=True)
         self.process.start()
         child.close()
         self.ready = False
 
     def wait_ready(self, timeout: float) -> bool:
-        if not self.ready and self.conn.poll(timeout):
-            self.ready = self.conn.recv()[0] == "ready"
+        try:
+            if not self.ready and self.conn.poll(timeout):
+                self.ready = self.conn.recv()[0] == "ready"
+        except (EOFError, OSError):  # it died while starting
+            return False
         return self.ready
 
     def ask(self, job: dict[str, Any], budget: float) -> tuple[str, str] | None:
         """The answer, or None when the budget ran out (blocking: run it in a thread)."""
-        if not self.wait_ready(60.0):
+        try:
+            if not self.wait_ready(60.0):
+                return None
+            self.conn.send(job)
+            if not self.conn.poll(budget):
+                return None
+            return self.conn.recv()
+        except (EOFError, OSError):  # the worker died (GMP aborts when an allocation is refused)
             return None
-        self.conn.send(job)
-        if not self.conn.poll(budget):
-            return None
-        return self.conn.recv()
 
     def stop(self) -> None:
         pid = self.process.pid
@@ -182,13 +237,15 @@ class Handoff(Generic[T]):
 
 
 class WorkerPool:
-    """``workers`` processes and at most ``queue`` jobs waiting for one; ``budget`` seconds each."""
+    """``workers`` processes and at most ``queue`` jobs waiting for one; ``budget`` seconds
+    and ``request_megabytes`` MiB each (a worker's whole address space: ``megabytes``)."""
 
     def __init__(self, workers: int = 2, queue: int = 8, budget: float = 10.0,
-                 megabytes: int = 2048) -> None:
+                 megabytes: int = 2048, request_megabytes: int | None = REQUEST_MEGABYTES) -> None:
         self._context = multiprocessing.get_context("spawn")
         self.budget, self.megabytes, self.queue = budget, megabytes, queue
-        self._all = [_Worker(self._context, megabytes) for _ in range(workers)]
+        self.request_megabytes = request_megabytes
+        self._all = [self._start() for _ in range(workers)]
         self._handoff: Handoff[_Worker] | None = None
 
     def warm(self, timeout: float = 60.0) -> float:
@@ -215,10 +272,11 @@ class WorkerPool:
         return await self.run({"kind": "check", "problem": problem, "figures": figures})
 
     async def download(self, problem: dict[str, Any], kind: str, digits: int = 3,
-                       options: dict[str, Any] | None = None) -> Result:
-        """A download's bytes (``latex``, ``pdf``, ``html``, ``json``, or ``worksheet`` with its
-        options), made in a worker under the same budget (a PDF's TeX too)."""
-        job: dict[str, Any] = {"kind": kind, "problem": problem, "digits": digits}
+                       options: Any = None,
+                       view: dict[str, Any] | None = None) -> Result:
+        """A download's bytes (``latex``, ``pdf``, ``html``, ``json`` at the page's ``view``, or
+        ``worksheet`` with its options), made in a worker under the same budget (TeX too)."""
+        job: dict[str, Any] = {"kind": kind, "problem": problem, "digits": digits, "view": view or {}}
         if options is not None:
             job["options"] = options
         return await self.run(job)
@@ -244,9 +302,12 @@ class WorkerPool:
             return Result(error=str(payload))
         raise RuntimeError(f"the worker failed: {payload!r}")
 
+    def _start(self) -> _Worker:
+        return _Worker(self._context, self.megabytes, self.request_megabytes)
+
     def _replace(self, worker: _Worker) -> _Worker:
         worker.stop()
-        fresh = _Worker(self._context, self.megabytes)
+        fresh = self._start()
         self._all[self._all.index(worker)] = fresh
         return fresh
 

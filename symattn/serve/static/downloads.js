@@ -5,17 +5,27 @@
 (function () {
   const status = document.getElementById("download-status");
 
+  // the view the page shows, from its address (&d= digits or &pl= places, &r= the worked
+  // row or rows, 0-based: "1" or "0,2"), so a download is the derivation on the page
   function lastDerived() {
     const hash = location.hash.startsWith("#p=") ? location.hash.slice(3) : "";
-    const [text, shown] = hash.split("&d=");
-    const digits = shown && /^[0-9]{1,2}$/.test(shown) ? shown : "3";
+    const [text, ...rest] = hash.split("&");
+    const view = { digits: "3" };
+    for (const part of rest) {
+      const [name, value] = part.split("=");
+      const plain = decodeURIComponent(value || "");
+      if (name === "d" && /^[0-9]{1,4}$/.test(plain)) view.digits = plain;
+      else if (name === "pl" && /^[0-9]{1,4}$/.test(plain)) view.places = plain;
+      else if (name === "r" && /^[0-9]{1,5}(,[0-9]{1,5})*$/.test(plain)) view.row = plain;
+    }
+    if (view.places !== undefined) delete view.digits;
     if (text) {
       try {
         const data = JSON.parse(decodeURIComponent(text));
-        if (data && typeof data === "object" && !Array.isArray(data)) return [data, digits];
+        if (data && typeof data === "object" && !Array.isArray(data)) return [data, view];
       } catch (e) { /* not an address the page wrote: the starting problem */ }
     }
-    return [JSON.parse(document.getElementById("problem-data").textContent), digits];
+    return [JSON.parse(document.getElementById("problem-data").textContent), view];
   }
 
   function savedName(reply, kind) {
@@ -29,16 +39,20 @@
   }
 
   async function download(kind) {
-    const [problem, digits] = lastDerived();
-    const query = new URLSearchParams({ digits: digits });
+    const [problem, view] = lastDerived();
+    const query = new URLSearchParams(view);
     if (kind === "worksheet") {
       const versions = document.getElementById("worksheet-versions").value.trim() || "1";
       if (versions !== "1") {
         query.set("versions", versions);
         query.set("seed", document.getElementById("worksheet-seed").value.trim());
       }
-      const pdf = document.getElementById("worksheet-pdf");
-      if (pdf && pdf.checked) query.set("pdf", "1");
+      // the form's options, named as symattn worksheet's flags: a box sends 1 when ticked, a
+      // menu or a text its value when not empty (the server checks them as the CLI does)
+      for (const input of document.querySelectorAll("#worksheet-options [data-option]")) {
+        const value = input.type === "checkbox" ? (input.checked ? "1" : "") : input.value.trim();
+        if (value !== "") query.set(input.dataset.option, value);
+      }
     }
     status.textContent = "making the " + kind + " file…";
     status.className = "busy";
