@@ -59,6 +59,11 @@ EDGE = {
     "surds-16": "Q = [" + ", ".join(f'[{i % 3}, "{1 + i % 2}*sqrt(2)/2"]' for i in range(16)) + "]\nK = [" +
                 ", ".join(f'["sqrt(3)/{1 + i % 2}", {i % 2}]' for i in range(16)) + "]\nV = [" +
                 ", ".join(f"[{i % 5}]" for i in range(16)) + "]\n",
+    # 3 tokens, surds in Q and K, a soft-cap and a backward key: d-Q-K-inner-products took 117 s
+    # (over 880 s at load 11-16) in Lindemann-Weierstrass before it was proved from its parts
+    "softcap-surds-backward": 'Q = [["sqrt(2)", 1], [0, "1/2+sqrt(3)"], [1, "sqrt(2)/2"]]\n'
+                              'K = [[1, "sqrt(3)"], ["sqrt(2)", 0], ["1/2", 1]]\nV = [[1, 0], [0, 2], [1, 1]]\n'
+                              'softcap = 5\nbackward = { loss = "sum" }\n',
     "softcap-16": "Q = [" + ", ".join(f"[{i % 3}, {(i + 2) % 3}]" for i in range(16)) + "]\nK = [" +
                   ", ".join(f"[{(2 * i) % 3}, {i % 2}]" for i in range(16)) + "]\nV = [" +
                   ", ".join(f"[{i % 5}]" for i in range(16)) + "]\nsoftcap = 5\n",

@@ -152,3 +152,23 @@ def test_variant_and_backward_proofs_render_as_mathml_in_chromium(tmp_path):
             assert sums and all(w > 3 and h > 5 for w, h in sums), (key, sums)
     finally:
         rendered.close()
+
+
+def test_variance_names_its_quantities_as_math_not_typed_words():
+    """Cov(q_i k_i, q_j k_j), √d_k, d_k, i = 1, …, d_k, Normal(0, 1), Uniform(−√3, √3) are math nodes:
+    typeset in LaTeX and MathML, and Unicode math in text (d_k, not d\\_k)."""
+    proof = check_facts(sa.load_example("i-love-cats-unscaled"), names=["variance-d_k"])
+    page = print_document(build_facts_document(proof), "latex")
+    body = page[page.index(r"\subsection*{1. variance-d\_k"):]
+    body = body[body.index("\n"):]                   # past the heading, whose fact name is a name
+    assert r"d\_k" not in body and r"\surd" not in body and "Cov(" not in body
+    for tex in (r"\operatorname{Cov}\left(q_{i} k_{i},\ q_{j} k_{j}\right) = 0", r"(the reason for $\sqrt{d_k}$)",
+                r"$i = 1,\ \text{\ldots{}},\ d_k$", r"for $d_k = 2$", r"the scores grow with $d_k$)",
+                r"\operatorname{Uniform}\left(-\sqrt{3},\ \sqrt{3}\right)", r"\operatorname{Normal}\left(0,\ 1\right)"):
+        assert tex in body, tex
+    html = print_document(build_facts_document(proof), "html")
+    assert "<mi>Cov</mi>" in html and "Cov(" not in html and "√d_k" not in html
+    text = print_document(build_facts_document(proof), "text")
+    assert "so Cov(q_i·k_i, q_j·k_j) = 0 (E of" in text and "(the reason for √d_k)" in text
+    assert "(summed over i = 1, …, d_k; checked directly for d_k = 2)" in text
+    assert "Var(scale·q·k) = 3 (not 1: the scores grow with d_k)" in text     # d_k = 3, scale 1

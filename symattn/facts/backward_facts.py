@@ -13,7 +13,10 @@ does not prove it 0.  A ball that excludes 0 is a failure (a counterexample).
 * ``d-V-column-sums``: Σ_j dV_jc = Σ_i (Σ_j P_ij)·dO_ic, which is Σ_i dO_ic when every row's
   weights sum to 1 (no sink, every row attends);
 * ``d-Q-K-inner-products``: ⟨dQ, Q⟩ = ⟨dK, K⟩ = ⟨dS', S⟩ (with RoPE on the rotated ones,
-  and on the unrotated ones too: each row is turned by an orthogonal rotation);
+  and on the unrotated ones too: each row is turned by an orthogonal rotation); on a small
+  problem proved from its parts first (dQ = dS'·K, dK = dS'ᵀ·Q and S = Q·Kᵀ entry by entry,
+  then the identity with dS' as symbols: ``backward_checks.inner_products_structurally``), which
+  needs no transcendental zero test;
 * ``row-dot-is-dO-dot-O``: D_i = Σ_j P_ij·dP_ij = dO_i·O_i;
 * ``gradient-is-sympy-derivative``: the engine's gradient of every input equals SymPy's
   derivative of the exact loss, written out here from the definitions (small problems);
@@ -37,7 +40,8 @@ from symattn.numbers.precision import precision
 from symattn.trace.trace import Trace
 
 from symattn.facts.backward_checks import MAX_EXACT, BALL_BITS, Verdict as _Verdict, \
-    ball_products as _ball_products, ball_sum as _ball_sum, label as _label, no_backward as _no_backward, \
+    ball_products as _ball_products, ball_sum as _ball_sum, inner_products_structurally, label as _label, \
+    no_backward as _no_backward, \
     rows as _rows, small as _small
 from symattn.facts.backward_gradient_facts import finite_difference_converges, gradient_is_sympy_derivative
 
@@ -256,7 +260,9 @@ def d_Q_K_inner_products(trace: Trace | None = None) -> Proof:
         qn, kn = "Q" + suffix, "K" + suffix
         dq, dk = "d_Q" + suffix, "d_K" + suffix
         v = _Verdict()
-        if _small(trace):
+        # proved exactly from its parts (dQ = dS'·K, dK = dS'ᵀ·Q, S = Q·Kᵀ) and an identity, or else whole
+        structural = _small(trace) and inner_products_structurally(trace, qn, kn, dq, dk)
+        if _small(trace) and not structural:
             def inner(a: str, b: str, rows: int, cols: int) -> sympy.Expr:
                 A, B = trace.step(a), trace.step(b)
                 return sympy.Add(*[A[i, c] * B[i, c] for i in range(rows) for c in range(cols)])
@@ -264,7 +270,7 @@ def d_Q_K_inner_products(trace: Trace | None = None) -> Proof:
             middle = sympy.Add(*[dS[i, j] * S[i, j] for i in range(p.n) for j in trace.allowed(i)])
             v.zero(inner(dq, qn, p.n, p.d_k) - middle, f"⟨{dq}, {qn}⟩ − ⟨dS', S⟩")
             v.zero(inner(dk, kn, p.m, p.d_k) - middle, f"⟨{dk}, {kn}⟩ − ⟨dS', S⟩")
-        else:
+        elif not structural:
             v.ball(_ball_products(trace, [(dq, qn)], p.n, p.d_k, 1.0)
                    + _ball_products(trace, [(dk, kn)], p.m, p.d_k, -1.0), f"⟨{dq}, {qn}⟩ − ⟨{dk}, {kn}⟩")
         ok &= v.ok

@@ -20,7 +20,7 @@ from symattn.facts.notation import p as prob, s as score
 from symattn.facts.moments import expectation, normal_moments, uniform_moments
 from symattn.facts.proof import Line, Proof
 from symattn.notation.hand import hand
-from symattn.notation.nodes import Factor, Math, Neg, Row, Seq, Sym, Words
+from symattn.notation.nodes import Factor, Int, Math, Neg, Row, Seq, Sym, Words
 from symattn.facts.softmax_facts import allowed, dec, same
 from symattn.facts.symbolic import has_symbols, is_zero, softmax, symbol_vector, symbolic_trace
 from symattn.problem.problem import Problem
@@ -281,13 +281,16 @@ def variance_d_k(trace: Trace | None = None) -> Proof:
                  "=", zero), " and ",
              rel(fn("Var", times(sym("q", "i"), sym("k", "i"))), "=",
                  minus(times(fn("E", sup_sq(sym("q", "i"))), fn("E", sup_sq(sym("k", "i")))), zero), "=", one),
-             " (derived exactly: for Normal(0, 1) from its moment generating function ",
-             e(frac(sup_sq(sym("s")), sym("2"))), ", its density's total 1 by polar coordinates; for "
-             "Uniform(−√3, √3) by integrating the powers of x: it is not about normality)"),
-        Line("distinct terms are independent, so Cov(q_i k_i, q_j k_j) = 0 (E of a product of independent "
-             "factors is the product of their E's) and ",
+             " (derived exactly: for ", fn("Normal", Seq((zero, one))), " from its moment generating function ",
+             e(frac(sup_sq(sym("s")), sym("2"))), ", its density's total 1 by polar coordinates; for ",
+             fn("Uniform", Seq((Neg(root(sym("3"))), root(sym("3"))))), " by integrating the powers of ", sym("x"),
+             ": it is not about normality)"),
+        Line("distinct terms are independent, so ",
+             rel(fn("Cov", Seq((times(sym("q", "i"), sym("k", "i")), times(sym("q", "j"), sym("k", "j"))))), "=", zero),
+             " (E of a product of independent factors is the product of their E's) and ",
              rel(fn("Var", dot(sym("q"), sym("k"))), "=", sigma(fn("Var", times(sym("q", "i"), sym("k", "i"))), "i"),
-                 "=", sym(sympy.sstr(total))), " (summed over i = 1, …, d_k; checked directly for d_k = 2)"),
+                 "=", sym(sympy.sstr(total))), " (summed over ", rel(sym("i"), "=", Seq((one, Words("…"), sym("d_k")))),
+             "; checked directly for ", rel(sym("d_k"), "=", Int(2)), ")"),
         Line("hence ", rel(fn("Var", frac(dot(sym("q"), sym("k")), root(sym("d_k")))), "=",
                            frac(sym("d_k"), sym("d_k")), "=", one),
              ": the scaled scores keep unit variance at any width, "
@@ -298,12 +301,12 @@ def variance_d_k(trace: Trace | None = None) -> Proof:
         p = trace.problem
         var = sympy.nsimplify(p.scale ** 2 * p.d_k) if p.scale.is_Rational else sympy.simplify(p.scale ** 2 * p.d_k)
         checks.append(Line("this problem: ", rel(sym("d_k"), "=", hand(sympy.Integer(p.d_k))), ", ",
-                           rel(Words("scale"), "=", hand(p.scale)), ", so random unit-variance q, k give ",
-                           rel(fn("Var", dot(Words("scale"), sym("q"), sym("k"))), "=", hand(var)),
-                           "" if var == 1 else " (not 1: the scores grow with d_k)"))
+                           rel(Words("scale"), "=", hand(p.scale)), ", so random unit-variance ", sym("q"), ", ",
+                           sym("k"), " give ", rel(fn("Var", dot(Words("scale"), sym("q"), sym("k"))), "=", hand(var)),
+                           *(() if var == 1 else (" (not 1: the scores grow with ", sym("d_k"), ")"))))
     return Proof("variance-d_k", bool(ok),
                  Line(rel(fn("Var", dot(sym("q"), sym("k"))), "=", sym("d_k")),
-                      " for independent zero-mean unit-variance entries (the reason for √d_k)"),
+                      " for independent zero-mean unit-variance entries (the reason for ", root(sym("d_k")), ")"),
                  general, tuple(checks), data={"d_k_symbolic": sympy.sstr(d)})
 
 

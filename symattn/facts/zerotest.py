@@ -29,11 +29,14 @@ from functools import lru_cache
 
 import sympy
 from sympy.polys.fields import FracField
+from sympy.polys.rings import ring as polynomial_ring
 
 from symattn.errors import SymattnError
-from symattn.numbers.arb import to_arb
+from symattn.exact.values import algebraic_degree, minimal_polynomial_affordable
+from symattn.limits import MAX_ALGEBRAIC_DEGREE
+from symattn.numbers.arb import SYMPY_FAILURES, to_arb
 
-__all__ = ["ball_nonzero", "formally_zero", "rational_point"]
+__all__ = ["algebraically_zero", "ball_nonzero", "formally_zero", "rational_point"]
 
 #: bits of the first ball; a difference that is not 0 is almost always far from 0
 BALL_BITS = 96
@@ -74,10 +77,11 @@ def _tanh_as_exp(expr: sympy.Expr) -> sympy.Expr:
     return expr.func(*[_tanh_as_exp(a) for a in expr.args])
 
 
-def _over_exponential_basis(expr: sympy.Expr) -> sympy.Expr | None:
+def _over_exponential_basis(expr: sympy.Expr, keep_tanh: bool = False) -> sympy.Expr | None:
     """``expr`` with every e^β a product of powers of basis symbols (one per monomial m of the
-    exponents, standing for e^{m/L_m}); None when an exponent is not of that form."""
-    if expr.has(sympy.tanh):
+    exponents, standing for e^{m/L_m}); None when an exponent is not of that form.  tanh x is
+    written as exponentials unless ``keep_tanh`` (then it stays an atom)."""
+    if expr.has(sympy.tanh) and not keep_tanh:
         expr = _tanh_as_exp(expr)
     atoms = _exp_atoms(expr)
     if sympy.E in expr.atoms(sympy.NumberSymbol):     # e itself is e^1 (SymPy writes exp(1) as E)
@@ -166,6 +170,94 @@ def _field(atoms: tuple[sympy.Expr, ...]):
     """The field ℚ(atoms) and its generators."""
     field_ = FracField(tuple(sympy.Dummy(f"g{k}") for k in range(len(atoms))), sympy.QQ, sympy.lex)
     return (field_, *field_.gens)
+
+
+def _is_root(atom: sympy.Expr) -> bool:
+    """A real root of an algebraic number: 2^(1/3), √(5 + 2√6) (an element of a number field)."""
+    return isinstance(atom, sympy.Pow) and atom.exp.is_Rational and not atom.exp.is_Integer \
+        and atom.base.is_algebraic is True and atom.base.is_positive is True
+
+
+@lru_cache(maxsize=64)
+def _number_field(roots: tuple[sympy.Expr, ...]):
+    """ℚ(roots) as SymPy's algebraic field (a primitive element), or None past the degree cap
+    (its minimal polynomial would not stay cheap)."""
+    if not minimal_polynomial_affordable(sympy.Add(*roots)) or algebraic_degree(*roots) > MAX_ALGEBRAIC_DEGREE:
+        return None
+    try:
+        return sympy.QQ.algebraic_field(*roots)
+    except SYMPY_FAILURES:
+        return None
+
+
+def algebraically_zero(expr: sympy.Expr) -> bool:
+    """True when ``expr`` is 0 as a rational function over the number field of its roots (√2, ∛3,
+    ...: ℚ(roots), exact) in a basis of exponentials and its other atoms (tanh, cos, sin, π,
+    symbols, each an indeterminate): a proof that it is 0.  False means only "not shown this way".
+
+    Why: :func:`formally_zero` takes √2 and √3 as indeterminates too, so it misses
+    √3·√3 − 3 inside a sum of exponentials, and rewriting tanh of algebraic numbers as
+    exponentials leaves Lindemann–Weierstrass a zero test that took minutes (a soft-capped
+    3-token backward problem with surds).  An identity such as dQ = dS'·K holds with each
+    tanh whole, so the indeterminates need not know what tanh is; only the roots must
+    multiply as numbers."""
+    if expr == 0:
+        return True
+    rewritten = _over_exponential_basis(expr, keep_tanh=True)
+    if rewritten is None or rewritten.has(sympy.Float):
+        return False
+    found: dict[sympy.Expr, None] = {}
+    _atoms(rewritten, found)
+    roots = tuple(a for a in found if _is_root(a))
+    others = tuple(a for a in found if a not in roots)
+    domain = _number_field(tuple(sorted(roots, key=sympy.default_sort_key))) if roots else sympy.QQ
+    if domain is None:
+        return False
+    ring, *symbols = polynomial_ring([sympy.Dummy(f"g{k}") for k in range(len(others))] or [sympy.Dummy("g")],
+                                     domain, sympy.lex)
+    gens = {a: (g, ring.one) for a, g in zip(others, symbols)}
+    gens.update({r: (ring(domain.from_sympy(r)), ring.one) for r in roots})
+    try:
+        return not _fraction(rewritten, ring, gens, {})[0]
+    except (_TooBig, ZeroDivisionError):
+        return False
+
+
+def _fraction(expr: sympy.Expr, ring, gens: dict, memo: dict) -> tuple:
+    """``expr`` as (numerator, denominator) in a polynomial ring, never cancelled (a gcd over a
+    number field cost ten times the rest); fractions with one denominator add their numerators.
+    The value is 0 exactly when the numerator is."""
+    hit = memo.get(expr)
+    if hit is not None:
+        return hit
+    if isinstance(expr, sympy.Rational):
+        out = (ring(sympy.QQ(int(expr.p), int(expr.q))), ring.one)
+    elif expr in gens:
+        out = gens[expr]
+    elif isinstance(expr, sympy.Add):
+        num, den = ring.zero, ring.one
+        for a in expr.args:
+            n, d = _fraction(a, ring, gens, memo)
+            num, den = (num + n, den) if d == den else (num * d + n * den, den * d)
+        out = (num, den)
+    elif isinstance(expr, sympy.Mul):
+        num, den = ring.one, ring.one
+        for a in expr.args:
+            n, d = _fraction(a, ring, gens, memo)
+            num, den = num * n, den * d
+        out = (num, den)
+    else:   # an integer power
+        n, d = _fraction(expr.base, ring, gens, memo)
+        k = int(expr.exp)
+        if k < 0:
+            if not n:
+                raise ZeroDivisionError
+            n, d, k = d, n, -k
+        out = (n ** k, d ** k)
+    if len(out[0]) > MAX_TERMS or len(out[1]) > MAX_TERMS:
+        raise _TooBig
+    memo[expr] = out
+    return out
 
 
 def rational_point(symbols: set[sympy.Symbol]) -> dict[sympy.Symbol, sympy.Rational] | None:
