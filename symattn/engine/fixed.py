@@ -174,8 +174,8 @@ def _decade_table(delta: int, total: int, digits: int, shift: int) -> tuple[int,
         return None
     c = c0 + 1
     threshold = total * p10(c) if c >= 0 else -(-total // p10(-c))   # ⌈D·10^c⌉
-    return (threshold, (p10(k_high) << shift) // total, -k_high,
-            (p10(k_high + 1) << shift) // total, -k_high - 1)
+    low = (p10(k_high + 1) << shift) // total
+    return (threshold, low // 10, -k_high, low, -k_high - 1)      # ⌊⌊x⌋/10⌋ = ⌊x/10⌋: one division
 
 
 @lru_cache(maxsize=4096)

@@ -9,6 +9,7 @@ an arb ball.  :mod:`symattn.engine.fixed` turns them into certified decimals.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import flint
 import sympy
@@ -143,7 +144,7 @@ class FixedExps(ExactEntries):
         if not missing:
             return
         factor = self._integer_scale()
-        for gap, value in zip(missing, _fixed_exps([factor * g for g in missing], bits, fine_bits)):
+        for gap, value in zip(missing, _fixed_exps_of_gaps(factor, missing, bits, fine_bits)):
             cache[gap] = None if value is None else value[0]
             self._fixed_undecided += value is None
             if value is not None and value[2]:
@@ -194,26 +195,81 @@ def _fixed_exps(exponents: list[flint.fmpq | sympy.Expr], bits: int,
             found[k] = (0, 0, 0)
         else:
             todo.append(k)
+
     unit = flint.fmpz(1) << bits
+
+    def ball(k: int, prec: int) -> flint.arb:
+        t = exponents[k]
+        return (flint.arb(t) if isinstance(t, flint.fmpq) else to_arb(t, prec)).exp() * unit
+    _floor_balls(ball, todo, found, bits, fine_bits)
+    return found
+
+
+def _fixed_exps_of_gaps(factor: flint.fmpq, gaps: list[int], bits: int,
+                        fine_bits: int) -> list[tuple[int, int, int] | None]:
+    """:func:`_fixed_exps` of the exponents factor·g for integer score gaps g (factor·g ≤ 0),
+    the same proved floors from fewer exponentials: with a = |factor| and G = |g| =
+    256·h + l, e^(−a·G) = e^(−256·a·h)·e^(−a·l) exactly, so each distinct gap costs one arb
+    product of two table balls (each table entry one arb exponential; the high ones times
+    2^bits, exactly) instead of an exponential of its own.  The product's ball encloses e^(factor·g) like any other, and
+    the floors are taken from it only when it proves them, as in :func:`_fixed_exps`."""
+    a = abs(factor)
+    reach = bits * (1 + _FINE_REACH)
+    found: list[tuple[int, int, int] | None] = [None] * len(gaps)
+    todo = []
+    for k, g in enumerate(gaps):
+        if g == 0 or a == 0:
+            found[k] = (1 << bits, 1 << bits, 0)
+        elif abs(g) * a.p > reach * a.q:                  # e^t < e^-reach < 2^-reach
+            found[k] = (0, 0, 0)
+        else:
+            todo.append(k)
+    if not todo:
+        return found
+    high = max(abs(gaps[k]) for k in todo) >> _LOW_BITS
+    if high + 1 + (1 << _LOW_BITS) > len(todo):     # wide gaps, few of them: one each
+        return _fixed_exps([factor * g for g in gaps], bits, fine_bits)
+    tables: dict[int, tuple[list[flint.arb], list[flint.arb]]] = {}
+
+    def ball(k: int, prec: int) -> flint.arb:
+        if prec not in tables:            # inside the caller's precision context
+            unit = flint.fmpz(1) << bits                 # exact: the highs carry the 2^bits
+            tables[prec] = ([flint.arb(-a * low).exp() for low in range(1 << _LOW_BITS)],
+                            [flint.arb(-a * (h << _LOW_BITS)).exp() * unit for h in range(high + 1)])
+        lows, highs = tables[prec]
+        g = abs(gaps[k])
+        return highs[g >> _LOW_BITS] * lows[g & _LOW_MASK]
+    _floor_balls(ball, todo, found, bits, fine_bits)
+    return found
+
+
+#: the score gaps are split as 2^_LOW_BITS·h + l for the tables of :func:`_fixed_exps_of_gaps`
+_LOW_BITS = 8
+_LOW_MASK = (1 << _LOW_BITS) - 1
+
+
+def _floor_balls(ball: Callable[[int, int], flint.arb], todo: list[int],
+                 found: list[tuple[int, int, int] | None], bits: int, fine_bits: int) -> None:
+    """Fill found[k] for k in todo with (E, M, s) from ball(k, prec), an arb enclosure of
+    e^t·2^bits at the current precision: at bits + 64, then at 2·bits + 128 for the floors
+    the first balls leave open (those stay None)."""
+    reach = bits * (1 + _FINE_REACH)
     for prec in (bits + 64, 2 * bits + 128):
         with precision(prec):
             for k in todo:
-                t = exponents[k]
-                x = (flint.arb(t) if isinstance(t, flint.fmpq) else to_arb(t, prec)).exp()
-                floor = (x * unit).floor().unique_fmpz()
+                y = ball(k, prec)                       # e^t·2^bits
+                floor = y.floor().unique_fmpz()
                 if floor is None:
                     continue
                 e = int(floor)
                 if e.bit_length() >= fine_bits:         # the common case: E is fine already
                     found[k] = (e, e, 0)
                     continue
-                man, exp = x.mid().man_exp()            # x ≈ 2^(exp + bits of man − 1)
-                shift = min(max(0, fine_bits - bits - int(exp) - int(man).bit_length()),
-                            reach - bits)
-                fine = (x * (flint.fmpz(1) << (bits + shift))).floor().unique_fmpz()
+                man, exp = y.mid().man_exp()            # y ≈ 2^(exp + bits of man − 1)
+                shift = min(max(0, fine_bits - int(exp) - int(man).bit_length()), reach - bits)
+                fine = (y * (flint.fmpz(1) << shift)).floor().unique_fmpz()
                 if fine is not None:
                     found[k] = (int(fine) >> shift, int(fine), shift)
         todo = [k for k in todo if found[k] is None]
         if not todo:
             break
-    return found

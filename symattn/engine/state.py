@@ -90,7 +90,7 @@ class EngineState:
         self._score_den: flint.fmpz | None = None
         if self.scores.rational is not None and self.plain:
             numerators, self._score_den = self.scores.rational.numer_denom()
-            flat = [int(x) for x in numerators.entries()]
+            flat = list(map(int, numerators.entries()))
             self._score_ints = [flat[i * self.m:(i + 1) * self.m] for i in range(self.n)]
         # e^(q·log b) = b^q: possible only when a logarithm is in play
         self._scale_logs = None if self.symbolic or not p.scale.has(sympy.log) or not self.plain \

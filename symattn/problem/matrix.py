@@ -10,6 +10,8 @@ exact SymPy matrix.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
+from itertools import chain
 from math import gcd
 from collections.abc import Collection, Sequence
 from fractions import Fraction
@@ -44,7 +46,7 @@ class ExactMatrix:
     """An exact matrix with a fast rational backend (flint) and a general one (SymPy)."""
 
     def __init__(self, rational: flint.fmpq_mat | None = None,
-                 general: sympy.ImmutableMatrix | None = None) -> None:
+                 general: sympy.ImmutableMatrix | None = None, largest: flint.fmpq | None = None) -> None:
         self.rational = rational
         self.general = general
         if rational is not None:
@@ -53,6 +55,8 @@ class ExactMatrix:
             assert general is not None, "an ExactMatrix needs a rational or a general matrix"
             self.rows, self.cols = general.rows, general.cols
         self._sympy: sympy.ImmutableMatrix | None = general
+        #: max |entry| of a rational matrix, when its reader knew it (decimal input)
+        self._largest = largest
 
     @classmethod
     def from_sympy(cls, m: sympy.ImmutableMatrix) -> "ExactMatrix":
@@ -103,6 +107,8 @@ class ExactMatrix:
         """An upper bound on max |entry| (an arb at 64 bits), None when symbolic or unknown.
 
         Why: the problem's caps bound the scores' size without computing them."""
+        if self._largest is not None:
+            return flint.arb(self._largest)
         if self.rational is not None:
             numer, den = self.rational.numer_denom()
             top = max((abs(int(x)) for x in numer.entries()), default=0)
@@ -264,27 +270,68 @@ def _entry(value: object, where: str, symbols: bool | Collection[str],
     return exact
 
 
-def _decimal_numerals(rows: list[list[object]]) -> flint.fmpq_mat | None:
+def _decimal_numerals(rows: list[list[object]]) -> tuple[flint.fmpq_mat, flint.fmpq] | None:
     """The common case of :func:`exact_matrix`, in bulk: every entry a short decimal numeral
     ("-1.25", "3") with at most 6 digits before the point (under every magnitude cap), read as
-    integers over one power of ten; None for anything else (the entry-by-entry path)."""
+    integers over one power of ten; None for anything else (the entry-by-entry path).  With
+    it, the largest |entry| (for :meth:`ExactMatrix.max_abs`: read here from the integers)."""
+    flat = list(chain.from_iterable(rows))
+    found = _uniform_numerals(flat)
+    if found is None:
+        found = _mixed_numerals(flat)
+        if found is None:
+            return None
+    scaled, places = found
+    r, c = len(rows), len(rows[0])
+    top = flint.fmpq(max(map(abs, scaled)), 10 ** places)
+    return flint.fmpq_mat(flint.fmpz_mat(r, c, scaled)) / 10 ** places, top
+
+
+def _uniform_numerals(flat: list[object]) -> tuple[list[int], int] | None:
+    """Numerals that all have the first one's number of decimals ("0.5", "-1.0", ...): one
+    regular expression over the joined text looks for a line that is not such a numeral (with
+    at most 6 digits before the point), and then the text without its points is the
+    integers, read by C loops (a third of the entry-by-entry time).  None when any entry is
+    another kind."""
+    try:
+        text = "\n".join(flat)            # type: ignore[arg-type]   # a TypeError: not all str
+    except TypeError:
+        return None
+    first = str.__str__(flat[0])          # type: ignore[arg-type]   # join took it: a str
+    dot = first.find(".")
+    places = 0 if dot < 0 else len(first) - dot - 1
+    if places > 60 or _not_uniform(places).search(text) is not None:
+        return None
+    parts = text.replace(".", "").split("\n")
+    if len(parts) != len(flat):         # an entry held a newline: the search saw two numerals
+        return None
+    return list(map(int, parts)), places
+
+
+@lru_cache(maxsize=64)
+def _not_uniform(places: int) -> re.Pattern[str]:
+    """The start of a line that is not a numeral with exactly ``places`` decimals (0: none,
+    or a bare point).  A search, not a repeated match: the engine keeps no state per line."""
+    numeral = r"[+-]?[0-9]{1,6}" + (r"\.?" if places == 0 else r"\.[0-9]{%d}" % places)
+    return re.compile(rf"^(?!{numeral}$)", re.MULTILINE)
+
+
+def _mixed_numerals(flat: list[object]) -> tuple[list[int], int] | None:
+    """Numerals with different numbers of decimals ("1", "0.25"), one at a time."""
     parts, places = [], 0
     fullmatch = _NUMERAL.fullmatch
-    for row in rows:
-        for v in row:
-            match = fullmatch(str.__str__(v)) if isinstance(v, str) else None
-            if match is None:
-                return None
-            sign, whole, frac = part = match.groups("")
-            if len(whole) > 6:
-                return None
-            if len(frac) > places:
-                places = len(frac)
-            parts.append(part)
-    scaled = [int(whole + frac) * 10 ** (places - len(frac)) * (-1 if sign == "-" else 1)
-              for sign, whole, frac in parts]
-    r, c = len(rows), len(rows[0])
-    return flint.fmpq_mat(flint.fmpz_mat(r, c, scaled)) / 10 ** places
+    for v in flat:
+        match = fullmatch(str.__str__(v)) if isinstance(v, str) else None
+        if match is None:
+            return None
+        sign, whole, frac = part = match.groups("")
+        if len(whole) > 6:
+            return None
+        if len(frac) > places:
+            places = len(frac)
+        parts.append(part)
+    return [int(whole + frac) * 10 ** (places - len(frac)) * (-1 if sign == "-" else 1)
+            for sign, whole, frac in parts], places
 
 
 def check_symbols(value: sympy.Expr, where: str, allowed: bool | Collection[str]) -> None:
@@ -319,7 +366,7 @@ def exact_matrix(name: str, value: object, *, symbols: bool | Collection[str] = 
     r, c = len(rows), len(rows[0])
     decimals = _decimal_numerals(rows)
     if decimals is not None:
-        return ExactMatrix(rational=decimals)
+        return ExactMatrix(rational=decimals[0], largest=decimals[1])
     entries = [_entry(v, f"{name}[{i}][{j}]", symbols, bounded)
                for i, row in enumerate(rows) for j, v in enumerate(row)]
     if all(isinstance(e, flint.fmpq) for e in entries):
