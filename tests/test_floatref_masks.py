@@ -132,7 +132,7 @@ def test_causal_huge_masks_take_the_arb_path_as_often_as_a_boolean_mask(fmt, dty
 def test_the_arb_path_with_huge_masks(monkeypatch):
     """Every entry through rows.py: a weight 1/(1 + 6·e^(−3.4·10^38)) is a ball of radius
     2^(−4.9·10^38) around 1, which round_ball must not turn into a Fraction."""
-    def nothing_decided(pr, idx, allowed, additive, fmt):
+    def nothing_decided(pr, idx, allowed, additive, fmt, out=None):
         L, S, Ev = pr.Q.shape[-2], pr.K.shape[-2], pr.V.shape[-1]
         empty = np.zeros(L, dtype=bool) if allowed is None else ~allowed.any(axis=1)
         return (np.full((L, S), np.nan), np.zeros((L, S), dtype=bool),

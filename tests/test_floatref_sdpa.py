@@ -84,7 +84,7 @@ def float64_via_arb(monkeypatch):
     path (rows.py), so the tests that exercise that path keep doing so."""
     from symattn.floatref import sdpa
 
-    def nothing_decided(pr, idx, allowed, additive):
+    def nothing_decided(pr, idx, allowed, additive, out=None):
         L, S, Ev = pr.Q.shape[-2], pr.K.shape[-2], pr.V.shape[-1]
         empty = np.zeros(L, dtype=bool) if allowed is None else ~allowed.any(axis=1)
         return (np.full((L, S), np.nan), np.zeros((L, S), dtype=bool),

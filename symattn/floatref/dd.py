@@ -60,6 +60,21 @@ def two_prod(a, b):
     return p, _into(np.add, e, al * bl, first=True)    # ((ah·bh − p) + ah·bl + al·bh) + al·bl
 
 
+def square(a):
+    """p + e = a² exactly, p = RN(a²): :func:`two_prod` (a, a) with a split once and its two
+    cross products as one, 2·ah·al (exact: a power of two times an exact product).  Each
+    operation of Dekker's algorithm is exact, so ((ah·ah − p) + ah·al) + al·ah, an exact float,
+    equals (ah·ah − p) + 2·ah·al, which is then computed exactly: the same p and e (exact
+    unless e underflows, as two_prod; each of its 3 operations then errs by ≤ 2^-1075)."""
+    import numpy as np
+
+    p = a * a
+    ah, al = split(a)
+    e = _into(np.subtract, ah * ah, p, first=True)
+    e = _into(np.add, e, 2.0 * ah * al, first=True)
+    return p, _into(np.add, e, al * al, first=True)
+
+
 def add_fp(xh, xl, y):
     """(xh + xl) + y, relative error ≤ 2u² (DWPlusFP)."""
     import numpy as np

@@ -20,7 +20,6 @@ from functools import lru_cache
 from typing import Any
 
 from symattn.floatref import dd, masks
-from symattn.floatref.fast import SUM_BLOCK
 
 U = dd.U
 #: absolute term of every bound: covers each underflow (≤ 2^-1075) of fewer than 2^30 operations
@@ -33,6 +32,8 @@ X_ZERO = -800.0
 EXP_SERIES = 2.0 ** -83
 #: relative error of a table entry exp(k/1024)
 TABLE_REL = 2.0 ** -101
+#: keys per block of the remainder products (error γ_{parts·B + blocks + 1})
+SUM_BLOCK = 256
 #: rows per block: (rows × S) double-double temporaries near 2 MB each
 BLOCK_ENTRIES = 1 << 18
 
@@ -428,7 +429,7 @@ def _exp(Xh, Xl):
     k = np.rint(x * 1024.0)                                 # ≤ 0: x ≤ 0
     r0 = x - k / 1024.0                                     # exact (Sterbenz), |r0| ≤ 2^-11
     rh, rl = dd.two_sum(r0, np.where(tiny, 0.0, Xl))
-    qh, ql = dd.two_prod(rh, rh)
+    qh, ql = dd.square(rh)                                   # = dd.two_prod(rh, rh)
     p = rh * rh * rh * (1 / 6 + rh * (1 / 24 + rh * (1 / 120 + rh * (1 / 720))))
     small = (rl + 0.5 * ql) + (rh * rl + p)
     s1h, s1l = dd.two_sum(rh, 0.5 * qh)

@@ -66,6 +66,23 @@ def decide_into(mid, rad, fmt: BinaryFormat, cast: bool, values, ok) -> None:
         values += 0.0                                   # −0 → +0
 
 
+def decide_dd_into(hi, lo, rad, fmt: BinaryFormat, cast: bool, values, ok) -> None:
+    """:func:`decide_into` for a double-double enclosure [hi + lo − rad, hi + lo + rad]
+    (fast64.py), into ``fmt`` (not float64); ``lo`` is overwritten.
+
+    It is the interval hi ± r with r = |lo| + rad + 2u|hi| (computed in float64 and passed
+    through fast64._up, which covers those three roundings), and hi ∓ r computed in round to
+    nearest stays outside [hi + lo − rad, hi + lo + rad]: |fl(hi ∓ r) − (hi ∓ r)| ≤ u(|hi| + r)
+    ≤ 2u|hi| + (r − |lo| − rad − 2u|hi|), the last term being at least 2^-20·r ≥ u·r
+    (rounding to a subnormal is exact)."""
+    import numpy as np
+
+    r = np.abs(lo, out=lo)
+    r += rad
+    r += np.abs(hi) * (2 * fast64.U)
+    decide_into(hi, fast64._up(r), fmt, cast, values, ok)
+
+
 def _narrow(lo, hi, fmt: BinaryFormat, values, ok) -> None:
     """float16, bfloat16, fp8: a = RN32(lo), b = RN32(hi).  Where a = b and a is not a
     boundary of ``fmt``, RN_fmt(lo) = RN_fmt(hi) = RN_fmt(a): a boundary between x ∈ [lo, hi]

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from symattn.floatref.binary import BINARY_FORMATS, BinaryFormat, is_boundary, round_array
+from symattn.floatref.binary import BINARY_FORMATS, BinaryFormat, round_array
 from symattn.floatref.errors import FloatRefError
 
 #: float32/16/bf16 and fp8 are decided from float64 enclosures (fast.py), float64 from
@@ -295,16 +295,19 @@ def correctly_rounded(Q: Any, K: Any, V: Any, *, dtype: str = "float32", attn_ma
     for idx in np.ndindex(*pr.batch):
         allowed = None if pr.allowed is None else pr.allowed[idx]
         additive = None if pr.additive is None else pr.additive[idx]
+        views = (weights[idx], w_ok_all[idx], out[idx], o_ok_all[idx], empty_all[idx])
         if fmt.name != "float64":
-            w, w_ok, o, o_ok, empty = _fast_slice(pr, idx, allowed, additive, fmt)
+            got = _fast_slice(pr, idx, allowed, additive, fmt, out=views)
         else:
-            w, w_ok, o, o_ok, empty = _fast64_slice(pr, idx, allowed, additive)
+            got = _fast64_slice(pr, idx, allowed, additive, out=views)
+        for view, array in zip(views, got):             # written in place: no (L, S) copies
+            if array is not view:
+                view[...] = array
+        w, w_ok, o, o_ok, empty = views
         w_ok[empty], o_ok[empty] = True, True
         w[empty], o[empty] = np.nan, np.nan
         if fmt.name != "float64":
             _refine64(pr, idx, allowed, additive, fmt, w, w_ok, o, o_ok)
-        weights[idx], out[idx], empty_all[idx] = w, o, empty
-        w_ok_all[idx], o_ok_all[idx] = w_ok, o_ok
     arb_count = decide_all(pr, weights, w_ok_all, out, o_ok_all, fmt)
     if fully_masked == "zero":
         weights[empty_all], out[empty_all] = 0.0, 0.0
@@ -330,14 +333,16 @@ def _np_type(name: str):
     return {"float64": np.float64, "float16": np.float16}.get(name, np.float32)
 
 
-def _fast_slice(pr, idx: tuple, allowed, additive, fmt: BinaryFormat):
+def _fast_slice(pr, idx: tuple, allowed, additive, fmt: BinaryFormat, out: tuple | None = None):
     """One head by the fast path (heads.fast_head: small blocks of rows, decided in cache):
-    (w, w_ok, o, o_ok, empty), w and o in the format's numpy type."""
+    (w, w_ok, o, o_ok, empty), w and o in the format's numpy type; written into ``out``
+    (views of the result arrays) when given."""
     from symattn.floatref import heads
 
     np = _numpy()
     Q, K, V = pr.Q[idx], pr.K[idx], pr.V[idx]
-    out = _head_arrays(Q.shape[0], K.shape[0], V.shape[1], _np_type(fmt.name))
+    if out is None:
+        out = _head_arrays(Q.shape[0], K.shape[0], V.shape[1], _np_type(fmt.name))
     cast = fmt.name == "float32" and ieee_conversions_hold()
     with np.errstate(over="ignore", invalid="ignore", under="ignore", divide="ignore"):
         heads.fast_head(Q, K, V, allowed, additive, pr.scale_f, pr.scale_err, fmt, cast, out)
@@ -350,15 +355,16 @@ def _head_arrays(L: int, S: int, Ev: int, dtype) -> tuple:
             np.empty((L, Ev), dtype=bool), np.empty(L, dtype=bool))
 
 
-def _fast64_slice(pr, idx: tuple, allowed, additive):
+def _fast64_slice(pr, idx: tuple, allowed, additive, out: tuple | None = None):
     """One head by the double-double path (float64 targets; heads.fast64_head); blocked
-    weights are +0."""
+    weights are +0; written into ``out`` when given, as :func:`_fast_slice`."""
     from symattn.floatref import fast64, heads
 
     np = _numpy()
     Q, K, V = pr.Q[idx], pr.K[idx], pr.V[idx]
     ieee_conversions_hold()
-    out = _head_arrays(Q.shape[0], K.shape[0], V.shape[1], np.float64)
+    if out is None:
+        out = _head_arrays(Q.shape[0], K.shape[0], V.shape[1], np.float64)
     heads.fast64_head(Q, K, V, allowed, additive, fast64.scale_dd(pr.scale), out)
     return out
 
@@ -367,10 +373,11 @@ def _refine64(pr, idx: tuple, allowed, additive, fmt: BinaryFormat, w, w_ok, o, 
     """The rows the float64 enclosures left undecided, again through the double-double ones
     (``fast64``, about 2^-100 where float64 gives 2^-50), in place; the rest go to arb.
 
-    Why a float64 rounding decides a narrower format: where the double-double enclosure
-    proves RN64(x) = y for every x in it, and y is not a rounding boundary of ``fmt``, no
-    boundary lies between x and y (every boundary is a float64, and x is nearer to y than to
-    any other float64), so RN_fmt(x) = RN_fmt(y)."""
+    Each double-double enclosure is rounded into ``fmt`` at both ends
+    (:func:`heads.decide_dd_into`): a small output from cancellation, whose radius is too
+    wide for its float64 rounding, is still decided for float32 and the narrower formats.
+    Weights proved to round to +0 in float64 are +0 in ``fmt`` (RN is monotonic and +0 is a
+    value of every format)."""
     from symattn.floatref import fast64, heads
 
     np = _numpy()
@@ -378,7 +385,7 @@ def _refine64(pr, idx: tuple, allowed, additive, fmt: BinaryFormat, w, w_ok, o, 
     if rows.size == 0:
         return
     Q, K, V = pr.Q[idx], pr.K[idx], pr.V[idx]
-    ieee_conversions_hold()
+    cast = ieee_conversions_hold() and fmt.name == "float32"
     scale = fast64.scale_dd(pr.scale)
     scores, products = fast64.products(K, V, Q.shape[1])     # once per head, as enclose64
     step = max(heads.MIN_ROWS, heads.ENTRIES // max(K.shape[0], V.shape[1], 1))
@@ -389,26 +396,16 @@ def _refine64(pr, idx: tuple, allowed, additive, fmt: BinaryFormat, w, w_ok, o, 
                                                       None if additive is None else additive[block],
                                                       scale, V.shape[1])
         for (hi, lo, rad), values, ok in ((weights, w, w_ok), (output, o, o_ok)):
-            y, decided = fast64.decide64(hi, lo, rad)
-            if values is w:                      # proved to round to +0 in float64: +0 here too
+            y, decided = np.empty(hi.shape, dtype=values.dtype), np.empty(hi.shape, dtype=bool)
+            with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+                heads.decide_dd_into(hi, lo, rad, fmt, cast, y, decided)
+            if values is w:
                 zeros = weights_zero if mask is None else weights_zero | ~mask
-                y, decided = np.where(zeros, 0.0, y), decided | zeros
+                y[zeros] = 0.0
+                decided |= zeros
             r, c = np.nonzero(decided & ~ok[block])          # the entries still undecided
-            y = y[r, c]
-            keep = ~is_boundary(y, fmt)
-            r, c = block[r[keep]], c[keep]
-            values[r, c] = _to_format(y[keep], fmt) + 0.0
-            ok[r, c] = True
-
-
-def _to_format(x, fmt: BinaryFormat):
-    """RNE of a float64 array into ``fmt``: float32 by the IEEE conversion (checked by
-    :func:`ieee_conversions_hold`), the other formats by round_array."""
-    np = _numpy()
-    if fmt.name == "float32" and ieee_conversions_hold():
-        with np.errstate(over="ignore"):                 # past the largest float32: ±inf, as RNE
-            return x.astype(np.float32).astype(np.float64)
-    return round_array(x, fmt)
+            values[block[r], c] = y[r, c]
+            ok[block[r], c] = True
 
 
 def _decide(mid, rad, fmt: BinaryFormat):
