@@ -272,7 +272,7 @@ PLAIN_XML = moodle_xml(PLAIN)
 
 def _hostile_versions(a: str, b: str, title: str, code: str):
     if a == b:
-        b = b + "2"
+        b = b + "_b"          # not "2": "-" and "-2" would read as an index
     return versions(lesson([a, b], title), code=code)
 
 
