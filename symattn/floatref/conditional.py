@@ -16,7 +16,9 @@ to one value, the precision doubling to 8192 bits.  An entry no ball decides is 
 Lindemann–Weierstrass it is algebraic only when the coefficients of every nonzero exponent cancel,
 and then it is c_0 (the coefficient of e^0), found exactly by grouping the exponents: a rational
 c_0 is rounded exactly (an exact 0 when dP = D, as with V = ones), s·c_0 with an irrational s and
-c_0 ≠ 0 is irrational and the balls go on.
+c_0 ≠ 0 is irrational and the balls go on.  An entry a finite mask puts within e^(−1e9) of a
+boundary (c_0 itself a midpoint) is decided by the sign of its distance to it
+(:func:`symattn.floatref.ties.sum_by_sign`).
 """
 
 from __future__ import annotations
@@ -272,6 +274,7 @@ def conditional_backward(pr: Any, dO: Any, out: Any, lse: Any, fmt: BinaryFormat
                     else:
                         result[name][key[0] + key[1:]] = y + 0.0
                 todo[name] = left
+    _sign_pass(todo, result, heads, members, s_rational, s_exact, fmt)
     for name, left in todo.items():
         if left:
             idx, r, c = min(left)
@@ -348,6 +351,31 @@ def _exact_pass(todo: dict, result: dict, heads: dict, members: dict, s_rational
             algebraic, value = algebraic_value(terms, name != "dV", s_rational)
             if algebraic and value is not None:
                 result[name][idx + (r, c)] = round_fraction(value, fmt) + 0.0
+                done.add((idx, r, c))
+        left -= done
+
+
+def _sign_pass(todo: dict, result: dict, heads: dict, members: dict, s_rational, s_exact, fmt) -> None:
+    """Round the entries a finite mask puts within e^(−1e9) of a boundary by the sign of their
+    distance to it (:func:`symattn.floatref.ties.sum_by_sign`; dQ and dK need a rational scale)."""
+    from symattn.floatref.ties import sum_by_sign
+
+    def exponent(key: Any) -> flint.arb:
+        if isinstance(key, Fraction):
+            return flint.arb(flint.fmpq(key.numerator, key.denominator))
+        x, y = (flint.arb(flint.fmpq(v.numerator, v.denominator)) for v in key)
+        return _scale_ball(s_exact) * x + y
+
+    for name, left in todo.items():
+        if name != "dV" and s_rational is None:
+            continue
+        done = set()
+        for idx, r, c in left:
+            owners = [idx] if name == "dQ" else members[idx]
+            terms = [t for h in owners for t in heads[h].terms(name, r, c, s_rational)]
+            y = sum_by_sign(terms, exponent, Fraction(1) if name == "dV" else s_rational, fmt)
+            if y is not None:
+                result[name][idx + (r, c)] = y + 0.0
                 done.add((idx, r, c))
         left -= done
 

@@ -21,7 +21,8 @@ by Lindemann–Weierstrass, log Σ_g n_g·e^(y_g) (groups of n_g keys with equal
 t = y_g) is algebraic only for one key (lse = t, rational when the scale is); and by
 Baker's theorem on linear forms in logarithms, (y + ln n)/ln 2 is rational only when
 y = 0 and n is a power of two (lse2 = log2 n: every score 0 and 2^k keys).  Every
-other value is irrational and the balls decide it.
+other value is irrational and the balls decide it, except an lse t₀ + log1p(e^(−1e9)·…)
+whose t₀ is a boundary, decided by the sign of log1p (:func:`symattn.floatref.ties.lse_by_sign`).
 """
 
 from __future__ import annotations
@@ -107,6 +108,7 @@ class _Rows:
             first = False
             with precision(prec):
                 todo = self._round(todo, lse, lse2)
+        todo = [i for i in todo if not self._by_sign(i, lse)]
         if todo:
             raise undecided(f"lse[{todo[0]}]", f"the {self.fmt.name} rounding", prec,
                             "it may sit exactly on a rounding boundary")
@@ -140,6 +142,34 @@ class _Rows:
             if not self.ok[:, i].all():
                 rest.append(i)
         return rest
+
+    def _by_sign(self, i: int, lse: Any) -> bool:
+        """Round a row's lse that a finite mask puts within e^(−1e9) of a boundary, by the sign
+        of its distance to it (:func:`symattn.floatref.ties.lse_by_sign`); True when done."""
+        from symattn.floatref.ties import lse_by_sign
+
+        if not self.ok[1, i]:
+            return False                                    # only base e: lse2 is never this close
+        keys = self.live[i]
+        full = self.scores([i])
+        drow = [int(full[0, j]) for j in keys]
+        add = [0.0] * len(keys) if self.add is None else [float(self.add[i, j]) for j in keys]
+        if self.s_rational is None:                         # s irrational: t equal iff d and m equal
+            tags: list = list(zip(drow, add))
+            exact = [Fraction(m) if d == 0 else None for d, m in zip(drow, add)]
+        else:
+            s2 = self.s_rational * Fraction(2) ** self.g
+            tags = exact = [s2 * d + Fraction(m) for d, m in zip(drow, add)]
+
+        def t_of(js: list[int]) -> list:
+            sg = _scale_ball(self.s_exact) * flint.arb(2) ** self.g
+            return [sg * drow[j] + flint.arb(add[j]) for j in js]
+
+        y = lse_by_sign(tags, t_of, exact.__getitem__, self.fmt)
+        if y is None:
+            return False
+        lse[i], self.ok[0, i] = y + 0.0, True
+        return True
 
     def _rational(self, i: int, lse: Any, lse2: Any) -> bool:
         """Round the row's rational values exactly (see the module docstring); True when the

@@ -20,7 +20,9 @@ there is one group (every weight 1/count); an output Σ_g e^(y_g)·S_g /
 Σ_g n_g·e^(y_g) (S_g the group's sum of v, n_g its size) is algebraic only
 when every S_g − o·n_g is 0, that is when every group has the same mean of
 v, and is then that mean.  Everything else is transcendental, never on a
-rounding boundary, and the balls decide it.
+rounding boundary, and the balls decide it, except an output a finite sentinel
+mask puts within e^(−1e9) of a boundary, which no ball sees: decided by the
+sign of its distance to the boundary (:mod:`symattn.floatref.ties`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import flint
 
 from symattn.floatref.binary import BinaryFormat, round_ball, round_fraction
 from symattn.floatref.errors import FloatRefError
+from symattn.floatref.ties import decide_by_sign
 from symattn.numbers.precision import precision, precisions, undecided
 
 #: the arb path holds K and V of one head as integers: at most this many entries (S·(E + Ev))
@@ -283,11 +286,46 @@ class _Head:
                 break
             with precision(prec):
                 todo = self._balls(pairs, D, g, todo, w, w_ok, o, o_ok)
+        if todo:                                         # on a boundary to within 2^-65,000
+            todo = self._by_sign(pairs, drows, g, todo, o, o_ok)
         if todo:
             r, step, k, where = todo[0]
             raise undecided(f"{step}{list(where)}", f"the {fmt.name} rounding", prec,
                             "it may sit exactly on a rounding boundary")
         return count
+
+    def _by_sign(self, pairs, drows, g: int, todo, o, o_ok) -> list:
+        """The outputs a finite mask puts within e^(−1e9) of a rounding boundary, decided by
+        the sign of their distance to it (:func:`symattn.floatref.ties.decide_by_sign`);
+        returns the items still undecided."""
+        pr, fmt = self.pr, self._format()
+        scale = _scale_ball(self.s_exact)
+        rest = []
+        for item in todo:
+            r, step, k, at = item
+            idx, i = pairs[r]
+            if step != "output":
+                rest.append(item)
+                continue
+            drow = drows[r]
+            allowed = None if pr.allowed is None else pr.allowed[idx][i]
+            add = None if pr.additive is None else pr.additive[idx][i]
+            live = list(range(len(drow))) if allowed is None else [j for j in range(len(drow)) if allowed[j]]
+            key = self.exponent_key(drow, g, add)
+
+            def t_of(js: list[int], drow=drow, add=add, live=live) -> list:
+                sg = scale * flint.arb(2) ** g           # at the caller's precision; js index live
+                return [sg * drow[live[j]] + (flint.arb(float(add[live[j]])) if add is not None else 0)
+                        for j in js]
+
+            values = [Fraction(self.vn[j][k]) * Fraction(2) ** self.gv for j in live]
+            value = decide_by_sign([key(j) for j in live], t_of, values, fmt)
+            if value is None:
+                rest.append(item)
+                continue
+            o[at] = value + 0.0
+            o_ok[at] = True
+        return rest
 
     def _rational(self, drow, g: int, allowed, add, ks: list[int]) -> dict:
         """The row's rational values (Fractions), None where a value is transcendental:
@@ -295,13 +333,7 @@ class _Head:
         import numpy as np
 
         keys = np.arange(len(drow)) if allowed is None else np.nonzero(allowed)[0]
-        if self.s_rational is None:                      # s irrational: t_j = t_k iff d and m agree
-            key = (lambda j: drow[j]) if add is None else (lambda j: (drow[j], float(add[j])))
-        elif add is None:
-            key = (lambda j: drow[j]) if self.s_rational else (lambda j: 0)
-        else:
-            s2 = self.s_rational * Fraction(2) ** g
-            key = lambda j: s2 * int(drow[j]) + Fraction(float(add[j]))  # noqa: E731
+        key = self.exponent_key(drow, g, add)
         if add is None or self.s_rational is None:
             # the common case first: every allowed key's exponent distinct (no ties), seen
             # with one set; then no weight is rational (unless one key) and an output is
@@ -339,6 +371,15 @@ class _Head:
             same = all(sums[h] * n0 == sums[0] * int(counts[h]) for h in range(ngroups))
             output[k] = Fraction(sums[0], n0) * Fraction(2) ** self.gv if same else None
         return {"weights": weights, "output": output}
+
+    def exponent_key(self, drow, g: int, add):
+        """key(j): a hashable tag, equal for two keys exactly when their t_j are equal."""
+        if self.s_rational is None:                      # s irrational: t_j = t_k iff d and m agree
+            return (lambda j: drow[j]) if add is None else (lambda j: (drow[j], float(add[j])))
+        if add is None:
+            return (lambda j: drow[j]) if self.s_rational else (lambda j: 0)
+        s2 = self.s_rational * Fraction(2) ** g
+        return lambda j: s2 * int(drow[j]) + Fraction(float(add[j]))
 
     def balls_of(self, pairs, D, g: int, rows: list[int], full: bool = False) -> tuple[list, Any]:
         """At the current precision: the rows' e^(t_j − c) (0 where blocked) and
