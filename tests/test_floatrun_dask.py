@@ -287,3 +287,18 @@ def test_local_workers_run_without_dasks_malloc_trim_threshold():
     with local_cluster(1, dashboard_address=None) as cluster, Client(cluster) as client:
         (environ,) = client.run(_worker_environ).values()
     assert environ == {"MALLOC_TRIM_THRESHOLD_": None, "OPENBLAS_NUM_THREADS": "1"}
+
+
+def test_local_workers_go_without_it_after_a_default_cluster_left_it_in_this_process(monkeypatch):
+    """Dask's nanny leaves its pre-spawn variables in the starting process's environment (found
+    when the test above ran after another LocalCluster): floatref-run's workers still go
+    without it, and the process's environment is as it was."""
+    from dask.distributed import Client
+
+    from symattn.floatrun.runner import local_cluster
+
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")      # what a default LocalCluster leaves
+    with local_cluster(1, dashboard_address=None) as cluster, Client(cluster) as client:
+        (environ,) = client.run(_worker_environ).values()
+    assert environ["MALLOC_TRIM_THRESHOLD_"] is None
+    assert os.environ["MALLOC_TRIM_THRESHOLD_"] == "65536"

@@ -225,12 +225,24 @@ WORKER_ENVIRON = {"OMP_NUM_THREADS": 1, "MKL_NUM_THREADS": 1, "OPENBLAS_NUM_THRE
 
 
 def local_cluster(workers: int, **kwargs: Any) -> Any:
-    """A LocalCluster of ``workers`` processes, one thread each, with ``WORKER_ENVIRON``."""
+    """A LocalCluster of ``workers`` processes, one thread each, with ``WORKER_ENVIRON``.
+
+    Dask's nanny writes its pre-spawn variables into this process's own environment and leaves
+    them there, so after any other LocalCluster in this process ``MALLOC_TRIM_THRESHOLD_=65536``
+    would reach the workers by inheritance: while they start, Dask's own value is held back (a
+    value of the user's, any other, is left alone)."""
     import dask.config
     from dask.distributed import LocalCluster
 
-    with dask.config.set({"distributed.nanny.pre-spawn-environ": dict(WORKER_ENVIRON)}):
-        return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, **kwargs)
+    dasks = str(dask.config.get("distributed.nanny.pre-spawn-environ", {}).get("MALLOC_TRIM_THRESHOLD_", ""))
+    held = os.environ.pop("MALLOC_TRIM_THRESHOLD_") if dasks and os.environ.get(
+        "MALLOC_TRIM_THRESHOLD_") == dasks else None
+    try:
+        with dask.config.set({"distributed.nanny.pre-spawn-environ": dict(WORKER_ENVIRON)}):
+            return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, **kwargs)
+    finally:
+        if held is not None:
+            os.environ["MALLOC_TRIM_THRESHOLD_"] = held
 
 
 def _serves_dashboard(client: Any, local: bool) -> bool:
