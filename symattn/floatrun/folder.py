@@ -23,22 +23,13 @@ _HEAD = "symattn floatref-run report: the files symattn wrote here, with their c
 
 
 def read_manifest(folder: Path) -> dict[str, str | None] | None:
-    path = folder / MANIFEST
-    try:
-        if path.is_symlink() or not path.is_file():
-            return None
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
-        return None
-    if not lines or lines[0] + "\n" != _HEAD:
-        return None
-    return files.read_listing(lines[1:])
+    """The report's listing when symattn wrote ``folder``, else None."""
+    return files.read_headed_listing(folder, MANIFEST, _HEAD)
 
 
 def owned(folder: Path) -> set[str]:
     """The files of an old report symattn may remove: listed, and unchanged since."""
-    listed = read_manifest(folder)
-    return set() if listed is None else files.unchanged(folder, listed) | {MANIFEST}
+    return files.owned_by_listing(folder, MANIFEST, _HEAD)
 
 
 def _harvest(target: Path) -> None:

@@ -220,6 +220,27 @@ def unchanged(folder: Path, listed: dict[str, str | None]) -> set[str]:
             if digest is not None and file_hash(folder / name) == digest}
 
 
+def read_headed_listing(folder: Path, manifest: str, head: str) -> dict[str, str | None] | None:
+    """The listing of ``folder/manifest`` when its first line is ``head`` (symattn wrote the
+    folder); None when the file is missing, a symlink, unreadable or someone else's."""
+    path = folder / manifest
+    try:
+        if path.is_symlink() or not path.is_file():
+            return None
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not lines or lines[0] + "\n" != head:
+        return None
+    return read_listing(lines[1:])
+
+
+def owned_by_listing(folder: Path, manifest: str, head: str) -> set[str]:
+    """The files of an old folder symattn may remove: listed under ``head``, unchanged since."""
+    listed = read_headed_listing(folder, manifest, head)
+    return set() if listed is None else unchanged(folder, listed) | {manifest}
+
+
 def pid_alive(pid: int) -> bool:
     """Whether a process with this id exists (a folder named after it may be in use)."""
     if pid <= 0:

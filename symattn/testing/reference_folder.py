@@ -41,21 +41,11 @@ __all__ = ["DESCRIPTION", "MANIFEST", "reference_files", "write_reference_folder
 
 
 def _read_manifest(folder: Path) -> dict[str, str | None] | None:
-    path = folder / MANIFEST
-    try:
-        if path.is_symlink() or not path.is_file():
-            return None
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
-        return None
-    if not lines or lines[0] + "\n" != _HEAD:
-        return None
-    return files.read_listing(lines[1:])
+    return files.read_headed_listing(folder, MANIFEST, _HEAD)
 
 
 def _owned(folder: Path) -> set[str]:
-    listed = _read_manifest(folder)
-    return set() if listed is None else files.unchanged(folder, listed) | {MANIFEST}
+    return files.owned_by_listing(folder, MANIFEST, _HEAD)
 
 
 def _npy(a: Any) -> bytes:
