@@ -81,6 +81,32 @@ def test_the_unscaled_variant_makes_the_same_row_right():
     assert unscaled.check("weights[love]", "0.00 / 0.98 / 0.02").code == "rounded"
 
 
+def _softmax_rows(scores: list[list[float]], scale: float) -> list[list[float]]:
+    import math
+    out = []
+    for row in scores:
+        top = max(row)
+        exps = [math.exp((x - top) * scale) for x in row]
+        out.append([e / sum(exps) for e in exps])
+    return out
+
+
+def test_a_problem_that_leaves_the_scale_out_names_dividing_anyway():
+    # the lesson's "without it": scale 1, so the slip is the usual 1/√3, or 1/3; there is no
+    # "unscaled" mistake to make (float64 on the lesson's integer scores, written for the test)
+    unscaled = Checker(sa.load_example("i-love-cats-unscaled"))
+    scores = [[2, 4, 4], [4, 16, 12], [4, 12, 10]]
+    by_root, by_d_k = _softmax_rows(scores, 3 ** -0.5), _softmax_rows(scores, 1 / 3)
+    anyway = unscaled.check("weights[I]", ", ".join(f"{w:.3f}" for w in by_root[0]))
+    assert (anyway.code, anyway.mistake) == ("mistake", "scaled-anyway")
+    assert "√d_k = √3, which this problem leaves out" in anyway.mistake_detail
+    assert [e.expected for e in anyway.entries] == [f"{w:.3f}" for w in _softmax_rows(scores, 1)[0]]
+    by_three = unscaled.check("weights[love]", ", ".join(f"{w:.3f}" for w in by_d_k[1]))
+    assert (by_three.code, by_three.mistake) == ("mistake", "scaled-by-d_k")
+    after = unscaled.check("weights[I]", ", ".join(f"{w * 3 ** -0.5:.3f}" for w in _softmax_rows(scores, 1)[0]))
+    assert (after.code, after.mistake) == ("mistake", "scaled-after-softmax")
+
+
 def test_scaled_by_d_k(lesson):
     # scores / 3: row I is [2/3, 4/3, 4/3]
     v = lesson.check("scaled[I]", "0.67, 1.33, 1.33")

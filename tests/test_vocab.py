@@ -145,7 +145,7 @@ def test_every_catalogued_mistake_has_a_code_and_every_code_is_catalogued():
     from symattn.check.mistakes.catalog import MISTAKE_CODES
 
     assert catalogue_tables() == set(MISTAKE_CODES) == {c.value for c in MistakeCode.catalogued()}
-    assert len(MISTAKE_CODES) == 32 and set(BACKWARD_CODES) <= set(MISTAKE_CODES)
+    assert len(MISTAKE_CODES) == 33 and set(BACKWARD_CODES) <= set(MISTAKE_CODES)
     assert BACKWARD_CODES == ("forgot-row-dot", "row-dot-as-row-sum", "dp-not-transposed",
                               "dv-not-transposed", "dk-not-transposed", "backward-unscaled",
                               "backward-scaled-twice", "unscaled-forward", "gradient-ascent")
@@ -166,7 +166,7 @@ def test_every_mistake_the_catalog_builds_is_named_by_a_member(name):
 def test_the_worksheets_sets_of_mistakes_are_the_ones_they_were():
     from symattn.classroom.worksheets.wrong_answers import SEPARATED, VARIANT_MISTAKES
 
-    assert SEPARATED == {"unscaled", "scaled-by-d_k", "transposed-scores", "softmax-over-columns",
+    assert SEPARATED == {"unscaled", "scaled-by-d_k", "scaled-anyway", "transposed-scores", "softmax-over-columns",
                          "scaled-after-softmax", "values-from-keys", "transposed-output", "early-rounding",
                          "mask-after-softmax", "masked-by-zero", "window-off-by-one"}
     assert VARIANT_MISTAKES["rope"] == {"rope-layout", "rope-degrees", "rope-query-only", "rope-on-values"}

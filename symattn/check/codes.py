@@ -61,6 +61,7 @@ class MistakeCode(Vocabulary):
 
     UNSCALED = "unscaled", MistakeFamily.FORWARD
     SCALED_BY_D_K = "scaled-by-d_k", MistakeFamily.FORWARD
+    SCALED_ANYWAY = "scaled-anyway", MistakeFamily.FORWARD
     TRANSPOSED_SCORES = "transposed-scores", MistakeFamily.FORWARD
     SOFTMAX_OVER_COLUMNS = "softmax-over-columns", MistakeFamily.FORWARD
     SCALED_AFTER_SOFTMAX = "scaled-after-softmax", MistakeFamily.FORWARD

@@ -54,6 +54,7 @@ MAX_TOTAL_BOXES = 20_000    # answer boxes of all versions together (30 versions
 _SAYS: dict[str, str] = {
     MistakeCode.UNSCALED: "you did not divide by √d_k",
     MistakeCode.SCALED_BY_D_K: "you divided by d_k instead of √d_k",
+    MistakeCode.SCALED_ANYWAY: "you divided by √d_k, which this problem leaves out",
     MistakeCode.TRANSPOSED_SCORES: "you computed K·Qᵀ instead of Q·Kᵀ (or swapped W_q and W_k)",
     MistakeCode.SOFTMAX_OVER_COLUMNS: "you took the softmax down each column instead of along each row",
     MistakeCode.SCALED_AFTER_SOFTMAX: "you scaled after the softmax instead of before it",

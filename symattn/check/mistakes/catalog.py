@@ -10,7 +10,9 @@ every figure and every student.
 code                      the change
 ========================  =====================================================
 ``unscaled``              scale c·(1/√d_k) becomes c: the √d_k is forgotten
-``scaled-by-d_k``         scale c/√d_k becomes c/d_k
+``scaled-by-d_k``         scale c/√d_k becomes c/d_k (scale 1 becomes 1/d_k)
+``scaled-anyway``         scale 1 (a problem that leaves the √d_k out) becomes 1/√d_k;
+                          such a problem has no ``unscaled`` mistake
 ``transposed-scores``     K·Qᵀ instead of Q·Kᵀ: W_q and W_k swapped (or Q and K)
 ``softmax-over-columns``  the weights of the transposed-scores trace, read
                           transposed: a softmax down each column of the scores
@@ -313,15 +315,24 @@ class Mistakes:
         # c = scale·√d_k and c/d_k = scale/√d_k equal the scale only when d_k = 1 or the scale
         # is 0: decided here, not by sympy.simplify (60 ms a problem, most of a Checker's cost)
         same_scale = p.d_k == 1 or p.scale.is_zero is True
-        for code, detail, scale in ((MistakeCode.UNSCALED, "no division by √d_k", c),
-                                    (MistakeCode.SCALED_BY_D_K, f"divided by d_k = {p.d_k}, not √d_k",
-                                     c / p.d_k)):
+        # a problem with scale 1 leaves the √d_k out on purpose (the lesson's "without it"):
+        # there the slip is dividing anyway, and its own trace is the unscaled one
+        leaves_scale_out = p.scale == 1
+        scalings = ((MistakeCode.SCALED_ANYWAY, f"divided by √d_k = √{p.d_k}, which this problem leaves out",
+                     1 / root),
+                    (MistakeCode.SCALED_BY_D_K, f"divided by d_k = {p.d_k}, which this problem leaves out",
+                     sympy.Rational(1, p.d_k))) if leaves_scale_out else \
+                   ((MistakeCode.UNSCALED, "no division by √d_k", c),
+                    (MistakeCode.SCALED_BY_D_K, f"divided by d_k = {p.d_k}, not √d_k", c / p.d_k))
+        for code, detail, scale in scalings:
             if same_scale:
                 continue
             trace = self._attempt(partial(_rebuild, p, scale=scale))
             if trace is not None:
                 out.append(Mistake(code, detail, _AFTER_SCORES, Source(trace)))
                 unscaled = trace if code == MistakeCode.UNSCALED else unscaled
+        if leaves_scale_out and not same_scale:
+            unscaled = self.trace
         if self._swapped is not None:
             out.append(Mistake(MistakeCode.TRANSPOSED_SCORES, "K·Qᵀ instead of Q·Kᵀ, or W_q and W_k swapped",
                                frozenset(StepName.span(StepName.SCORES, StepName.OUTPUT)), Source(self._swapped)))
