@@ -14,6 +14,7 @@ relative error u each) and every underflow (each at most 2^-1075).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from symattn.floatref import masks
@@ -23,10 +24,11 @@ EXP_REL = 8 * U          # assumed: |fl(exp(x)) − exp(x)| ≤ 8u·exp(x) + EXP
 EXP_ABS = 2.0 ** -1070   # 16 float64 subnormal units
 TINY = 2.0 ** -1000      # absorbs every underflow (far below any float32/16 subnormal)
 _INFLATE = 1 + 2.0 ** -20
-#: keys per partial sum: sums and W·V carry γ_{B + S/B + 1} instead of γ_S (128: at S = 4,096,
-#: γ_161 against 256's γ_273 leaves 131 rows to the double-double step instead of 184, and
-#: BLAS is as fast; fast64 keeps its own 256)
-SUM_BLOCK = 128
+#: keys per partial sum: sums and W·V carry γ_{B + δ + 1} instead of γ_S, δ the additions
+#: after a block (:func:`_depth`); 64: at S = 4,096, γ_75 where 32 blocks of 128 added in
+#: turn gave γ_161 (with step 2's tighter e_x, 67 rows left to the double-double step
+#: instead of 131), and BLAS is as fast; fast64 keeps its own 256)
+SUM_BLOCK = 64
 #: rows per block: keeps the (rows × S) float64 temporaries near 4 MB each (peak memory a few
 #: times the inputs and the result; measured in tests/test_hostile_arrays.py)
 BLOCK_ENTRIES = 1 << 19
@@ -104,25 +106,91 @@ class _Head:
         self.Kh, Kl, self.ek = _split(K, self.beta)
         self.KlK = np.concatenate([Kl, K], axis=1)
         self.kln_max = float(np.sqrt(np.einsum("ij,ij->i", Kl, Kl)).max())
-        VV = np.concatenate([V, np.abs(V)], axis=1)
         self.Ev = V.shape[1]
-        self.VVb = np.ascontiguousarray(_blocks(VV.T).transpose(0, 2, 1))   # (nb, B, 2Ev)
-        self.absV_sum = np.abs(V).sum(axis=0)
+        self.starts = np.arange(0, self.S, SUM_BLOCK)
+        self.Vb = [np.ascontiguousarray(V[a:a + SUM_BLOCK]) for a in self.starts]   # key blocks
+        absV = np.abs(V)
+        self.absV_sum = absV.sum(axis=0)
+        # Σ w̃|v| by a float32 product (half a float64 one) where nothing can overflow float32
+        # (w̃ ≤ 1: every partial sum stays below 2·Σ|v|); else in float64
+        small = self.S * 2.0 ** -24 < 0.5 and float(self.absV_sum.max(initial=0.0)) < 2.0 ** 125
+        self.absV = absV.astype(np.float32) if small else absV
 
 
-def _blocks(M):
-    """(rows, S) → (nb, rows, SUM_BLOCK), the keys cut in blocks (zero-padded: zeros add no error)."""
+def _abs_sums(Wm, h: _Head):
+    """A ≥ Σ_j w̃_j|v_jc| per row and column (docs/floatref.md, step 7).  In float32, with w' and
+    a' the float32 roundings of w̃ ≤ 1 and |v| and the sums' γ_S (float32 u = 2^-24; every
+    product and addition at most 2^-126 off when it underflows, flushed or not):
+    Σ w̃|v| ≤ [(Ã + 2S·2^-126)/(1 − γ_S) + 2^-150(S + Σ|v|)]/(1 − 2^-24)²; in float64,
+    Σ w̃|v| ≤ Ã/(1 − γ_S) (underflow inside _up's 2^-1000)."""
     import numpy as np
 
-    rows, S = M.shape
-    nb = -(-S // SUM_BLOCK)
-    if nb * SUM_BLOCK != S:
-        M = np.concatenate([M, np.zeros((rows, nb * SUM_BLOCK - S))], axis=1)
-    return np.ascontiguousarray(M.reshape(rows, nb, SUM_BLOCK).transpose(1, 0, 2))   # BLAS wants contiguous
+    S = h.S
+    if h.absV.dtype == np.float64:
+        return _up((Wm @ h.absV) / (1 - gamma(S)))
+    u32 = 2.0 ** -24
+    g32 = S * u32 / (1 - S * u32)
+    A = (Wm.astype(np.float32) @ h.absV).astype(np.float64)
+    A += 2 * S * 2.0 ** -126
+    A /= 1 - g32
+    A += (2.0 ** -150 * (S + h.absV_sum))[None, :]
+    return _up(A / (1 - u32) ** 2)
+
+
+def _tree_sum(parts):
+    """Σ over axis 0 (overwriting ``parts``) as a balanced tree: each entry of the result is
+    a sum in which every term went through at most ⌈log₂ n⌉ additions, where adding the n
+    parts in turn puts the first through n − 1."""
+    n = parts.shape[0]
+    while n > 1:
+        half = n // 2
+        parts[:half] += parts[n - half:n]              # n odd: the middle part waits a level
+        n -= half
+    return parts[0]
+
+
+def _group(nb: int) -> int:
+    """Block products summed in turn per group (in cache), the groups then by a tree."""
+    return max(1, math.isqrt(nb - 1) + 1) if nb > 1 else 1
+
+
+def _depth(nb: int) -> int:
+    """The additions any term goes through in :func:`_grouped_products` over nb blocks
+    (also at least those of :func:`_tree_sum` over nb parts)."""
+    g = _group(nb)
+    return max(g - 1 + (-(-nb // g) - 1).bit_length(), (nb - 1).bit_length() if nb > 1 else 0)
+
+
+def _grouped_products(Wm, h: _Head):
+    """Σ_b W̃_b·V_b over the key blocks (views of W̃: BLAS takes the row stride): in turn
+    within groups of :func:`_group` blocks, then a tree over the groups, so each entry
+    carries γ_{B + _depth(nb)} (at S = 4,096 and B = 64: γ_74, where all 64 in turn give
+    γ_127; a tree over all of them writes 64 partial products and is slower)."""
+    import numpy as np
+
+    B, nb = SUM_BLOCK, len(h.Vb)
+    g = _group(nb)
+    parts = np.empty((-(-nb // g), Wm.shape[0], h.Ev))
+    for k, first in enumerate(range(0, nb, g)):
+        np.matmul(Wm[:, first * B:(first + 1) * B], h.Vb[first], out=parts[k])
+        for b in range(first + 1, min(nb, first + g)):
+            parts[k] += Wm[:, b * B:(b + 1) * B] @ h.Vb[b]
+    return _tree_sum(parts)
 
 
 def _scores(Q, h: _Head):
-    """D̃ ≈ Q·Kᵀ and a per-row bound e_D on |D̃ − D| (docs/floatref.md, step 1)."""
+    """D̃ ≈ Q·Kᵀ, a per-row bound e_D on |D̃ − D| and cs ≥ ‖q‖·max‖k‖ ≥ |d| (docs/floatref.md,
+    step 1, with |d̃| ≤ (1 + u)(cs + e₂) for the last addition's rounding)."""
+    D, e2, cs = _split_scores(Q, h)
+    if e2 is None:
+        return D, _up(gamma(Q.shape[1]) * cs), cs
+    return D, _up(e2 + U * (1 + U) * (cs + e2)), cs
+
+
+def _split_scores(Q, h: _Head):
+    """D̃ = fl(Q_h·K_hᵀ + R̃) with Q_h·K_hᵀ exact and e₂ ≥ |R̃ − R| per row, and cs ≥ ‖q‖·max‖k‖
+    (docs/floatref.md, step 1); e₂ is None where the exponents are too far apart for the
+    split, and D̃ is then the plain product (error γ_E·cs)."""
     import numpy as np
 
     E = Q.shape[1]
@@ -132,19 +200,32 @@ def _scores(Q, h: _Head):
     Qh, Ql, eq = _split(Q, h.beta)
     lo_grid = int((eq.min() if eq.size else 0)) + int(h.ek.min()) - 2 * h.beta
     hi_grid = int((eq.max() if eq.size else 0)) + int(h.ek.max()) + E.bit_length()
-    if lo_grid >= -1022 and hi_grid <= 1000:
-        # Qh·Khᵀ is exact (every partial sum an integer below 2^53 on the grid 2^(eq+ek−2β));
-        # the rest, [Qh | Ql]·[Kl | K]ᵀ, is small: γ_2E·(‖qh‖‖kl‖ + ‖ql‖‖k‖); then one addition
-        D = Qh @ h.Kh.T
-        D += np.concatenate([Qh, Ql], axis=1) @ h.KlK.T
-        qhn = np.sqrt(np.einsum("ij,ij->i", Qh, Qh))
-        qln = np.sqrt(np.einsum("ij,ij->i", Ql, Ql))
-        e2 = _up(gamma(2 * E) * (qhn * h.kln_max + qln * h.kn_max) * norm)
-        eD = _up(e2 + U * (1 + U) * (cs + e2))
-    else:                                                    # exponents too far apart: the plain bound
-        D = Q @ h.K.T
+    if not (lo_grid >= -1022 and hi_grid <= 1000):          # the plain product and bound
+        return Q @ h.K.T, None, cs
+    # Qh·Khᵀ is exact (every partial sum an integer below 2^53 on the grid 2^(eq+ek−2β));
+    # the rest, [Qh | Ql]·[Kl | K]ᵀ, is small: γ_2E·(‖qh‖‖kl‖ + ‖ql‖‖k‖); then one addition
+    D = Qh @ h.Kh.T
+    D += np.concatenate([Qh, Ql], axis=1) @ h.KlK.T
+    qhn = np.sqrt(np.einsum("ij,ij->i", Qh, Qh))
+    qln = np.sqrt(np.einsum("ij,ij->i", Ql, Ql))
+    return D, _up(gamma(2 * E) * (qhn * h.kln_max + qln * h.kn_max) * norm), cs
+
+
+def _score_bounds(e2, cs, P, s: float, E: int):
+    """(e_D, D_m) per row: |D̃ − D| ≤ e_D and |d̃| ≤ D_m, read off the row's largest |P̃| = P,
+    P̃ = fl(s̃·d̃) (docs/floatref.md, step 2): |d̃| ≤ (P + 2^-1074)(1 + 2u)/|s̃|, where the
+    Cauchy–Schwarz cs is often 4× the largest score; e_D = e₂ + u·D_m for the last addition."""
+    import numpy as np
+
+    if e2 is None:                                        # the plain product
         eD = _up(gamma(E) * cs)
-    return D, eD, cs
+        return eD, _up(cs + eD)
+    Dm = _up((1 + U) * (cs + e2))
+    if s != 0:
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            read = _up((P + 2.0 ** -1074) * (1 + 2 * U) / abs(s))
+        Dm = np.where(read < Dm, read, Dm)                # NaN or inf: keep cs
+    return _up(e2 + U * Dm), Dm
 
 
 def _block(Q, h: _Head, allowed, additive, s, ds):
@@ -164,13 +245,14 @@ def _shifted(Q, h: _Head, allowed, additive, s, ds):
     bound e_x on |x̃ − x|, and the rows that overflow (they go to the arb path whole)."""
     import numpy as np
 
-    D, eD, cs = _scores(Q, h)
-    # t = s·d + m: |t̃ − t| ≤ |s̃|e_D + |s̃ − s|(|d̃| + e_D) + u|P| + u|t̃| per entry
-    as_ = abs(s)
-    Pmax = _up(as_ * (cs + eD) * (1 + U))
-    E0 = _up(as_ * eD + ds * (cs + 2 * eD) + U * Pmax)
+    D, e2, cs = _split_scores(Q, h)
     T = D
-    T *= s
+    T *= s                                                # P̃ = fl(s̃·d̃)
+    top = T.max(axis=1)
+    Pmax = np.maximum(np.abs(top), np.abs(T.min(axis=1)))    # the row's largest |P̃|, exactly
+    eD, Dm = _score_bounds(e2, cs, Pmax, s, Q.shape[1])
+    # t = s·d + m: |t̃ − t| ≤ |s̃|e_D + |s̃ − s|(|d̃| + e_D) + u|P̃| + u|t̃| per entry
+    E0 = _up(abs(s) * eD + ds * (Dm + 2 * eD) + U * Pmax)
     keep = allowed
     overflow = np.zeros(Q.shape[0], dtype=bool)
     if additive is not None:
@@ -180,7 +262,7 @@ def _shifted(Q, h: _Head, allowed, additive, s, ds):
         overflow |= ~ok | ~(Pmax < 2.0 ** 900)               # then fl(s̃·d̃ + mh) cannot overflow
     if allowed is not None:
         np.putmask(T, ~allowed, -np.inf)
-    c = T.max(axis=1)
+    c = top if additive is None and allowed is None else T.max(axis=1)
     overflow |= ~np.isfinite(c)                           # these rows go to the arb path whole
     c = np.where(np.isfinite(c), c, 0.0)
     if additive is None:
@@ -214,19 +296,16 @@ def _normalised(X, eX, overflow, h: _Head):
     G = _up((np.expm1(eX) + EXP_REL) / (1 - EXP_REL) ** 2)
     Aabs = _up(EXP_ABS * (1 + G))
     Wm = np.exp(X, out=X)
-    Wb = _blocks(Wm)
-    Z = Wb.sum(axis=2).sum(axis=0)
-    gS = gamma(min(SUM_BLOCK, S) + Wb.shape[0] + 1)      # zero padding adds no error
+    Z = _tree_sum(np.add.reduceat(Wm, h.starts, axis=1).T)    # block sums, then the tree
+    gS = gamma(min(SUM_BLOCK, S) + _depth(len(h.starts)) + 1)
     # Σ w̃ ≤ Z̃/(1 − gS); R_Z = (gS + G)·Z̃/(1 − gS) + S·a(1 + G)
     RZ = _up((gS + G) * Z / (1 - gS) + S * Aabs)
     denom = np.nextafter(Z - RZ, -np.inf)
     good = (denom > 0) & np.isfinite(RZ) & ~overflow & (eX < 0.5)
     denom = np.where(good, denom, np.nan)
-    # output numerators and Σ w̃|v| in one blocked product
-    NA = Wb[0] @ h.VVb[0]
-    for b in range(1, Wb.shape[0]):                      # block by block: nb − 1 more additions
-        NA += Wb[b] @ h.VVb[b]
-    N, A = NA[:, :h.Ev], NA[:, h.Ev:]
+    # output numerators in key blocks; an upper bound on Σ w̃|v| in one product
+    N = _grouped_products(Wm, h)
+    A = _abs_sums(Wm, h)
     # p̃ = fl(w̃/Z̃): |p − p̃| ≤ p̃·[(Z̃G + R_Z)(1+2u)²/denom + u] + a(1+G)(1+2u)/denom;
     # 3u more (and _up) covers computing p̃ ± radius in round-to-nearest
     alpha = _up((Z * G + RZ) * (1 + 2 * U) ** 2 / denom + 4 * U)
@@ -235,9 +314,10 @@ def _normalised(X, eX, overflow, h: _Head):
     Pm /= Z[:, None]
     Rp = Pm * alpha[:, None]
     Rp += gam[:, None]
-    # o = (Σ w·v)/Z: |Ñ − Σw̃v| ≤ gS·Σw̃|v|; |Σw̃v − Σwv| ≤ G·Σw̃|v| + a(1 + G)Σ|v|
+    # o = (Σ w·v)/Z: |Ñ − Σw̃v| ≤ gS·Σw̃|v|; |Σw̃v − Σwv| ≤ G·Σw̃|v| + a(1 + G)Σ|v|, with
+    # Σw̃|v| ≤ A and Σ|v| ≤ absV_sum·(1 + 2γ_S)
     gA = 1 + 2 * gamma(S)
-    RN = _up((gS + G[:, None]) * A * gA + Aabs[:, None] * h.absV_sum[None, :] * gA)
+    RN = _up((gS + G[:, None]) * A + Aabs[:, None] * h.absV_sum[None, :] * gA)
     Om = N / Z[:, None]
     aO = np.abs(Om)
     Ro = _up((RN + aO * (1 + 2 * U) * RZ[:, None]) / denom[:, None] * (1 + 2 * U) + 4 * U * aO)
