@@ -12,7 +12,7 @@ import pytest
 
 from symattn import floatref as fr
 from symattn.floatref import fast
-from tests.test_floatref_sdpa import assert_matches
+from test_floatref_sdpa import assert_matches
 
 
 def exact_abs_sums(W, V):
@@ -129,3 +129,23 @@ def test_many_key_blocks_every_entry_against_mpmath(fmt):
     Q *= 3
     ref = fr.correctly_rounded(Q, K, V, dtype=fmt)
     assert_matches(ref, Q, K, V, fmt)
+
+
+@pytest.mark.parametrize("E", [1, 2, 3, 7, 64, 80, 96, 128, 256, 1000, 4096])
+def test_default_scale_error_bounds_the_true_error_tightly(E):
+    """|fl(1/fl(√E)) − 1/√E| against mpmath at 60 digits: the bound holds, is 0 where √E is a
+    power of two, and is below 2u·s̃ (the two roundings' worst case being 3u·s̃)."""
+    import math
+
+    import mpmath
+
+    from symattn.floatref.sdpa import _default_scale_error
+
+    s = 1.0 / math.sqrt(E)
+    err = _default_scale_error(s, E)
+    with mpmath.workdps(60):
+        true = abs(mpmath.mpf(s) - 1 / mpmath.sqrt(E))
+        assert mpmath.mpf(err) >= true
+        assert mpmath.mpf(err) <= true * (1 + mpmath.mpf(2) ** -50) + mpmath.mpf(2) ** -1074
+    assert err < 2 * 2.0 ** -53 * s
+    assert (err == 0) == (E in (1, 64, 256, 4096))

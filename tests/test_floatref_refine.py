@@ -72,3 +72,27 @@ def test_near_midpoint_cancellation_against_mpmath(dtype, k):
     V[1:, 0] = -V[0, 0] / 5 + 2.0 ** -k * rng.standard_normal(5)
     ref = fr.correctly_rounded(Q, K, V, dtype=dtype)
     assert_matches(ref, Q, K, V, dtype)
+
+
+@pytest.mark.parametrize("undecided", ["weights only", "two output columns"])
+def test_the_double_double_rows_compute_only_the_undecided_output_columns(undecided):
+    """Entries the float64 bounds decided, marked undecided and overwritten: the double-double
+    step decides them again to the same values, through the value columns that hold an
+    undecided output only (none when only weights are left)."""
+    from symattn.floatref.binary import BINARY_FORMATS
+    from symattn.floatref.sdpa import _fast_slice, _refine64, normalise
+
+    rng = np.random.default_rng(3)
+    Q, K, V = (rng.standard_normal((1, 1, n, 16)).astype(np.float32) for n in (40, 300, 300))
+    pr, fmt = normalise(Q, K, V), BINARY_FORMATS["float32"]
+    w, w_ok, o, o_ok, _ = _fast_slice(pr, (0, 0), None, None, fmt)
+    assert w_ok.all() and o_ok.all()
+    want_w, want_o = w.copy(), o.copy()
+    w_ok[[2, 9], :5] = False
+    w[[2, 9], :5] = 7.0
+    if undecided == "two output columns":
+        o_ok[[2, 30], [3, 11]] = False
+        o[[2, 30], [3, 11]] = 7.0
+    _refine64(pr, (0, 0), None, None, fmt, w, w_ok, o, o_ok)
+    assert w_ok.all() and o_ok.all()
+    assert (w == want_w).all() and (o == want_o).all()

@@ -247,13 +247,23 @@ def _given_mask(attn_mask: Any, full: tuple[int, ...]) -> tuple[Any, Any]:
     return allowed, (additive if additive.any() else None)
 
 
+def _default_scale_error(scale_f: float, E: int) -> float:
+    """A float ≥ |s̃ − s|, s = 1/√E, from exact rationals: |s̃² − 1/E| = |s̃ − s|(s̃ + s), and
+    s ≥ s̃(1 − 3u) (two correctly rounded operations), so s̃ + s ≥ s̃(2 − 4u).  0 when √E is
+    a power of two (E = 64: s̃ = 1/8); at E = 128 0.8u·s̃, where the worst case 3u·s̃ used
+    before fed 3u·|t| into every score's error."""
+    s = Fraction(scale_f)
+    gap = abs(s * s * E - 1) / (E * s * (2 - Fraction(4, 2 ** 53)))
+    return math.nextafter(float(gap), math.inf) if gap else 0.0
+
+
 def _scale(scale: float | None, E: int) -> tuple[Any, float, float]:
     """The scale exactly, as the float used, and the float's error bound."""
     if scale is None:
         import sympy
         exact: Any = 1 / sympy.sqrt(E)
         scale_f = 1.0 / math.sqrt(E)
-        return exact, scale_f, 3 * 2.0 ** -53 * scale_f   # two correctly rounded operations
+        return exact, scale_f, _default_scale_error(scale_f, E)
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale):
         raise FloatRefError(f"scale is {scale!r}: give a finite float (read by its binary value)")
     return Fraction(float(scale)), float(scale), 0.0
@@ -387,25 +397,30 @@ def _refine64(pr, idx: tuple, allowed, additive, fmt: BinaryFormat, w, w_ok, o, 
     Q, K, V = pr.Q[idx], pr.K[idx], pr.V[idx]
     cast = ieee_conversions_hold() and fmt.name == "float32"
     scale = fast64.scale_dd(pr.scale)
-    scores, products = fast64.products(K, V, Q.shape[1])     # once per head, as enclose64
+    # only the value columns with an undecided output (often a third of them): the row sums
+    # need every weight, an output column only its own products
+    cols = np.nonzero(~o_ok[rows].all(axis=0))[0]
+    scores, products = fast64.products(K, V[:, cols], Q.shape[1])     # once per head, as enclose64
     step = max(heads.MIN_ROWS, heads.ENTRIES // max(K.shape[0], V.shape[1], 1))
     for a in range(0, rows.size, step):
         block = rows[a:a + step]
         mask = None if allowed is None else allowed[block]
         weights, output, weights_zero = fast64._block(Q[block], scores, products, mask,
                                                       None if additive is None else additive[block],
-                                                      scale, V.shape[1])
-        for (hi, lo, rad), values, ok in ((weights, w, w_ok), (output, o, o_ok)):
+                                                      scale, cols.size)
+        for (hi, lo, rad), values, ok, where in ((weights, w, w_ok, None), (output, o, o_ok, cols)):
             y, decided = np.empty(hi.shape, dtype=values.dtype), np.empty(hi.shape, dtype=bool)
             with np.errstate(over="ignore", invalid="ignore", under="ignore"):
                 heads.decide_dd_into(hi, lo, rad, fmt, cast, y, decided)
-            if values is w:
+            if where is None:
                 zeros = weights_zero if mask is None else weights_zero | ~mask
                 y[zeros] = 0.0
                 decided |= zeros
-            r, c = np.nonzero(decided & ~ok[block])          # the entries still undecided
-            values[block[r], c] = y[r, c]
-            ok[block[r], c] = True
+            known = ok[block] if where is None else ok[block][:, where]
+            r, c = np.nonzero(decided & ~known)              # the entries still undecided
+            at = c if where is None else where[c]             # the output's own columns
+            values[block[r], at] = y[r, c]
+            ok[block[r], at] = True
 
 
 def _decide(mid, rad, fmt: BinaryFormat):
