@@ -248,8 +248,8 @@ def _shifted(Q, h: _Head, allowed, additive, s, ds):
     D, e2, cs = _split_scores(Q, h)
     T = D
     T *= s                                                # P̃ = fl(s̃·d̃)
-    top = T.max(axis=1)
-    Pmax = np.maximum(np.abs(top), np.abs(T.min(axis=1)))    # the row's largest |P̃|, exactly
+    top, bottom = T.max(axis=1), T.min(axis=1)
+    Pmax = np.maximum(np.abs(top), np.abs(bottom))       # the row's largest |P̃|, exactly
     eD, Dm = _score_bounds(e2, cs, Pmax, s, Q.shape[1])
     # t = s·d + m: |t̃ − t| ≤ |s̃|e_D + |s̃ − s|(|d̃| + e_D) + u|P̃| + u|t̃| per entry
     E0 = _up(abs(s) * eD + ds * (Dm + 2 * eD) + U * Pmax)
@@ -281,7 +281,8 @@ def _shifted(Q, h: _Head, allowed, additive, s, ds):
     overflow |= ~np.isfinite(eT)
     X = T
     X -= c[:, None]
-    xmin = X.min(axis=1) if keep is None else np.min(X, axis=1, where=keep, initial=0.0)
+    # no mask: RN is monotonic, so min_j fl(t̃_j − c) = fl(min_j t̃_j − c), without a pass
+    xmin = bottom - c if keep is None else np.min(X, axis=1, where=keep, initial=0.0)
     xm = np.minimum(-xmin, 800.0)                         # x̃ < −800: w̃ = 0 and w < 2^-1070
     return X, _up(eT + U * xm), overflow
 
