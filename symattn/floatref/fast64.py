@@ -16,22 +16,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import lru_cache
 from typing import Any
 
-from symattn.floatref import dd, masks
+from symattn.floatref import dd, fused64, masks
+from symattn.floatref.exp64 import (EXP_SERIES, TABLE_REL, X_TABLE, X_ZERO, _ball_dd, _dd_of,
+                                    _exp)
+from symattn.floatref.exp64 import exp_table as exp_table
 
 U = dd.U
 #: absolute term of every bound: covers each underflow (≤ 2^-1075) of fewer than 2^30 operations
 TINY = 2.0 ** -1040
 _INFLATE = 1 + 2.0 ** -20
-#: exp(x) for x ≥ X_TABLE comes from the table; x < X_ZERO gives a weight that rounds to 0
-X_TABLE = -650.0
-X_ZERO = -800.0
-#: |exp(r) − computed| ≤ EXP_SERIES for |r| ≤ 2^-10.9 (the series and its float evaluation)
-EXP_SERIES = 2.0 ** -83
-#: relative error of a table entry exp(k/1024)
-TABLE_REL = 2.0 ** -101
 #: keys per block of the remainder products (error γ_{parts·B + blocks + 1})
 SUM_BLOCK = 256
 #: rows per block: (rows × S) double-double temporaries near 2 MB each
@@ -57,51 +52,6 @@ class Enclosures64:
     output_rad: Any
     weights_zero: Any   # (L, S) weights proved to round to +0 (blocked, or e^x far below 2^-1074)
     empty: Any          # (L,) every key blocked
-
-
-def _dd_of(value: Fraction) -> tuple[float, float, float]:
-    """hi, lo and an upper bound on |value − hi − lo| for an exact rational."""
-    hi = float(value)
-    rest = value - Fraction(hi)
-    lo = float(rest)
-    err = abs(rest - Fraction(lo))
-    return hi, lo, float(err) * 2 if err else 0.0
-
-
-def _ball_dd(ball) -> tuple[float, float, float]:
-    """hi, lo and an error bound for an arb ball: |x − hi − lo| ≤ err for every x in it."""
-    from symattn.floatref.binary import _dyadic
-
-    hi, lo, err = _dd_of(_dyadic(ball.mid()))
-    return hi, lo, err + float(_dyadic(ball.rad())) * 2
-
-
-@lru_cache(maxsize=1)
-def exp_table():
-    """(hi, lo) of exp(−m/1024) for m = 0 … 650·1024, relative error ≤ TABLE_REL.
-
-    Built as exp(−i)·exp(j/1024) (m = 1024·i − j) from 1,675 arb values at 160 bits,
-    each within 2^-104 relative, and one double-double product (≤ 7u²)."""
-    import flint
-    import numpy as np
-
-    from symattn.numbers.precision import precision
-
-    top = int(-X_TABLE)
-    with precision(160):
-        e1 = [_ball_dd(flint.arb(-i).exp()) for i in range(top + 1)]
-        e0 = [_ball_dd((flint.arb(j) / 1024).exp()) for j in range(1024)]
-    for hi, _lo, err in e1 + e0:
-        assert err <= 2.0 ** -104 * abs(hi), "the exp table is not accurate enough"
-    A, B = np.array(e1), np.array(e0)
-    size = top * 1024 + 1
-    hi, lo = np.empty(size), np.empty(size)
-    for start in range(0, size, 1 << 16):          # in chunks: the temporaries stay near 0.5 MB
-        m = np.arange(start, min(size, start + (1 << 16)))
-        i = -(-m // 1024)
-        a, b = A[i], B[i * 1024 - m]
-        hi[m], lo[m] = dd.mul(a[:, 0], a[:, 1], b[:, 0], b[:, 1])
-    return hi, lo
 
 
 def scale_dd(exact) -> tuple[float, float, float]:
@@ -170,21 +120,44 @@ class _Product:
         return lo >= -1022 and hi <= 900 and bool(np.isfinite(self.Yabs_sum).all())
 
     def __call__(self, Xh, Xl, ex):
-        """(hi, lo) of X·Y, and the remainder's error bound as (per row a, per column b, …) pieces."""
+        """(hi, lo) of X·Y, X1 + X2, X3 and the n of the remainder's γ_n."""
+        A, B, C, R, X12, X3, m = self.parts(Xh, Xl, ex)
+        h, lo = assemble(A, B, C, R)
+        return h, lo, X12, X3, m
+
+    def parts(self, Xh, Xl, ex):
+        """The exact slice products A = X1·Y1, B = [X1 | X2]·[Y2; Y1], C = X2·Y2 and the remainder
+        product R, with X1 + X2, X3 and R's n."""
         import numpy as np
 
-        beta = self.beta
-        X1, X2, X3 = _slices(Xh, ex, beta, 1)
+        X1, X2, X3 = _slices(Xh, ex, self.beta, 1)
         A = X1 @ self.Y1
         B = np.concatenate([X1, X2], axis=1) @ self.Y21
         C = X2 @ self.Y2
         X12 = X1 + X2                                       # exact: 2β + 1 bits on one grid
         parts = [X12, X3] + ([] if Xl is None else [Xl])
         R, m = _blocked(parts, self._rest(len(parts)), self.n)
-        h, lo = dd.two_sum(A, B)
-        h, lo = dd.add_fp(h, lo, C)
-        h, lo = dd.add_fp(h, lo, R)
-        return h, lo, X12, X3, m
+        return A, B, C, R, X12, X3, m
+
+    def of_weights(self, Wh, Wl, ex):
+        """(hi, lo) of W·Y, Σ|W3| per row (rounded) and R's n: :meth:`__call__` with the slices of
+        W cut in fused loops (fused64.w_slices), the same products on views of them."""
+        S = Wh.shape[1]
+        X12, X3abs, Rin = fused64.w_slices(Wh, Wl, ex, self.beta, SUM_BLOCK)
+        A = X12[:, :S] @ self.Y1
+        B = X12 @ self.Y21
+        C = X12[:, S:] @ self.Y2
+        Ys = self._rest(3)
+        if S <= SUM_BLOCK:
+            R, m = Rin @ Ys[0], 3 * S
+        else:
+            R = None
+            for nb, a in enumerate(range(0, S, SUM_BLOCK)):
+                P = Rin[:, 3 * a:3 * min(S, a + SUM_BLOCK)] @ Ys[nb]
+                R = P if R is None else R.__iadd__(P)
+            m = 3 * SUM_BLOCK + nb + 2
+        h, lo = assemble(A, B, C, R)
+        return h, lo, X3abs, m
 
     def _rest(self, parts: int) -> list:
         """[Y3; Y] or [Y3; Y; Y] in the key blocks of :func:`_blocked` (built once per head)."""
@@ -196,6 +169,13 @@ class _Product:
                                 for a in range(0, self.n, SUM_BLOCK)] if self.n > SUM_BLOCK \
                 else [np.concatenate(Ys, axis=0)]
         return self.rest[parts]
+
+
+def assemble(A, B, C, R):
+    """A + B + C + R in double-double: TwoSum, then two DWPlusFP."""
+    h, lo = dd.two_sum(A, B)
+    h, lo = dd.add_fp(h, lo, C)
+    return dd.add_fp(h, lo, R)
 
 
 def _blocked(X: list, Ys: list, n: int):
@@ -247,40 +227,54 @@ def products(K, V, E: int) -> tuple[_Product, _Product]:
     return _Product(K.T, _beta(E)), _Product(VV, _beta(K.shape[0]))
 
 
-def _block(Q, scores: _Product, values: _Product, allowed, additive, scale, Ev: int):
+def _block(Q, scores: _Product, values: _Product, allowed, additive, scale, Ev: int,
+           decided: bool = False):
     """One block of rows: weights and output as hi + lo with radii, and the known zeros.
-    The steps are numbered as in docs/floatref.md ("float64 targets")."""
+    With ``decided`` (and fused64 available) the weights come back decided instead, as
+    decide64's (values, mask).  The steps are numbered as in docs/floatref.md ("float64
+    targets"); without an additive mask steps 1–4, W's slices and step 7's weights run in
+    fused64's loops when numba is installed (the same operations)."""
     import numpy as np
 
     rows, S = Q.shape[0], scores.Y.shape[1]
+    fused = fused64.AVAILABLE and additive is None
     bad = np.zeros(rows, dtype=bool)     # rows whose bounds do not hold: every radius is inf
     with np.errstate(over="ignore", invalid="ignore", under="ignore", divide="ignore"):
         found = _scores(Q, scores)
         if found is None:
-            return _undecided(rows, S, Ev)
-        Dh, Dl, cs, eD = found
-        Xh, Xl, eX = _shifted(Dh, Dl, cs, eD, scale, allowed, additive, bad)
-        # 4. w = e^x = exp(k/1024)·exp(r): table times a series; keys below X_TABLE: w̃ = 0
-        Wh, Wl, tiny, zero = _exp(Xh, Xl)
-        if allowed is not None:
-            Wh[~allowed] = 0.0
-            Wl[~allowed] = 0.0
-            tiny &= allowed
-            zero &= allowed
+            return _undecided(rows, S, Ev, decided and fused)
+        D, cs, eD = found
+        if fused:
+            P, E0 = _product_bounds(cs, eD, scale, bad)
+            Wh, Wl, tiny, zero, c, ntiny, nzero, wmax = fused64.weights(
+                D, scale[:2], allowed, exp_table(), (X_TABLE, X_ZERO))
+            eX = _up(E0 + dd.OP_REL * (P + np.abs(c)))
+            bad |= ~(eX < 2.0 ** -40)
+        else:
+            Dh, Dl = assemble(*D)
+            Xh, Xl, eX = _shifted(Dh, Dl, cs, eD, scale, allowed, additive, bad)
+            # 4. w = e^x = exp(k/1024)·exp(r): table times a series; keys below X_TABLE: w̃ = 0
+            Wh, Wl, tiny, zero = _exp(Xh, Xl)
+            if allowed is not None:
+                Wh[~allowed] = 0.0
+                Wl[~allowed] = 0.0
+                tiny &= allowed
+                zero &= allowed
+            ntiny, nzero, wmax = tiny.sum(axis=1), zero.sum(axis=1), Wh.max(axis=1)
         # |w − w̃| ≤ w̃·εw + a: εw from the x error, the series, the table and one product
         ew = _up(np.expm1(eX) * 1.001 + EXP_SERIES * 1.01 + TABLE_REL + dd.OP_REL)
-        ntiny = tiny.sum(axis=1)
         aw = math.exp(X_TABLE + 1)                          # a tiny key's w < e^(−649)
         # Σ over a row of the absolute parts; a zero key (x̃ < X_ZERO, or set aside) has w < e^(−799)
-        Aw = _up(ntiny * aw + zero.sum(axis=1) * math.exp(X_ZERO + 1))
-        sums = _sums(Wh, Wl, ew, Aw, values, Ev)
+        Aw = _up(ntiny * aw + nzero * math.exp(X_ZERO + 1))
+        sums = _sums(Wh, Wl, wmax, ew, Aw, values, Ev, fused)
         if sums is None:
-            return _undecided(rows, S, Ev)
+            return _undecided(rows, S, Ev, decided and fused)
         Nh, Nl, eN = sums
-        weights, output = _normalised(Wh, Wl, ew, tiny, Nh, Nl, eN, Ev, bad)
+        weights, output = _normalised(Wh, Wl, ew, tiny, Nh, Nl, eN, Ev, bad, decided and fused)
         if bad.any():
-            weights[2][bad] = np.inf
             output[2][bad] = np.inf
+            if not (decided and fused):
+                weights[2][bad] = np.inf
         # known zeros: blocked keys, and keys with x̃ < X_ZERO in a row whose bounds hold
         # (w < e^(X_ZERO + 1)/Z < 2^-1150 with Z ≥ 1/4: the float64 rounding is +0)
         zeros = zero & ~bad[:, None]
@@ -290,14 +284,15 @@ def _block(Q, scores: _Product, values: _Product, allowed, additive, scale, Ev: 
 
 
 def _scores(Q, scores: _Product):
-    """1. The scores d = q·k in double-double, a bound on |d| and e_d, the remainder product's
-    error (None when the exponents are out of the exact products' range)."""
+    """1. The slice products of the scores d = q·k (A, B, C, R: d̃ = A + B + C + R in
+    double-double), a bound on |d| and e_d, the remainder product's error (None when the
+    exponents are out of the exact products' range)."""
     import numpy as np
 
     eq = _exponent(np.abs(Q).max(axis=1), scores.low)
     if not scores.ok(eq):
         return None
-    Dh, Dl, Q12, Q3, m = scores(Q, None, eq)
+    A, B, C, R, Q12, Q3, m = scores.parts(Q, None, eq)
     norm = (1 + gamma(scores.Y.shape[1] + Q.shape[1] + 2)) ** 2
     n12 = np.sqrt(np.einsum("ij,ij->i", Q12, Q12))
     n3 = np.sqrt(np.einsum("ij,ij->i", Q3, Q3))
@@ -310,7 +305,18 @@ def _scores(Q, scores: _Product):
     # products is ≤ 16·‖q‖‖k‖ (|q1|, |q2| ≤ 2|q| entrywise)
     parts = _up(16 * cs + (n12 * k3 + n3 * kn) * norm + eR)
     eD = _up(eR + 2 * dd.OP_REL * parts)
-    return Dh, Dl, cs, eD
+    return (A, B, C, R), cs, eD
+
+
+def _product_bounds(cs, eD, scale, bad):
+    """2. P ≥ |s̃·d̃| and E0, the error of t = s·d (DWTimesDW, 8u²; |s − s̃| ≤ s_err); rows past
+    2^900 are marked in ``bad``."""
+    sh, sl, s_err = scale
+    as_ = _up(abs(sh) + abs(sl))
+    P = _up(as_ * (cs + eD))
+    E0 = _up(as_ * eD + s_err * cs + 2 * dd.OP_REL * P)
+    bad |= ~(P < 2.0 ** 900)
+    return P, E0
 
 
 def _shifted(Dh, Dl, cs, eD, scale, allowed, additive, bad):
@@ -318,13 +324,10 @@ def _shifted(Dh, Dl, cs, eD, scale, allowed, additive, bad):
     hi (an exact float); rows whose bounds fail are marked in ``bad``."""
     import numpy as np
 
-    sh, sl, s_err = scale
+    sh, sl, _ = scale
     # 2. t = s·d + m: DWTimesDW (8u²) then DWPlusFP (8u²); |s − s̃| ≤ s_err
     Th, Tl = dd.mul(Dh, Dl, np.float64(sh), np.float64(sl))   # as full arrays of sh, sl: the same
-    as_ = _up(abs(sh) + abs(sl))
-    P = _up(as_ * (cs + eD))
-    E0 = _up(as_ * eD + s_err * cs + 2 * dd.OP_REL * P)
-    bad |= ~(P < 2.0 ** 900)
+    P, E0 = _product_bounds(cs, eD, scale, bad)
     if additive is not None:
         # m − c_m = mh + ml exactly (masks.shift), added by one or two DWPlusFP
         mh, ml, ok = masks.shift(additive, allowed)
@@ -356,21 +359,25 @@ def _shifted(Dh, Dl, cs, eD, scale, allowed, additive, bad):
     return Xh, Xl, eX
 
 
-def _sums(Wh, Wl, ew, Aw, values: _Product, Ev: int):
+def _sums(Wh, Wl, wmax, ew, Aw, values: _Product, Ev: int, fused: bool):
     """5. [N | Z] = W·[V | 1] in double-double (exact slice products + a remainder) and the
     bound e_N per row and column (None when the exponents are out of range)."""
     import numpy as np
 
     S = Wh.shape[1]
-    ew_row = _exponent(Wh.max(axis=1), values.low)
+    ew_row = _exponent(wmax, values.low)
     if not values.ok(ew_row):
         return None
-    Nh, Nl, W12, W3, m2 = values(Wh, Wl, ew_row)
+    if fused:
+        Nh, Nl, w3abs, m2 = values.of_weights(Wh, Wl, ew_row)
+    else:
+        Nh, Nl, _, W3, m2 = values(Wh, Wl, ew_row)
+        w3abs = np.abs(W3).sum(axis=1)
     Zt = _up(np.abs(Nh[:, Ev]) + np.abs(Nl[:, Ev]))     # ≥ Σ w̃ (up to the bounds below)
     # remainder error: γ_m·(Σ W12|V3| + Σ |W3||V| + Σ |Wl||V|), per row and column
     g3 = np.ldexp(1.0, values.ey - 2 * values.beta - 1)  # |V3| bound per column
     w3 = np.ldexp(1.0, ew_row - 2 * values.beta - 1)     # |W3| bound per row
-    w3sum = _up(np.abs(W3).sum(axis=1) * (1 + gamma(S)))
+    w3sum = _up(w3abs * (1 + gamma(S)))
     vabs = _up(values.Yabs_sum * (1 + gamma(S)))
     vmax = values.Yabs_max
     wsum = _up(Zt * 1.0001 + Aw)                         # ≥ Σ w̃ (docs/floatref.md)
@@ -383,9 +390,9 @@ def _sums(Wh, Wl, ew, Aw, values: _Product, Ev: int):
     return Nh, Nl, eN
 
 
-def _normalised(Wh, Wl, ew, tiny, Nh, Nl, eN, Ev: int, bad):
-    """6.–7. 1/Z by one Newton step, then the weights p = w·(1/Z) and the output o = N·(1/Z),
-    each as (hi, lo, radius)."""
+def _normalised(Wh, Wl, ew, tiny, Nh, Nl, eN, Ev: int, bad, decided: bool):
+    """6.–7. 1/Z by one Newton step, then the output o = N·(1/Z) as (hi, lo, radius) and the
+    weights p = w·(1/Z), as (hi, lo, radius) or, with ``decided``, rounded (fused64)."""
     import numpy as np
 
     Zh, Zl = Nh[:, Ev], Nl[:, Ev]
@@ -394,52 +401,30 @@ def _normalised(Wh, Wl, ew, tiny, Nh, Nl, eN, Ev: int, bad):
     Yh, Yl, eY = _reciprocal(Zh, Zl)
     zrel = _up(eZ / np.nextafter(Zh - eZ - np.abs(Zl), -np.inf))
     bad |= ~(zrel < 2.0 ** -40) | ~(Zh > 0.25)
-    # 7. weights p = w·(1/Z), output o = N·(1/Z)
-    Ph, Pl = dd.mul(Wh, Wl, Yh[:, None], Yl[:, None])     # broadcast: 1/Z split once per row
+    # 7. output o = N·(1/Z), weights p = w·(1/Z)
     rel = _up((eY + zrel + dd.OP_REL) * 1.0001)
-    Pr = _up(np.abs(Ph) * ((ew + rel) * 1.0001)[:, None])
-    if tiny.any():
-        Pr = np.where(tiny, np.inf, Pr)                  # a tiny weight: only bounded, not known
     Nh, Nl, eN = Nh[:, :Ev], Nl[:, :Ev], eN[:, :Ev]
-    Oh, Ol = dd.mul(Nh, Nl, Yh[:, None], Yl[:, None])
+    Oh, Ol = dd.mul(Nh, Nl, Yh[:, None], Yl[:, None])     # broadcast: 1/Z split once per row
     Or = _up((np.abs(Oh) * rel[:, None] + eN * (np.abs(Yh) * 1.0001)[:, None]) * 1.0001)
     bad |= ~np.isfinite(Or).all(axis=1)
+    factor = (ew + rel) * 1.0001                        # radius of p̃: _up(|p̃|·factor)
+    if decided:
+        return fused64.normalise(Wh, Wl, Yh, Yl, np.where(bad, np.inf, factor), tiny,
+                                 _INFLATE, TINY), (Oh, Ol, Or)
+    Ph, Pl = dd.mul(Wh, Wl, Yh[:, None], Yl[:, None])
+    Pr = _up(np.abs(Ph) * factor[:, None])
+    if tiny.any():
+        Pr = np.where(tiny, np.inf, Pr)                  # a tiny weight: only bounded, not known
     return (Ph, Pl, Pr), (Oh, Ol, Or)
 
 
-def _undecided(rows: int, S: int, Ev: int):
+def _undecided(rows: int, S: int, Ev: int, decided: bool = False):
     import numpy as np
 
     def nothing(n):
         return np.zeros((rows, n)), np.zeros((rows, n)), np.full((rows, n), np.inf)
-    return nothing(S), nothing(Ev), np.zeros((rows, S), dtype=bool)
-
-
-def _exp(Xh, Xl):
-    """(hi, lo) of e^x for x = Xh + Xl ≤ 2^-40, and the masks of keys below X_TABLE (w̃ = 0,
-    w < e^(X_TABLE + 1)) and below X_ZERO (w < e^(X_ZERO + 1))."""
-    import numpy as np
-
-    Th, Tl = exp_table()
-    tiny = ~(Xh >= X_TABLE)
-    zero = ~(Xh >= X_ZERO)
-    # x > 2^-40 only in rows already refused (``bad``: scores past about 2^13, whose lo part
-    # alone exceeds 2^-40): computed as 0 there so the table index stays in range
-    x = np.where(tiny | ~(Xh <= 2.0 ** -40), 0.0, Xh)
-    k = np.rint(x * 1024.0)                                 # ≤ 0: x ≤ 0
-    r0 = x - k / 1024.0                                     # exact (Sterbenz), |r0| ≤ 2^-11
-    rh, rl = dd.two_sum(r0, np.where(tiny, 0.0, Xl))
-    qh, ql = dd.square(rh)                                   # = dd.two_prod(rh, rh)
-    p = rh * rh * rh * (1 / 6 + rh * (1 / 24 + rh * (1 / 120 + rh * (1 / 720))))
-    small = (rl + 0.5 * ql) + (rh * rl + p)
-    s1h, s1l = dd.two_sum(rh, 0.5 * qh)
-    eh, el = dd.fast_two_sum(1.0, s1h)
-    eh, el = dd.fast_two_sum(eh, el + (s1l + small))
-    m = (-k).astype(np.intp)
-    Wh, Wl = dd.mul(np.take(Th, m), np.take(Tl, m), eh, el)
-    Wh[tiny] = 0.0
-    Wl[tiny] = 0.0
-    return Wh, Wl, tiny & ~zero, zero
+    weights = (np.full((rows, S), np.nan), np.zeros((rows, S), dtype=bool)) if decided else nothing(S)
+    return weights, nothing(Ev), np.zeros((rows, S), dtype=bool)
 
 
 def _reciprocal(Zh, Zl):

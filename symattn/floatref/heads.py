@@ -122,9 +122,9 @@ def fast64_head(Q, K, V, allowed, additive, scale: tuple[float, float, float], o
     for a in range(0, L, step):
         b = min(L, a + step)
         block = _rows(allowed, a, b)
-        (Wh, Wl, Wr), (Oh, Ol, Or), zeros = fast64._block(Q[a:b], scores, values, block,
-                                                          _rows(additive, a, b), scale, Ev)
-        w[a:b], w_ok[a:b] = fast64.decide64(Wh, Wl, Wr)
+        weights, (Oh, Ol, Or), zeros = fast64._block(Q[a:b], scores, values, block,
+                                                     _rows(additive, a, b), scale, Ev, decided=True)
+        w[a:b], w_ok[a:b] = weights if len(weights) == 2 else fast64.decide64(*weights)
         o[a:b], o_ok[a:b] = fast64.decide64(Oh, Ol, Or)
         if block is not None:
             zeros |= ~block

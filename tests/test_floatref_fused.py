@@ -1,0 +1,87 @@
+"""fused64's loops (numba) against fast64's numpy code: the same double-double midpoints bit
+for bit, radii equal but for the order of one row sum (Σ|W3|, inflated by γ_S either way),
+and the same decided weights, on problems with and without boolean masks, key blocks of
+several SUM_BLOCKs, tiny and zero weights, fully masked rows and rows past the bounds' range;
+and correctly_rounded with and without the loops gives the same float64 references."""
+
+from fractions import Fraction
+
+import pytest
+
+from symattn import floatref as fr
+
+np = pytest.importorskip("numpy")
+pytest.importorskip("numba")
+
+from symattn.floatref import fast64, fused64  # noqa: E402
+
+CASES = [  # (L, S, E, Ev, magnitude of Q and K, scale)
+    (12, 40, 5, 3, 1.0, Fraction(1, 3)),
+    (40, 300, 16, 8, 1.0, None),               # S past SUM_BLOCK: the remainder in key blocks
+    (64, 1030, 64, 64, 3.0, None),             # a short last key block
+    (20, 200, 8, 4, 12.0, Fraction(1)),        # scores spread over hundreds: tiny and zero weights
+    (16, 100, 4, 2, 0.002, None),              # weights all near 1/S
+    (6, 30, 3, 2, 2.0 ** 300, Fraction(1)),    # scores near 2^600: rows past the bounds
+]
+
+
+def _problem(seed, L, S, E, Ev, mag):
+    rng = np.random.default_rng(seed)
+    Q, K = rng.standard_normal((L, E)) * mag, rng.standard_normal((S, E)) * mag
+    return Q, K, rng.standard_normal((S, Ev)) * 3
+
+
+def _both(monkeypatch, Q, K, V, allowed, scale, decided):
+    out = []
+    for use in (True, False):
+        monkeypatch.setattr(fused64, "AVAILABLE", use)
+        scores, values = fast64.products(K, V, Q.shape[1])
+        out.append(fast64._block(Q, scores, values, allowed, None, scale, V.shape[1], decided=decided))
+    return out
+
+
+def _same(a, b):
+    return np.array_equal(a, b, equal_nan=True)
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize("masked", [False, True])
+def test_fused_enclosures_equal_numpy(monkeypatch, case, masked):
+    L, S, E, Ev, mag, s = CASES[case]
+    Q, K, V = _problem(case, L, S, E, Ev, mag)
+    allowed = None
+    if masked:
+        allowed = np.random.default_rng(50 + case).random((L, S)) < 0.6
+        allowed[1] = False                      # a fully masked row
+    scale = fast64.scale_dd(s if s is not None else fr.sdpa._scale(None, E)[0])
+    (w1, o1, z1), (w0, o0, z0) = _both(monkeypatch, Q, K, V, allowed, scale, decided=False)
+    assert _same(w1[0], w0[0]) and _same(w1[1], w0[1]) and _same(o1[0], o0[0]) and _same(o1[1], o0[1])
+    assert _same(z1, z0)
+    for r1, r0 in ((w1[2], w0[2]), (o1[2], o0[2])):
+        assert _same(np.isfinite(r1), np.isfinite(r0))
+        fin = np.isfinite(r0)
+        assert np.allclose(r1[fin], r0[fin], rtol=1e-12, atol=0)
+    if case == len(CASES) - 1:
+        assert not np.isfinite(o0[2]).any()     # every row past the bounds: nothing decided
+    else:
+        assert np.isfinite(o0[2]).mean() > 0.5
+    (d1, _, zd), (wn, _, _) = _both(monkeypatch, Q, K, V, allowed, scale, decided=True)
+    d0 = fast64.decide64(*wn)
+    assert _same(d1[1], d0[1]) and _same(d1[0], d0[0]) and _same(zd, z0)
+
+
+def test_correctly_rounded_float64_is_the_same_with_the_loops(monkeypatch):
+    """The public entry point, both ways, on a batch with GQA-free heads and a causal mask."""
+    rng = np.random.default_rng(7)
+    Q, K, V = (rng.standard_normal((1, 2, 70, 16)) for _ in range(3))
+    refs = []
+    for use in (True, False):
+        monkeypatch.setattr(fused64, "AVAILABLE", use)
+        refs.append(fr.correctly_rounded(Q, K, V, dtype="float64", is_causal=True, return_lse=True))
+    assert _same(refs[0].output, refs[1].output) and _same(refs[0].lse, refs[1].lse)
+    # and against float64 attention: within a few ulps (the reference is the exact rounding)
+    s = Q @ np.swapaxes(K, -1, -2) / 4.0
+    s = np.where(np.tril(np.ones((70, 70), dtype=bool)), s, -np.inf)
+    w = np.exp(s - s.max(axis=-1, keepdims=True))
+    o = (w / w.sum(axis=-1, keepdims=True)) @ V
+    assert np.allclose(refs[0].output, o, rtol=1e-13, atol=1e-15)
