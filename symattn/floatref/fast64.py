@@ -135,9 +135,10 @@ class _Product:
         B = np.concatenate([X1, X2], axis=1) @ self.Y21
         C = X2 @ self.Y2
         X12 = X1 + X2                                       # exact: 2β + 1 bits on one grid
-        parts = [X12, X3] + ([] if Xl is None else [Xl])
-        R, m = _blocked(parts, self._rest(len(parts)), self.n)
-        return A, B, C, R, X12, X3, m
+        # with a low part, X3 + Xl rounded once (≤ u|X3 + Xl|): γ_m becomes γ_(m+1)
+        parts = [X12, X3] if Xl is None else [X12, X3 + Xl]
+        R, m = _blocked(parts, self._rest(2), self.n)
+        return A, B, C, R, X12, X3, m + (Xl is not None)
 
     def of_weights(self, Wh, Wl, ex):
         """(hi, lo) of W·Y, Σ|W3| per row (rounded) and R's n: :meth:`__call__` with the slices of
@@ -147,20 +148,20 @@ class _Product:
         A = X12[:, :S] @ self.Y1
         B = X12 @ self.Y21
         C = X12[:, S:] @ self.Y2
-        Ys = self._rest(3)
+        Ys = self._rest(2)
         if S <= SUM_BLOCK:
-            R, m = Rin @ Ys[0], 3 * S
+            R, m = Rin @ Ys[0], 2 * S + 1
         else:
             R = None
             for nb, a in enumerate(range(0, S, SUM_BLOCK)):
-                P = Rin[:, 3 * a:3 * min(S, a + SUM_BLOCK)] @ Ys[nb]
+                P = Rin[:, 2 * a:2 * min(S, a + SUM_BLOCK)] @ Ys[nb]
                 R = P if R is None else R.__iadd__(P)
-            m = 3 * SUM_BLOCK + nb + 2
+            m = 2 * SUM_BLOCK + nb + 3
         h, lo = assemble(A, B, C, R)
         return h, lo, X3abs, m
 
     def _rest(self, parts: int) -> list:
-        """[Y3; Y] or [Y3; Y; Y] in the key blocks of :func:`_blocked` (built once per head)."""
+        """[Y3; Y] in the key blocks of :func:`_blocked` (built once per head)."""
         import numpy as np
 
         if parts not in self.rest:
@@ -228,10 +229,10 @@ def products(K, V, E: int) -> tuple[_Product, _Product]:
 
 
 def _block(Q, scores: _Product, values: _Product, allowed, additive, scale, Ev: int,
-           decided: bool = False):
+           into: tuple | None = None):
     """One block of rows: weights and output as hi + lo with radii, and the known zeros.
-    With ``decided`` (and fused64 available) the weights come back decided instead, as
-    decide64's (values, mask).  The steps are numbered as in docs/floatref.md ("float64
+    With ``into`` = (values, mask) views (and fused64 available) the weights are decided into
+    them instead, known zeros included, and the weights come back as None.  The steps are numbered as in docs/floatref.md ("float64
     targets"); without an additive mask steps 1–4, W's slices and step 7's weights run in
     fused64's loops when numba is installed (the same operations)."""
     import numpy as np
@@ -242,7 +243,7 @@ def _block(Q, scores: _Product, values: _Product, allowed, additive, scale, Ev: 
     with np.errstate(over="ignore", invalid="ignore", under="ignore", divide="ignore"):
         found = _scores(Q, scores)
         if found is None:
-            return _undecided(rows, S, Ev, decided and fused)
+            return _undecided(rows, S, Ev, into if fused else None)
         D, cs, eD = found
         if fused:
             P, E0 = _product_bounds(cs, eD, scale, bad)
@@ -268,18 +269,24 @@ def _block(Q, scores: _Product, values: _Product, allowed, additive, scale, Ev: 
         Aw = _up(ntiny * aw + nzero * math.exp(X_ZERO + 1))
         sums = _sums(Wh, Wl, wmax, ew, Aw, values, Ev, fused)
         if sums is None:
-            return _undecided(rows, S, Ev, decided and fused)
+            return _undecided(rows, S, Ev, into if fused else None)
         Nh, Nl, eN = sums
-        weights, output = _normalised(Wh, Wl, ew, tiny, Nh, Nl, eN, Ev, bad, decided and fused)
-        if bad.any():
-            output[2][bad] = np.inf
-            if not (decided and fused):
-                weights[2][bad] = np.inf
-        # known zeros: blocked keys, and keys with x̃ < X_ZERO in a row whose bounds hold
-        # (w < e^(X_ZERO + 1)/Z < 2^-1150 with Z ≥ 1/4: the float64 rounding is +0)
-        zeros = zero & ~bad[:, None]
-        if allowed is not None:
-            zeros |= ~allowed
+        Yh, Yl, rel = _reciprocal_rows(Nh, Nl, eN, Ev, bad)
+        output = _output(Nh, Nl, eN, Ev, Yh, Yl, rel, bad)
+        factor = (ew + rel) * 1.0001                    # radius of p̃: _up(|p̃|·factor)
+        if fused and into is not None:
+            fused64.normalise(Wh, Wl, Yh, Yl, np.where(bad, np.inf, factor), tiny, zero, bad,
+                              allowed, _INFLATE, TINY, into)
+            weights = zeros = None
+        else:
+            weights = _weights_enclosed(Wh, Wl, Yh, Yl, factor, tiny)
+            weights[2][bad] = np.inf
+            # known zeros: blocked keys, and keys with x̃ < X_ZERO in a row whose bounds hold
+            # (w < e^(X_ZERO + 1)/Z < 2^-1150 with Z ≥ 1/4: the float64 rounding is +0)
+            zeros = zero & ~bad[:, None]
+            if allowed is not None:
+                zeros |= ~allowed
+        output[2][bad] = np.inf
     return weights, output, zeros
 
 
@@ -390,41 +397,50 @@ def _sums(Wh, Wl, wmax, ew, Aw, values: _Product, Ev: int, fused: bool):
     return Nh, Nl, eN
 
 
-def _normalised(Wh, Wl, ew, tiny, Nh, Nl, eN, Ev: int, bad, decided: bool):
-    """6.–7. 1/Z by one Newton step, then the output o = N·(1/Z) as (hi, lo, radius) and the
-    weights p = w·(1/Z), as (hi, lo, radius) or, with ``decided``, rounded (fused64)."""
+def _reciprocal_rows(Nh, Nl, eN, Ev: int, bad):
+    """6. 1/Z by one Newton step in double-double, and the relative bound of 1/Z̃ with Z's own
+    error (rows past the bounds marked in ``bad``)."""
     import numpy as np
 
-    Zh, Zl = Nh[:, Ev], Nl[:, Ev]
-    eZ = eN[:, Ev]
-    # 6. 1/Z by one Newton step in double-double
+    Zh, Zl, eZ = Nh[:, Ev], Nl[:, Ev], eN[:, Ev]
     Yh, Yl, eY = _reciprocal(Zh, Zl)
     zrel = _up(eZ / np.nextafter(Zh - eZ - np.abs(Zl), -np.inf))
     bad |= ~(zrel < 2.0 ** -40) | ~(Zh > 0.25)
-    # 7. output o = N·(1/Z), weights p = w·(1/Z)
-    rel = _up((eY + zrel + dd.OP_REL) * 1.0001)
+    return Yh, Yl, _up((eY + zrel + dd.OP_REL) * 1.0001)
+
+
+def _output(Nh, Nl, eN, Ev: int, Yh, Yl, rel, bad):
+    """7. o = N·(1/Z) as (hi, lo, radius)."""
+    import numpy as np
+
     Nh, Nl, eN = Nh[:, :Ev], Nl[:, :Ev], eN[:, :Ev]
     Oh, Ol = dd.mul(Nh, Nl, Yh[:, None], Yl[:, None])     # broadcast: 1/Z split once per row
     Or = _up((np.abs(Oh) * rel[:, None] + eN * (np.abs(Yh) * 1.0001)[:, None]) * 1.0001)
     bad |= ~np.isfinite(Or).all(axis=1)
-    factor = (ew + rel) * 1.0001                        # radius of p̃: _up(|p̃|·factor)
-    if decided:
-        return fused64.normalise(Wh, Wl, Yh, Yl, np.where(bad, np.inf, factor), tiny,
-                                 _INFLATE, TINY), (Oh, Ol, Or)
+    return Oh, Ol, Or
+
+
+def _weights_enclosed(Wh, Wl, Yh, Yl, factor, tiny):
+    """7. p = w·(1/Z) as (hi, lo, radius), the radius _up(|p̃|·factor), inf for a tiny weight."""
+    import numpy as np
+
     Ph, Pl = dd.mul(Wh, Wl, Yh[:, None], Yl[:, None])
     Pr = _up(np.abs(Ph) * factor[:, None])
     if tiny.any():
         Pr = np.where(tiny, np.inf, Pr)                  # a tiny weight: only bounded, not known
-    return (Ph, Pl, Pr), (Oh, Ol, Or)
+    return Ph, Pl, Pr
 
 
-def _undecided(rows: int, S: int, Ev: int, decided: bool = False):
+def _undecided(rows: int, S: int, Ev: int, into: tuple | None = None):
     import numpy as np
 
     def nothing(n):
         return np.zeros((rows, n)), np.zeros((rows, n)), np.full((rows, n), np.inf)
-    weights = (np.full((rows, S), np.nan), np.zeros((rows, S), dtype=bool)) if decided else nothing(S)
-    return weights, nothing(Ev), np.zeros((rows, S), dtype=bool)
+    if into is None:
+        return nothing(S), nothing(Ev), np.zeros((rows, S), dtype=bool)
+    into[0][...] = np.nan
+    into[1][...] = False
+    return None, nothing(Ev), None
 
 
 def _reciprocal(Zh, Zl):

@@ -101,35 +101,39 @@ def _weights(A, B, C, R, sh, sl, allowed, masked, table_hi, table_lo, x_table, x
              Wh, Wl, tiny, zero, cmax, counts, wmax):
     """Steps 1 (the scores' double-double from the slice products), 2 (t = s·d), 3 (x = t − c)
     and 4 (w = e^x) of fast64._block without an additive mask; per row the c, the numbers of
-    tiny and zero keys, and max w̃."""
+    tiny and zero keys, and max w̃.  Selects where numpy has where/putmask (a blocked key runs
+    the steps on t̃ = −inf, x̃ = nan, and is then set to w̃ = 0).  Each row in four loops: the
+    arithmetic ones have no reduction and no table look-up, so LLVM vectorizes them (a
+    look-up or a float maximum in a loop keeps it scalar, 3–4 times slower)."""
     rows, S = A.shape
+    ninf = -1.0 / 0.0
+    everyone = np.ones(S, dtype=np.bool_)
+    index = np.empty(S, dtype=np.int64)
+    eh_, el_ = np.empty(S), np.empty(S)
+    gone = np.empty(S, dtype=np.bool_)
     for i in range(rows):
-        c = -1.0 / 0.0
-        for j in range(S):
-            h, lo = _two_sum(A[i, j], B[i, j])
-            h, lo = _add_fp(h, lo, C[i, j])
-            h, lo = _add_fp(h, lo, R[i, j])
+        a, b, cc, r, wh_, wl_ = A[i], B[i], C[i], R[i], Wh[i], Wl[i]
+        al = allowed[i] if masked else everyone
+        for j in range(S):                                 # 1.–2.
+            h, lo = _two_sum(a[j], b[j])
+            h, lo = _add_fp(h, lo, cc[j])
+            h, lo = _add_fp(h, lo, r[j])
             th, tl = _mul(h, lo, sh, sl)
-            if masked and not allowed[i, j]:
-                th = -1.0 / 0.0
-            Wh[i, j] = th
-            Wl[i, j] = tl
-            if th > c:
-                c = th
+            wh_[j] = th if al[j] else ninf
+            wl_[j] = tl
+        c = ninf
+        for j in range(S):                                 # 3. the row's largest t̃
+            th = wh_[j]
+            c = th if th > c else c
         if not (c - c == 0.0):          # ±inf (a row with every key blocked) or nan
             c = 0.0
         cmax[i] = c
+        ti_, ze_ = tiny[i], zero[i]
         ntiny = 0
         nzero = 0
-        top = 0.0
-        for j in range(S):
-            if masked and not allowed[i, j]:
-                Wh[i, j] = 0.0
-                Wl[i, j] = 0.0
-                tiny[i, j] = False
-                zero[i, j] = False
-                continue
-            xh, xl = _add_fp(Wh[i, j], Wl[i, j], -c)
+        for j in range(S):                                 # 4. the series, and the table's index
+            blocked = not al[j]
+            xh, xl = _add_fp(wh_[j], wl_[j], -c)
             is_tiny = not (xh >= x_table)
             is_zero = not (xh >= x_zero)
             x = 0.0 if (is_tiny or not (xh <= 2.0 ** -40)) else xh
@@ -142,19 +146,24 @@ def _weights(A, B, C, R, sh, sl, allowed, masked, table_hi, table_lo, x_table, x
             s1h, s1l = _two_sum(rh, 0.5 * qh)
             eh, el = _fast_two_sum(1.0, s1h)
             eh, el = _fast_two_sum(eh, el + (s1l + small))
-            m = int(-k)
-            wh, wl = _mul(table_hi[m], table_lo[m], eh, el)
-            if is_tiny:
-                wh = 0.0
-                wl = 0.0
-            Wh[i, j] = wh
-            Wl[i, j] = wl
-            tiny[i, j] = is_tiny and not is_zero
-            zero[i, j] = is_zero
-            ntiny += is_tiny and not is_zero
-            nzero += is_zero
-            if wh > top:
-                top = wh
+            index[j] = np.int64(-k)
+            eh_[j] = eh
+            el_[j] = el
+            gone[j] = is_tiny
+            t = is_tiny and not is_zero and not blocked
+            z = is_zero and not blocked
+            ti_[j] = t
+            ze_[j] = z
+            ntiny += t
+            nzero += z
+        top = 0.0
+        for j in range(S):                                 # 4. w̃ = table × series
+            m = index[j]
+            wh, wl = _mul(table_hi[m], table_lo[m], eh_[j], el_[j])
+            wh = 0.0 if gone[j] else wh
+            wh_[j] = wh
+            wl_[j] = 0.0 if gone[j] else wl
+            top = wh if wh > top else top
         counts[i, 0] = ntiny
         counts[i, 1] = nzero
         wmax[i] = top
@@ -165,53 +174,77 @@ def _w_slices(Wh, Wl, up1, down1, up2, down2, block, X12, X3abs, Rin):
     """W = X1 + X2 + X3 (fast64._slices per row, its ldexp as products by the exact powers of
     two up1 = 2^(β−e), down1 = 2^(e−β), up2 = 2^(2β−e), down2 = 2^(e−2β): the same roundings)
     written as the products use them: X12 = [X1 | X2] (rows × 2S) and, per key block of
-    ``block``, [X1 + X2 | X3 | Wl] in Rin (rows × 3S); per row Σ|X3|."""
+    ``block``, [X1 + X2 | X3 + Wl] in Rin (rows × 2S); per row Σ|X3| (in a loop of its own,
+    so the slicing loop vectorizes)."""
     rows, S = Wh.shape
+    x3_ = np.empty(S)
     for i in range(rows):
         u1, d1, u2, d2 = up1[i], down1[i], up2[i], down2[i]
-        total = 0.0
+        w_, l_, x12, rin = Wh[i], Wl[i], X12[i], Rin[i]
         for a in range(0, S, block):
             b = min(S, a + block)
             n = b - a
             for j in range(a, b):
-                w = Wh[i, j]
+                w = w_[j]
                 x1 = np.rint(w * u1) * d1
                 r = w - x1
                 x2 = np.rint(r * u2) * d2
                 x3 = r - x2
-                X12[i, j] = x1
-                X12[i, S + j] = x2
-                Rin[i, 3 * a + (j - a)] = x1 + x2
-                Rin[i, 3 * a + n + (j - a)] = x3
-                Rin[i, 3 * a + 2 * n + (j - a)] = Wl[i, j]
-                total += abs(x3)
+                x12[j] = x1
+                x12[S + j] = x2
+                rin[a + j] = x1 + x2
+                rin[a + n + j] = x3 + l_[j]
+                x3_[j] = x3
+        total = 0.0
+        for j in range(S):
+            total += abs(x3_[j])
         X3abs[i] = total
 
 
-@_inline
-def _decided(hi, lo, rad):
-    up = (np.nextafter(hi, np.inf) - hi) * 0.5
-    down = (hi - np.nextafter(hi, -np.inf)) * 0.5
-    finite = (rad - rad == 0.0) and (hi - hi == 0.0)
-    return (lo + rad < up) and (lo - rad > -down) and finite
-
-
 @_jit
-def _normalise(Wh, Wl, Yh, Yl, factor, tiny, inflate, tiny_abs, P, ok):
+def _normalise(Wh, Wl, Yh, Yl, factor, tiny, zero, bad, allowed, masked, inflate, tiny_abs, P, ok):
     """Step 7 for the weights and their rounding (fast64._normalised, then decide64): p = w·(1/Z)
-    in double-double, radius |p̃|·factor (per row), inf where the weight is tiny."""
+    in double-double, radius |p̃|·factor (per row), inf where the weight is tiny; the known
+    zeros (blocked keys; x̃ < X_ZERO in a row whose bounds hold) +0, decided.
+
+    First a sufficient test, vectorized: both half gaps around a float64 hi are at least
+    |hi|·2^-54 (exact for |hi| ≥ 2^-960), and fl(|lo| + r) below it proves |lo| + r below it
+    (rounding is monotonic).  The entries it leaves get decide64's own test (nextafter)."""
     rows, S = Wh.shape
     inf = 1.0 / 0.0
+    nan = np.nan
+    everyone = np.ones(S, dtype=np.bool_)
+    hi_, lo_, rad_ = np.empty(S), np.empty(S), np.empty(S)
     for i in range(rows):
-        yh, yl, f = Yh[i], Yl[i], factor[i]
+        yh, yl, f, row_bad = Yh[i], Yl[i], factor[i], bad[i]
+        wh_, wl_, p_, ok_, ti_, ze_ = Wh[i], Wl[i], P[i], ok[i], tiny[i], zero[i]
+        al = allowed[i] if masked else everyone
+        left = 0
         for j in range(S):
-            ph, pl = _mul(Wh[i, j], Wl[i, j], yh, yl)
+            ph, pl = _mul(wh_[j], wl_[j], yh, yl)
             rad = abs(ph) * f * inflate + tiny_abs
-            if tiny[i, j]:
-                rad = inf
-            good = _decided(ph, pl, rad)
-            P[i, j] = ph + 0.0 if good else np.nan
-            ok[i, j] = good
+            rad = inf if ti_[j] else rad
+            a = abs(ph)
+            good = (a >= 2.0 ** -960) and (abs(pl) + rad < a * 2.0 ** -54)
+            known = (ze_[j] and not row_bad) or not al[j]
+            p_[j] = 0.0 if known else (ph + 0.0 if good else nan)
+            ok_[j] = known or good
+            hi_[j] = ph
+            lo_[j] = pl
+            rad_[j] = rad
+            left += not (known or good)
+        if left == 0:
+            continue
+        for j in range(S):
+            if ok_[j]:
+                continue
+            ph, lo, rad = hi_[j], lo_[j], rad_[j]
+            up = (np.nextafter(ph, inf) - ph) * 0.5
+            down = (ph - np.nextafter(ph, -inf)) * 0.5
+            finite = (rad - rad == 0.0) and (ph - ph == 0.0)
+            good = (lo + rad < up) and (lo - rad > -down) and finite
+            p_[j] = ph + 0.0 if good else nan
+            ok_[j] = good
 
 
 def weights(parts: tuple, scale: tuple[float, float], allowed: Any, table: tuple, limits: tuple):
@@ -239,16 +272,18 @@ def w_slices(Wh, Wl, e, beta: int, block: int):
     rows, S = Wh.shape
     powers = [np.ascontiguousarray(np.ldexp(1.0, k), dtype=np.float64)
               for k in (beta - e, e - beta, 2 * beta - e, e - 2 * beta)]
-    X12, X3abs, Rin = np.empty((rows, 2 * S)), np.empty(rows), np.empty((rows, 3 * S))
+    X12, X3abs, Rin = np.empty((rows, 2 * S)), np.empty(rows), np.empty((rows, 2 * S))
     _w_slices(np.ascontiguousarray(Wh), np.ascontiguousarray(Wl), *powers, block, X12, X3abs, Rin)
     return X12, X3abs, Rin
 
 
-def normalise(Wh, Wl, Yh, Yl, factor, tiny, inflate: float, tiny_abs: float):
-    """The decided weights (nan where undecided) and the mask, as decide64 of fast64's (Ph, Pl, Pr)."""
+def normalise(Wh, Wl, Yh, Yl, factor, tiny, zero, bad, allowed, inflate: float, tiny_abs: float,
+              into: tuple) -> None:
+    """The decided weights (nan where undecided) and the mask into ``into`` = (values, mask),
+    as decide64 of fast64's (Ph, Pl, Pr) with the known zeros set."""
     import numpy as np
 
-    P, ok = np.empty(Wh.shape), np.empty(Wh.shape, dtype=bool)
+    masked = allowed is not None
+    mask = np.ascontiguousarray(allowed) if masked else np.ones((1, 1), dtype=bool)
     _normalise(Wh, Wl, np.ascontiguousarray(Yh), np.ascontiguousarray(Yl),
-               np.ascontiguousarray(factor), tiny, inflate, tiny_abs, P, ok)
-    return P, ok
+               np.ascontiguousarray(factor), tiny, zero, bad, mask, masked, inflate, tiny_abs, *into)

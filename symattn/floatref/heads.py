@@ -123,11 +123,13 @@ def fast64_head(Q, K, V, allowed, additive, scale: tuple[float, float, float], o
         b = min(L, a + step)
         block = _rows(allowed, a, b)
         weights, (Oh, Ol, Or), zeros = fast64._block(Q[a:b], scores, values, block,
-                                                     _rows(additive, a, b), scale, Ev, decided=True)
-        w[a:b], w_ok[a:b] = weights if len(weights) == 2 else fast64.decide64(*weights)
+                                                     _rows(additive, a, b), scale, Ev,
+                                                     into=(w[a:b], w_ok[a:b]))
         o[a:b], o_ok[a:b] = fast64.decide64(Oh, Ol, Or)
-        if block is not None:
-            zeros |= ~block
-        np.putmask(w[a:b], zeros, 0.0)
-        np.putmask(w_ok[a:b], zeros, True)
+        if weights is not None:          # numpy's path: decided here, the known zeros set
+            w[a:b], w_ok[a:b] = fast64.decide64(*weights)
+            if block is not None:
+                zeros |= ~block
+            np.putmask(w[a:b], zeros, 0.0)
+            np.putmask(w_ok[a:b], zeros, True)
         empty[a:b] = np.zeros(b - a, dtype=bool) if block is None else ~block.any(axis=1)
