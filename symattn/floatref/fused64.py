@@ -32,9 +32,14 @@ _SPLITTER = 134217729.0   # 2^27 + 1, as dd.py
 
 
 def _jit(fn):
+    """Compiled on first use, cached on disk when numba finds a writable place (else it compiles
+    once per process)."""
     if numba is None:  # pragma: no cover
         return fn
-    return numba.njit(cache=True, nogil=True, error_model="numpy")(fn)
+    try:
+        return numba.njit(cache=True, nogil=True, error_model="numpy")(fn)
+    except RuntimeError:  # pragma: no cover - no cache locator (a read-only installation)
+        return numba.njit(nogil=True, error_model="numpy")(fn)
 
 
 def _inline(fn):
