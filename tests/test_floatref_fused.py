@@ -90,3 +90,22 @@ def test_correctly_rounded_float64_is_the_same_with_the_loops(monkeypatch):
     w = np.exp(s - s.max(axis=-1, keepdims=True))
     o = (w / w.sum(axis=-1, keepdims=True)) @ V
     assert np.allclose(refs[0].output, o, rtol=1e-13, atol=1e-15)
+
+
+@pytest.mark.parametrize("tiny_entries", [False, True])
+def test_float32_inputs_float64_target_match_mpmath(tiny_entries):
+    """float32 inputs leave the score slices' X3 and Y3 (almost) empty: the remainder product
+    runs over the nonzero inner indices only (fast64._Product._sparse_rest); with a few entries
+    2^-30 below their row's largest, some of them are nonzero.  Every weight and output is the
+    float64 rounding of mpmath's value at 60 digits."""
+    from test_floatref_sdpa import assert_matches
+
+    rng = np.random.default_rng(11)
+    Q, K, V = (rng.standard_normal((9, 12)).astype(np.float32) for _ in range(3))
+    if tiny_entries:
+        Q[2, 3], K[4, 5], K[7, 0] = np.float32(3e-10), np.float32(-2e-10), np.float32(1.5e-9)
+    scores, _ = fast64.products(K.astype(np.float64), V.astype(np.float64), 12)
+    assert (scores.Y3 != 0).any() == tiny_entries
+    ref = fr.correctly_rounded(Q, K, V, dtype="float64")
+    assert ref.arb_entries == 0
+    assert_matches(ref, Q.astype(np.float64), K.astype(np.float64), V.astype(np.float64), "float64")

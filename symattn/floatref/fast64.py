@@ -102,6 +102,7 @@ class _Product:
         self.beta, self.low = beta, low
         self.ey = _exponent(np.abs(Y).max(axis=0), low)
         self.Y1, self.Y2, self.Y3 = _slices(Y, self.ey, beta, 0)
+        self.y3_rows = np.flatnonzero(self.Y3.any(axis=1))   # inner indices where Y3 is not 0
         self.Y = Y
         self.Y21 = np.concatenate([self.Y2, self.Y1], axis=0)
         self.Yabs_sum = np.abs(Y).sum(axis=0)             # Σ_j |y_jc| (rounded: inflated below)
@@ -135,10 +136,29 @@ class _Product:
         B = np.concatenate([X1, X2], axis=1) @ self.Y21
         C = X2 @ self.Y2
         X12 = X1 + X2                                       # exact: 2β + 1 bits on one grid
+        if Xl is None and self.n <= SUM_BLOCK:
+            R = self._sparse_rest(X12, X3)
+            if R is not None:
+                return A, B, C, R, X12, X3, 2 * self.n
         # with a low part, X3 + Xl rounded once (≤ u|X3 + Xl|): γ_m becomes γ_(m+1)
         parts = [X12, X3] if Xl is None else [X12, X3 + Xl]
         R, m = _blocked(parts, self._rest(2), self.n)
         return A, B, C, R, X12, X3, m + (Xl is not None)
+
+    def _sparse_rest(self, X12, X3):
+        """X12·Y3 + X3·Y over the inner indices where Y3 (or X3) has a nonzero only: a zero
+        column adds exact zeros, and a sum of fewer terms keeps the γ_(2n) bound.  Inputs of
+        fewer bits than float64 (float32 and below) leave X3 and Y3 almost empty; None when
+        more than half the indices are needed (the full product is as fast)."""
+        import numpy as np
+
+        rows_y3, cols_x3 = self.y3_rows, np.flatnonzero(X3.any(axis=0))
+        if rows_y3.size + cols_x3.size > self.n:
+            return None
+        if rows_y3.size + cols_x3.size == 0:
+            return np.zeros((X12.shape[0], self.Y.shape[1]))
+        return (np.concatenate([X12[:, rows_y3], X3[:, cols_x3]], axis=1)
+                @ np.concatenate([self.Y3[rows_y3], self.Y[cols_x3]], axis=0))
 
     def of_weights(self, Wh, Wl, ex):
         """(hi, lo) of W·Y, Σ|W3| per row (rounded) and R's n: :meth:`__call__` with the slices of
