@@ -108,7 +108,9 @@ class _Product:
         self.Yabs_sum = np.abs(Y).sum(axis=0)             # Σ_j |y_jc| (rounded: inflated below)
         self.Yabs_max = np.abs(Y).max(axis=0)
         self.n = Y.shape[0]
-        self.rest: dict[int, list] = {}
+        # [Y3; Y] cut in the key blocks of _block_sum and stacked per block
+        self.rest = [np.concatenate([self.Y3[a:a + SUM_BLOCK], Y[a:a + SUM_BLOCK]], axis=0)
+                     for a in range(0, max(self.n, 1), SUM_BLOCK)]
 
     def ok(self, ex) -> bool:
         """The slice products are exact: no unit below 2^-1022, nothing near overflow."""
@@ -142,7 +144,7 @@ class _Product:
                 return A, B, C, R, X12, X3, 2 * self.n
         # with a low part, X3 + Xl rounded once (≤ u|X3 + Xl|): γ_m becomes γ_(m+1)
         parts = [X12, X3] if Xl is None else [X12, X3 + Xl]
-        R, m = _blocked(parts, self._rest(2), self.n)
+        R, m = _blocked(parts, self.rest, self.n)
         return A, B, C, R, X12, X3, m + (Xl is not None)
 
     def _sparse_rest(self, X12, X3):
@@ -168,28 +170,10 @@ class _Product:
         A = X12[:, :S] @ self.Y1
         B = X12 @ self.Y21
         C = X12[:, S:] @ self.Y2
-        Ys = self._rest(2)
-        if S <= SUM_BLOCK:
-            R, m = Rin @ Ys[0], 2 * S + 1
-        else:
-            R = None
-            for nb, a in enumerate(range(0, S, SUM_BLOCK)):
-                P = Rin[:, 2 * a:2 * min(S, a + SUM_BLOCK)] @ Ys[nb]
-                R = P if R is None else R.__iadd__(P)
-            m = 2 * SUM_BLOCK + nb + 3
+        R, m = _block_sum(Rin, self.rest, S, 2)
+        m += 1                                              # X3 + Wl rounded once, as parts()
         h, lo = assemble(A, B, C, R)
         return h, lo, X3abs, m
-
-    def _rest(self, parts: int) -> list:
-        """[Y3; Y] in the key blocks of :func:`_blocked` (built once per head)."""
-        import numpy as np
-
-        if parts not in self.rest:
-            Ys = [self.Y3] + [self.Y] * (parts - 1)
-            self.rest[parts] = [np.concatenate([Y[a:a + SUM_BLOCK] for Y in Ys], axis=0)
-                                for a in range(0, self.n, SUM_BLOCK)] if self.n > SUM_BLOCK \
-                else [np.concatenate(Ys, axis=0)]
-        return self.rest[parts]
 
 
 def assemble(A, B, C, R):
@@ -201,24 +185,29 @@ def assemble(A, B, C, R):
 
 def _blocked(X: list, Ys: list, n: int):
     """[X_1 | … | X_parts]·[Y_1; …; Y_parts] (each X_k of n columns; ``Ys`` those rows cut in
-    key blocks of SUM_BLOCK and stacked per block): each block product has parts·B terms,
-    then nb additions.  Returns the product and the n of its γ_n bound."""
+    key blocks of SUM_BLOCK and stacked per block), by :func:`_block_sum` on the X_k laid out
+    block by block.  Returns the product and the n of its γ_n bound."""
     import numpy as np
 
-    parts = len(X)
+    laid = np.concatenate([Xk[:, a:a + SUM_BLOCK] for a in range(0, max(n, 1), SUM_BLOCK) for Xk in X],
+                          axis=1)
+    return _block_sum(laid, Ys, n, len(X))
+
+
+def _block_sum(laid, Ys: list, n: int, parts: int):
+    """Σ over key blocks of laid[:, block]·Ys[block], ``laid`` holding per block of SUM_BLOCK keys
+    the ``parts`` pieces side by side: each block product has ≤ parts·B terms, then one
+    addition per block.  Returns the product and the n of its γ_n bound."""
     if n <= SUM_BLOCK:
-        return np.concatenate(X, axis=1) @ Ys[0], parts * n
-    R, nb = None, 0
-    for a in range(0, n, SUM_BLOCK):
-        b = min(n, a + SUM_BLOCK)
-        Xa = np.concatenate([Xk[:, a:b] for Xk in X], axis=1)
-        P = Xa @ Ys[nb]
+        return laid @ Ys[0], parts * n
+    R = None
+    for nb, a in enumerate(range(0, n, SUM_BLOCK)):
+        P = laid[:, parts * a:parts * min(n, a + SUM_BLOCK)] @ Ys[nb]
         if R is None:
             R = P
         else:
             R += P
-        nb += 1
-    return R, parts * SUM_BLOCK + nb + 1
+    return R, parts * SUM_BLOCK + len(Ys) + 1
 
 
 def enclose64(Q, K, V, allowed, additive, scale: tuple[float, float, float]) -> Enclosures64:
@@ -252,9 +241,10 @@ def _block(Q, scores: _Product, values: _Product, allowed, additive, scale, Ev: 
            into: tuple | None = None):
     """One block of rows: weights and output as hi + lo with radii, and the known zeros.
     With ``into`` = (values, mask) views (and fused64 available) the weights are decided into
-    them instead, known zeros included, and the weights come back as None.  The steps are numbered as in docs/floatref.md ("float64
-    targets"); without an additive mask steps 1–4, W's slices and step 7's weights run in
-    fused64's loops when numba is installed (the same operations)."""
+    them instead, known zeros included, and the weights come back as None.  The steps are
+    numbered as in docs/floatref.md ("float64 targets"); without an additive mask steps 1–4,
+    W's slices and step 7's weights run in fused64's loops when numba is installed (the same
+    operations)."""
     import numpy as np
 
     rows, S = Q.shape[0], scores.Y.shape[1]
