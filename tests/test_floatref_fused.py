@@ -15,9 +15,10 @@ pytest.importorskip("numba")
 
 from symattn.floatref import fast64, fused64  # noqa: E402
 
-CASES = [  # (L, S, E, Ev, magnitude of Q and K, scale)
+CASES = [  # (L, S, E, Ev, magnitude of Q and K, scale); magnitude -1: float32 values
     (12, 40, 5, 3, 1.0, Fraction(1, 3)),
     (40, 300, 16, 8, 1.0, None),               # S past SUM_BLOCK: the remainder in key blocks
+    (24, 600, 16, 8, -1, None),                # float32 V: Y3 = 0, the remainder without X12·Y3
     (64, 1030, 64, 64, 3.0, None),             # a short last key block
     (20, 200, 8, 4, 12.0, Fraction(1)),        # scores spread over hundreds: tiny and zero weights
     (16, 100, 4, 2, 0.002, None),              # weights all near 1/S
@@ -27,8 +28,11 @@ CASES = [  # (L, S, E, Ev, magnitude of Q and K, scale)
 
 def _problem(seed, L, S, E, Ev, mag):
     rng = np.random.default_rng(seed)
-    Q, K = rng.standard_normal((L, E)) * mag, rng.standard_normal((S, E)) * mag
-    return Q, K, rng.standard_normal((S, Ev)) * 3
+    Q, K = rng.standard_normal((L, E)) * abs(mag), rng.standard_normal((S, E)) * abs(mag)
+    V = rng.standard_normal((S, Ev)) * 3
+    if mag < 0:
+        Q, K, V = (x.astype(np.float32).astype(np.float64) for x in (Q, K, V))
+    return Q, K, V
 
 
 def _both(monkeypatch, Q, K, V, allowed, scale, decided):
@@ -57,6 +61,7 @@ def test_fused_enclosures_equal_numpy(monkeypatch, case, masked):
         allowed = np.random.default_rng(50 + case).random((L, S)) < 0.6
         allowed[1] = False                      # a fully masked row
     scale = fast64.scale_dd(s if s is not None else fr.sdpa._scale(None, E)[0])
+    assert fast64.products(K, V, E)[1].full_rest == (mag > 0)
     (w1, o1, z1), (w0, o0, z0) = _both(monkeypatch, Q, K, V, allowed, scale, decided=False)
     assert _same(w1[0], w0[0]) and _same(w1[1], w0[1]) and _same(o1[0], o0[0]) and _same(o1[1], o0[1])
     assert _same(z1, z0)
@@ -92,20 +97,23 @@ def test_correctly_rounded_float64_is_the_same_with_the_loops(monkeypatch):
     assert np.allclose(refs[0].output, o, rtol=1e-13, atol=1e-15)
 
 
-@pytest.mark.parametrize("tiny_entries", [False, True])
-def test_float32_inputs_float64_target_match_mpmath(tiny_entries):
+@pytest.mark.parametrize("tiny_entries,S", [(False, 9), (True, 9), (False, 300)])
+def test_float32_inputs_float64_target_match_mpmath(tiny_entries, S):
     """float32 inputs leave the score slices' X3 and Y3 (almost) empty: the remainder product
     runs over the nonzero inner indices only (fast64._Product._sparse_rest); with a few entries
-    2^-30 below their row's largest, some of them are nonzero.  Every weight and output is the
+    2^-30 below their row's largest, some of them are nonzero.  V's Y3 is empty too, so W·[V | 1]'s
+    remainder leaves out X12·Y3 (in key blocks at S = 300).  Every weight and output is the
     float64 rounding of mpmath's value at 60 digits."""
     from test_floatref_sdpa import assert_matches
 
     rng = np.random.default_rng(11)
-    Q, K, V = (rng.standard_normal((9, 12)).astype(np.float32) for _ in range(3))
+    Q = rng.standard_normal((9, 12)).astype(np.float32)
+    K, V = (rng.standard_normal((S, 12)).astype(np.float32) for _ in range(2))
     if tiny_entries:
         Q[2, 3], K[4, 5], K[7, 0] = np.float32(3e-10), np.float32(-2e-10), np.float32(1.5e-9)
-    scores, _ = fast64.products(K.astype(np.float64), V.astype(np.float64), 12)
+    scores, values = fast64.products(K.astype(np.float64), V.astype(np.float64), 12)
     assert (scores.Y3 != 0).any() == tiny_entries
+    assert not values.full_rest
     ref = fr.correctly_rounded(Q, K, V, dtype="float64")
     assert ref.arb_entries == 0
     assert_matches(ref, Q.astype(np.float64), K.astype(np.float64), V.astype(np.float64), "float64")

@@ -92,9 +92,10 @@ def _slices(A, e, beta: int, axis: int):
 class _Product:
     """X·Y to about 2^-4β·Σ|x||y| with exact slice products, in double-double.
 
-    X (rows × n) is split per row, Y (n × cols) per column; X1·Y1, [X1 | X2]·[Y2; Y1] and
-    X2·Y2 are exact (every partial sum an integer multiple of one unit below 2^53), and
-    the remainder [X12 | X3 | Xl]·[Y3; Y; Y] is a float product in key blocks."""
+    X (rows × n) is split per row, Y (n × cols) per column; [X1; X2]·[Y1 | Y2] is exact (every
+    partial sum an integer multiple of one unit below 2^53), which gives X1·Y1, X1·Y2 + X2·Y1
+    and X2·Y2 (:func:`split_products`), and the remainder [X12 | X3 + Xl]·[Y3; Y] is a float
+    product in key blocks, X12·Y3 left out where Y3 is 0 (float32 and narrower inputs)."""
 
     def __init__(self, Y, beta: int, low: int = -300) -> None:
         import numpy as np
@@ -104,12 +105,17 @@ class _Product:
         self.Y1, self.Y2, self.Y3 = _slices(Y, self.ey, beta, 0)
         self.y3_rows = np.flatnonzero(self.Y3.any(axis=1))   # inner indices where Y3 is not 0
         self.Y = Y
-        self.Y21 = np.concatenate([self.Y2, self.Y1], axis=0)
+        # one product of [X1; X2] (2·rows) by [Y1 | Y2] (2·cols): wider than four, so BLAS runs
+        # it about 30 % faster at 64 rows and S = 4096 (docs/benchmarks.md, Round 8)
+        self.Y12 = np.concatenate([self.Y1, self.Y2], axis=1)
         self.Yabs_sum = np.abs(Y).sum(axis=0)             # Σ_j |y_jc| (rounded: inflated below)
         self.Yabs_max = np.abs(Y).max(axis=0)
         self.n = Y.shape[0]
-        # [Y3; Y] cut in the key blocks of _block_sum and stacked per block
+        # the remainder's right side cut in the key blocks of _block_sum and stacked per block:
+        # [Y3; Y], or Y alone when Y3 is 0 (X12·Y3 is then exactly 0)
+        self.full_rest = self.y3_rows.size > 0
         self.rest = [np.concatenate([self.Y3[a:a + SUM_BLOCK], Y[a:a + SUM_BLOCK]], axis=0)
+                     if self.full_rest else Y[a:a + SUM_BLOCK]
                      for a in range(0, max(self.n, 1), SUM_BLOCK)]
 
     def ok(self, ex) -> bool:
@@ -124,28 +130,26 @@ class _Product:
 
     def __call__(self, Xh, Xl, ex):
         """(hi, lo) of X·Y, X1 + X2, X3 and the n of the remainder's γ_n."""
-        A, B, C, R, X12, X3, m = self.parts(Xh, Xl, ex)
-        h, lo = assemble(A, B, C, R)
+        P, R, X12, X3, m = self.parts(Xh, Xl, ex)
+        h, lo = assemble(*split_products(P, Xh.shape[0], self.Y.shape[1]), R)
         return h, lo, X12, X3, m
 
     def parts(self, Xh, Xl, ex):
-        """The exact slice products A = X1·Y1, B = [X1 | X2]·[Y2; Y1], C = X2·Y2 and the remainder
-        product R, with X1 + X2, X3 and R's n."""
+        """The exact slice products P = [X1; X2]·[Y1 | Y2] and the remainder product R, with
+        X1 + X2, X3 and R's n."""
         import numpy as np
 
         X1, X2, X3 = _slices(Xh, ex, self.beta, 1)
-        A = X1 @ self.Y1
-        B = np.concatenate([X1, X2], axis=1) @ self.Y21
-        C = X2 @ self.Y2
+        P = np.concatenate([X1, X2], axis=0) @ self.Y12
         X12 = X1 + X2                                       # exact: 2β + 1 bits on one grid
         if Xl is None and self.n <= SUM_BLOCK:
             R = self._sparse_rest(X12, X3)
             if R is not None:
-                return A, B, C, R, X12, X3, 2 * self.n
+                return P, R, X12, X3, 2 * self.n
         # with a low part, X3 + Xl rounded once (≤ u|X3 + Xl|): γ_m becomes γ_(m+1)
-        parts = [X12, X3] if Xl is None else [X12, X3 + Xl]
-        R, m = _blocked(parts, self.rest, self.n)
-        return A, B, C, R, X12, X3, m + (Xl is not None)
+        low = X3 if Xl is None else X3 + Xl
+        R, m = _blocked([X12, low] if self.full_rest else [low], self.rest, self.n)
+        return P, R, X12, X3, m + (Xl is not None)
 
     def _sparse_rest(self, X12, X3):
         """X12·Y3 + X3·Y over the inner indices where Y3 (or X3) has a nonzero only: a zero
@@ -164,16 +168,19 @@ class _Product:
 
     def of_weights(self, Wh, Wl, ex):
         """(hi, lo) of W·Y, Σ|W3| per row (rounded) and R's n: :meth:`__call__` with the slices of
-        W cut in fused loops (fused64.w_slices), the same products on views of them."""
-        S = Wh.shape[1]
-        X12, X3abs, Rin = fused64.w_slices(Wh, Wl, ex, self.beta, SUM_BLOCK)
-        A = X12[:, :S] @ self.Y1
-        B = X12 @ self.Y21
-        C = X12[:, S:] @ self.Y2
-        R, m = _block_sum(Rin, self.rest, S, 2)
+        W cut in fused loops (fused64.w_slices), the same products on the same matrices."""
+        rows, S = Wh.shape
+        X, X3abs, Rin = fused64.w_slices(Wh, Wl, ex, self.beta, SUM_BLOCK, self.full_rest)
+        R, m = _block_sum(Rin, self.rest, S, 2 if self.full_rest else 1)
         m += 1                                              # X3 + Wl rounded once, as parts()
-        h, lo = assemble(A, B, C, R)
+        h, lo = assemble(*split_products(X @ self.Y12, rows, self.Y.shape[1]), R)
         return h, lo, X3abs, m
+
+
+def split_products(P, rows: int, cols: int) -> tuple[Any, Any, Any]:
+    """A = X1·Y1, B = X1·Y2 + X2·Y1 and C = X2·Y2 from P = [X1; X2]·[Y1 | Y2]: each block is
+    exact, and so is B's sum (its exact value is a multiple of the unit below 2^53, _beta)."""
+    return P[:rows, :cols], P[:rows, cols:] + P[rows:, :cols], P[rows:, cols:]
 
 
 def assemble(A, B, C, R):
@@ -262,7 +269,7 @@ def _block(Q, scores: _Product, values: _Product, allowed, additive, scale, Ev: 
             eX = _up(E0 + dd.OP_REL * (P + np.abs(c)))
             bad |= ~(eX < 2.0 ** -40)
         else:
-            Dh, Dl = assemble(*D)
+            Dh, Dl = assemble(*split_products(D[0], rows, S), D[1])
             Xh, Xl, eX = _shifted(Dh, Dl, cs, eD, scale, allowed, additive, bad)
             # 4. w = e^x = exp(k/1024)·exp(r): table times a series; keys below X_TABLE: w̃ = 0
             Wh, Wl, tiny, zero = _exp(Xh, Xl)
@@ -301,15 +308,15 @@ def _block(Q, scores: _Product, values: _Product, allowed, additive, scale, Ev: 
 
 
 def _scores(Q, scores: _Product):
-    """1. The slice products of the scores d = q·k (A, B, C, R: d̃ = A + B + C + R in
-    double-double), a bound on |d| and e_d, the remainder product's error (None when the
+    """1. The slice products of the scores d = q·k ((P, R): d̃ = A + B + C + R in double-double,
+    A, B, C from P by :func:`split_products`), a bound on |d| and e_d, the remainder product's error (None when the
     exponents are out of the exact products' range)."""
     import numpy as np
 
     eq = _exponent(np.abs(Q).max(axis=1), scores.low)
     if not scores.ok(eq):
         return None
-    A, B, C, R, Q12, Q3, m = scores.parts(Q, None, eq)
+    P, R, Q12, Q3, m = scores.parts(Q, None, eq)
     norm = (1 + gamma(scores.Y.shape[1] + Q.shape[1] + 2)) ** 2
     n12 = np.sqrt(np.einsum("ij,ij->i", Q12, Q12))
     n3 = np.sqrt(np.einsum("ij,ij->i", Q3, Q3))
@@ -322,7 +329,7 @@ def _scores(Q, scores: _Product):
     # products is ≤ 16·‖q‖‖k‖ (|q1|, |q2| ≤ 2|q| entrywise)
     parts = _up(16 * cs + (n12 * k3 + n3 * kn) * norm + eR)
     eD = _up(eR + 2 * dd.OP_REL * parts)
-    return (A, B, C, R), cs, eD
+    return (P, R), cs, eD
 
 
 def _product_bounds(cs, eD, scale, bad):

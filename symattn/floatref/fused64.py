@@ -102,26 +102,27 @@ def _mul(xh, xl, yh, yl):
 
 
 @_jit
-def _weights(A, B, C, R, sh, sl, allowed, masked, table_hi, table_lo, x_table, x_zero,
+def _weights(P, R, sh, sl, allowed, masked, table_hi, table_lo, x_table, x_zero,
              Wh, Wl, tiny, zero, cmax, counts, wmax):
-    """Steps 1 (the scores' double-double from the slice products), 2 (t = s·d), 3 (x = t − c)
+    """Steps 1 (the scores' double-double from the slice products P = [X1; X2]·[Y1 | Y2] and
+    the remainder R: A, B, C as fast64.split_products), 2 (t = s·d), 3 (x = t − c)
     and 4 (w = e^x) of fast64._block without an additive mask; per row the c, the numbers of
     tiny and zero keys, and max w̃.  Selects where numpy has where/putmask (a blocked key runs
     the steps on t̃ = −inf, x̃ = nan, and is then set to w̃ = 0).  Each row in four loops: the
     arithmetic ones have no reduction and no table look-up, so LLVM vectorizes them (a
     look-up or a float maximum in a loop keeps it scalar, 3–4 times slower)."""
-    rows, S = A.shape
+    rows, S = R.shape
     ninf = -1.0 / 0.0
     everyone = np.ones(S, dtype=np.bool_)
     index = np.empty(S, dtype=np.int64)
     eh_, el_ = np.empty(S), np.empty(S)
     gone = np.empty(S, dtype=np.bool_)
     for i in range(rows):
-        a, b, cc, r, wh_, wl_ = A[i], B[i], C[i], R[i], Wh[i], Wl[i]
+        top_, low_, r, wh_, wl_ = P[i], P[rows + i], R[i], Wh[i], Wl[i]
         al = allowed[i] if masked else everyone
         for j in range(S):                                 # 1.–2.
-            h, lo = _two_sum(a[j], b[j])
-            h, lo = _add_fp(h, lo, cc[j])
+            h, lo = _two_sum(top_[j], top_[S + j] + low_[j])
+            h, lo = _add_fp(h, lo, low_[S + j])
             h, lo = _add_fp(h, lo, r[j])
             th, tl = _mul(h, lo, sh, sl)
             wh_[j] = th if al[j] else ninf
@@ -175,17 +176,18 @@ def _weights(A, B, C, R, sh, sl, allowed, masked, table_hi, table_lo, x_table, x
 
 
 @_jit
-def _w_slices(Wh, Wl, up1, down1, up2, down2, block, X12, X3abs, Rin):
+def _w_slices(Wh, Wl, up1, down1, up2, down2, block, full, X, X3abs, Rin):
     """W = X1 + X2 + X3 (fast64._slices per row, its ldexp as products by the exact powers of
     two up1 = 2^(β−e), down1 = 2^(e−β), up2 = 2^(2β−e), down2 = 2^(e−2β): the same roundings)
-    written as the products use them: X12 = [X1 | X2] (rows × 2S) and, per key block of
-    ``block``, [X1 + X2 | X3 + Wl] in Rin (rows × 2S); per row Σ|X3| (in a loop of its own,
-    so the slicing loop vectorizes)."""
+    written as the products use them: X = [X1; X2] (2·rows × S) and the remainder's input in
+    Rin: per key block of ``block``, [X1 + X2 | X3 + Wl] (rows × 2S) when ``full``, else
+    X3 + Wl alone (rows × S); per row Σ|X3| (in a loop of its own, so the slicing loop
+    vectorizes)."""
     rows, S = Wh.shape
     x3_ = np.empty(S)
     for i in range(rows):
         u1, d1, u2, d2 = up1[i], down1[i], up2[i], down2[i]
-        w_, l_, x12, rin = Wh[i], Wl[i], X12[i], Rin[i]
+        w_, l_, x1_, x2_, rin = Wh[i], Wl[i], X[i], X[rows + i], Rin[i]
         for a in range(0, S, block):
             b = min(S, a + block)
             n = b - a
@@ -195,10 +197,13 @@ def _w_slices(Wh, Wl, up1, down1, up2, down2, block, X12, X3abs, Rin):
                 r = w - x1
                 x2 = np.rint(r * u2) * d2
                 x3 = r - x2
-                x12[j] = x1
-                x12[S + j] = x2
-                rin[a + j] = x1 + x2
-                rin[a + n + j] = x3 + l_[j]
+                x1_[j] = x1
+                x2_[j] = x2
+                if full:
+                    rin[a + j] = x1 + x2
+                    rin[a + n + j] = x3 + l_[j]
+                else:
+                    rin[j] = x3 + l_[j]
                 x3_[j] = x3
         total = 0.0
         for j in range(S):
@@ -225,19 +230,20 @@ def _normalise(Wh, Wl, Yh, Yl, factor, tiny, zero, bad, allowed, masked, inflate
         wh_, wl_, p_, ok_, ti_, ze_ = Wh[i], Wl[i], P[i], ok[i], tiny[i], zero[i]
         al = allowed[i] if masked else everyone
         left = 0
-        for j in range(S):
+        for j in range(S):              # & and | rather than and/or: no branches, so it vectorizes
             ph, pl = _mul(wh_[j], wl_[j], yh, yl)
             rad = abs(ph) * f * inflate + tiny_abs
             rad = inf if ti_[j] else rad
             a = abs(ph)
-            good = (a >= 2.0 ** -960) and (abs(pl) + rad < a * 2.0 ** -54)
-            known = (ze_[j] and not row_bad) or not al[j]
+            good = (a >= 2.0 ** -960) & (abs(pl) + rad < a * 2.0 ** -54)
+            known = (ze_[j] & (not row_bad)) | (not al[j])
             p_[j] = 0.0 if known else (ph + 0.0 if good else nan)
-            ok_[j] = known or good
+            done = known | good
+            ok_[j] = done
             hi_[j] = ph
             lo_[j] = pl
             rad_[j] = rad
-            left += not (known or good)
+            left += not done
         if left == 0:
             continue
         for j in range(S):
@@ -253,33 +259,34 @@ def _normalise(Wh, Wl, Yh, Yl, factor, tiny, zero, bad, allowed, masked, inflate
 
 
 def weights(parts: tuple, scale: tuple[float, float], allowed: Any, table: tuple, limits: tuple):
-    """fast64 steps 1–4 for a block of rows without an additive mask: (Wh, Wl, tiny, zero, c,
-    ntiny, nzero, max w̃ per row)."""
+    """fast64 steps 1–4 for a block of rows without an additive mask, from the scores' (P, R)
+    (fast64._scores): (Wh, Wl, tiny, zero, c, ntiny, nzero, max w̃ per row)."""
     import numpy as np
 
-    A, B, C, R = (np.ascontiguousarray(x) for x in parts)
-    rows, S = A.shape
+    P, R = (np.ascontiguousarray(x) for x in parts)
+    rows, S = R.shape
     Wh, Wl = np.empty((rows, S)), np.empty((rows, S))
     tiny, zero = np.empty((rows, S), dtype=bool), np.empty((rows, S), dtype=bool)
     c, counts, wmax = np.empty(rows), np.empty((rows, 2), dtype=np.int64), np.empty(rows)
     masked = allowed is not None
     mask = np.ascontiguousarray(allowed) if masked else np.ones((1, 1), dtype=bool)
-    _weights(A, B, C, R, float(scale[0]), float(scale[1]), mask, masked, table[0], table[1],
+    _weights(P, R, float(scale[0]), float(scale[1]), mask, masked, table[0], table[1],
              float(limits[0]), float(limits[1]), Wh, Wl, tiny, zero, c, counts, wmax)
     return Wh, Wl, tiny, zero, c, counts[:, 0], counts[:, 1], wmax
 
 
-def w_slices(Wh, Wl, e, beta: int, block: int):
-    """The slices of W for the values product: ([X1 | X2], Σ|X3| per row, the remainder's
-    input, its key blocks as column ranges)."""
+def w_slices(Wh, Wl, e, beta: int, block: int, full: bool):
+    """The slices of W for the values product: ([X1; X2], Σ|X3| per row, the remainder's input
+    laid out in key blocks, with X1 + X2 when ``full``)."""
     import numpy as np
 
     rows, S = Wh.shape
     powers = [np.ascontiguousarray(np.ldexp(1.0, k), dtype=np.float64)
               for k in (beta - e, e - beta, 2 * beta - e, e - 2 * beta)]
-    X12, X3abs, Rin = np.empty((rows, 2 * S)), np.empty(rows), np.empty((rows, 2 * S))
-    _w_slices(np.ascontiguousarray(Wh), np.ascontiguousarray(Wl), *powers, block, X12, X3abs, Rin)
-    return X12, X3abs, Rin
+    X, X3abs, Rin = np.empty((2 * rows, S)), np.empty(rows), np.empty((rows, (1 + full) * S))
+    _w_slices(np.ascontiguousarray(Wh), np.ascontiguousarray(Wl), *powers, block, full, X, X3abs,
+              Rin)
+    return X, X3abs, Rin
 
 
 def normalise(Wh, Wl, Yh, Yl, factor, tiny, zero, bad, allowed, inflate: float, tiny_abs: float,

@@ -19,6 +19,10 @@ from symattn.floatref.binary import BinaryFormat, round_array, round_float32
 ENTRIES = 1 << 16
 #: rows per block at least (BLAS products of fewer rows run up to 2.5 times slower per entry)
 MIN_ROWS = 64
+#: entries per block of rows for fast64_head: its temporaries are fused (fused64.py), so
+#: blocks of 128 rows at S = 1024 still fit L2 and halve the per-block call overhead
+#: (about 6 % faster there; 256 rows fall out of L2 and run 45 % slower; docs/benchmarks.md)
+ENTRIES64 = 1 << 17
 
 
 def _rows(a: Any, lo: int, hi: int) -> Any:
@@ -118,7 +122,7 @@ def fast64_head(Q, K, V, allowed, additive, scale: tuple[float, float, float], o
     w, w_ok, o, o_ok, empty = out
     L, S, Ev = Q.shape[0], K.shape[0], V.shape[1]
     scores, values = fast64.products(K, V, Q.shape[1])
-    step = max(MIN_ROWS, ENTRIES // max(S, Ev, 1))
+    step = max(MIN_ROWS, ENTRIES64 // max(S, Ev, 1))
     for a in range(0, L, step):
         b = min(L, a + step)
         block = _rows(allowed, a, b)
