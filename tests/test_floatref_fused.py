@@ -117,3 +117,34 @@ def test_float32_inputs_float64_target_match_mpmath(tiny_entries, S):
     ref = fr.correctly_rounded(Q, K, V, dtype="float64")
     assert ref.arb_entries == 0
     assert_matches(ref, Q.astype(np.float64), K.astype(np.float64), V.astype(np.float64), "float64")
+
+
+def test_fused_float32_decisions_equal_numpy(monkeypatch):
+    """fused32.decide against heads.decide_into's numpy branch, bit for bit, on enclosures that
+    straddle float32 midpoints, sit exactly on one, round to −0, to float32 subnormals, past
+    float32's range, or have infinite or NaN radii; and the decided values against Python's
+    own float32 rounding (struct)."""
+    import struct
+
+    from symattn.floatref import binary, fused32, heads
+
+    rng = np.random.default_rng(3)
+    mid = rng.standard_normal((40, 50)) * np.exp2(rng.integers(-140, 130, (40, 50)))
+    rad = np.abs(mid) * np.exp2(rng.integers(-60, -20, (40, 50)).astype(float))
+    mid[0, :4] = [1 + 2.0 ** -24, 1 + 3 * 2.0 ** -24, -(2.0 ** -160), 3.5e38]   # ties, −0, overflow
+    rad[0, :4] = 0.0
+    mid[1, :3], rad[1, :3] = [1.0, np.nan, 2.0], [np.inf, 0.0, np.nan]
+    mid[2, :2], rad[2, :2] = [1 + 2.0 ** -24, 2.0 ** -140 + 2.0 ** -150], [2.0 ** -40, 2.0 ** -170]  # straddle
+    got = (np.empty(mid.shape, dtype=np.float32), np.empty(mid.shape, dtype=bool))
+    fused32.decide(mid, rad.copy(), *got)
+    monkeypatch.setattr(fused64, "AVAILABLE", False)
+    want = (np.empty(mid.shape, dtype=np.float32), np.empty(mid.shape, dtype=bool))
+    heads.decide_into(mid, rad.copy(), binary.BINARY_FORMATS["float32"], True, *want)
+    assert np.array_equal(got[1], want[1])
+    assert np.array_equal(got[0].view(np.uint32)[got[1]], want[0].view(np.uint32)[want[1]])
+    assert 0.6 < got[1].mean() < 1 and not got[1][1, :3].any() and not got[1][2, :2].any()
+    assert not got[1][0, 3]                                         # past float32's range
+    assert got[0][0, 2] == 0 and not np.signbit(got[0][0, 2])       # −2^-160 → +0
+    for x, v, ok in zip(mid.ravel(), got[0].ravel(), got[1].ravel()):
+        if ok:
+            assert struct.unpack("f", struct.pack("f", x))[0] + 0.0 == float(v)

@@ -31,7 +31,7 @@ AVAILABLE = numba is not None and os.environ.get("SYMATTN_FUSED", "1") != "0"
 _SPLITTER = 134217729.0   # 2^27 + 1, as dd.py
 
 
-def _jit(fn):
+def jit(fn):
     """Compiled on first use, cached on disk when numba finds a writable place (else it compiles
     once per process)."""
     if numba is None:  # pragma: no cover
@@ -101,7 +101,7 @@ def _mul(xh, xl, yh, yl):
     return _fast_two_sum(ch, cl1 + cl2)
 
 
-@_jit
+@jit
 def _weights(P, R, sh, sl, allowed, masked, table_hi, table_lo, x_table, x_zero,
              Wh, Wl, tiny, zero, cmax, counts, wmax):
     """Steps 1 (the scores' double-double from the slice products P = [X1; X2]·[Y1 | Y2] and
@@ -175,7 +175,7 @@ def _weights(P, R, sh, sl, allowed, masked, table_hi, table_lo, x_table, x_zero,
         wmax[i] = top
 
 
-@_jit
+@jit
 def _w_slices(Wh, Wl, up1, down1, up2, down2, block, full, X, X3abs, Rin):
     """W = X1 + X2 + X3 (fast64._slices per row, its ldexp as products by the exact powers of
     two up1 = 2^(β−e), down1 = 2^(e−β), up2 = 2^(2β−e), down2 = 2^(e−2β): the same roundings)
@@ -211,7 +211,7 @@ def _w_slices(Wh, Wl, up1, down1, up2, down2, block, full, X, X3abs, Rin):
         X3abs[i] = total
 
 
-@_jit
+@jit
 def _normalise(Wh, Wl, Yh, Yl, factor, tiny, zero, bad, allowed, masked, inflate, tiny_abs, P, ok):
     """Step 7 for the weights and their rounding (fast64._normalised, then decide64): p = w·(1/Z)
     in double-double, radius |p̃|·factor (per row), inf where the weight is tiny; the known

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from symattn.floatref import fast, fast64
+from symattn.floatref import fast, fast64, fused32, fused64
 from symattn.floatref.binary import BinaryFormat, round_array, round_float32
 
 #: entries per block of rows: each (rows × S) float64 temporary is 512 KiB
@@ -57,6 +57,9 @@ def decide_into(mid, rad, fmt: BinaryFormat, cast: bool, values, ok) -> None:
     the caller); the narrower formats through float32 (:func:`_narrow`)."""
     import numpy as np
 
+    if cast and fused64.AVAILABLE and mid.ndim == 2:
+        fused32.decide(mid, rad, values, ok)             # the same operations in one pass
+        return
     with np.errstate(invalid="ignore", over="ignore"):
         lo = mid - rad
         hi = np.add(mid, rad, out=rad)
